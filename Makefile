@@ -1,0 +1,33 @@
+# Two commands on a fresh clone:  `make run`  (set up, then run)  and  `make test`  (set up, then test).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= dev
+STAMP := $(VENV)/.installed-$(EXTRAS)
+
+.PHONY: run test setup bench clean lint
+
+# Create or reuse .venv and install the project (uv when it can be had: much faster than pip).
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check uv || true
+	@if $(VENV)/bin/uv --version >/dev/null 2>&1; then \
+		$(VENV)/bin/uv pip install -q --python $(PY) -e ".[$(EXTRAS)]"; \
+	else \
+		$(PY) -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"; \
+	fi
+	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m playground.run
+
+test: $(STAMP)
+	$(PY) scripts/run_tests.py
+
+bench: $(STAMP)
+	$(PY) -m playground.toolsearch bench
+
+clean:
+	rm -rf $(VENV) db.sqlite3 test_db.sqlite3 staticfiles .pytest_cache test-artifacts

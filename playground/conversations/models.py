@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Conversation(models.Model):
+    class Status(models.TextChoices):
+        IDLE = "idle", "Idle"
+        RUNNING = "running", "Running"
+        WAITING = "waiting", "Waiting for permission"
+        CANCELLING = "cancelling", "Cancelling"
+        FAILED = "failed", "Failed"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    profile = models.ForeignKey("registry.AgentProfile", null=True, on_delete=models.SET_NULL)
+    # The profile's settings copied at start, so later edits do not rewrite history.
+    profile_snapshot = models.JSONField(default=dict)
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
+    # A compare view runs two conversations side by side on the same message.
+    compare_group = models.CharField(max_length=36, blank=True, db_index=True)
+    # Compaction boundary: discovered tools carried over, summary of what was compacted.
+    compaction = models.JSONField(null=True, blank=True)
+    next_sequence = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Message(models.Model):
+    """The exact content blocks exchanged with the model, in order."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=10)  # user / assistant
+    content = models.JSONField()  # list of content blocks
+    compacted = models.BooleanField(default=False)  # replaced by a compaction summary
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "position"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "position"], name="unique_message_position")]
+
+
+class Event(models.Model):
+    """One typed loop event; saved (with its sequence number) before it is broadcast."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict)
+    parent_sequence = models.PositiveIntegerField(null=True, blank=True)  # subagent events nest under a call
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "sequence"], name="unique_event_sequence")]

@@ -1,0 +1,251 @@
+"""The ToolSearch contract shared by every backend.
+
+`SearchBackend.search` is a template method: it reads the query once (`read_query`), answers the
+special forms every backend must honour identically (`select:`, an exact tool name, an `mcp__`
+prefix), and hands keyword queries to the backend's `rank`. Backends only rank; they never
+re-implement the special forms. Explanations (`ScoredTool.breakdown`) come from the same code
+path that ranks: a backend fills them while it scores.
+"""
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from playground.engine.tools import MCP_PREFIX, Tool, ToolCatalog
+
+QueryKind = Literal["select", "exact", "prefix", "keyword", "empty"]
+SELECT_PREFIX = "select:"
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """How a query was read. Shown to people in the inspector and the timeline."""
+
+    raw: str
+    kind: QueryKind
+    selected_names: tuple[str, ...] = ()  # select: names in the order given, duplicates dropped
+    prefix: str = ""  # mcp__ prefix query (lowercased)
+    required: tuple[str, ...] = ()  # +terms, without the '+', lowercased
+    optional: tuple[str, ...] = ()  # the other terms, lowercased
+    note: str = ""  # e.g. "mcp__ prefix matched nothing; fell through to keyword scoring"
+
+    @property
+    def scoring_terms(self) -> tuple[str, ...]:
+        return self.required + self.optional
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_query(query: str) -> QueryReading:
+    """Read a ToolSearch query the way Claude Code does (before any catalog lookup).
+
+    `select:A,B` (prefix case-insensitive, names exact) → select; otherwise terms split on whitespace,
+    lowercased, `+term` required. Exact-name and `mcp__` prefix readings need the catalog and are
+    decided in `SearchBackend.search`.
+    """
+    raw = query if isinstance(query, str) else str(query)
+    stripped = raw.strip()
+    if stripped[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX:
+        names: list[str] = []
+        for part in stripped[len(SELECT_PREFIX):].split(","):
+            name = part.strip()
+            if name and name not in names:
+                names.append(name)
+        return QueryReading(raw=raw, kind="select", selected_names=tuple(names))
+    lowered = stripped.lower()
+    terms = lowered.split()
+    if not terms:
+        return QueryReading(raw=raw, kind="empty")
+    required = tuple(t[1:] for t in terms if t.startswith("+") and len(t) > 1)
+    optional = tuple(t for t in terms if not (t.startswith("+") and len(t) > 1))
+    return QueryReading(raw=raw, kind="keyword", required=required, optional=optional)
+
+
+@dataclass(frozen=True)
+class TermContribution:
+    """One rule firing for one term on one tool: the unit of an explanation."""
+
+    term: str
+    rule: str  # e.g. "exact name part", "substring of name part", "whole word in description", "bm25 description"
+    points: float
+    field: str = ""  # where it matched: name / description / search_hint / schema / embedding ...
+    detail: str = ""  # e.g. the matched name part, a similarity, a rank
+
+
+@dataclass
+class ScoredTool:
+    name: str
+    score: float
+    breakdown: list[TermContribution] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "score": self.score, "breakdown": [asdict(c) for c in self.breakdown]}
+
+
+@dataclass
+class ToolSearchResult:
+    """What one ToolSearch call found, and why."""
+
+    query: str
+    reading: QueryReading
+    backend: str
+    matches: list[str]  # tool names, best first; what gets loaded
+    scored: list[ScoredTool] = field(default_factory=list)  # keyword queries: the ranked tools with breakdowns
+    total_deferred_tools: int = 0
+    pending_mcp_servers: list[str] = field(default_factory=list)
+    already_loaded: list[str] = field(default_factory=list)  # matches that were not deferred (harmless no-ops)
+    not_found: list[str] = field(default_factory=list)  # select: names that exist nowhere
+
+    def to_output(self) -> dict[str, Any]:
+        """The ToolSearch tool's output object: {matches, query, total_deferred_tools, pending_mcp_servers?}."""
+        output: dict[str, Any] = {
+            "matches": list(self.matches),
+            "query": self.query,
+            "total_deferred_tools": self.total_deferred_tools,
+        }
+        if self.pending_mcp_servers:
+            output["pending_mcp_servers"] = list(self.pending_mcp_servers)
+        return output
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, for events and the inspector."""
+        return {
+            **self.to_output(),
+            "backend": self.backend,
+            "reading": self.reading.to_dict(),
+            "scored": [s.to_dict() for s in self.scored],
+            "already_loaded": list(self.already_loaded),
+            "not_found": list(self.not_found),
+        }
+
+
+class SearchBackend(ABC):
+    """Base class of ToolSearch ranking backends, picked by dotted path in settings.
+
+    Subclasses implement `build_index` (called once per catalog fingerprint; precompute here) and
+    `rank` (called for keyword queries only). They must:
+      - rank only `catalog.deferred` tools;
+      - keep only tools that match every required term (`reading.required`) by the Claude Code rule
+        (see `playground.engine.search.names.matches_required_term`);
+      - return at most `max_results` tools with score > 0, best first, ties in catalog order;
+      - fill each ScoredTool's breakdown while scoring (never a second implementation).
+    Instances are cheap, reusable and thread-safe for `search` after construction.
+    """
+
+    name: str = "base"
+    label: str = "Base"
+    description: str = ""
+    _index_cache_size = 4
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self._indexes: OrderedDict[str, Any] = OrderedDict()
+
+    # -- the template ------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        catalog: ToolCatalog,
+        *,
+        max_results: int = 5,
+        pending_mcp_servers: Sequence[str] = (),
+    ) -> ToolSearchResult:
+        max_results = max(1, int(max_results))
+        reading = read_query(query)
+        result = ToolSearchResult(
+            query=query,
+            reading=reading,
+            backend=self.name,
+            matches=[],
+            total_deferred_tools=len(catalog.deferred),
+        )
+        if reading.kind == "select":
+            self._answer_select(reading, catalog, result)
+        elif reading.kind == "keyword":
+            lowered = query.strip().lower()
+            exact = _first(t for t in catalog.deferred if t.name.lower() == lowered) or catalog.get_case_insensitive(lowered)
+            if exact is not None:
+                result.reading = _replace(reading, kind="exact")
+                result.matches = [exact.name]
+                if not catalog.is_deferred(exact.name):
+                    result.already_loaded = [exact.name]
+            else:
+                prefix_hits: list[str] = []
+                if lowered.startswith(MCP_PREFIX) and len(lowered) > len(MCP_PREFIX):
+                    prefix_hits = [t.name for t in catalog.deferred if t.name.lower().startswith(lowered)][:max_results]
+                if prefix_hits:
+                    result.reading = _replace(reading, kind="prefix", prefix=lowered)
+                    result.matches = prefix_hits
+                else:
+                    if lowered.startswith(MCP_PREFIX) and len(lowered) > len(MCP_PREFIX):
+                        result.reading = _replace(
+                            reading, note="mcp__ prefix matched no deferred tool; fell through to keyword scoring"
+                        )
+                    scored = self.rank(result.reading, self.index_for(catalog), catalog, max_results)
+                    result.scored = scored[:max_results]
+                    result.matches = [s.name for s in result.scored]
+        if not result.matches:
+            result.pending_mcp_servers = list(pending_mcp_servers)
+        return result
+
+    def _answer_select(self, reading: QueryReading, catalog: ToolCatalog, result: ToolSearchResult) -> None:
+        for name in reading.selected_names:
+            tool = catalog.get(name)
+            if tool is None:
+                result.not_found.append(name)
+                continue
+            result.matches.append(tool.name)
+            if not catalog.is_deferred(tool.name):
+                result.already_loaded.append(tool.name)
+
+    # -- what backends provide --------------------------------------------------------------------
+    def index_for(self, catalog: ToolCatalog) -> Any:
+        key = catalog.fingerprint
+        index = self._indexes.get(key)
+        if index is None:
+            index = self.build_index(catalog)
+            self._indexes[key] = index
+            while len(self._indexes) > self._index_cache_size:
+                self._indexes.popitem(last=False)
+        else:
+            self._indexes.move_to_end(key)
+        return index
+
+    @abstractmethod
+    def build_index(self, catalog: ToolCatalog) -> Any:
+        """Precompute what ranking needs for this catalog's deferred tools."""
+
+    @abstractmethod
+    def rank(self, reading: QueryReading, index: Any, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
+        """Rank deferred tools for a keyword reading; see the class docstring for the rules."""
+
+
+def load_backend(path_or_name: str, registry: Mapping[str, str] | None = None, **options: Any) -> SearchBackend:
+    """Instantiate a backend by registry name (e.g. "claude-code") or dotted path."""
+    path = (registry or {}).get(path_or_name, path_or_name)
+    module_name, _, class_name = path.rpartition(".")
+    if not module_name:
+        known = ", ".join(sorted(registry or {})) or "none"
+        raise ValueError(f"unknown search backend {path_or_name!r} (known: {known})")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load search backend {path_or_name!r}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, SearchBackend)):
+        raise ValueError(f"{path!r} is not a SearchBackend subclass")
+    return cls(**options)
+
+
+def _first(items: Iterable[Tool]) -> Tool | None:
+    return next(iter(items), None)
+
+
+def _replace(reading: QueryReading, **changes: Any) -> QueryReading:
+    from dataclasses import replace
+
+    return replace(reading, **changes)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class McpServersConfig(AppConfig):
+    name = "playground.mcp_servers"
+    verbose_name = "MCP servers"

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+SERVER_NAME_VALIDATOR = RegexValidator(
+    r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$",
+    "Letters, digits, '-' and single '_' only: the name becomes the mcp__<name>__ prefix.",
+)
+
+
+class McpServer(models.Model):
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio"
+        HTTP = "http", "Streamable HTTP"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        CONNECTED = "connected", "Connected"
+        FAILED = "failed", "Failed"
+        DISABLED = "disabled", "Disabled"
+
+    name = models.CharField(max_length=40, unique=True, validators=[SERVER_NAME_VALIDATOR])
+    transport = models.CharField(max_length=10, choices=Transport.choices, default=Transport.STDIO)
+    # stdio
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    # streamable HTTP
+    url = models.URLField(max_length=500, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+
+    enabled = models.BooleanField(default=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    last_error = models.TextField(blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"mcp__{self.name}__"

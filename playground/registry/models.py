@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from playground.engine.tools import TOOL_NAME_PATTERN
+
+
+class Tool(models.Model):
+    """A tool row; `playground.registry.adapter` turns rows into engine `Tool`s."""
+
+    class Source(models.TextChoices):
+        BUILTIN = "builtin", "Built-in"
+        MANUAL = "manual", "Manual"
+        IMPORTED = "imported", "Imported"
+        MCP = "mcp", "MCP"
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict)
+    search_hint = models.CharField(max_length=300, blank=True)
+    server = models.ForeignKey(
+        "mcp_servers.McpServer", null=True, blank=True, on_delete=models.CASCADE, related_name="tools"
+    )
+    # Server name for MCP tools whose server is not registered (imported catalogs).
+    server_name = models.CharField(max_length=64, blank=True, db_index=True)
+    should_defer = models.BooleanField(default=False)
+    always_load = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    token_estimate = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.name.startswith("mcp__")
+
+
+class AgentProfile(models.Model):
+    class WireStyle(models.TextChoices):
+        NATIVE = "native", "Native (defer_loading + tool_reference)"
+        CLIENT = "client", "Client-side (any model or gateway)"
+        SERVER = "server", "Anthropic server-side search tool"
+
+    class Announcement(models.TextChoices):
+        FULL = "full", "Full list every request"
+        DELTA = "delta", "Deltas since the last announcement"
+
+    name = models.CharField(max_length=100, unique=True)
+    system_prompt = models.TextField(blank=True)
+    model = models.CharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
+    tool_search_mode = models.CharField(
+        max_length=10, blank=True, help_text="true, false, auto or auto:N; empty = unset (the environment's default)."
+    )
+    wire_style = models.CharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
+    search_backend = models.CharField(max_length=50, blank=True, help_text="Empty: the default backend.")
+    max_results = models.PositiveSmallIntegerField(default=5)
+    announcement_style = models.CharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)
+    allowed_tools = models.JSONField(default=list, blank=True, help_text="Empty: every tool.")
+    disallowed_tools = models.JSONField(default=list, blank=True)
+    is_subagent = models.BooleanField(default=False, help_text="Subject to the global agent denylist.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PermissionRule(models.Model):
+    class Effect(models.TextChoices):
+        ALLOW = "allow", "Allow"
+        ASK = "ask", "Ask"
+        DENY = "deny", "Deny"
+
+    effect = models.CharField(max_length=5, choices=Effect.choices)
+    pattern = models.CharField(max_length=80, help_text="Exact tool name, mcp__server, or mcp__server__*")
+    profile = models.ForeignKey(
+        AgentProfile, null=True, blank=True, on_delete=models.CASCADE, related_name="rules",
+        help_text="Empty: a global rule.",
+    )
+    note = models.CharField(max_length=300, blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["profile_id", "pattern", "effect"]
+
+    def __str__(self) -> str:
+        scope = self.profile.name if self.profile_id else "global"
+        return f"{self.effect} {self.pattern} ({scope})"
+
+
+class PermissionChange(models.Model):
+    """Audit trail of the permissions editor: who changed what, when, before and after."""
+
+    class Action(models.TextChoices):
+        CREATE = "create", "Created"
+        UPDATE = "update", "Updated"
+        DELETE = "delete", "Deleted"
+
+    rule_id = models.PositiveBigIntegerField(null=True)
+    action = models.CharField(max_length=6, choices=Action.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]

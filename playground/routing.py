@@ -1,0 +1,7 @@
+"""WebSocket URL patterns, one list gathered from the apps that serve sockets."""
+from __future__ import annotations
+
+from playground.conversations.routing import websocket_urlpatterns as conversation_sockets
+from playground.mcp_servers.routing import websocket_urlpatterns as mcp_status_sockets
+
+websocket_urlpatterns = [*conversation_sockets, *mcp_status_sockets]

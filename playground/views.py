@@ -1,0 +1,27 @@
+"""Project-level pages: the home dashboard and a health check."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import JsonResponse
+from django.shortcuts import render
+
+
+@login_required
+def home(request):
+    from playground.mcp_servers.models import McpServer
+    from playground.registry.models import AgentProfile, Tool
+
+    context = {
+        "tool_count": Tool.objects.filter(enabled=True).count(),
+        "server_count": McpServer.objects.count(),
+        "profile_count": AgentProfile.objects.count(),
+    }
+    return render(request, "home.html", context)
+
+
+def healthz(request):
+    """Liveness for docker-compose and `make run`: the process answers and the database is reachable."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"ok": True})
