@@ -11,6 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from playground.engine.search.backends import BUILTIN_BACKENDS, DEFAULT_BACKEND
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -151,10 +153,8 @@ ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
 TOOL_SEARCH_UNSUPPORTED_MODELS = envlist("TOOL_SEARCH_UNSUPPORTED_MODELS", "haiku")
 
 # Search backends by name → dotted path (django-debug-toolbar style). "default" names one of them.
-TOOLSEARCH_BACKENDS = {
-    "claude-code": "playground.engine.search.keyword.ClaudeCodeKeywordBackend",
-}
-TOOLSEARCH_DEFAULT_BACKEND = os.environ.get("TOOLSEARCH_DEFAULT_BACKEND", "claude-code")
+TOOLSEARCH_BACKENDS = {**BUILTIN_BACKENDS}
+TOOLSEARCH_DEFAULT_BACKEND = os.environ.get("TOOLSEARCH_DEFAULT_BACKEND", DEFAULT_BACKEND)
 
 # Tools never given to subagents (Claude Code keeps the agent tool itself out, so agents do not nest).
 AGENT_TOOL_DENYLIST = envlist("AGENT_TOOL_DENYLIST", "Agent")

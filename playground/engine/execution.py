@@ -1,0 +1,45 @@
+"""Tool execution contract: the loop hands a call to an executor and gets an outcome back.
+
+Implementations live outside the engine (they do I/O): `playground.mcp_servers.executor` dispatches
+MCP tools to their server, built-in tools in-process, and catalog-only tools to a simulated result.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.engine.tools import Tool
+
+
+@dataclass
+class ToolOutcome:
+    """A tool's result, keeping MCP content types: text blocks, images (as notes), structured content."""
+
+    content: list[dict[str, Any]]  # Messages API tool_result content blocks (text / image)
+    is_error: bool = False
+    structured: dict[str, Any] | None = None
+    duration_ms: float = 0.0
+    simulated: bool = False  # a catalog-only tool answered without a backend
+
+    def text(self) -> str:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "is_error": self.is_error,
+            "structured": self.structured,
+            "duration_ms": round(self.duration_ms, 2),
+            "simulated": self.simulated,
+        }
+
+
+class ToolExecutionError(Exception):
+    """The call could not be made at all (server gone, timeout); the loop turns it into an error result."""
+
+
+class ToolExecutor(ABC):
+    @abstractmethod
+    def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0) -> ToolOutcome:
+        """Run one call. Never raises for a tool-level failure: returns is_error=True instead."""

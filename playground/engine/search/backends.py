@@ -1,0 +1,23 @@
+"""The search backends this project ships, by name → dotted path.
+
+Django settings (`TOOLSEARCH_BACKENDS`) start from this mapping; the engine CLI uses it directly.
+`DEFAULT_BACKEND` is what `--backend default` and new agent profiles use.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from playground.engine.search.base import SearchBackend, load_backend
+
+BUILTIN_BACKENDS: dict[str, str] = {
+    "claude-code": "playground.engine.search.keyword.ClaudeCodeKeywordBackend",
+}
+DEFAULT_BACKEND = "claude-code"
+
+
+def get_backend(name: str, registry: dict[str, str] | None = None, default: str | None = None, **options: Any) -> SearchBackend:
+    """Resolve "default", a registered name or a dotted path to a backend instance."""
+    registry = registry or BUILTIN_BACKENDS
+    if name in ("", "default"):
+        name = default or DEFAULT_BACKEND
+    return load_backend(name, registry, **options)
