@@ -1,18 +1,14 @@
 """Engine test fixtures: small hand-built catalogs and the shared toolsets folder."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from playground.engine.catalog_io import toolsets_dir
 from playground.engine.tools import Tool, ToolCatalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def toolsets_dir() -> Path:
-    return Path(os.environ.get("TOOLSETS_DIR") or REPO_ROOT.parent / "shared" / "toolsets")
 
 
 @pytest.fixture
