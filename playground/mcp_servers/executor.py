@@ -129,16 +129,31 @@ class PlaygroundExecutor(ToolExecutor):
         server = McpServer.objects.filter(name=server_name).first()
         if server is None:
             return simulated_outcome(tool, arguments, f"no MCP server named {server_name!r} is registered (catalog-only tool).")
-        if not server.enabled:
-            return error_outcome(f"MCP server {server.name!r} is disabled; {tool.name} cannot be called.")
-        original = (server.tool_names.get(tool.name) or {}).get("original") or tool.name[len(server.tool_prefix):]
-        config = ServerConfig.from_server(server)
+        return call_registered_tool(server, tool.name, arguments, timeout=timeout, pool=self.pool)[0]
+
+
+def call_registered_tool(
+    server: Any, registry_name: str, arguments: dict[str, Any], *, timeout: float = 30.0, pool: SessionPool | None = None
+) -> tuple[ToolOutcome, McpCallResult | None]:
+    """Call one of a registered server's tools by its registry name through the session pool.
+
+    Returns the outcome (never raises for server trouble) and the raw MCP result when there was one
+    (the tool-call page shows images and structured content from it).
+    """
+    started = time.perf_counter()
+    raw: McpCallResult | None = None
+    if not server.enabled:
+        outcome = error_outcome(f"MCP server {server.name!r} is disabled; {registry_name} cannot be called.")
+    else:
+        original = (server.tool_names.get(registry_name) or {}).get("original") or registry_name.removeprefix(server.tool_prefix)
         try:
-            result = self.pool.call_tool(server.pk, config, original, arguments, timeout=timeout)
+            raw = (pool or session_pool()).call_tool(server.pk, ServerConfig.from_server(server), original, arguments, timeout=timeout)
+            outcome = outcome_from_mcp(raw)
         except McpCallTimeout:
-            return error_outcome(
-                f"{tool.name} timed out after {timeout:g} s (MCP server {server.name!r} did not answer in time)."
+            outcome = error_outcome(
+                f"{registry_name} timed out after {timeout:g} s (MCP server {server.name!r} did not answer in time)."
             )
         except McpConnectionError as exc:
-            return error_outcome(f"MCP server {server.name!r} is unavailable: {exc}")
-        return outcome_from_mcp(result)
+            outcome = error_outcome(f"MCP server {server.name!r} is unavailable: {exc}")
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    return outcome, raw
