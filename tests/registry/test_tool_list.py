@@ -49,7 +49,7 @@ def test_it_shows_token_cost_per_tool_and_in_total(admin_client, tools):
         ({"source": "builtin"}, {"Read", "Write"}),
         ({"enabled": "no"}, {"mcp__slack__list_channels"}),
         ({"q": "issue"}, {"mcp__github__create_issue", "mcp__github__list_issues"}),
-        ({"q": "slack channel", "enabled": "yes"}, set()),
+        ({"q": "slack channels", "enabled": "yes"}, set()),
         ({"q": "Slack", "enabled": "yes"}, {"mcp__slack__post_message"}),
     ],
 )
