@@ -34,6 +34,7 @@ class Command(BaseCommand):
         parser.add_argument("--requests", type=int, default=5, help="Timed rounds over the query list.")
 
     def handle(self, *args: Any, tools: int, requests: int, **options: Any) -> None:
+        self.verbosity = options.get("verbosity", 1)
         setup_test_environment()
         old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
         try:
