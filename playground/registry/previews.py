@@ -15,6 +15,7 @@ from playground.engine.toolsearch_tool import (
     ToolSearchInputError,
     run_tool_search,
     tool_search_result_content,
+    tool_search_user_blocks,
 )
 from playground.registry import adapter
 from playground.registry.models import AgentProfile
@@ -122,16 +123,7 @@ def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> Conv
                 "role": "assistant",
                 "content": [{"type": "tool_use", "id": PREVIEW_TOOL_USE_ID, "name": TOOL_SEARCH_TOOL.name, "input": {"query": query}}],
             },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": PREVIEW_TOOL_USE_ID,
-                        "content": tool_search_result_content(result, wire_style),
-                    }
-                ],
-            },
+            {"role": "user", "content": tool_search_user_blocks(PREVIEW_TOOL_USE_ID, result, wire_style)},
         ]
     return ConversationState(messages=messages)
 
