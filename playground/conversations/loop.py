@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.conversations import events as ev
-from playground.conversations.events import record_event
+from playground.conversations.events import lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import ModelProvider, ProviderError, ProviderResponse, get_provider, provider_key_for
 from playground.conversations.services import answer_permission, pending_answer
@@ -62,7 +62,7 @@ class ConversationMessages(MessageStore):
 
     def append(self, role: str, content: list[dict[str, Any]]) -> None:
         with transaction.atomic():
-            Conversation.objects.select_for_update().only("id").get(pk=self.conversation_id)
+            lock_conversation(self.conversation_id)
             position = (Message.objects.filter(conversation_id=self.conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
             Message.objects.create(conversation_id=self.conversation_id, position=position, role=role, content=content)
 
