@@ -27,7 +27,7 @@ def frame_sequence(frame: str) -> int:
 async def connect_as(user, conversation_id: int) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation_id}/")
     communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert connected
     return communicator
 
@@ -98,17 +98,17 @@ async def test_through_the_real_stack_anonymous_users_are_refused_and_bad_origin
     conversation = await conversation_with_events(admin_user, 1)
     path = f"/ws/conversations/{conversation.pk}/"
     anonymous = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"), (b"host", b"localhost")])
-    connected, _ = await anonymous.connect()
+    connected, _ = await anonymous.connect(timeout=10)
     assert connected and (await anonymous.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
 
     await database_sync_to_async(client.force_login)(admin_user)
     cookie = f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}".encode()
     foreign = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://evil.example"), (b"cookie", cookie)])
-    connected, _ = await foreign.connect()
+    connected, _ = await foreign.connect(timeout=10)
     assert not connected
 
     owner = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)])
-    connected, _ = await owner.connect()
+    connected, _ = await owner.connect(timeout=10)
     assert connected
     await owner.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
     assert frame_sequence(await owner.receive_from(timeout=5)) == 1

@@ -34,7 +34,7 @@ async def test_a_worker_streams_the_demo_agent_run_to_the_socket(celery_worker, 
     conversation = await database_sync_to_async(services.start_conversation)(admin_user, profile=native_profile, provider="demo")
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/")
     communicator.scope["user"] = admin_user
-    assert (await communicator.connect())[0]
+    assert (await communicator.connect(timeout=10))[0]
     await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
     await database_sync_to_async(services.send_message)(conversation, "What time is it in Tokyo?", user=admin_user)
 
