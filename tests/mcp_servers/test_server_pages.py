@@ -133,3 +133,16 @@ def test_the_admin_lists_servers_without_secrets(admin_client, secret_server):
     html = admin_client.get(reverse("admin:mcp_servers_mcpserver_change", args=[secret_server.pk])).content.decode()
     assert "s3cret-token" not in html
     assert admin_client.get(reverse("admin:mcp_servers_mcpserver_changelist")).status_code == 200
+
+
+def test_disabling_and_re_enabling_a_server_updates_its_status(admin_client, stdio_secret_server):
+    url = reverse("mcp_servers:server_edit", args=[stdio_secret_server.pk])
+    data = {"name": "files", "transport": "stdio", "command": "/usr/bin/env", "args_text": "mcp-files",
+            "env_text": f"API_KEY={SECRET_MASK}\nMODE={SECRET_MASK}", "headers_text": ""}
+    assert admin_client.post(url, data).status_code == 302  # "enabled" unchecked
+    stdio_secret_server.refresh_from_db()
+    assert (stdio_secret_server.enabled, stdio_secret_server.status) == (False, McpServer.Status.DISABLED)
+    assert stdio_secret_server.env == {"API_KEY": "k-123", "MODE": "ro"}
+    assert admin_client.post(url, {**data, "enabled": "on"}).status_code == 302
+    stdio_secret_server.refresh_from_db()
+    assert stdio_secret_server.status == McpServer.Status.PENDING
