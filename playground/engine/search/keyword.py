@@ -54,6 +54,8 @@ _RUNS = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_]+")
 _HAS_JS_WHITESPACE = re.compile("[" + JS_WHITESPACE + "]")
 _EMPTY = np.zeros(0, dtype=np.int32)
 _PART_SEPARATOR = "\n"  # never inside a term (terms are split on whitespace)
+_FEW_OCCURRENCES = 24  # up to this many parts, str.find over the parts blob beats a vectorised scan
+_FEW_PARTS = 32  # below this, concatenating per-part tool lists beats masking every (tool, part) pair
 
 
 def whole_word_keys(text_lower: str) -> set[str]:
@@ -122,8 +124,12 @@ class KeywordIndex:
     part_ids: dict[str, int]  # distinct name part → id
     part_tools: list[np.ndarray]  # part id → ids of the tools having that part
     tool_parts: list[tuple[int, ...]]  # tool id → its part ids, in name order
-    parts_blob: str  # the distinct parts joined by "\n"
+    parts_blob: str  # the distinct parts joined by "\n" (names are ASCII, so one byte per character)
     part_starts: list[int]  # offset of each part in parts_blob, plus a sentinel
+    blob_bytes: np.ndarray  # parts_blob as uint8
+    blob_part: np.ndarray  # blob offset → part id
+    pair_part: np.ndarray  # every (tool, distinct part) pair: the part …
+    pair_tool: np.ndarray  # … and the tool
     descriptions: WholeWordIndex
     hints: WholeWordIndex
 
@@ -131,16 +137,45 @@ class KeywordIndex:
     def size(self) -> int:
         return len(self.names)
 
-    def parts_containing(self, term: str) -> list[int]:
-        """Ids of the distinct parts that contain `term` as a substring (each once)."""
+    @property
+    def part_count(self) -> int:
+        return len(self.part_tools)
+
+    def part_name(self, part_id: int) -> str:
+        return self.parts_blob[self.part_starts[part_id]: self.part_starts[part_id + 1] - 1]
+
+    def mark_parts_containing(self, term: str, part_mask: np.ndarray) -> list[int] | None:
+        """Set `part_mask` for the distinct parts containing `term` as a substring. Returns their ids
+        when there are few (found with str.find), None when there are many (found by a vectorised scan)."""
+        if not term.isascii():
+            return []  # parts are ASCII
         blob, starts = self.parts_blob, self.part_starts
         found: list[int] = []
         position = blob.find(term)
         while position >= 0:
+            if len(found) == _FEW_OCCURRENCES:
+                break
             part_id = bisect_right(starts, position) - 1
             found.append(part_id)
             position = blob.find(term, starts[part_id + 1])
-        return found
+        else:
+            part_mask[found] = True
+            return found
+        # A common fragment ("a", "get", "tion"): compare the term with every blob offset at once.
+        codes = term.encode("ascii")
+        data = self.blob_bytes
+        span = len(data) - len(codes) + 1
+        hits = data[:span] == codes[0]
+        for shift in range(1, len(codes)):
+            hits &= data[shift: span + shift] == codes[shift]
+        part_mask[self.blob_part[np.flatnonzero(hits)]] = True
+        return None
+
+    def tools_with_parts(self, part_ids: list[int] | None, part_mask: np.ndarray) -> np.ndarray:
+        """Ids of the tools having any marked part (a tool may repeat)."""
+        if part_ids is not None and len(part_ids) <= _FEW_PARTS:
+            return np.concatenate([self.part_tools[p] for p in part_ids]) if part_ids else _EMPTY
+        return self.pair_tool[part_mask[self.pair_part]]
 
 
 @dataclass
@@ -149,7 +184,7 @@ class _TermPoints:
 
     name_points: np.ndarray  # 12/10 exact part, 6/5 substring, 0
     total: np.ndarray  # name_points + 4 (hint word) + 2 (description word)
-    substring_parts: frozenset[int]
+    substring_parts: np.ndarray  # bool per distinct part: contains the term
 
 
 class ClaudeCodeKeywordBackend(SearchBackend):
@@ -188,6 +223,10 @@ class ClaudeCodeKeywordBackend(SearchBackend):
         starts = [0]
         for part in distinct_parts:
             starts.append(starts[-1] + len(part) + len(_PART_SEPARATOR))
+        blob = _PART_SEPARATOR.join(distinct_parts) + _PART_SEPARATOR
+        lengths = np.diff(np.asarray(starts, dtype=np.int64))
+        pair_part = np.repeat(np.arange(len(part_members), dtype=np.int32), [len(m) for m in part_members])
+        pair_tool = np.asarray([t for m in part_members for t in m], dtype=np.int32)
         return KeywordIndex(
             names=[t.name for t in tools],
             exact_points=np.where(is_mcp, POINTS_EXACT_PART[True], POINTS_EXACT_PART[False]).astype(np.int32),
@@ -195,8 +234,12 @@ class ClaudeCodeKeywordBackend(SearchBackend):
             part_ids=part_ids,
             part_tools=[np.asarray(m, dtype=np.int32) for m in part_members],
             tool_parts=tool_parts,
-            parts_blob=_PART_SEPARATOR.join(distinct_parts) + _PART_SEPARATOR,
+            parts_blob=blob,
             part_starts=starts,
+            blob_bytes=np.frombuffer(blob.encode("ascii"), dtype=np.uint8),
+            blob_part=np.repeat(np.arange(len(distinct_parts), dtype=np.int32), lengths),
+            pair_part=pair_part,
+            pair_tool=pair_tool,
             descriptions=WholeWordIndex(descriptions),
             hints=WholeWordIndex(hints),
         )
@@ -237,9 +280,10 @@ class ClaudeCodeKeywordBackend(SearchBackend):
     @staticmethod
     def _term_points(index: KeywordIndex, term: str) -> _TermPoints:
         name_points = np.zeros(index.size, dtype=np.int32)
-        substring_parts = index.parts_containing(term)
-        if substring_parts:
-            hit = np.concatenate([index.part_tools[p] for p in substring_parts])
+        part_mask = np.zeros(index.part_count, dtype=bool)
+        substring_parts = index.mark_parts_containing(term, part_mask)
+        if substring_parts is None or substring_parts:
+            hit = index.tools_with_parts(substring_parts, part_mask)
             name_points[hit] = index.substring_points[hit]
             exact_part = index.part_ids.get(term)
             if exact_part is not None:  # an exact part is also a substring hit, so only look it up here
@@ -248,20 +292,20 @@ class ClaudeCodeKeywordBackend(SearchBackend):
         total = name_points.copy()
         total[index.hints.tools_matching(term)] += POINTS_HINT_WORD
         total[index.descriptions.tools_matching(term)] += POINTS_DESCRIPTION_WORD
-        return _TermPoints(name_points, total, frozenset(substring_parts))
+        return _TermPoints(name_points, total, part_mask)
 
     @staticmethod
     def _explain(index: KeywordIndex, tool_id: int, terms: tuple[str, ...], points: dict[str, _TermPoints]) -> list[TermContribution]:
         breakdown: list[TermContribution] = []
+        exact_points = int(index.exact_points[tool_id])
         for term in terms:
             term_points = points[term]
             name_points = int(term_points.name_points[tool_id])
-            if name_points == int(index.exact_points[tool_id]):
+            if name_points == exact_points:
                 breakdown.append(TermContribution(term, RULE_EXACT_PART, name_points, "name", term))
             elif name_points:
-                part_id = next(p for p in index.tool_parts[tool_id] if p in term_points.substring_parts)
-                part = index.parts_blob[index.part_starts[part_id]: index.part_starts[part_id + 1] - 1]
-                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", part))
+                part_id = next(p for p in index.tool_parts[tool_id] if term_points.substring_parts[p])
+                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", index.part_name(part_id)))
             rest = int(term_points.total[tool_id]) - name_points
             if rest >= POINTS_HINT_WORD:
                 breakdown.append(TermContribution(term, RULE_HINT_WORD, POINTS_HINT_WORD, "search_hint"))
