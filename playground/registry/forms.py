@@ -135,6 +135,17 @@ class PermissionRuleForm(forms.ModelForm):
     class Meta:
         model = PermissionRule
         fields = ["effect", "pattern", "profile", "note"]
+        widgets = {
+            "pattern": forms.TextInput(attrs={"placeholder": "Tool name, mcp__server or mcp__server__*", "aria-label": "Pattern"}),
+            "note": forms.TextInput(attrs={"placeholder": "Note (why)", "aria-label": "Note"}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["effect"].choices = PermissionRule.Effect.choices  # no empty choice
+        self.fields["effect"].widget.attrs["aria-label"] = "Effect"
+        self.fields["profile"].empty_label = "global"
+        self.fields["profile"].widget.attrs["aria-label"] = "Scope"
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"].strip()
@@ -146,7 +157,7 @@ class PermissionRuleForm(forms.ModelForm):
 
 
 class PermissionTestForm(forms.Form):
-    tool = forms.CharField(max_length=64)
+    tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
 
 

@@ -78,10 +78,14 @@ def test_profile_rules_apply(viewer_client, tools, profile):
 
 def test_native_and_client_wire_styles_show_what_the_model_receives(viewer_client, tools):
     native = viewer_client.get(URL, {"q": "slack message", "wire_style": "native"}, headers=HTMX).context["answer"]
-    assert native.content[0] == {"type": "tool_reference", "tool_name": "mcp__slack__post_message"}
+    tool_result, sibling = native.content
+    assert tool_result["type"] == "tool_result"
+    assert tool_result["content"][0] == {"type": "tool_reference", "tool_name": "mcp__slack__post_message"}
+    assert sibling == {"type": "text", "text": "Tool loaded."}
     client = viewer_client.get(URL, {"q": "slack message", "wire_style": "client"}, headers=HTMX).context["answer"]
-    assert client.content[0]["type"] == "text"
-    assert json.loads(client.content[0]["text"])["matches"][0] == "mcp__slack__post_message"
+    [tool_result] = client.content
+    assert tool_result["content"][0]["type"] == "text"
+    assert json.loads(tool_result["content"][0]["text"])["matches"][0] == "mcp__slack__post_message"
 
 
 def test_no_match_names_pending_servers(viewer_client, tools):
@@ -90,7 +94,7 @@ def test_no_match_names_pending_servers(viewer_client, tools):
     answer = response.context["answer"]
     assert answer.result.matches == []
     assert answer.result.pending_mcp_servers == ["connecting"]
-    assert "connecting" in answer.content[0]["text"]
+    assert "connecting" in answer.content[0]["content"][0]["text"]
 
 
 def test_bad_max_results_is_clamped(viewer_client, tools):
