@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
+from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
@@ -196,6 +197,8 @@ class AgentProfileForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The engine runs the native and client-side wire styles.
+        self.fields["wire_style"].choices = [c for c in AgentProfile.WireStyle.choices if c[0] in WIRE_STYLES]
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]
