@@ -33,13 +33,11 @@ def inspector(request):
     backend = request.GET.get("backend", "")
     if backend and backend not in adapter.backend_names():
         backend = ""
-    answer = previews.inspect_query(
-        request.GET.get("q", ""),
-        profile,
-        backend=backend,
-        max_results=_int(request.GET.get("max_results"), None),
-        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
-    )
+    query = request.GET.get("q", "")
+    try:
+        answer = _inspect(request, query, profile, backend)
+    except ValueError as exc:  # a profile the engine cannot run (e.g. an unknown wire style or backend)
+        answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
     context = {"answer": answer, "profile": profile}
     if request.htmx:
         return render(request, "registry/_inspector_results.html", context)
@@ -47,9 +45,21 @@ def inspector(request):
         profiles=AgentProfile.objects.all(),
         backends=adapter.backend_names(),
         wire_styles=WIRE_STYLES,
+        modes=MODES,
         params=request.GET,
     )
     return render(request, "registry/inspector.html", context)
+
+
+def _inspect(request, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
+    return previews.inspect_query(
+        query,
+        profile,
+        backend=backend,
+        max_results=_int(request.GET.get("max_results"), None),
+        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
+        mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
+    )
 
 
 def parse_names(text: str) -> list[str]:

@@ -25,14 +25,15 @@ def profile_detail(request, pk: int):
     narrowed, filtered = adapter.filtered_catalog(profile)
     removed_by_profile = [tool.name for tool in catalog if tool.name not in narrowed]
     error = ""
-    preview = None
+    preview = settings_obj = None
     try:
+        settings_obj = adapter.agent_settings(profile)
         preview = previews.model_preview(profile)
-    except ValueError as exc:
+    except ValueError as exc:  # settings the engine cannot run: shown, not a server error
         error = str(exc)
     context = {
         "profile": profile,
-        "settings_obj": adapter.agent_settings(profile),
+        "settings_obj": settings_obj,
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,
