@@ -44,17 +44,29 @@ _token_counter: TokenCounter | None = None
 # -- tools ---------------------------------------------------------------------------------------
 def tool_to_engine(row: Tool) -> EngineTool:
     """One row as an engine `Tool` (raises `ToolDefinitionError` for a definition the API rejects)."""
-    is_mcp = row.name.startswith("mcp__")
-    server = (row.server.name if row.server_id else row.server_name) or None
-    return EngineTool(
+    return _engine_tool(
         name=row.name,
-        description=row.description or "",
+        description=row.description,
         input_schema=row.input_schema,
-        search_hint=row.search_hint or "",
-        is_mcp=is_mcp,
-        server=server if is_mcp else None,
+        search_hint=row.search_hint,
+        server=row.server.name if row.server_id else row.server_name,
         should_defer=row.should_defer,
         always_load=row.always_load,
+    )
+
+
+def _engine_tool(*, name: str, description: str, input_schema: Any, search_hint: str, server: str | None,
+                 should_defer: bool, always_load: bool) -> EngineTool:
+    is_mcp = name.startswith("mcp__")
+    return EngineTool(
+        name=name,
+        description=description or "",
+        input_schema=input_schema,
+        search_hint=search_hint or "",
+        is_mcp=is_mcp,
+        server=(server or None) if is_mcp else None,
+        should_defer=should_defer,
+        always_load=always_load,
     )
 
 
@@ -107,12 +119,28 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
     return catalog
 
 
+_CATALOG_FIELDS = ("name", "description", "input_schema", "search_hint", "server_name", "server__name",
+                   "should_defer", "always_load", "source")
+
+
 def _build_catalog(queryset: QuerySet) -> ToolCatalog:
+    """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly ORM)."""
     from playground.registry.models import Tool
 
-    rows = list(queryset.select_related("server").order_by())
-    rows.sort(key=lambda r: (r.source != Tool.Source.BUILTIN, r.name))
-    return ToolCatalog(tool_to_engine(row) for row in rows)
+    rows = list(queryset.order_by().values(*_CATALOG_FIELDS))
+    rows.sort(key=lambda r: (r["source"] != Tool.Source.BUILTIN, r["name"]))
+    return ToolCatalog(
+        _engine_tool(
+            name=r["name"],
+            description=r["description"],
+            input_schema=r["input_schema"],
+            search_hint=r["search_hint"],
+            server=r["server__name"] or r["server_name"],
+            should_defer=r["should_defer"],
+            always_load=r["always_load"],
+        )
+        for r in rows
+    )
 
 
 # -- permissions and profiles --------------------------------------------------------------------
