@@ -86,10 +86,11 @@ class TokenAccounting:
     sent_tokens: int  # the tools this request carries
     baseline_tokens: int  # sending every permitted tool in full
     source: str  # which counter produced the figures
+    announcement_tokens: int = 0  # the deferred-tool names announced (the price of deferring)
 
     @property
     def saved_tokens(self) -> int:
-        return self.baseline_tokens - self.sent_tokens
+        return self.baseline_tokens - self.sent_tokens - self.announcement_tokens
 
     @property
     def saved_percent(self) -> float:
@@ -99,6 +100,7 @@ class TokenAccounting:
         return {
             "sent_tokens": self.sent_tokens,
             "baseline_tokens": self.baseline_tokens,
+            "announcement_tokens": self.announcement_tokens,
             "saved_tokens": self.saved_tokens,
             "saved_percent": self.saved_percent,
             "source": self.source,
@@ -263,7 +265,12 @@ def build_request(
         announcement=announcement,
         system=system,
         messages=messages,
-        tokens=TokenAccounting(token_counter.count_tools(tools), baseline, token_counter.source),
+        tokens=TokenAccounting(
+            token_counter.count_tools(tools),
+            baseline,
+            token_counter.source,
+            announcement_tokens=token_counter.count_text(announcement.text) if announcement is not None else 0,
+        ),
         searchable=permitted,
         wire_style=settings.wire_style,
         model=settings.model,
