@@ -136,3 +136,11 @@ def test_a_profile_the_engine_cannot_run_shows_an_error(viewer_client, tools, pr
     assert response.status_code == 200
     assert 'data-state="error"' in response.content.decode()
     assert "wire style" in response.context["answer"].error
+
+
+def test_viewers_get_403_on_posts(viewer_client, tools):
+    assert viewer_client.post(URL, {"q": "x"}).status_code == 403
+
+
+def test_staff_get_405_on_posts_to_a_read_only_page(admin_client, tools):
+    assert admin_client.post(URL, {"q": "x"}).status_code == 405

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from playground.registry import adapter, previews
 from playground.registry.access import staff_for_writes
@@ -28,6 +29,7 @@ def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -
 
 
 @staff_for_writes
+@require_safe
 def inspector(request):
     profile = _profile(request)
     backend = request.GET.get("backend", "")
@@ -71,6 +73,7 @@ def parse_names(text: str) -> list[str]:
 
 
 @staff_for_writes
+@require_safe
 def model_view(request):
     profile = _profile(request)
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_safe
 
 from playground.registry import adapter, previews
 from playground.registry.access import staff_for_writes, staff_only
@@ -13,12 +14,14 @@ from playground.registry.models import AgentProfile
 
 
 @staff_for_writes
+@require_safe
 def profile_list(request):
     profiles = AgentProfile.objects.annotate(rule_count=Count("rules"))
     return render(request, "registry/profile_list.html", {"profiles": profiles})
 
 
 @staff_for_writes
+@require_safe
 def profile_detail(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
     catalog = adapter.engine_catalog()
