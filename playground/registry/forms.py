@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
+from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
@@ -135,6 +136,17 @@ class PermissionRuleForm(forms.ModelForm):
     class Meta:
         model = PermissionRule
         fields = ["effect", "pattern", "profile", "note"]
+        widgets = {
+            "pattern": forms.TextInput(attrs={"placeholder": "Tool name, mcp__server or mcp__server__*", "aria-label": "Pattern"}),
+            "note": forms.TextInput(attrs={"placeholder": "Note (why)", "aria-label": "Note"}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["effect"].choices = PermissionRule.Effect.choices  # no empty choice
+        self.fields["effect"].widget.attrs["aria-label"] = "Effect"
+        self.fields["profile"].empty_label = "global"
+        self.fields["profile"].widget.attrs["aria-label"] = "Scope"
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"].strip()
@@ -146,7 +158,7 @@ class PermissionRuleForm(forms.ModelForm):
 
 
 class PermissionTestForm(forms.Form):
-    tool = forms.CharField(max_length=64)
+    tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
 
 
@@ -185,6 +197,8 @@ class AgentProfileForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The engine runs the native and client-side wire styles.
+        self.fields["wire_style"].choices = [c for c in AgentProfile.WireStyle.choices if c[0] in WIRE_STYLES]
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]

@@ -158,7 +158,7 @@ def test_viewer_cannot_import(viewer_client):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "anthropic", "openai", "mcp"])
-def test_export_round_trips_through_import(viewer_client, admin_client, tools, fmt):
+def test_export_round_trips_through_import(viewer_client, tools, fmt):
     response = viewer_client.get(reverse("registry:tool_export"), {"format": fmt, "server": "github"})
     assert response.status_code == 200
     assert "attachment" in response["Content-Disposition"]

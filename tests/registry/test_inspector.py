@@ -78,10 +78,14 @@ def test_profile_rules_apply(viewer_client, tools, profile):
 
 def test_native_and_client_wire_styles_show_what_the_model_receives(viewer_client, tools):
     native = viewer_client.get(URL, {"q": "slack message", "wire_style": "native"}, headers=HTMX).context["answer"]
-    assert native.content[0] == {"type": "tool_reference", "tool_name": "mcp__slack__post_message"}
+    tool_result, sibling = native.content
+    assert tool_result["type"] == "tool_result"
+    assert tool_result["content"][0] == {"type": "tool_reference", "tool_name": "mcp__slack__post_message"}
+    assert sibling == {"type": "text", "text": "Tool loaded."}
     client = viewer_client.get(URL, {"q": "slack message", "wire_style": "client"}, headers=HTMX).context["answer"]
-    assert client.content[0]["type"] == "text"
-    assert json.loads(client.content[0]["text"])["matches"][0] == "mcp__slack__post_message"
+    [tool_result] = client.content
+    assert tool_result["content"][0]["type"] == "text"
+    assert json.loads(tool_result["content"][0]["text"])["matches"][0] == "mcp__slack__post_message"
 
 
 def test_no_match_names_pending_servers(viewer_client, tools):
@@ -90,7 +94,7 @@ def test_no_match_names_pending_servers(viewer_client, tools):
     answer = response.context["answer"]
     assert answer.result.matches == []
     assert answer.result.pending_mcp_servers == ["connecting"]
-    assert "connecting" in answer.content[0]["text"]
+    assert "connecting" in answer.content[0]["content"][0]["text"]
 
 
 def test_bad_max_results_is_clamped(viewer_client, tools):
@@ -112,3 +116,31 @@ def test_the_query_count_does_not_grow_with_the_number_of_tools(viewer_client, d
         assert response.context["answer"].result.matches
         counts.append(len(captured.captured_queries))
     assert counts[0] == counts[1]
+
+
+def test_it_shows_the_mode_decision(viewer_client, tools, profile):
+    on = viewer_client.get(URL, {"q": "github", "profile": profile.pk}, headers=HTMX)
+    assert on.context["answer"].decision.enabled is True
+    assert 'data-testid="inspector-mode-decision" data-tool-search="on"' in on.content.decode()
+    off = viewer_client.get(URL, {"q": "github", "profile": profile.pk, "mode": "false"}, headers=HTMX)
+    assert off.context["answer"].decision.enabled is False
+    assert off.context["answer"].decision.gate == "disabled"
+    assert 'data-tool-search="off"' in off.content.decode()
+    assert off.context["answer"].result.matches  # still shows what a search would return
+
+
+def test_a_profile_the_engine_cannot_run_shows_an_error(viewer_client, tools, profile):
+    profile.wire_style = "server"  # Anthropic's server-side tool: not run by this engine
+    profile.save()
+    response = viewer_client.get(URL, {"q": "github", "profile": profile.pk}, headers=HTMX)
+    assert response.status_code == 200
+    assert 'data-state="error"' in response.content.decode()
+    assert "wire style" in response.context["answer"].error
+
+
+def test_viewers_get_403_on_posts(viewer_client, tools):
+    assert viewer_client.post(URL, {"q": "x"}).status_code == 403
+
+
+def test_staff_get_405_on_posts_to_a_read_only_page(admin_client, tools):
+    assert admin_client.post(URL, {"q": "x"}).status_code == 405

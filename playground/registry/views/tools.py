@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, selectors, services
@@ -25,6 +25,7 @@ def _filter_query(request) -> str:
 
 
 @staff_for_writes
+@require_safe
 def tool_list(request):
     tools = selectors.filter_tools(request.GET)
     page = Paginator(tools, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -57,6 +58,7 @@ def tool_bulk(request):
 
 
 @staff_for_writes
+@require_safe
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
     try:
