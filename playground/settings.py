@@ -196,3 +196,5 @@ TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or
 PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
+# Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
+ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "bm25")

@@ -42,6 +42,7 @@ class TurnStarted(LoopEvent):
     tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
+    server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
 
 
 @dataclass

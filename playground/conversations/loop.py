@@ -25,6 +25,7 @@ from playground.conversations.events import lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import ModelProvider, ProviderError, ProviderResponse, get_provider, provider_key_for
 from playground.conversations.services import answer_permission, pending_answer
+from playground.conversations.server_search import SERVER_STYLE, sent_tool_names, server_search_request, server_search_tool
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
 from playground.engine.toolsearch_tool import WIRE_STYLES
@@ -127,6 +128,8 @@ class AgentRun:
     subagent: str = ""
     compaction_enabled: bool = True
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
+    server_search: str = ""  # "bm25" / "regex": Anthropic's server-side search replaces our ToolSearch
+    _server_sent: set[str] = field(default_factory=set)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
@@ -231,6 +234,9 @@ class AgentRun:
         request = dict(plan.to_api_kwargs())
         request.setdefault("model", getattr(self.agent_settings, "model", "") or settings.DEFAULT_MODEL)
         request.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
+        if self.server_search:
+            request = server_search_request(request, plan, self.server_search)
+            self._server_sent = sent_tool_names(request)
         return request
 
     def emit_turn_started(self, turn: int, plan: Any) -> int:
@@ -245,6 +251,7 @@ class AgentRun:
             tokens=_plain(plan.tokens) or {},
             decision=_plain(plan.decision) or {},
             subagent=self.subagent,
+            server_search=self.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
         announcement = getattr(plan, "announcement", None)
         if announcement:
@@ -291,6 +298,8 @@ class AgentRun:
         # The engine says whether this tool may be called now (sent in full; deferred → select: it first;
         # denied; unknown). Its message is the tool_result error the model reads.
         refusal = plan.call_error(name)
+        if refusal is not None and self.server_search and name in self._server_sent and name != TOOL_SEARCH_NAME:
+            refusal = None  # sent with defer_loading: the server's search loaded it for the model
         if refusal is not None:
             if name in plan.deferred_tools:
                 result = ts.deferred_tool_not_loaded_result(tool_use_id, name)
@@ -386,7 +395,7 @@ class AgentRun:
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
             policy=self.policy, agent_settings=sub_settings,
             store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
-            parent_sequence=call_seq, subagent=label, compaction_enabled=False,
+            parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
         outcome = child.run()
         is_error = outcome.reason != "end_turn"
@@ -491,16 +500,21 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
         executor = PlaygroundExecutor()
     wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
-    if wire_style not in WIRE_STYLES:
-        raise ProviderError(
-            f"The profile's wire style {wire_style!r} is not supported by this loop yet (use native or client).",
-            kind="configuration",
-        )
+    server_search = ""
+    if wire_style == SERVER_STYLE:
+        if SERVER_STYLE not in provider.wire_styles:
+            raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "
+                                "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
+        server_search, wire_style = settings.ANTHROPIC_SERVER_SEARCH_TOOL, "native"
+        server_search_tool(server_search)  # a bad setting fails here, with its name
+    elif wire_style not in WIRE_STYLES:
+        raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,
-        policy=adapter.permission_policy(conversation.profile), agent_settings=adapter.agent_settings(profile),
-        store=ConversationMessages(conversation.pk),
+        policy=adapter.permission_policy(conversation.profile),
+        agent_settings=adapter.agent_settings(profile, wire_style=wire_style),
+        store=ConversationMessages(conversation.pk), server_search=server_search,
     )
 
 
