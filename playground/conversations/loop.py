@@ -28,6 +28,7 @@ from playground.conversations.services import answer_permission, pending_answer
 from playground.conversations.server_search import SERVER_STYLE, sent_tool_names, server_search_request, server_search_tool
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
+from playground.engine import toolsearch_tool as ts
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 
@@ -286,10 +287,12 @@ class AgentRun:
     def handle_tool_use(self, block: dict[str, Any], plan: Any, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
-        from playground.engine import toolsearch_tool as ts
-
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
         if name == TOOL_SEARCH_NAME:
+            refusal = plan.call_error(name) or (
+                "ToolSearch is not available: this conversation uses Anthropic's server-side search." if self.server_search else None)
+            if refusal is not None:
+                return self.tool_error(tool_use_id, name, refusal, turn_seq), []
             return self.run_tool_search(tool_use_id, arguments, plan, backend, pending, turn_seq)
 
         decision = self.policy.decide(name)
@@ -334,8 +337,6 @@ class AgentRun:
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: Any, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        from playground.engine import toolsearch_tool as ts
-
         wire_style = getattr(self.agent_settings, "wire_style", "native")
         wire_style = wire_style if wire_style in ts.WIRE_STYLES else "native"
         try:
@@ -390,10 +391,11 @@ class AgentRun:
         if not isinstance(prompt, str) or not prompt.strip():
             return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
         started = time.perf_counter()
-        sub_catalog, sub_settings, label = subagent_setup(self.catalog, self.agent_settings, arguments.get("subagent_type") or "")
+        sub_catalog, sub_policy, sub_settings, label = subagent_setup(
+            self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
-            policy=self.policy, agent_settings=sub_settings,
+            policy=sub_policy, agent_settings=sub_settings,
             store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
             parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
@@ -459,18 +461,23 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def subagent_setup(catalog: ToolCatalog, agent_settings: Any, subagent_type: str) -> tuple[ToolCatalog, Any, str]:
-    """Tools and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist."""
-    from playground.engine.subagents import resolve_subagent_tools
+def subagent_setup(catalog: ToolCatalog, policy: Any, agent_settings: Any, subagent_type: str) -> tuple[ToolCatalog, Any, Any, str]:
+    """Tools, rules and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist.
+
+    The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
+    """
+    from playground.engine.subagents import resolve_subagent_tools, subagent_policy
     from playground.registry import adapter
     from playground.registry.models import AgentProfile
 
+    denylist = list(settings.AGENT_TOOL_DENYLIST)
     profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
     if profile is not None:
-        sub_catalog = adapter.profile_catalog(profile, catalog)
-        return sub_catalog, adapter.agent_settings(profile), profile.name
-    sub_catalog = resolve_subagent_tools(catalog, global_denylist=list(settings.AGENT_TOOL_DENYLIST))
-    return sub_catalog, agent_settings, subagent_type or "general-purpose"
+        sub_policy = subagent_policy(adapter.permission_policy(profile), global_denylist=denylist,
+                                     disallowed=list(profile.disallowed_tools or []))
+        return adapter.profile_catalog(profile, catalog), sub_policy, adapter.agent_settings(profile), profile.name
+    sub_catalog = resolve_subagent_tools(catalog, global_denylist=denylist)
+    return sub_catalog, subagent_policy(policy, global_denylist=denylist), agent_settings, subagent_type or "general-purpose"
 
 
 # -- the entry point the Celery task calls ----------------------------------------------------------

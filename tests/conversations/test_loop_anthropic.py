@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 
 from playground.conversations.models import Conversation
 from playground.conversations.providers.anthropic_api import AnthropicProvider

@@ -174,3 +174,30 @@ def test_compaction_summarises_older_messages_and_carries_discovered_tools(admin
     assert TIME in [t["name"] for t in after.body["tools"]]  # carried across the boundary
     assert "<conversation-summary>" in after.body["messages"][0]["content"][0]["text"]
     assert events_of(conversation, "tool_result")[-1].payload["is_error"] is False
+
+
+def test_a_named_subagent_profile_gets_its_own_narrowed_tools(admin_user, tool_world, native_profile, fake_api, claude):
+    from tests.conversations.conftest import make_profile
+
+    make_profile("researcher", is_subagent=True, disallowed_tools=["calculator", "ToolSearch"])
+    fake_api.script(
+        tool_use_reply("Agent", {"prompt": "Look around", "subagent_type": "researcher"}),
+        text_reply("Nothing to report."),
+        text_reply("The researcher found nothing."),
+    )
+    conversation, outcome = converse(admin_user, "research", profile=native_profile, provider=claude)
+    assert outcome.reason == "end_turn"
+    sub_tools = [t["name"] for t in fake_api.message_requests[1].body["tools"]]
+    assert "calculator" not in sub_tools and "Agent" not in sub_tools and "echo" in sub_tools
+    # ToolSearch disallowed: the engine turns search off, so the subagent gets its deferred tools in full.
+    assert "ToolSearch" not in sub_tools and TIME in sub_tools
+    sub_turn = Event.objects.filter(conversation=conversation, type="turn_started", parent_sequence__isnull=False).first()
+    assert sub_turn.payload["subagent"] == "researcher"
+
+
+def test_tool_search_called_while_search_is_off_is_refused(admin_user, tool_world, off_profile, fake_api, claude):
+    fake_api.script(tool_use_reply("ToolSearch", {"query": "time"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "time?", profile=off_profile, provider=claude)
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "ToolSearch" in result["content"][0]["text"]
+    assert not events_of(conversation, "toolsearch_query")

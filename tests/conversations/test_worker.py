@@ -1,7 +1,6 @@
 """A real Celery worker (in this process) runs the loop; its events reach a connected socket through Redis."""
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import statistics
