@@ -161,7 +161,7 @@ class SearchBackend(ABC):
     def __init__(self, **options: Any) -> None:
         self.options = options
         self._indexes: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # -- the template ------------------------------------------------------------------------
     def search(
