@@ -92,14 +92,16 @@ def parse_catalog(payload: str, server_name: str = "") -> tuple[list[EngineTool]
 def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
     """Re-run the engine's loader item by item so the preview names every bad item with its reason."""
     pieces: list[tuple[str, str]] = []
-    stripped = payload.lstrip()
     try:
         document = json.loads(payload)
     except json.JSONDecodeError:
         document = None
-    if document is None and not stripped.startswith("["):
-        # JSON Lines: one tool per line.
-        pieces = [(f"line {n}", line) for n, line in enumerate(payload.splitlines(), 1) if line.strip()]
+    if isinstance(document, dict) and isinstance(document.get("result"), dict):
+        document = document["result"]  # a JSON-RPC response around tools/list
+    if document is None:
+        if _first_line_is_object(payload):  # JSON Lines: one tool per line
+            pieces = [(f"line {n}", line) for n, line in enumerate(payload.splitlines(), 1) if line.strip()]
+        # otherwise a broken JSON document: the engine's error (with its line) says it all
     elif isinstance(document, list):
         pieces = [(f"item {n}", json.dumps([item])) for n, item in enumerate(document, 1)]
     elif isinstance(document, dict):
@@ -120,6 +122,14 @@ def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
                 invalid.append(InvalidItem(where, f"duplicate tool name {tool.name!r} (first at {seen[tool.name]})"))
             seen.setdefault(tool.name, where)
     return invalid
+
+
+def _first_line_is_object(payload: str) -> bool:
+    first = next((line for line in payload.splitlines() if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 _COMPARED_FIELDS = ("description", "input_schema", "search_hint")
