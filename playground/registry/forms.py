@@ -144,6 +144,8 @@ class PermissionRuleForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["effect"].choices = PermissionRule.Effect.choices  # no empty choice
+        if self.instance.pk is None:
+            self.initial.setdefault("effect", PermissionRule.Effect.DENY)  # what editors add most
         self.fields["effect"].widget.attrs["aria-label"] = "Effect"
         self.fields["profile"].empty_label = "global"
         self.fields["profile"].widget.attrs["aria-label"] = "Scope"
