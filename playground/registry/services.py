@@ -3,6 +3,7 @@ recorded in the audit trail. Reads that need the engine go through `adapter`."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,7 +166,14 @@ def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else str(value)
 
 
+STAGED_IMPORT_LIFETIME = timedelta(days=1)
+
+
 def stage_import(payload: str, *, filename: str = "", server_name: str = "", user=None) -> tuple[ToolImport, ImportPreview]:
+    # Previews nobody committed keep a whole catalog each: forget them after a day.
+    ToolImport.objects.exclude(status=ToolImport.Status.COMMITTED).filter(
+        created_at__lt=timezone.now() - STAGED_IMPORT_LIFETIME
+    ).delete()
     preview = preview_import(payload, server_name)
     staged = ToolImport.objects.create(
         filename=filename, server_name=server_name, payload=payload, summary=preview.summary(), created_by=user,

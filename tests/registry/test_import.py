@@ -190,3 +190,14 @@ def test_every_bad_item_of_an_mcp_result_is_named(admin_client):
     ]}}
     invalid = preview(admin_client, json.dumps(document), server_name="srv").context["preview"].invalid
     assert [i.where for i in invalid] == ["tools[1]", "tools[2]"]
+
+
+def test_stale_previews_are_forgotten(admin_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    preview(admin_client, jsonl(record("mcp__old__x")))
+    ToolImport.objects.update(created_at=timezone.now() - timedelta(days=2))
+    preview(admin_client, jsonl(record("mcp__new__x")))
+    assert ToolImport.objects.count() == 1

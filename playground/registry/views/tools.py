@@ -32,6 +32,9 @@ def tool_list(request):
     paginator = Paginator(tools.defer("input_schema"), PAGE_SIZE)
     paginator.count = totals["count"]  # already counted with the token total: one scan, not two
     page = paginator.get_page(request.GET.get("page"))
+    policy = adapter.permission_policy()
+    for tool in page.object_list:
+        tool.global_decision = policy.decide(tool.name)  # only this page's rows: one rules query
     context = {
         "page": page,
         "totals": totals,
