@@ -44,6 +44,7 @@ class InspectorAnswer:
     searchable_count: int = 0
     deferred_count: int = 0
     decision: ModeDecision | None = None
+    ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
 
     @property
     def content_json(self) -> str:
@@ -110,6 +111,7 @@ def inspect_query(
         searchable_count=len(filtered.permitted),
         deferred_count=len(filtered.permitted.deferred),
         decision=mode_decision(filtered.permitted, settings, adapter.permission_policy(profile)),
+        ask=frozenset(filtered.ask),
     )
     if not query.strip():
         return answer

@@ -57,6 +57,7 @@ def test_it_is_idempotent_and_keeps_local_edits():
 
 def test_force_puts_the_shipped_data_back():
     load()
+    Tool.objects.create(name="OldBuiltin", source=Tool.Source.BUILTIN)
     tool = Tool.objects.get(name="mcp__time__convert_time")
     tool.description = "edited locally"
     tool.enabled = False
@@ -68,6 +69,7 @@ def test_force_puts_the_shipped_data_back():
     tool.refresh_from_db()
     assert tool.description != "edited locally" and tool.enabled
     assert AgentProfile.objects.get(name="Tool search off").tool_search_mode == "false"
+    assert not Tool.objects.filter(name="OldBuiltin").exists()
 
 
 @override_settings(PLAYGROUND_ADMIN_USERNAME="root", PLAYGROUND_ADMIN_PASSWORD="")

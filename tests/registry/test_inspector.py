@@ -144,3 +144,12 @@ def test_viewers_get_403_on_posts(viewer_client, tools):
 
 def test_staff_get_405_on_posts_to_a_read_only_page(admin_client, tools):
     assert admin_client.post(URL, {"q": "x"}).status_code == 405
+
+
+def test_matches_that_need_confirmation_are_marked(viewer_client, tools):
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="ask", pattern="mcp__slack__post_message")
+    response = viewer_client.get(URL, {"q": "slack message"}, headers=HTMX)
+    assert "mcp__slack__post_message" in response.context["answer"].ask
+    assert 'data-testid="ask-badge"' in response.content.decode()

@@ -7,9 +7,11 @@ word in the description. Required (`+term`) terms filter first; keep score > 0; 
 descending, ties in catalog order.
 
 What the index precomputes per catalog (deferred tools only), and why it is exact:
-- Name parts: a map from each *distinct* part to the tools that have it, and all distinct parts
-  joined by "\\n" into one string. A term's substring hits are found with `str.find` over that
-  string (far fewer distinct parts than tools), its exact hit with one dict lookup.
+- Name parts: a map from each *distinct* part to the tools that have it (far fewer distinct parts
+  than tools), and every 1–3 character substring of each part → the parts containing it. A term of
+  up to 3 characters finds the parts containing it with one lookup; a longer one intersects the
+  postings of its rarest trigrams and checks the few candidates with `in`. Its exact hit is one
+  dict lookup.
 - The +3 full-name rule never fires for a term without a space: the full name is the parts joined
   by spaces, so a space-free term inside it lies inside one part, and then the part rule has already
   scored. `read_query` never yields a term with a space; a hand-built reading that has one is
@@ -28,7 +30,6 @@ explanation of each returned tool is read off the very arrays that produced its 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,26 +50,19 @@ from playground.engine.search.naive import (
 )
 from playground.engine.tools import ToolCatalog
 
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _RUNS = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_]+")
-_HAS_JS_WHITESPACE = re.compile("[" + JS_WHITESPACE + "]")
+_WORD_RUNS = re.compile(r"[A-Za-z0-9_]+")
+_INTERIOR_RUNS = re.compile(r"(?<=[A-Za-z0-9_])[^A-Za-z0-9_" + JS_WHITESPACE + r"]+(?=[A-Za-z0-9_])")
 _EMPTY = np.zeros(0, dtype=np.int32)
-_PART_SEPARATOR = "\n"  # never inside a term (terms are split on whitespace)
-_FEW_OCCURRENCES = 24  # up to this many parts, str.find over the parts blob beats a vectorised scan
-_FEW_PARTS = 32  # below this, concatenating per-part tool lists beats masking every (tool, part) pair
+_GRAM = 3  # name-part substrings up to this length are indexed
+_GRAMS_INTERSECTED = 3  # a longer term intersects its rarest trigrams' postings, then checks candidates
+_FEW_PARTS = 32  # up to this many parts, concatenating per-part tool lists beats masking every (tool, part) pair
 
 
 def whole_word_keys(text_lower: str) -> set[str]:
-    """The runs of a text that a one-run term can match as a whole word (see the module docstring)."""
-    runs = _RUNS.findall(text_lower)
-    last = len(runs) - 1
-    keys: set[str] = set()
-    for position, run in enumerate(runs):
-        if run[0] in _WORD_CHARS:
-            keys.add(run)
-        elif 0 < position < last and not _HAS_JS_WHITESPACE.search(run):
-            keys.add(run)
-    return keys
+    """The runs of a text that a one-run term can match as a whole word (see the module docstring):
+    every word run, and every non-word run free of whitespace with word characters on both sides."""
+    return {*_WORD_RUNS.findall(text_lower), *_INTERIOR_RUNS.findall(text_lower)}
 
 
 class WholeWordIndex:
@@ -122,12 +116,10 @@ class KeywordIndex:
     exact_points: np.ndarray  # per tool: 12 (MCP name) or 10
     substring_points: np.ndarray  # per tool: 6 or 5
     part_ids: dict[str, int]  # distinct name part → id
+    parts: list[str]  # part id → the part
     part_tools: list[np.ndarray]  # part id → ids of the tools having that part
     tool_parts: list[tuple[int, ...]]  # tool id → its part ids, in name order
-    parts_blob: str  # the distinct parts joined by "\n" (names are ASCII, so one byte per character)
-    part_starts: list[int]  # offset of each part in parts_blob, plus a sentinel
-    blob_bytes: np.ndarray  # parts_blob as uint8
-    blob_part: np.ndarray  # blob offset → part id
+    gram_parts: dict[str, np.ndarray]  # every substring of 1–3 characters of a part → sorted part ids
     pair_part: np.ndarray  # every (tool, distinct part) pair: the part …
     pair_tool: np.ndarray  # … and the tool
     descriptions: WholeWordIndex
@@ -139,42 +131,29 @@ class KeywordIndex:
 
     @property
     def part_count(self) -> int:
-        return len(self.part_tools)
+        return len(self.parts)
 
-    def part_name(self, part_id: int) -> str:
-        return self.parts_blob[self.part_starts[part_id]: self.part_starts[part_id + 1] - 1]
+    def parts_containing(self, term: str) -> np.ndarray:
+        """Sorted ids of the distinct parts that contain `term` as a substring."""
+        if len(term) <= _GRAM:
+            return self.gram_parts.get(term, _EMPTY)
+        postings = []
+        for start in range(len(term) - _GRAM + 1):
+            posting = self.gram_parts.get(term[start: start + _GRAM])
+            if posting is None:
+                return _EMPTY
+            postings.append(posting)
+        postings.sort(key=len)
+        candidates = postings[0]
+        for posting in postings[1:_GRAMS_INTERSECTED]:
+            candidates = np.intersect1d(candidates, posting, assume_unique=True)
+        parts = self.parts
+        return np.asarray([p for p in candidates.tolist() if term in parts[p]], dtype=np.int32)
 
-    def mark_parts_containing(self, term: str, part_mask: np.ndarray) -> list[int] | None:
-        """Set `part_mask` for the distinct parts containing `term` as a substring. Returns their ids
-        when there are few (found with str.find), None when there are many (found by a vectorised scan)."""
-        if not term.isascii():
-            return []  # parts are ASCII
-        blob, starts = self.parts_blob, self.part_starts
-        found: list[int] = []
-        position = blob.find(term)
-        while position >= 0:
-            if len(found) == _FEW_OCCURRENCES:
-                break
-            part_id = bisect_right(starts, position) - 1
-            found.append(part_id)
-            position = blob.find(term, starts[part_id + 1])
-        else:
-            part_mask[found] = True
-            return found
-        # A common fragment ("a", "get", "tion"): compare the term with every blob offset at once.
-        codes = term.encode("ascii")
-        data = self.blob_bytes
-        span = len(data) - len(codes) + 1
-        hits = data[:span] == codes[0]
-        for shift in range(1, len(codes)):
-            hits &= data[shift: span + shift] == codes[shift]
-        part_mask[self.blob_part[np.flatnonzero(hits)]] = True
-        return None
-
-    def tools_with_parts(self, part_ids: list[int] | None, part_mask: np.ndarray) -> np.ndarray:
-        """Ids of the tools having any marked part (a tool may repeat)."""
-        if part_ids is not None and len(part_ids) <= _FEW_PARTS:
-            return np.concatenate([self.part_tools[p] for p in part_ids]) if part_ids else _EMPTY
+    def tools_with_parts(self, part_ids: np.ndarray, part_mask: np.ndarray) -> np.ndarray:
+        """Ids of the tools having any of these parts (a tool may repeat); `part_mask` marks the same parts."""
+        if len(part_ids) <= _FEW_PARTS:
+            return np.concatenate([self.part_tools[p] for p in part_ids.tolist()])
         return self.pair_tool[part_mask[self.pair_part]]
 
 
@@ -220,11 +199,11 @@ class ClaudeCodeKeywordBackend(SearchBackend):
             descriptions.append(_lower_shared(tool.description, lowered))
             hints.append(_lower_shared(tool.search_hint, lowered))
         distinct_parts = list(part_ids)
-        starts = [0]
-        for part in distinct_parts:
-            starts.append(starts[-1] + len(part) + len(_PART_SEPARATOR))
-        blob = _PART_SEPARATOR.join(distinct_parts) + _PART_SEPARATOR
-        lengths = np.diff(np.asarray(starts, dtype=np.int64))
+        grams: dict[str, list[int]] = {}
+        for part_id, part in enumerate(distinct_parts):
+            fragments = {part[i: i + n] for n in range(1, _GRAM + 1) for i in range(len(part) - n + 1)}
+            for fragment in fragments:
+                grams.setdefault(fragment, []).append(part_id)
         pair_part = np.repeat(np.arange(len(part_members), dtype=np.int32), [len(m) for m in part_members])
         pair_tool = np.asarray([t for m in part_members for t in m], dtype=np.int32)
         return KeywordIndex(
@@ -232,12 +211,10 @@ class ClaudeCodeKeywordBackend(SearchBackend):
             exact_points=np.where(is_mcp, POINTS_EXACT_PART[True], POINTS_EXACT_PART[False]).astype(np.int32),
             substring_points=np.where(is_mcp, POINTS_PART_SUBSTRING[True], POINTS_PART_SUBSTRING[False]).astype(np.int32),
             part_ids=part_ids,
+            parts=distinct_parts,
             part_tools=[np.asarray(m, dtype=np.int32) for m in part_members],
             tool_parts=tool_parts,
-            parts_blob=blob,
-            part_starts=starts,
-            blob_bytes=np.frombuffer(blob.encode("ascii"), dtype=np.uint8),
-            blob_part=np.repeat(np.arange(len(distinct_parts), dtype=np.int32), lengths),
+            gram_parts={g: np.asarray(ids, dtype=np.int32) for g, ids in grams.items()},
             pair_part=pair_part,
             pair_tool=pair_tool,
             descriptions=WholeWordIndex(descriptions),
@@ -281,8 +258,9 @@ class ClaudeCodeKeywordBackend(SearchBackend):
     def _term_points(index: KeywordIndex, term: str) -> _TermPoints:
         name_points = np.zeros(index.size, dtype=np.int32)
         part_mask = np.zeros(index.part_count, dtype=bool)
-        substring_parts = index.mark_parts_containing(term, part_mask)
-        if substring_parts is None or substring_parts:
+        substring_parts = index.parts_containing(term)
+        if len(substring_parts):
+            part_mask[substring_parts] = True
             hit = index.tools_with_parts(substring_parts, part_mask)
             name_points[hit] = index.substring_points[hit]
             exact_part = index.part_ids.get(term)
@@ -305,7 +283,7 @@ class ClaudeCodeKeywordBackend(SearchBackend):
                 breakdown.append(TermContribution(term, RULE_EXACT_PART, name_points, "name", term))
             elif name_points:
                 part_id = next(p for p in index.tool_parts[tool_id] if term_points.substring_parts[p])
-                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", index.part_name(part_id)))
+                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", index.parts[part_id]))
             rest = int(term_points.total[tool_id]) - name_points
             if rest >= POINTS_HINT_WORD:
                 breakdown.append(TermContribution(term, RULE_HINT_WORD, POINTS_HINT_WORD, "search_hint"))

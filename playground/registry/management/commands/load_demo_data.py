@@ -93,7 +93,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, force: bool = False, skip_servers: bool = False, **options: Any) -> None:
         with transaction.atomic():
-            builtins = self._load_tools(builtin_tools(), Tool.Source.BUILTIN, force)
+            shipped_builtins = builtin_tools()
+            builtins = self._load_tools(shipped_builtins, Tool.Source.BUILTIN, force)
+            if force:  # a reload also drops built-ins an earlier version of the demo shipped
+                Tool.objects.filter(source=Tool.Source.BUILTIN).exclude(name__in=[t.name for t in shipped_builtins]).delete()
             imported = (0, 0)
             for path in CATALOGS:
                 created, updated = self._load_tools(load_tools(path), Tool.Source.IMPORTED, force)
