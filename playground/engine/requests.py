@@ -214,7 +214,8 @@ def build_request(
     # 3. Mode.
     decision = decide_mode(
         settings.mode,
-        deferred_tools=[t.to_api() for t in deferred],
+        deferred_tools=deferred,
+        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
         token_counter=token_counter,
         context_window=settings.context_window,
         model=settings.model,
@@ -224,7 +225,7 @@ def build_request(
         wire_style=settings.wire_style,
     )
     history = _with_summary(state)
-    baseline = token_counter.count_tools([t.to_api() for t in permitted])
+    baseline = token_counter.count_engine_tools(permitted.tools)
 
     if not decision.enabled:
         tools = [t.to_api() for t in permitted]
