@@ -34,6 +34,9 @@ def render_event_frame(conversation: Conversation, event: Event) -> str:
         if event.type == "turn_started" and not event.parent_sequence else None,
         "total": tokens_total_for(conversation.pk) if event.type == "turn_started" and not event.parent_sequence else None,
         "answered_prompt": None,
+        # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page
+        # load renders the POST fallbacks with a real token. Django's own "no token" value.
+        "csrf_token": "NOTPROVIDED",
     }
     if event.type == "permission_answer":
         prompt = conversation.events.filter(sequence=event.payload.get("prompt_sequence"), type="permission_prompt").first()

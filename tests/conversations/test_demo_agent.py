@@ -37,6 +37,12 @@ def test_cities_times_numbers_and_quoted_strings_fill_their_properties():
         "title": "Fix login", "count": 3, "ratio": 0.5, "mode": "slow"}
 
 
+def test_an_expression_property_gets_the_arithmetic_in_the_message():
+    schema = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
+    assert fill_arguments(schema, "What is (3 + 4) * 2?") == {"expression": "(3 + 4) * 2"}
+    assert fill_arguments(schema, "Convert 14:30 please") == {"expression": "Convert 14:30 please"}  # none: the message
+
+
 def test_keywords_drop_stopwords():
     assert keywords("What time is it in Tokyo?") == ["time", "tokyo"]
 

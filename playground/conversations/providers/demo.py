@@ -31,6 +31,8 @@ STOPWORDS = frozenset(
     where which who why will with would you your now current currently""".split()
 )
 QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
+EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
+ARITHMETIC = re.compile(r"[-+*/%^().\d\s]*\d[-+*/%^().\d\s]*[-+*/%^][-+*/%^().\d\s]*\d[-+*/%^().\d\s]*")
 ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -101,6 +103,12 @@ def _search_matches(block: dict[str, Any]) -> list[str]:
     return [str(n) for n in output.get("matches", [])] if isinstance(output, dict) else []
 
 
+def _arithmetic(text: str) -> str:
+    """The longest arithmetic expression in the text ("what is 2 + 2 * 3?" → "2 + 2 * 3")."""
+    found = sorted((m.strip() for m in ARITHMETIC.findall(text)), key=len, reverse=True)
+    return found[0].replace("^", "**") if found else ""
+
+
 def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     """Arguments for `schema` taken from the person's words; required values it cannot find get a safe default."""
     properties: dict[str, Any] = schema.get("properties") or {}
@@ -127,6 +135,8 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
             if clock_times:
                 hour, minute = clock_times.pop(0)
                 value = f"{int(hour):02d}:{minute}"
+        elif kind == "string" and name.lower() in EXPRESSION_PROPERTY_NAMES and _arithmetic(text):
+            value = _arithmetic(text)
         elif kind in ("integer", "number") and numbers:
             raw = numbers.pop(0)
             value = int(float(raw)) if kind == "integer" else float(raw)
