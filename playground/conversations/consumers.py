@@ -65,7 +65,10 @@ class ConversationConsumer(WebsocketConsumer):
                 services.send_message(conversation, str(data.get("text", "")), user=user)
                 self.send(text_data=render_notice(self.conversation_id, ""))
             elif action == "answer":
-                services.answer_permission(conversation, _int(data.get("prompt"), 0), str(data.get("choice", "")), user=user)
+                choice = str(data.get("choice", ""))
+                if choice not in services.PERMISSION_CHOICES:  # timeout / cancelled are the loop's to record
+                    raise services.ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
+                services.answer_permission(conversation, _int(data.get("prompt"), 0), choice, user=user)
             elif action == "cancel":
                 if not services.request_cancel(conversation, user=user):
                     self.send(text_data=render_notice(self.conversation_id, "Nothing is running."))

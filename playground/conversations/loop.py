@@ -370,7 +370,15 @@ class AgentRun:
             answer = pending_answer(self.conversation.pk, prompt_seq)
             if answer is not None:
                 break
-            self.check_cancel()
+            try:
+                self.check_cancel()
+            except Cancelled:
+                # Close the prompt so its buttons go away; the first answer wins if the person was quicker.
+                try:
+                    answer_permission(self.conversation, prompt_seq, "cancelled", note="the run was cancelled")
+                except Exception:  # noqa: BLE001 - already answered
+                    pass
+                raise
             if time.monotonic() >= deadline:
                 try:
                     answer = answer_permission(self.conversation, prompt_seq, "timeout",

@@ -15,6 +15,7 @@ from playground.conversations.models import Conversation, Event, Message
 
 MAX_MESSAGE_CHARS = 20_000
 PERMISSION_CHOICES = ("once", "always", "deny")
+LOOP_CHOICES = ("timeout", "cancelled")  # recorded by the loop itself, never offered to people
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
     "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
@@ -83,7 +84,7 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
 
     `always` also remembers the tool for this conversation, so later calls do not ask again.
     """
-    if choice not in (*PERMISSION_CHOICES, "timeout"):
+    if choice not in (*PERMISSION_CHOICES, *LOOP_CHOICES):
         raise ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)

@@ -138,3 +138,18 @@ async def test_messages_answers_and_cancel_go_through_the_socket(redis, admin_us
     frame = await communicator.receive_from(timeout=5)
     assert 'data-status="cancelling"' in frame
     await communicator.disconnect()
+
+
+async def test_people_cannot_answer_with_the_loops_own_choices(redis, admin_user):
+    from playground.conversations import events as ev
+
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=admin_user, status="waiting")
+    prompt = await database_sync_to_async(record_event)(conversation.pk, ev.PermissionPrompt(tool_use_id="t", name="echo"))
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": prompt.sequence}))
+    await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": prompt.sequence, "choice": "timeout"}))
+    assert "Unknown answer" in await communicator.receive_from(timeout=5)
+    await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": prompt.sequence, "choice": "deny"}))
+    frame = await communicator.receive_from(timeout=5)
+    assert 'data-event-type="permission_answer"' in frame and f'id="prompt-{conversation.pk}-{prompt.sequence}"' in frame
+    await communicator.disconnect()

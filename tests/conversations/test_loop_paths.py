@@ -201,3 +201,22 @@ def test_tool_search_called_while_search_is_off_is_refused(admin_user, tool_worl
     result = last_result(fake_api)
     assert result["is_error"] is True and "ToolSearch" in result["content"][0]["text"]
     assert not events_of(conversation, "toolsearch_query")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancelling_while_a_prompt_waits_closes_the_prompt(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
+    conversation = services.start_conversation(admin_user, profile=native_profile)
+    services.send_message(conversation, "echo", user=admin_user, enqueue=False)
+    thread, box = run_in_thread(conversation.pk, claude)
+    prompt = wait_for_event(conversation, "permission_prompt")
+    assert services.request_cancel(conversation, user=admin_user)
+    thread.join(timeout=20)
+    assert box["outcome"].reason == "cancelled"
+    answer = events_of(conversation, "permission_answer")[0].payload
+    assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "cancelled"
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    with pytest.raises(services.ConversationError, match="already been answered"):
+        services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
