@@ -4,14 +4,24 @@ Views and the consumer call these (and nothing lower); the Celery task calls `lo
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
 
-from playground.conversations.events import ChatMessage, PermissionAnswer, StatusChanged, lock_conversation, record_event
+from playground.conversations.events import (
+    ChatMessage,
+    ErrorEvent,
+    PermissionAnswer,
+    StatusChanged,
+    lock_conversation,
+    record_event,
+)
 from playground.conversations.models import Conversation, Event, Message
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
 PERMISSION_CHOICES = ("once", "always", "deny")
@@ -72,11 +82,21 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         record_event(locked, ChatMessage(role="user", text=text, author=getattr(user, "username", "")),
                      status=Conversation.Status.RUNNING)
         if enqueue:
-            from playground.conversations.tasks import run_conversation_task
-
-            transaction.on_commit(lambda: run_conversation_task.delay(locked.pk))
+            transaction.on_commit(lambda: queue_run(locked.pk))
     conversation.status = Conversation.Status.RUNNING
     return message
+
+
+def queue_run(conversation_id: int) -> None:
+    """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever."""
+    from playground.conversations.tasks import run_conversation_task
+
+    try:
+        run_conversation_task.delay(conversation_id)
+    except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; the page must show one clear error
+        logger.exception("could not queue the run of conversation %s", conversation_id)
+        record_event(conversation_id, ErrorEvent(message=f"Could not hand the message to a worker (is Redis running?): {exc}",
+                                                 kind="queue"), status=Conversation.Status.FAILED)
 
 
 def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "") -> Event:

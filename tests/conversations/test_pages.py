@@ -133,3 +133,21 @@ def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, n
     assert page.count('data-testid="conversation"') == 2 and 'data-testid="token-difference"' in page
     for conversation in pair:
         assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in page
+
+
+def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_client, viewer_user, monkeypatch,
+                                                                      django_capture_on_commit_callbacks):
+    from playground.conversations import tasks
+
+    def broker_down(pk):
+        raise ConnectionRefusedError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", broker_down)
+    conversation = services.start_conversation(viewer_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = viewer_client.post(reverse("conversations:send", args=[conversation.pk]), {"text": "hello"})
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.FAILED
+    error = conversation.events.get(type="error").payload
+    assert error["kind"] == "queue" and "is Redis running?" in error["message"]
