@@ -197,6 +197,8 @@ AGENT_MAX_TURNS = envint("AGENT_MAX_TURNS", 12)
 AGENT_MAX_TOKENS = envint("AGENT_MAX_TOKENS", 4096)
 TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or 30)
 PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
+# A second cancel frees a conversation whose worker has written nothing for this long (it died).
+AGENT_STALE_SECONDS = float(os.environ.get("AGENT_STALE_SECONDS") or 600)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.

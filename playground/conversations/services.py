@@ -8,7 +8,9 @@ import logging
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.db.models import Max
 
 from playground.conversations.events import (
@@ -139,6 +141,13 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
     """Ask the loop to stop at its next step. False when nothing is running."""
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
+        if locked.status == Conversation.Status.CANCELLING and _run_is_stale(locked):
+            # Nobody acted on the first cancel for a long time: the worker died. Free the conversation.
+            record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
+                                               note="stopped: no worker answered the cancel request"),
+                         status=Conversation.Status.IDLE)
+            conversation.status = Conversation.Status.IDLE
+            return True
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
             return False
         record_event(locked, StatusChanged(status=Conversation.Status.CANCELLING,
@@ -146,3 +155,8 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
                      status=Conversation.Status.CANCELLING)
     conversation.status = Conversation.Status.CANCELLING
     return True
+
+
+def _run_is_stale(conversation: Conversation) -> bool:
+    last = conversation.events.order_by("-sequence").values_list("created_at", flat=True).first()
+    return last is None or (timezone.now() - last).total_seconds() > settings.AGENT_STALE_SECONDS

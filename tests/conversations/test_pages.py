@@ -151,3 +151,18 @@ def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_
     assert conversation.status == Conversation.Status.FAILED
     error = conversation.events.get(type="error").payload
     assert error["kind"] == "queue" and "is Redis running?" in error["message"]
+
+
+def test_a_second_cancel_frees_a_conversation_whose_worker_died(viewer_client, viewer_user, settings):
+    conversation = services.start_conversation(viewer_user)
+    services.send_message(conversation, "hi", user=viewer_user, enqueue=False)
+    url = reverse("conversations:cancel", args=[conversation.pk])
+    viewer_client.post(url)
+    viewer_client.post(url)  # the worker may still be busy: nothing changes yet
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.CANCELLING
+    settings.AGENT_STALE_SECONDS = 0
+    viewer_client.post(url)
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    assert "no worker answered" in conversation.events.order_by("-sequence").first().payload["note"]
