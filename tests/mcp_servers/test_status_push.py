@@ -64,3 +64,25 @@ async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, ca
     assert "mcp-sync-summary" not in first + second  # the list page has no summary to replace
     assert 'data-status="pending"' in detail_first
     assert f'id="mcp-sync-summary-{server.pk}"' in detail_second and 'data-status="connected"' in detail_second
+
+
+@pytest.mark.slow
+async def test_an_idle_socket_outlives_the_channel_layers_blocking_receive(django_user_model):
+    """channels-redis blocks 5 s per receive; with redis-py 8's default 5 s read timeout an idle
+    consumer crashed ("Timeout reading"). settings gives reads headroom: this socket idles 7 s."""
+    import asyncio
+
+    from playground.mcp_servers.status import broadcast_server_status
+
+    require_service(redis_answers(), "Redis (channel layer)")
+    user = await sync_to_async(django_user_model.objects.create_user)("dave", password="pw-dave-1234")
+    server = await sync_to_async(McpServer.objects.create)(name="idle", command="x", status="connected")
+    listing = await connect(user)
+    assert (await listing.connect(timeout=5))[0]
+    try:
+        await asyncio.sleep(7)
+        await sync_to_async(broadcast_server_status, thread_sensitive=False)(server.pk)
+        message = await listing.receive_from(timeout=30)
+    finally:
+        await listing.disconnect()
+    assert 'data-server="idle"' in message and 'data-status="connected"' in message
