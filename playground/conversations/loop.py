@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +29,10 @@ from playground.conversations.server_search import SERVER_STYLE, sent_tool_names
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
 from playground.engine import toolsearch_tool as ts
+from playground.engine.history import CompactionBoundary, discovered_tool_names
+from playground.engine.permissions import PermissionPolicy
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.tokens import TokenCounter
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 
@@ -92,21 +96,6 @@ class MemoryMessages(MessageStore):
                 return
 
 
-# -- small readers for engine objects whose exact shapes are the engine's business ---------------
-def _names(items: Any) -> list[str]:
-    return [item if isinstance(item, str) else getattr(item, "name", str(item)) for item in items or []]
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
-        return value
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if is_dataclass(value):
-        return asdict(value)
-    return str(value)
-
-
 @dataclass
 class RunOutcome:
     reason: str  # end_turn | max_turns | cancelled | error
@@ -122,8 +111,8 @@ class AgentRun:
     provider: ModelProvider
     executor: ToolExecutor
     catalog: ToolCatalog
-    policy: Any  # engine PermissionPolicy
-    agent_settings: Any  # engine AgentSettings
+    policy: PermissionPolicy
+    agent_settings: AgentSettings
     store: MessageStore
     parent_sequence: int | None = None
     subagent: str = ""
@@ -147,7 +136,7 @@ class AgentRun:
     def run(self) -> RunOutcome:
         from playground.registry import adapter
 
-        backend = adapter.search_backend(getattr(self.agent_settings, "backend", None))
+        backend = adapter.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         pending = adapter.pending_mcp_servers()
         final_text = ""
@@ -217,52 +206,47 @@ class AgentRun:
         return RunOutcome("max_turns", final_text, self.max_turns)
 
     # -- request building (the engine decides) -------------------------------------------------------
-    def current_boundary(self) -> Any:
+    def current_boundary(self) -> CompactionBoundary | None:
         if self.subagent or not self.conversation.compaction:
             return None
-        from playground.engine.history import CompactionBoundary
+        stored = self.conversation.compaction
+        return CompactionBoundary(summary=stored.get("summary", ""), discovered_tools=tuple(stored.get("discovered_tools", ())),
+                                  announced_tools=tuple(stored.get("announced_tools", ())), metadata=stored.get("metadata") or {})
 
-        return CompactionBoundary(**self.conversation.compaction)
-
-    def build_plan(self, messages: list[dict[str, Any]], boundary: Any, counter: Any, pending: list[str]) -> Any:
-        from playground.engine.requests import ConversationState, build_request
-
+    def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, counter: TokenCounter,
+                   pending: list[str]) -> RequestPlan:
         state = ConversationState(messages=messages, compaction=boundary)
         return build_request(self.catalog, self.policy, self.agent_settings, state, token_counter=counter,
                              pending_mcp_servers=pending)
 
-    def request_kwargs(self, plan: Any) -> dict[str, Any]:
+    def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
         request = dict(plan.to_api_kwargs())
-        request.setdefault("model", getattr(self.agent_settings, "model", "") or settings.DEFAULT_MODEL)
+        request.setdefault("model", self.agent_settings.model or settings.DEFAULT_MODEL)
         request.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
         if self.server_search:
             request = server_search_request(request, plan, self.server_search)
             self._server_sent = sent_tool_names(request)
         return request
 
-    def emit_turn_started(self, turn: int, plan: Any) -> int:
+    def emit_turn_started(self, turn: int, plan: RequestPlan) -> int:
         seq = self.emit(ev.TurnStarted(
             turn=turn,
             provider=self.provider.key,
-            model=getattr(self.agent_settings, "model", ""),
-            wire_style=getattr(self.agent_settings, "wire_style", ""),
-            loaded_tools=_names(plan.loaded_tools),
-            deferred_tools=_names(plan.deferred_tools),
-            discovered_tools=_names(plan.discovered_tools),
-            tokens=_plain(plan.tokens) or {},
-            decision=_plain(plan.decision) or {},
+            model=plan.model,
+            wire_style=plan.wire_style,
+            loaded_tools=list(plan.loaded_tools),
+            deferred_tools=list(plan.deferred_tools),
+            discovered_tools=list(plan.discovered_tools),
+            tokens=plan.tokens.to_dict(),
+            decision=plan.decision.to_dict(),
             subagent=self.subagent,
             server_search=self.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
-        announcement = getattr(plan, "announcement", None)
-        if announcement:
-            text = announcement if isinstance(announcement, str) else getattr(announcement, "text", str(announcement))
-            self.emit(ev.AnnouncementSent(
-                style=getattr(announcement, "kind", getattr(self.agent_settings, "announcement_style", "full")),
-                text=text,
-                added=_names(getattr(announcement, "added", [])),
-                removed=_names(getattr(announcement, "removed", [])),
-            ), turn_sequence=seq)
+        announcement = plan.announcement
+        if announcement is not None:
+            self.emit(ev.AnnouncementSent(style=announcement.kind, text=announcement.text,
+                                          added=list(announcement.added), removed=list(announcement.removed)),
+                      turn_sequence=seq)
         return seq
 
     def emit_server_searches(self, response: ProviderResponse, turn_seq: int) -> None:
@@ -284,7 +268,7 @@ class AgentRun:
             ), turn_sequence=turn_seq)
 
     # -- tool calls ----------------------------------------------------------------------------------
-    def handle_tool_use(self, block: dict[str, Any], plan: Any, backend: Any, pending: list[str],
+    def handle_tool_use(self, block: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
@@ -335,13 +319,12 @@ class AgentRun:
                   turn_sequence=turn_seq)
         return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": content}
 
-    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: Any, backend: Any, pending: list[str],
+    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        wire_style = getattr(self.agent_settings, "wire_style", "native")
-        wire_style = wire_style if wire_style in ts.WIRE_STYLES else "native"
+        wire_style = self.agent_settings.wire_style
         try:
             result = ts.run_tool_search(arguments, plan.searchable, backend, pending_mcp_servers=pending,
-                                        default_max_results=getattr(self.agent_settings, "max_results", ts.DEFAULT_MAX_RESULTS))
+                                        default_max_results=self.agent_settings.max_results)
         except ts.ToolSearchInputError as exc:
             self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=str(arguments.get("query", "")) if isinstance(arguments, dict) else "",
                                          backend=getattr(backend, "name", ""), error=str(exc)), turn_sequence=turn_seq)
@@ -419,8 +402,9 @@ class AgentRun:
         return result
 
     # -- compaction ------------------------------------------------------------------------------------
-    def maybe_compact(self, messages: list[dict[str, Any]], boundary: Any, counter: Any) -> tuple[list[dict[str, Any]], Any]:
-        window = int(getattr(self.agent_settings, "context_window", 0) or settings.CONTEXT_WINDOW_TOKENS)
+    def maybe_compact(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None,
+                      counter: TokenCounter) -> tuple[list[dict[str, Any]], CompactionBoundary | None]:
+        window = self.agent_settings.context_window
         threshold = int(window * float(settings.COMPACTION_THRESHOLD))
         tokens = counter.count_text(json.dumps(messages, ensure_ascii=False))
         if tokens < threshold:
@@ -428,19 +412,17 @@ class AgentRun:
         keep_from = _last_person_message(messages)
         if keep_from <= 0:
             return messages, boundary  # nothing older than the current request to fold away
-        from playground.engine.history import CompactionBoundary, discovered_tool_names
-
         older = messages[:keep_from]
         carried = discovered_tool_names(messages, boundary=boundary)
         previous = f"Earlier summary:\n{boundary.summary}\n\n" if boundary is not None and boundary.summary else ""
-        summary = previous + self.provider.summarise(older, model=getattr(self.agent_settings, "model", ""))
-        announced = list(getattr(boundary, "announced_tools", []) or []) if boundary is not None else []
-        new_boundary = CompactionBoundary(summary=summary, discovered_tools=list(carried), announced_tools=announced)
+        summary = previous + self.provider.summarise(older, model=self.agent_settings.model)
+        announced = list(boundary.announced_tools) if boundary is not None else []
+        new_boundary = CompactionBoundary(summary=summary, discovered_tools=tuple(carried), announced_tools=tuple(announced))
         rows = list(Message.objects.filter(conversation_id=self.conversation.pk, compacted=False).order_by("position")
                     .values_list("pk", flat=True))
         with transaction.atomic():
             Message.objects.filter(pk__in=rows[:keep_from]).update(compacted=True)
-            stored = {"summary": summary, "discovered_tools": list(carried), "announced_tools": announced}
+            stored = new_boundary.to_dict()
             Conversation.objects.filter(pk=self.conversation.pk).update(compaction=stored)
             self.conversation.compaction = stored
             self.emit(ev.Compaction(summary=summary, compacted_messages=keep_from, carried_tools=list(carried),
@@ -469,7 +451,8 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def subagent_setup(catalog: ToolCatalog, policy: Any, agent_settings: Any, subagent_type: str) -> tuple[ToolCatalog, Any, Any, str]:
+def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: AgentSettings,
+                   subagent_type: str) -> tuple[ToolCatalog, PermissionPolicy, AgentSettings, str]:
     """Tools, rules and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist.
 
     The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
