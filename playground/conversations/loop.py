@@ -166,7 +166,8 @@ class AgentRun:
                 return RunOutcome("error", exc.message, turn)
             self.emit(ev.ModelResponse(stop_reason=response.stop_reason, usage=response.usage, content=response.content,
                                        duration_ms=round((time.perf_counter() - started) * 1000, 1)), turn_sequence=turn_seq)
-            self.store.append("assistant", response.content)
+            if response.content:  # the API rejects an empty message in the history
+                self.store.append("assistant", response.content)
             self.emit_server_searches(response, turn_seq)
             text = response.text()
             if text:
@@ -174,6 +175,14 @@ class AgentRun:
                 if not self.subagent:
                     self.emit(ev.ChatMessage(role="assistant", text=text), turn_sequence=turn_seq)
             tool_uses = response.tool_uses()
+            if tool_uses and response.stop_reason != "tool_use":
+                # Cut off (max_tokens…) mid-call: answer the calls without running them, or the next
+                # request would carry tool_use blocks without results (a 400).
+                self.store.append("user", [
+                    {"type": "tool_result", "tool_use_id": b["id"], "is_error": True,
+                     "content": [{"type": "text", "text": f"Not run: the response ended with {response.stop_reason}."}]}
+                    for b in tool_uses
+                ])
             if response.stop_reason != "tool_use" or not tool_uses:
                 self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.IDLE,
                                           final=True, reason="end_turn"), turn_sequence=turn_seq)

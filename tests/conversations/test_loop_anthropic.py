@@ -181,3 +181,18 @@ def test_max_turns_stops_a_model_that_never_ends(admin_user, tool_world, native_
     assert len(fake_api.message_requests) == 2
     assert events_of(conversation, "error")[0].payload["kind"] == "max_turns"
     assert conversation.status == Conversation.Status.IDLE
+
+
+def test_a_reply_cut_off_mid_call_or_empty_leaves_a_history_the_api_accepts(admin_user, tool_world, native_profile, fake_api, claude):
+    from playground.conversations.testing.fake_api import message_reply
+
+    cut = tool_use_reply("echo", {"text": "partial"})
+    cut["stop_reason"] = "max_tokens"
+    fake_api.script(cut, message_reply([], stop_reason="end_turn"), text_reply("fine"))
+    conversation, outcome = converse(admin_user, "first", profile=native_profile, provider=claude)
+    assert outcome.reason == "end_turn" and not events_of(conversation, "tool_call")
+    converse(admin_user, "second", conversation=conversation, provider=claude)
+    converse(admin_user, "third", conversation=conversation, provider=claude)
+    assert [r.status for r in fake_api.message_requests] == [200, 200, 200]
+    history = fake_api.message_requests[-1].body["messages"]
+    assert history[2]["content"][0]["content"][0]["text"] == "Not run: the response ended with max_tokens."

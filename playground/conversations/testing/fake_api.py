@@ -170,6 +170,10 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
             raise InvalidRequest(f"messages.{m_index}.role: Input should be 'user' or 'assistant'")
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        if not blocks and not (role == "assistant" and m_index == len(messages) - 1):
+            raise InvalidRequest(
+                f"messages.{m_index}: all messages must have non-empty content except for the optional final assistant message"
+            )
         if role == "user":
             result_ids = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
             if pending_tool_uses:
