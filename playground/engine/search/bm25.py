@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import bm25s
@@ -23,18 +23,18 @@ import numpy as np
 
 from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
-from playground.engine.search.names import ParsedName, matches_required_term, parse_tool_name
+from playground.engine.search.required import RequiredTermFilter
 from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
 # Tuned on the development split of every toolset (see README "Search quality").
 DEFAULT_FIELD_WEIGHTS: dict[str, float] = {
-    "name": 2.0,
-    "server": 0.5,
+    "name": 1.0,
+    "server": 1.0,
     "description": 1.0,
     "search_hint": 1.0,
-    "schema": 0.3,
+    "schema": 0.6,
 }
 REQUIRED_TERM_POINTS = 0.01
 
@@ -73,12 +73,7 @@ class FieldIndex:
 class BM25Index:
     tools: tuple[Tool, ...]  # the catalog's deferred tools, in catalog order
     fields: dict[str, FieldIndex]
-    parsed_names: list[ParsedName]
-    descriptions_lower: list[str]
-    hints_lower: list[str]
-    # A cheap superset test before the exact required-term rule: the rule only matches text that
-    # contains the term, so a term absent from this haystack cannot match.
-    haystacks: list[str] = field(default_factory=list)
+    required: RequiredTermFilter
 
     @property
     def size(self) -> int:
@@ -144,26 +139,9 @@ class BM25Backend(SearchBackend):
             for name, weight in self.field_weights.items()
             if weight > 0
         }
-        descriptions = [(t.description or "").lower() for t in tools]
-        hints = [(t.search_hint or "").lower() for t in tools]
-        parsed = [parse_tool_name(t.name) for t in tools]
-        haystacks = [" ".join((p.full, d, h)) for p, d, h in zip(parsed, descriptions, hints)]
-        return BM25Index(tools, fields, parsed, descriptions, hints, haystacks)
+        return BM25Index(tools, fields, RequiredTermFilter(tools))
 
     # -- ranking -------------------------------------------------------------------------------
-    def required_mask(self, reading: QueryReading, index: BM25Index) -> np.ndarray | None:
-        """Which tools pass every required term by the Claude Code rule (None: no required terms)."""
-        if not reading.required:
-            return None
-        mask = np.zeros(index.size, dtype=bool)
-        for i, haystack in enumerate(index.haystacks):
-            if all(term in haystack for term in reading.required) and all(
-                matches_required_term(index.parsed_names[i], term, index.descriptions_lower[i], index.hints_lower[i])
-                for term in reading.required
-            ):
-                mask[i] = True
-        return mask
-
     def query_tokens(self, reading: QueryReading) -> list[tuple[str, str]]:
         """(stem, the query term it came from), each stem once, in query order."""
         seen: set[str] = set()
@@ -191,15 +169,14 @@ class BM25Backend(SearchBackend):
             return []
         pairs = self.query_tokens(reading)
         scores = self.score_all([token for token, _ in pairs], index)
-        mask = self.required_mask(reading, index)
+        mask = index.required.mask(reading.required)
         if mask is not None:
             scores = np.where(mask, scores + REQUIRED_TERM_POINTS * len(reading.required), 0.0).astype(np.float32)
         order = top_indices(scores, max_results)
         return [self.explain(int(i), float(scores[i]), pairs, reading, index) for i in order]
 
-    def explain(
-        self, doc: int, score: float, pairs: Sequence[tuple[str, str]], reading: QueryReading, index: BM25Index
-    ) -> ScoredTool:
+    def term_contributions(self, doc: int, pairs: Sequence[tuple[str, str]], index: BM25Index) -> list[TermContribution]:
+        """Every (query term, field) that scored on this tool, with its weighted points."""
         breakdown: list[TermContribution] = []
         for token, term in pairs:
             for field_name, field_index in index.fields.items():
@@ -214,6 +191,12 @@ class BM25Backend(SearchBackend):
                             detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
                         )
                     )
+        return breakdown
+
+    def explain(
+        self, doc: int, score: float, pairs: Sequence[tuple[str, str]], reading: QueryReading, index: BM25Index
+    ) -> ScoredTool:
+        breakdown = self.term_contributions(doc, pairs, index)
         for term in reading.required:
             breakdown.append(
                 TermContribution(
