@@ -11,6 +11,8 @@ from playground.engine.search.base import SearchBackend, load_backend
 
 BUILTIN_BACKENDS: dict[str, str] = {
     "claude-code": "playground.engine.search.keyword.ClaudeCodeKeywordBackend",
+    # The same scorer transcribed plainly (no index): the reference and benchmark baseline.
+    "naive": "playground.engine.search.naive.NaiveKeywordBackend",
     "bm25": "playground.engine.search.bm25.BM25Backend",
     "semantic": "playground.engine.search.semantic.SemanticBackend",  # needs the `semantic` extra
     "hybrid": "playground.engine.search.hybrid.HybridBackend",  # BM25 only (logged) without the extra
