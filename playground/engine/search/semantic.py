@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
-from playground.engine.search.bm25 import top_indices
+from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, top_indices
 from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, embed_tools, shared_cache
 from playground.engine.search.encoder import MiniLMEncoder, shared_encoder
 from playground.engine.search.required import RequiredTermFilter
@@ -100,22 +100,25 @@ class SemanticBackend(SearchBackend):
 
     def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         sims = self.similarities(reading, index)
+        scores = sims
         mask = index.required.mask(reading.required)
         if mask is not None:
-            sims = np.where(mask, sims, 0.0)
-        return [
-            ScoredTool(
-                name=index.tools[i].name,
-                score=round(float(sims[i]), 4),
-                breakdown=[
-                    TermContribution(
-                        term=query_text(reading),
-                        rule="cosine similarity",
-                        points=round(float(sims[i]), 4),
-                        field="embedding",
-                        detail=f"{self.encoder.model_id}: cosine {float(sims[i]):.3f} between query and tool text",
-                    )
-                ],
-            )
-            for i in top_indices(sims, max_results)
-        ]
+            # As in BM25: every tool that passes the required terms ranks (score > 0), by similarity.
+            scores = np.where(mask, np.clip(sims, 0.0, None) + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
+        results: list[ScoredTool] = []
+        for i in top_indices(scores, max_results):
+            breakdown = [
+                TermContribution(
+                    term=query_text(reading),
+                    rule="cosine similarity",
+                    points=round(float(scores[i]) - REQUIRED_TERM_POINTS * len(reading.required), 4),
+                    field="embedding",
+                    detail=f"{self.encoder.model_id}: cosine {float(sims[i]):.3f} between query and tool text",
+                )
+            ]
+            breakdown += [
+                TermContribution(term=term, rule="required term matched", points=REQUIRED_TERM_POINTS, field="name/description/search_hint")
+                for term in reading.required
+            ]
+            results.append(ScoredTool(name=index.tools[i].name, score=round(float(scores[i]), 4), breakdown=breakdown))
+        return results
