@@ -15,12 +15,14 @@ explanation says so too. That is what keeps the default backend working on a lig
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search import text
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.tools import ToolCatalog
@@ -34,7 +36,26 @@ DEFAULTS: dict[str, Any] = {
     "dense_weight": 1.0,
     "rrf_k": 60,
     "depth": 100,
+    "intent_weight": 0.0,  # share of the best per-sentence score (multi-request queries); 0 = off
+    "server_weight": 0.0,  # share of the best score among the tool's server siblings; 0 = off
 }
+_SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
+MIN_INTENT_WORDS = 3
+
+
+def split_intents(query: str) -> list[str]:
+    """The sentences of a query that asks for several things (fragments under 3 content words
+    join the previous one). One sentence → [] (nothing to decompose)."""
+    pieces: list[str] = []
+    for piece in _SENTENCE_END.split(query.strip()):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < MIN_INTENT_WORDS:
+            pieces[-1] = f"{pieces[-1]} {piece}"
+        else:
+            pieces.append(piece)
+    return pieces if len(pieces) > 1 else []
 
 _warned: set[str] = set()
 
@@ -43,6 +64,8 @@ _warned: set[str] = set()
 class HybridIndex:
     bm25: BM25Index
     semantic: Any  # SemanticIndex, or None when the extra is missing
+    server_ids: np.ndarray  # per tool: an id shared by tools of one server (-1: none)
+    servers: int
 
 
 class HybridBackend(SearchBackend):
@@ -62,6 +85,8 @@ class HybridBackend(SearchBackend):
         self.dense_weight = float(settings["dense_weight"])
         self.rrf_k = float(settings["rrf_k"])
         self.depth = int(settings["depth"])
+        self.intent_weight = float(settings["intent_weight"])
+        self.server_weight = float(settings["server_weight"])
         self.bm25 = BM25Backend(**(options.get("bm25") or {}))
         self.semantic = None
         self.degraded_reason = ""
@@ -76,25 +101,56 @@ class HybridBackend(SearchBackend):
                 logger.warning("hybrid ToolSearch backend: %s", self.degraded_reason)
 
     def build_index(self, catalog: ToolCatalog) -> HybridIndex:
+        ids: dict[str, int] = {}
+        server_ids = np.array(
+            [ids.setdefault(t.server, len(ids)) if t.server else -1 for t in catalog.deferred], dtype=np.int64
+        )
         return HybridIndex(
             bm25=self.bm25.build_index(catalog),
             semantic=self.semantic.build_index(catalog) if self.semantic is not None else None,
+            server_ids=server_ids,
+            servers=len(ids),
         )
 
-    def rank(self, reading: QueryReading, index: HybridIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
-        if index.bm25.size == 0:
-            return []
+    def side_scores(self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
         pairs = self.bm25.query_tokens(reading)
         lexical = self.bm25.score_all([token for token, _ in pairs], index.bm25)
         dense = self.semantic.similarities(reading, index.semantic) if index.semantic is not None else None
-        mask = index.bm25.required.mask(reading.required)
         if mask is not None:
             lexical = np.where(mask, lexical, 0.0).astype(np.float32)
             if dense is not None:
                 dense = np.where(mask, dense, -1.0).astype(np.float32)
+        return pairs, lexical, dense
 
+    def rank(self, reading: QueryReading, index: HybridIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
+        if index.bm25.size == 0:
+            return []
+        mask = index.bm25.required.mask(reading.required)
+        pairs, lexical, dense = self.side_scores(reading, index, mask)
         lexical_part, dense_part = self.fuse(lexical, dense)
         fused = lexical_part + dense_part
+        extras: dict[str, np.ndarray] = {}
+        if self.intent_weight > 0:
+            intents = split_intents(reading.raw)
+            if intents:
+                best = np.zeros_like(fused)
+                for sentence in intents:
+                    _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask)
+                    sub = np.add(*self.fuse(sub_lexical, sub_dense))
+                    top = float(sub.max())
+                    if top > 0:
+                        np.maximum(best, sub / top, out=best)
+                top = float(fused.max())
+                scale = top if top > 0 else 1.0
+                extras["intent"] = self.intent_weight * scale * best
+                fused = (1 - self.intent_weight) * fused + extras["intent"]
+                lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
+        if self.server_weight > 0 and index.servers:
+            has_server = index.server_ids >= 0
+            best_of_server = np.zeros(index.servers, dtype=np.float32)
+            np.maximum.at(best_of_server, index.server_ids[has_server], fused[has_server])
+            extras["server"] = np.where(has_server, self.server_weight * best_of_server[np.maximum(index.server_ids, 0)], 0.0)
+            fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
         order = top_indices(fused, max_results)
@@ -126,6 +182,14 @@ class HybridBackend(SearchBackend):
             else:
                 breakdown.append(
                     TermContribution(term="(dense)", rule="dense side unavailable", points=0.0, field="embedding", detail=self.degraded_reason)
+                )
+            if "intent" in extras:
+                breakdown.append(
+                    TermContribution(term="(sentences)", rule="best single-sentence match", points=round(float(extras["intent"][i]), 4), field="query", detail=f"weight {self.intent_weight:g}")
+                )
+            if "server" in extras:
+                breakdown.append(
+                    TermContribution(term="(server)", rule="server's best tool", points=round(float(extras["server"][i]), 4), field="server", detail=f"{index.bm25.tools[i].server}: weight {self.server_weight:g}")
                 )
             for term in reading.required:
                 breakdown.append(
