@@ -20,7 +20,7 @@ import json
 import statistics
 import time
 import tracemalloc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,11 +206,15 @@ def run_suite(
     root: Path | None = None,
     progress: Progress | None = None,
     backend_options: dict[str, dict[str, Any]] | None = None,
+    registry: Mapping[str, str] | None = None,
 ) -> list[RunResult]:
     """Every toolset × backend × style. Backends are built once and reused across toolsets."""
     for style in styles:
         styled_query("", style)  # validate early
-    instances = {name: get_backend(name, **((backend_options or {}).get(name) or {})) for name in backends}
+    instances = {
+        name: get_backend(name, dict(registry) if registry else None, **((backend_options or {}).get(name) or {}))
+        for name in backends
+    }
     steps = max(1, len(toolsets) * len(backends) * len(styles))
     done = 0
     results: list[RunResult] = []
