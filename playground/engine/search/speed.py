@@ -86,13 +86,19 @@ def benchmark_queries(count: int, style: str, root: Path | None = None) -> list[
 def _prefill_embeddings(backend: Any, catalog: ToolCatalog, origin: list[int], tools: Sequence[Tool]) -> None:
     """Put replicas' vectors (their originals') into a memory-only cache the backend will read."""
     from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools, embedding_key
+    from playground.engine.search.text import tool_document
 
     semantic = getattr(backend, "semantic", None) if backend.name != "semantic" else backend
     if semantic is None:
         return
     originals, _ = embed_tools(tools, semantic.encoder.encode, semantic.cache, model_id=semantic.encoder.model_id)
     memory = EmbeddingCache(None, semantic.encoder.dim)
-    memory.put_many({embedding_key(semantic.encoder.model_id, t): originals[origin[i]] for i, t in enumerate(catalog.deferred)})
+    memory.put_many(
+        {
+            embedding_key(semantic.encoder.model_id, tool_document(t)): originals[origin[i]]
+            for i, t in enumerate(catalog.deferred)
+        }
+    )
     semantic.cache = memory
 
 
