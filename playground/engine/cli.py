@@ -109,7 +109,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     folder = Path(args.toolsets) if args.toolsets else toolsets_dir()
     if not folder.is_dir():
         raise BadInput(f"toolsets folder {folder} not found (set TOOLSETS_DIR or --toolsets)")
-    config = BenchConfig(sizes=args.sizes, queries=args.queries, naive_queries_at_100k=args.naive_queries_at_100k, measure_memory=not args.no_memory)
+    config = BenchConfig(
+        sizes=args.sizes,
+        queries=args.queries,
+        naive_queries_at_100k=args.naive_queries_at_100k,
+        repeat=args.repeat,
+        measure_memory=not args.no_memory,
+    )
     progress = (lambda message: print(f"... {message}", file=sys.stderr, flush=True)) if not args.json else (lambda message: None)
     try:
         rows = run_bench(folder, config, progress)
@@ -149,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sizes", type=_sizes, default=[1_000, 10_000, 100_000])
     bench.add_argument("--queries", type=_positive, default=40, help="queries per style (claude-code; naive too below 100k)")
     bench.add_argument("--naive-queries-at-100k", type=_positive, default=8)
+    bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
     bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
     bench.set_defaults(handler=cmd_bench)
