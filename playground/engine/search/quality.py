@@ -227,9 +227,11 @@ def run_suite(
                     if progress:
                         progress((_done + fraction) / steps, message)
 
-                results.append(
-                    evaluate_backend(backend, catalog, chosen, style=style, toolset=toolset, split=split, progress=step_progress)
-                )
+                result = evaluate_backend(backend, catalog, chosen, style=style, toolset=toolset, split=split, progress=step_progress)
+                first = next((r for r in results if r.toolset == toolset and r.backend == backend.name), None)
+                if first is not None:  # the index was built for the first style; report that build
+                    result.build_s, result.index_mb, result.notes = first.build_s, first.index_mb, first.notes
+                results.append(result)
                 done += 1
     return results
 

@@ -45,11 +45,15 @@ class SemanticIndex:
 class QueryEmbedder:
     """Query text → unit vector, with a small LRU (the inspector and evaluations repeat queries)."""
 
-    def __init__(self, encoder: MiniLMEncoder, size: int = 1024):
+    def __init__(self, encoder: MiniLMEncoder, size: int = 8192):
         self.encoder = encoder
         self.size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
 
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
