@@ -145,6 +145,10 @@ def evaluate_backend(
     if getattr(backend, "degraded_reason", ""):
         notes.append(backend.degraded_reason)
 
+    # Query vectors are cached by text; another backend's run must not make this one look fast.
+    embedder = getattr(getattr(backend, "semantic", None) or backend, "embed_query", None)
+    if embedder is not None and hasattr(embedder, "clear"):
+        embedder.clear()
     totals: dict[str, float] = {}
     latencies: list[float] = []
     for n, query in enumerate(labelled, start=1):
