@@ -56,3 +56,16 @@ def test_prefix_that_matches_nothing_falls_through_to_ranking(backend, small_cat
     result = backend.search("mcp__nothing weather", small_catalog)
     assert result.reading.note
     assert result.reading.kind == "keyword"
+
+
+@pytest.mark.parametrize("terms", [("e",), ("ile",), ("e-mail",), ("re", "file"), ("git",), ("nothing",), ("time", "zone"), ("a.b",)])
+def test_required_filter_equals_the_rule_applied_to_every_tool(small_catalog, terms):
+    from playground.engine.search.names import matches_required_term, parse_tool_name
+    from playground.engine.search.required import RequiredTermFilter
+
+    tools = list(small_catalog.deferred)
+    expected = [
+        all(matches_required_term(parse_tool_name(t.name), term, t.description.lower(), t.search_hint.lower()) for term in terms)
+        for t in tools
+    ]
+    assert RequiredTermFilter(tools).mask(terms).tolist() == expected
