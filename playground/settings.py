@@ -140,6 +140,9 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's blocking receive
+# (BZPOPMIN, 5 s): an idle consumer then dies with "Timeout reading from ...". Give reads headroom.
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": 30}]
 
 # Model access. With no key the playground runs the offline demo agent (labelled as such).
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
