@@ -26,7 +26,8 @@ def test_numpy_encoder_matches_sentence_transformers(encoder):
 
 def test_ranks_by_meaning_not_shared_words(encoder, embeddings_dir, small_catalog):
     backend = SemanticBackend()
-    result = backend.search("what's it going to be like outside tomorrow, rain or sun?", small_catalog)
+    # only "city" is shared with any tool text (get_forecast's schema): ranking is by meaning
+    result = backend.search("is it going to rain tomorrow in my city", small_catalog)
     assert result.matches[0] == "mcp__weather__get_forecast"
     top = result.scored[0]
     assert top.breakdown[0].rule == "cosine similarity" and top.breakdown[0].field == "embedding"
@@ -104,3 +105,10 @@ def test_missing_extra_gives_a_clear_error(monkeypatch):
     monkeypatch.delenv("TOOLSEARCH_EMBEDDING_MODEL_DIR", raising=False)
     with pytest.raises(encoder_module.EncoderUnavailable, match="semantic extra is not installed"):
         encoder_module.find_model_dir()
+
+
+def test_dense_alone_needs_a_shared_word_or_a_clear_match(encoder, embeddings_dir, small_catalog):
+    """No stem in common with the catalog and no cosine ≥ 0.45: "no match" (see DENSE_ONLY_MIN_SIMILARITY)."""
+    backend = SemanticBackend()
+    assert backend.search("do I need an umbrella tomorrow", small_catalog).matches == []
+    assert backend.search("do I need an umbrella tomorrow in my city", small_catalog).matches[0] == "mcp__weather__get_forecast"

@@ -69,3 +69,12 @@ def test_required_filter_equals_the_rule_applied_to_every_tool(small_catalog, te
         for t in tools
     ]
     assert RequiredTermFilter(tools).mask(terms).tolist() == expected
+
+
+@pytest.mark.parametrize("query", ["zzzz qqqq", "xyzzy plugh"])
+def test_gibberish_finds_nothing_and_names_the_pending_servers(backend, small_catalog, query):
+    """A sentence encoder always finds something similar; ToolSearch must still be able to say
+    'no match' so the model hears which MCP servers are still connecting."""
+    result = backend.search(query, small_catalog, pending_mcp_servers=["jira"])
+    assert result.matches == []
+    assert result.to_output()["pending_mcp_servers"] == ["jira"]

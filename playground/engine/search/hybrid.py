@@ -32,6 +32,7 @@ from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
+from playground.engine.search.semantic import dense_may_answer
 from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -127,10 +128,13 @@ class HybridBackend(SearchBackend):
             return []
         mask = index.bm25.required.mask(reading.required)
         pairs, lexical, dense = self.side_scores(reading, index, mask)
+        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0)
+        if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
+            dense = np.zeros_like(dense)
         lexical_part, dense_part = self.fuse(lexical, dense)
         fused = lexical_part + dense_part
         extras: dict[str, np.ndarray] = {}
-        if self.intent_weight > 0:
+        if self.intent_weight > 0 and not gated:
             intents = split_intents(reading.raw)
             if intents:
                 best = np.zeros_like(fused)

@@ -15,14 +15,25 @@ from typing import Any
 
 import numpy as np
 
+from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
-from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, top_indices
+from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, analyzed_fields, top_indices
 from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, embed_tools, shared_cache
 from playground.engine.search.encoder import MiniLMEncoder, shared_encoder
 from playground.engine.search.required import RequiredTermFilter
 from playground.engine.tools import Tool, ToolCatalog
 
 _REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
+# A sentence encoder finds "something" for any text, gibberish included (cosines of 0.2–0.4 are
+# common). ToolSearch must be able to say "no match" (and name the MCP servers still connecting),
+# so dense similarity ranks tools on its own only when the query shares a word (stem) with the
+# catalog, or when some tool is clearly similar. Real queries nearly always share a word, so this
+# gate changes no evaluation figure; "zzzz qqqq" finds nothing, as with the keyword backends.
+DENSE_ONLY_MIN_SIMILARITY = 0.45
+
+
+def dense_may_answer(sims: np.ndarray, lexical_hit: bool) -> bool:
+    return lexical_hit or (sims.size > 0 and float(sims.max()) >= DENSE_ONLY_MIN_SIMILARITY)
 
 
 def query_text(reading: QueryReading) -> str:
@@ -36,6 +47,7 @@ class SemanticIndex:
     vectors: np.ndarray  # (n, dim), unit rows
     required: RequiredTermFilter
     stats: EmbedStats
+    vocabulary: frozenset[str]  # every stem of every field of every tool (the lexical-evidence test)
 
     @property
     def size(self) -> int:
@@ -98,7 +110,8 @@ class SemanticBackend(SearchBackend):
         vectors, stats = embed_tools(
             tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server
         )
-        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats)
+        vocabulary = frozenset(stem for tool in tools for stems in analyzed_fields(tool).values() for stem in stems)
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats, vocabulary=vocabulary)
 
     def similarities(self, reading: QueryReading, index: SemanticIndex) -> np.ndarray:
         if index.size == 0:
@@ -107,6 +120,8 @@ class SemanticBackend(SearchBackend):
 
     def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         sims = self.similarities(reading, index)
+        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading)))):
+            return []
         scores = sims
         mask = index.required.mask(reading.required)
         if mask is not None:
