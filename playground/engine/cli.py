@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
@@ -83,8 +84,17 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from playground.engine.evaluate import evaluate
 
+    if args.toolsets:
+        return cmd_eval_suite(args)
+    if not (args.catalog and args.queries):
+        raise BadInput("eval needs --catalog and --queries, or --toolsets NAME[,NAME] (or all)")
+    if args.style != "natural":
+        from playground.engine.search.quality import styled_query
+
+        queries = [replace(q, query=styled_query(q.query, args.style)) for q in load_queries(args.queries)]
+        args.queries_override = queries
     catalog = load_catalog(args.catalog)
-    queries = load_queries(args.queries)
+    queries = getattr(args, "queries_override", None) or load_queries(args.queries)
     missing = sorted({name for q in queries for gold in q.expected_tool_names for name in q.accepted_names(gold) if name not in catalog})
     if missing:
         raise BadInput(f"{args.queries}: {len(missing)} labelled tool(s) are not in {args.catalog}, e.g. {missing[0]!r}")
@@ -100,6 +110,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"  full hit@{k}    {m['full_hit_at_k']:.3f}")
     print(f"  MRR@10        {m['mrr']:.3f}")
     print(f"  latency       p50 {m['p50_ms']:.3f} ms, p95 {m['p95_ms']:.3f} ms")
+    return 0
+
+
+def cmd_eval_suite(args: argparse.Namespace) -> int:
+    """Every toolset × backend × query style on one split: the search-quality table (issue 7)."""
+    from playground.engine.search import quality
+
+    names = list(quality.TOOLSETS) if args.toolsets == "all" else [t.strip() for t in args.toolsets.split(",") if t.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else [args.backend]
+    styles = list(quality.STYLES) if args.style == "both" else [args.style]
+    root = Path(args.toolsets_dir) if args.toolsets_dir else None
+    progress = (lambda fraction, message: print(f"... {fraction:5.1%} {message}", file=sys.stderr, flush=True)) if args.progress else None
+    try:
+        results = quality.run_suite(names, backends, styles, split=args.split, limit=args.limit, root=root, progress=progress)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if args.json:
+        print(quality.results_json(results, split=args.split, limit=args.limit, toolsets=names, backends=backends, styles=styles))
+        return 0
+    print(f"split {args.split}{f', {args.limit} sampled queries per toolset' if args.limit else ''}; recall/full hit at 5 and 10, MRR@10; latency per search")
+    print(quality.format_table(results))
     return 0
 
 
@@ -122,6 +153,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rows = run_bench(folder, config, progress)
     except FileNotFoundError as exc:
         raise BadInput(str(exc)) from None
+    search_backends = [b.strip() for b in (args.search_backends or "").split(",") if b.strip()]
+    if search_backends:  # the retrieval backends, same catalogs, queries and row shape (issue 7)
+        from playground.engine.search import speed
+
+        try:
+            rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat, progress=progress)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
     if args.json:
         print(json.dumps([row.to_dict(details=args.details) for row in rows], indent=2))
         return 0
@@ -143,11 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(handler=cmd_search)
 
     evaluation = commands.add_parser("eval", help="recall@k, recall@10, full-hit@k, MRR and latency over a labelled query set")
-    evaluation.add_argument("--catalog", required=True)
-    evaluation.add_argument("--queries", required=True)
+    evaluation.add_argument("--catalog")
+    evaluation.add_argument("--queries")
     evaluation.add_argument("--backend", default="default")
     evaluation.add_argument("--k", type=_positive, default=5)
     evaluation.add_argument("--json", action="store_true")
+    # The search-quality suite (issue 7): shared toolsets × backends × query styles on a fixed split.
+    evaluation.add_argument("--toolsets", help="shared toolset names, comma-separated, or 'all' (instead of --catalog/--queries)")
+    evaluation.add_argument("--backends", help="comma-separated backends for --toolsets (default: --backend)")
+    evaluation.add_argument("--style", choices=["natural", "keyword", "both"], default="natural", help="query style; keyword = derived by text.keyword_query")
+    evaluation.add_argument("--split", choices=["test", "dev", "all"], default="test", help="with --toolsets: dev = sha1(id) bucket < 3 of 10 (tuning), test = the rest")
+    evaluation.add_argument("--limit", type=_positive, help="with --toolsets: evenly sample this many queries of the split per toolset")
+    evaluation.add_argument("--toolsets-dir", help="folder holding the shared toolsets (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    evaluation.add_argument("--progress", action="store_true", help="with --toolsets: progress lines on stderr")
     evaluation.set_defaults(handler=cmd_eval)
 
     bench = commands.add_parser("bench", help="claude-code vs its plain transcription at 1k/10k/100k tools")
@@ -160,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
     bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    bench.add_argument("--search-backends", default="bm25,hybrid", help="retrieval backends to add rows for (comma-separated; '' for none)")
     bench.set_defaults(handler=cmd_bench)
     return parser
 

@@ -40,7 +40,7 @@ def catalog_file(tmp_path):
 
 
 def test_search_prints_the_ranking_with_the_breakdown(catalog_file):
-    done = run_cli("search", "--catalog", catalog_file, "+slack send")
+    done = run_cli("search", "--catalog", catalog_file, "+slack send", "--backend", "claude-code")
     assert done.returncode == 0, done.stderr
     assert "1. mcp__slack__post_message  score 16" in done.stdout
     assert "'slack' exact name part [name: slack]" in done.stdout
@@ -48,7 +48,7 @@ def test_search_prints_the_ranking_with_the_breakdown(catalog_file):
 
 
 def test_search_json_has_matches_and_results(catalog_file):
-    done = run_cli("search", "--catalog", catalog_file, "slack", "--json", "--max-results", "1", "--backend", "default")
+    done = run_cli("search", "--catalog", catalog_file, "slack", "--json", "--max-results", "1", "--backend", "claude-code")
     output = json.loads(done.stdout)
     assert output["matches"] == ["mcp__slack__post_message"]
     [result] = output["results"]
@@ -110,16 +110,16 @@ def test_eval_on_mcp_combined_prints_its_figures(shared_toolsets):
 
 
 def test_bench_json_rows_compare_both_backends_and_rankings_match(shared_toolsets):
-    done = run_cli("bench", "--json", "--details", "--sizes", "300", "--queries", "4", "--repeat", "1", "--no-memory", env={"TOOLSETS_DIR": str(shared_toolsets)})
+    done = run_cli("bench", "--json", "--details", "--sizes", "300", "--queries", "4", "--repeat", "1", "--no-memory", "--search-backends", "bm25", env={"TOOLSETS_DIR": str(shared_toolsets)})
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
-    assert {(r["style"], r["backend"]) for r in rows} == {(s, b) for s in ("keyword", "natural") for b in ("claude-code", "naive")}
+    assert {(r["style"], r["backend"]) for r in rows} == {(s, b) for s in ("keyword", "natural") for b in ("claude-code", "naive", "bm25")}
     assert all(r["tools"] == 300 and r["p50_ms"] > 0 for r in rows)
     assert all(r["identical"] for r in rows if r["backend"] == "naive")
 
 
 def test_bench_plain_json_rows_have_exactly_the_documented_keys(shared_toolsets):
-    done = run_cli("bench", "--json", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", env={"TOOLSETS_DIR": str(shared_toolsets)})
+    done = run_cli("bench", "--json", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", "--search-backends", "bm25", env={"TOOLSETS_DIR": str(shared_toolsets)})
     assert done.returncode == 0, done.stderr
     for row in json.loads(done.stdout):
         assert set(row) == {"tools", "style", "backend", "p50_ms", "p95_ms", "build_s"}
