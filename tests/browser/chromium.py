@@ -1,0 +1,56 @@
+"""Debian's Chromium for the browser tests: found at /usr/bin/chromium or installed with apt.
+
+Never a downloaded browser (no `playwright install`): only the distribution's package, and only
+when we may install packages (root, or sudo without a password). Otherwise the caller skips —
+or, under CI=true, fails.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+CHROMIUM_PATH = Path("/usr/bin/chromium")
+APT_TIMEOUT_SECONDS = 900
+
+
+class ChromiumUnavailable(RuntimeError):
+    """Chromium is missing and could not be installed; the message says why."""
+
+
+def _privilege_prefix() -> list[str] | None:
+    if os.geteuid() == 0:
+        return []
+    sudo = shutil.which("sudo")
+    if sudo and subprocess.run([sudo, "-n", "true"], capture_output=True).returncode == 0:
+        return [sudo, "-n"]
+    return None
+
+
+def ensure_chromium() -> Path:
+    """Return the path of Debian's Chromium, installing the `chromium` package when it is missing."""
+    if CHROMIUM_PATH.exists():
+        return CHROMIUM_PATH
+    if shutil.which("apt-get") is None:
+        raise ChromiumUnavailable(f"{CHROMIUM_PATH} is missing and this machine has no apt-get to install it")
+    prefix = _privilege_prefix()
+    if prefix is None:
+        raise ChromiumUnavailable(
+            f"{CHROMIUM_PATH} is missing and installing it needs root or passwordless sudo "
+            "(run: sudo apt-get install -y chromium)"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    steps = [[*prefix, "apt-get", "install", "-y", "-q", "chromium"]]
+    # A fresh machine may have empty package lists: update once, then retry the install.
+    for attempt, step in enumerate(steps + [[*prefix, "apt-get", "update", "-q"], steps[0]]):
+        result = subprocess.run(step, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_SECONDS)
+        if result.returncode == 0 and step is steps[0] and CHROMIUM_PATH.exists():
+            return CHROMIUM_PATH
+        if attempt == 2 and result.returncode != 0:
+            raise ChromiumUnavailable(f"apt-get install chromium failed: {result.stderr.strip()[-500:]}")
+    raise ChromiumUnavailable(f"apt-get reported success but {CHROMIUM_PATH} is still missing")
+
+
+if __name__ == "__main__":
+    print(ensure_chromium())
