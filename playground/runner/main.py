@@ -13,11 +13,10 @@ import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from contextlib import redirect_stdout
 
 from playground.runner.embedded_redis import DEFAULT_REDIS_URL, EmbeddedRedis, ensure_redis
+from playground.runner.health import healthz_status
 from playground.runner.supervisor import Supervisor
 
 log = logging.getLogger("playground.run")
@@ -133,7 +132,7 @@ def serve(out: Supervisor, host: str, port: int, login: str) -> int:
         out.start("worker", worker_command(pool, concurrency), env=env)
         shown_host = f"[{host}]" if ":" in host else host
         probe_host = "127.0.0.1" if host in {"0.0.0.0", ""} else ("[::1]" if host == "::" else shown_host)
-        if not wait_until_ready(out, f"http://{probe_host}:{port}/healthz"):
+        if not wait_until_ready(out, f"http://{probe_host}:{port}"):
             return 1
         if not wait_for_worker(out):
             return 1
@@ -151,22 +150,21 @@ def serve(out: Supervisor, host: str, port: int, login: str) -> int:
         out.stop_all()
 
 
-def wait_until_ready(out: Supervisor, url: str) -> bool:
+def wait_until_ready(out: Supervisor, base_url: str) -> bool:
+    """Poll /healthz until it answers 200 (the server is up and reaches the database)."""
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    status = None
     while time.monotonic() < deadline and not out.stop_requested.is_set():
         crashed = out.crashed()
         if crashed is not None:
             out.say(f"[run] !!! {crashed.name} exited with code {crashed.returncode} while starting")
             return False
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - our own local server
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError):
-            pass
+        status = healthz_status(base_url, timeout=2)
+        if status == 200:
+            return True
         time.sleep(0.2)
     if not out.stop_requested.is_set():
-        out.say(f"[run] !!! the web server did not answer {url} within {READY_TIMEOUT_SECONDS}s")
+        out.say(f"[run] !!! {base_url}/healthz did not answer 200 within {READY_TIMEOUT_SECONDS}s (last: {status})")
     return False
 
 
