@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -70,7 +71,7 @@ class Tool:
     def __hash__(self) -> int:
         return hash(self.name)
 
-    @property
+    @cached_property
     def content_hash(self) -> str:
         """Stable hash of everything a search index reads; keys per-tool caches (embeddings, tokens)."""
         payload = json.dumps(

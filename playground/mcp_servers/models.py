@@ -34,6 +34,13 @@ class McpServer(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     last_error = models.TextField(blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
+    # Written by services.sync_server: when the last sync (or attempt) ended and what it found.
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_sync_result = models.JSONField(default=dict, blank=True)
+    sync_warnings = models.JSONField(default=list, blank=True)
+    # Registry tool name → {"original": the server's own tool name, "meta_always_load": bool}; the
+    # executor calls the original name (it differs when the server's name had to be sanitised).
+    tool_names = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

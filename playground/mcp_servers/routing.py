@@ -1,3 +1,9 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from playground.mcp_servers.consumers import McpStatusConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/mcp/status/", McpStatusConsumer.as_asgi()),
+]

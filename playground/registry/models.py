@@ -26,11 +26,14 @@ class Tool(models.Model):
     server_name = models.CharField(max_length=64, blank=True, db_index=True)
     should_defer = models.BooleanField(default=False)
     always_load = models.BooleanField(default=False)
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True, db_index=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
     token_estimate = models.PositiveIntegerField(default=0)
+    # Denormalised from the engine's `is_deferred` rule on every save, so lists can filter in SQL
+    # without restating the rule here.
+    deferred = models.BooleanField(default=False, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
         ordering = ["name"]
@@ -41,6 +44,26 @@ class Tool(models.Model):
     @property
     def is_mcp(self) -> bool:
         return self.name.startswith("mcp__")
+
+    @property
+    def server_label(self) -> str:
+        """The MCP server this tool belongs to: the registered server, else the imported name."""
+        if self.server_id:
+            return self.server.name
+        return self.server_name
+
+    def refresh_derived_fields(self) -> None:
+        """Recompute what the engine derives from the definition (token estimate, deferral)."""
+        from playground.registry import adapter
+
+        adapter.refresh_derived_fields(self)
+
+    def save(self, *args, **kwargs):
+        self.refresh_derived_fields()
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None:
+            kwargs["update_fields"] = {*update_fields, "token_estimate", "deferred", "updated_at"}
+        super().save(*args, **kwargs)
 
 
 class AgentProfile(models.Model):
@@ -117,3 +140,27 @@ class PermissionChange(models.Model):
 
     class Meta:
         ordering = ["-changed_at", "-id"]
+
+
+class ToolImport(models.Model):
+    """An uploaded catalog waiting for confirmation: the preview and the commit read the same text."""
+
+    class Status(models.TextChoices):
+        PREVIEWED = "previewed", "Previewed"
+        COMMITTED = "committed", "Committed"
+        REJECTED = "rejected", "Rejected"
+
+    filename = models.CharField(max_length=255, blank=True)
+    server_name = models.CharField(max_length=64, blank=True, help_text="For MCP tools/list results: the server key.")
+    payload = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PREVIEWED)
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import #{self.pk} ({self.filename or 'pasted'}, {self.status})"

@@ -2,5 +2,29 @@ from __future__ import annotations
 
 from django.urls import path
 
+from playground.registry.views import imports, inspector, permissions, profiles, tools
+
 app_name = "registry"
-urlpatterns: list = []
+urlpatterns = [
+    path("tools/", tools.tool_list, name="tool_list"),
+    path("tools/new/", tools.tool_create, name="tool_create"),
+    path("tools/bulk/", tools.tool_bulk, name="tool_bulk"),
+    path("tools/import/", imports.tool_import, name="tool_import"),
+    path("tools/import/<int:pk>/commit/", imports.tool_import_commit, name="tool_import_commit"),
+    path("tools/export/", imports.tool_export, name="tool_export"),
+    path("tools/<int:pk>/", tools.tool_detail, name="tool_detail"),
+    path("tools/<int:pk>/edit/", tools.tool_edit, name="tool_edit"),
+    path("inspector/", inspector.inspector, name="inspector"),
+    path("model/", inspector.model_view, name="model_view"),
+    path("permissions/", permissions.permissions, name="permissions"),
+    path("permissions/rules/new/", permissions.rule_create, name="rule_create"),
+    path("permissions/rules/<int:pk>/", permissions.rule_row, name="rule_row"),
+    path("permissions/rules/<int:pk>/edit/", permissions.rule_edit, name="rule_edit"),
+    path("permissions/rules/<int:pk>/delete/", permissions.rule_delete, name="rule_delete"),
+    path("permissions/test/", permissions.permission_test, name="permission_test"),
+    path("permissions/history/", permissions.permission_history, name="permission_history"),
+    path("profiles/", profiles.profile_list, name="profile_list"),
+    path("profiles/new/", profiles.profile_create, name="profile_create"),
+    path("profiles/<int:pk>/", profiles.profile_detail, name="profile_detail"),
+    path("profiles/<int:pk>/edit/", profiles.profile_edit, name="profile_edit"),
+]

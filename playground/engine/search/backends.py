@@ -11,6 +11,8 @@ from playground.engine.search.base import SearchBackend, load_backend
 
 BUILTIN_BACKENDS: dict[str, str] = {
     "claude-code": "playground.engine.search.keyword.ClaudeCodeKeywordBackend",
+    # The same scorer transcribed plainly (no index): the reference and benchmark baseline.
+    "naive": "playground.engine.search.naive.NaiveKeywordBackend",
 }
 DEFAULT_BACKEND = "claude-code"
 

@@ -9,6 +9,7 @@ path that ranks: a backend fills them while it scores.
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +20,20 @@ from playground.engine.tools import MCP_PREFIX, Tool, ToolCatalog
 
 QueryKind = Literal["select", "exact", "prefix", "keyword", "empty"]
 SELECT_PREFIX = "select:"
+
+# JavaScript's `\s` (what Claude Code's `trim()` and `split(/\s+/)` use). Python's str.split()
+# differs at the edges (it splits on \x1c-\x1f and \x85, and not on \ufeff).
+JS_WHITESPACE = "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_JS_WHITESPACE_RUN = re.compile("[" + JS_WHITESPACE + "]+")
+
+
+def js_trim(text: str) -> str:
+    return text.strip(JS_WHITESPACE)
+
+
+def split_terms(text: str) -> list[str]:
+    """`text.split(/\s+/).filter(Boolean)` in JavaScript."""
+    return [t for t in _JS_WHITESPACE_RUN.split(text) if t]
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,7 @@ def read_query(query: str) -> QueryReading:
     decided in `SearchBackend.search`.
     """
     raw = query if isinstance(query, str) else str(query)
-    stripped = raw.strip()
+    stripped = js_trim(raw)
     if stripped[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX:
         names: list[str] = []
         for part in stripped[len(SELECT_PREFIX):].split(","):
@@ -58,7 +73,7 @@ def read_query(query: str) -> QueryReading:
                 names.append(name)
         return QueryReading(raw=raw, kind="select", selected_names=tuple(names))
     lowered = stripped.lower()
-    terms = lowered.split()
+    terms = split_terms(lowered)
     if not terms:
         return QueryReading(raw=raw, kind="empty")
     required = tuple(t[1:] for t in terms if t.startswith("+") and len(t) > 1)
@@ -167,7 +182,7 @@ class SearchBackend(ABC):
         if reading.kind == "select":
             self._answer_select(reading, catalog, result)
         elif reading.kind == "keyword":
-            lowered = query.strip().lower()
+            lowered = js_trim(query).lower()
             exact = _first(t for t in catalog.deferred if t.name.lower() == lowered) or catalog.get_case_insensitive(lowered)
             if exact is not None:
                 result.reading = _replace(reading, kind="exact")

@@ -26,7 +26,8 @@ def parse_tool_name(name: str) -> ParsedName:
     if name.startswith(MCP_PREFIX):
         rest = name[len(MCP_PREFIX):].lower()
         parts = tuple(p for chunk in rest.split("__") for p in chunk.split("_") if p)
-        return ParsedName(parts=parts, full=" ".join(parts), is_mcp=True)
+        # As Claude Code builds it (not " ".join(parts)): `mcp__a___b` keeps its odd spacing.
+        return ParsedName(parts=parts, full=rest.replace("__", " ").replace("_", " "), is_mcp=True)
     spaced = _CAMEL_BOUNDARY.sub(r"\1 \2", name).replace("_", " ").lower()
     parts = tuple(p for p in spaced.split() if p)
     return ParsedName(parts=parts, full=" ".join(parts), is_mcp=False)

@@ -1,0 +1,321 @@
+"""Connections to MCP servers with the official `mcp` SDK: connect, initialize, list, call, close.
+
+The SDK is async (anyio). `open_connection(config)` is the async core; the sync wrappers
+(`list_server_tools`, `call_server_tool`, `check_connection`) run it on one background event-loop
+thread per process (`background_loop()`), so Celery tasks and Django views — sync code, possibly
+inside a thread that already has a loop — can use it without `asyncio.run` clashes.
+
+Closing is the transport's job and happens on every exit path: a stdio child is stopped and
+reaped after a normal close, a timeout, a crash or a cancelled caller.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, PaginatedRequestParams
+
+from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
+
+T = TypeVar("T")
+
+CLIENT_INFO = Implementation(name="toolsearch-playground", version="0.1.0")
+DEFAULT_CONNECT_TIMEOUT = 20.0  # spawn + initialize; mcp-server-time needs ~0.5 s, a cold venv more
+DEFAULT_CALL_TIMEOUT = 30.0
+# A server answering tools/list with cursors forever is broken; stop rather than loop.
+MAX_TOOL_PAGES = 100
+
+
+class McpConnectionError(Exception):
+    """The server could not be reached, initialized or kept: the message is meant for the UI."""
+
+
+class McpCallTimeout(McpConnectionError):
+    """A request got no answer in time."""
+
+
+class McpServerGone(McpConnectionError):
+    """The connection closed under a request (the server exited or crashed)."""
+
+
+@dataclass
+class McpToolListing:
+    """One `tools/list` entry, as plain JSON (what `engine.Tool.from_mcp` reads)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_mcp_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema, "_meta": self.meta}
+
+
+@dataclass
+class McpCallResult:
+    """A `tools/call` result as plain JSON: MCP content blocks, structured content, isError."""
+
+    content: list[dict[str, Any]]
+    structured: Any = None
+    is_error: bool = False
+    duration_ms: float = 0.0
+
+
+@dataclass
+class ServerProbe:
+    """What "Test connection" shows: who answered, how fast, how many tools."""
+
+    server_name: str
+    server_version: str
+    protocol_version: str
+    tool_count: int
+    duration_ms: float
+
+
+def describe_error(exc: BaseException) -> str:
+    """A readable one-paragraph message for an exception, unwrapping anyio's exception groups."""
+    leaves = list(_leaf_exceptions(exc))
+    interesting = [e for e in leaves if not isinstance(e, (anyio.get_cancelled_exc_class(), GeneratorExit))] or leaves
+    parts: list[str] = []
+    for leaf in interesting:
+        text = str(leaf).strip() or leaf.__class__.__name__
+        if isinstance(leaf, OSError) and leaf.filename and str(leaf.filename) not in text:
+            text = f"{text}: {leaf.filename}"
+        label = leaf.__class__.__name__
+        part = text if text.startswith(label) else f"{label}: {text}"
+        if part not in parts:
+            parts.append(part)
+    return "; ".join(parts) or exc.__class__.__name__
+
+
+def _leaf_exceptions(exc: BaseException):
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaf_exceptions(inner)
+    else:
+        yield exc
+
+
+def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    return next((e for e in _leaf_exceptions(exc) if isinstance(e, kind)), None)
+
+
+class McpConnection:
+    """An initialized session with one server. Use through `open_connection`."""
+
+    def __init__(self, config: ServerConfig, session: ClientSession, transport: McpTransport) -> None:
+        self.config = config
+        self.session = session
+        self.transport = transport
+        self.closed = False
+
+    @property
+    def server_info(self) -> Implementation | None:
+        return self.session.server_info
+
+    @property
+    def protocol_version(self) -> str:
+        return self.session.protocol_version or ""
+
+    async def list_tools(self, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list[McpToolListing]:
+        """Every tool, following `nextCursor` page by page."""
+        listings: list[McpToolListing] = []
+        cursor: str | None = None
+        for _ in range(MAX_TOOL_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            result = await self._request(self.session.list_tools(params=params), timeout, "tools/list")
+            for tool in result.tools:
+                dumped = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+                listings.append(
+                    McpToolListing(
+                        name=tool.name,
+                        description=tool.description or "",
+                        input_schema=dumped.get("inputSchema") or {"type": "object", "properties": {}},
+                        meta=dumped.get("_meta") or {},
+                    )
+                )
+            cursor = result.next_cursor
+            if not cursor:
+                return listings
+        raise McpConnectionError(f"tools/list still had a next cursor after {MAX_TOOL_PAGES} pages; giving up")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
+        started = time.perf_counter()
+        result = await self._request(
+            self.session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout, f"tools/call {name}"
+        )
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return McpCallResult(
+            content=dumped.get("content") or [],
+            structured=dumped.get("structuredContent"),
+            is_error=bool(dumped.get("isError")),
+            duration_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    async def ping(self, *, timeout: float = 5.0) -> None:
+        await self._request(self.session.send_ping(), timeout, "ping")
+
+    async def _request(self, awaitable: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
+        try:
+            # The SDK enforces the read timeout itself; the outer bound also covers a hung write.
+            with anyio.fail_after(timeout + 5):
+                return await awaitable
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe()})") from exc
+            if exc.code == CONNECTION_CLOSED:
+                self.closed = True
+                raise McpServerGone(self._gone_message(what)) from exc
+            raise
+        except TimeoutError as exc:
+            raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe()})") from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            self.closed = True
+            raise McpServerGone(self._gone_message(what)) from exc
+
+    def _gone_message(self, what: str) -> str:
+        message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe()})"
+        diagnostics = self.transport.diagnostics()
+        return f"{message}\n{diagnostics}" if diagnostics else message
+
+
+@asynccontextmanager
+async def open_connection(config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> AsyncIterator[McpConnection]:
+    """Connect and initialize; leaving the block closes the session and the transport.
+
+    Failures to start, reach or initialize the server raise `McpConnectionError` with a message
+    for the UI (for stdio, with the tail of the server's stderr).
+    """
+    transport = transport_for(config)
+    connection: McpConnection | None = None
+    try:
+        async with transport.streams() as (read_stream, write_stream):
+            async with ClientSession(
+                read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO
+            ) as session:
+                with anyio.fail_after(connect_timeout):
+                    await session.initialize()
+                connection = McpConnection(config, session, transport)
+                yield connection
+    except BaseException as exc:
+        known = exc if isinstance(exc, McpConnectionError) else _first(exc, McpConnectionError)
+        if known is not None:
+            raise known from (None if known is exc else exc)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
+            raise
+        if connection is not None:
+            # Raised by the caller's block: hand back its own exception, not anyio's group around it.
+            leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, anyio.get_cancelled_exc_class())]
+            if len(leaves) == 1 and leaves[0] is not exc:
+                raise leaves[0] from exc
+            raise
+        message = f"could not connect to {config.describe()}: {_connect_message(exc)}"
+        diagnostics = transport.diagnostics()
+        raise McpConnectionError(f"{message}\n{diagnostics}" if diagnostics else message) from exc
+
+
+def _connect_message(exc: BaseException) -> str:
+    if _first(exc, TimeoutError) is not None:
+        return "no answer to initialize in time (is it an MCP server? is the URL right?)"
+    if isinstance(_first(exc, MCPError), MCPError) and _first(exc, MCPError).code == CONNECTION_CLOSED:  # type: ignore[union-attr]
+        return "the server closed the connection before initializing (it exited: see its stderr)"
+    return describe_error(exc)
+
+
+# --- one event loop per process, in a daemon thread --------------------------------------------
+
+
+class BackgroundLoop:
+    """An asyncio loop on a daemon thread; `run(coro)` waits for the result from any sync code."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="mcp-client-loop", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("BackgroundLoop.run called from the loop's own thread (would deadlock)")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+
+
+_loop: BackgroundLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def background_loop() -> BackgroundLoop:
+    """This process's loop (a forked Celery child gets its own: threads do not survive fork)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.pid != os.getpid():
+            _loop = BackgroundLoop()
+        return _loop
+
+
+def _stop_background_loop() -> None:
+    if _loop is not None and _loop.pid == os.getpid():
+        _loop.stop()
+
+
+atexit.register(_stop_background_loop)
+
+
+# --- sync wrappers: one connection per operation ------------------------------------------------
+
+
+def list_server_tools(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> tuple[list[McpToolListing], ServerProbe]:
+    """Connect, list every tool, close."""
+
+    async def run() -> tuple[list[McpToolListing], ServerProbe]:
+        started = time.perf_counter()
+        async with open_connection(config, connect_timeout=timeout) as connection:
+            tools = await connection.list_tools(timeout=timeout)
+            info = connection.server_info
+            probe = ServerProbe(
+                server_name=info.name if info else "",
+                server_version=info.version if info else "",
+                protocol_version=connection.protocol_version,
+                tool_count=len(tools),
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+        return tools, probe
+
+    return background_loop().run(run())
+
+
+def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> ServerProbe:
+    """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError."""
+    return list_server_tools(config, timeout=timeout)[1]
+
+
+def call_server_tool(
+    config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT
+) -> McpCallResult:
+    """Connect, call one tool, close (the executor's pool reuses sessions instead)."""
+
+    async def run() -> McpCallResult:
+        async with open_connection(config) as connection:
+            return await connection.call_tool(name, arguments, timeout=timeout)
+
+    return background_loop().run(run())

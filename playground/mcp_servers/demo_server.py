@@ -1,0 +1,173 @@
+"""The playground's own MCP server: a few harmless tools for demos and tests.
+
+Run it over stdio (what the registry does by default):
+
+    python -m playground.mcp_servers.demo_server
+
+or over streamable HTTP (endpoint ``http://127.0.0.1:<port>/mcp``):
+
+    python -m playground.mcp_servers.demo_server --http --port 8765
+
+Every answer is canned and deterministic; the weather is labelled as demo data. Environment:
+
+- ``DEMO_SERVER_VARIANT=2`` changes the tool list (``weather_forecast`` removed, ``echo``'s description
+  changed, ``reverse_text`` and an invalid-named ``convert.units`` added) so tests can check that a
+  second sync adds, changes and removes rows.
+- ``DEMO_SERVER_PAGE_SIZE=N`` makes ``tools/list`` answer in pages of N tools with a cursor, so the
+  client's pagination is exercised against a real server.
+
+``slow`` and ``crash`` exist for tests of timeouts and of a server dying mid-call.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import time
+import zlib
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ListToolsResult, PaginatedRequestParams
+
+DEMO_LABEL = "DEMO DATA (canned by the playground's demo MCP server; not real)"
+
+CITY_TIMEZONES: dict[str, str] = {
+    "amsterdam": "Europe/Amsterdam",
+    "berlin": "Europe/Berlin",
+    "london": "Europe/London",
+    "new york": "America/New_York",
+    "san francisco": "America/Los_Angeles",
+    "sao paulo": "America/Sao_Paulo",
+    "sydney": "Australia/Sydney",
+    "tokyo": "Asia/Tokyo",
+}
+
+_FORECAST_PATTERN = ["sunny", "partly cloudy", "light rain", "overcast", "windy", "sunny", "showers"]
+
+
+class DemoServer(MCPServer):
+    """MCPServer whose tools/list can answer in pages (MCPServer itself always sends one page)."""
+
+    def __init__(self, *args: Any, page_size: int = 0, **kwargs: Any) -> None:
+        self.page_size = page_size
+        super().__init__(*args, **kwargs)
+
+    async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        tools = await self.list_tools()
+        if self.page_size <= 0:
+            return ListToolsResult(tools=tools)
+        start = int(params.cursor) if params and params.cursor else 0
+        end = start + self.page_size
+        return ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
+
+
+def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A tiny solid-colour PNG, built by hand so the server needs no imaging library."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    row = b"\x00" + bytes(rgb) * width
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b"")
+
+
+def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
+    server = DemoServer(
+        name="playground-demo",
+        instructions="Harmless demo tools of ToolSearch Playground. All data is canned.",
+        version=f"1.{variant}",
+        page_size=page_size,
+    )
+
+    @server.tool(description="Add two numbers and return the sum.")
+    def add(a: float, b: float) -> float:
+        return a + b
+
+    echo_description = (
+        "Echo the given text back unchanged (always loaded: marked with anthropic/alwaysLoad)."
+        if variant == 1
+        else "Repeat the text back, optionally several times (variant 2 description)."
+    )
+
+    @server.tool(description=echo_description, meta={"anthropic/alwaysLoad": True})
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="Look up the IANA time zone of a well-known city; returns structured content.")
+    def lookup_city_timezone(city: str) -> dict[str, str]:
+        zone = CITY_TIMEZONES.get(city.strip().lower())
+        if zone is None:
+            raise ToolError(f"unknown city {city!r}; known: {', '.join(sorted(CITY_TIMEZONES))}")
+        return {"city": city, "timezone": zone}
+
+    if variant == 1:
+
+        @server.tool(description="Weather forecast for a city for the next days. Returns canned demo data, not a real forecast.")
+        def weather_forecast(city: str, days: int = 3) -> str:
+            if not 1 <= days <= 7:
+                raise ToolError("days must be between 1 and 7")
+            seed = sum(ord(c) for c in city.lower())
+            lines = [f"{DEMO_LABEL}: forecast for {city}"]
+            for day in range(days):
+                sky = _FORECAST_PATTERN[(seed + day) % len(_FORECAST_PATTERN)]
+                high = 12 + (seed + 3 * day) % 15
+                lines.append(f"day {day + 1}: {sky}, high {high} °C")
+            return "\n".join(lines)
+
+    @server.tool(description="Render a small solid-colour badge image (PNG) in the given colour: red, green or blue.")
+    def render_badge(color: str = "green") -> Image:
+        colours = {"red": (200, 40, 40), "green": (40, 160, 60), "blue": (40, 80, 200)}
+        if color not in colours:
+            raise ToolError(f"unknown colour {color!r}: use red, green or blue")
+        return Image(data=_png(16, 8, colours[color]), format="png")
+
+    @server.tool(description="Always fails with the given reason (for testing error results).")
+    def fail(reason: str = "this tool always fails") -> str:
+        raise ToolError(reason)
+
+    @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts).")
+    def slow(seconds: float = 5.0) -> str:
+        time.sleep(seconds)
+        return f"slept {seconds} s"
+
+    @server.tool(description="Terminate the server process immediately (for testing a server that dies mid-call).")
+    def crash() -> str:
+        os._exit(3)
+
+    if variant >= 2:
+
+        @server.tool(description="Reverse the given text.")
+        def reverse_text(text: str) -> str:
+            return text[::-1]
+
+        # A name that breaks the Messages API tool-name rule: the sync must report and sanitise it.
+        @server.tool(name="convert.units", description="Convert a length between metres and feet.")
+        def convert_units(value: float, to: str = "feet") -> str:
+            factor = 3.28084 if to == "feet" else 1 / 3.28084
+            return f"{value * factor:.3f} {to}"
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    options = parser.parse_args(argv)
+    server = build_server(
+        variant=int(os.environ.get("DEMO_SERVER_VARIANT", "1") or 1),
+        page_size=int(os.environ.get("DEMO_SERVER_PAGE_SIZE", "0") or 0),
+    )
+    if options.http:
+        server.run("streamable-http", host=options.host, port=options.port)
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Forms: the server editor (secrets masked when shown again) and the schema-driven tool-call form."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from playground.mcp_servers.models import McpServer
+
+# Shown instead of every env and header value. Submitting it unchanged keeps the stored value.
+SECRET_MASK = "********"
+
+
+def _parse_pairs(text: str, separator: str, what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(separator)
+        key = key.strip()
+        if not sep or not key:
+            raise forms.ValidationError(f"line {number}: expected {what} as NAME{separator}value, got {line!r}")
+        if any(c.isspace() for c in key):
+            raise forms.ValidationError(f"line {number}: the name {key!r} contains spaces")
+        pairs[key] = value.strip() if separator == ":" else value
+    return pairs
+
+
+def _format_pairs(values: dict[str, str], separator: str, *, masked: bool) -> str:
+    joiner = ": " if separator == ":" else "="
+    return "\n".join(f"{k}{joiner}{SECRET_MASK if masked else v}" for k, v in values.items())
+
+
+def _unmask(submitted: dict[str, str], stored: dict[str, str], what: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for key, value in submitted.items():
+        if value == SECRET_MASK:
+            if key not in stored:
+                raise forms.ValidationError(f"{what} {key!r}: enter a value (the mask {SECRET_MASK} only keeps a stored one)")
+            result[key] = stored[key]
+        else:
+            result[key] = value
+    return result
+
+
+class McpServerForm(forms.ModelForm):
+    url = forms.URLField(
+        required=False, max_length=500, assume_scheme="http",
+        help_text="Streamable HTTP: the endpoint, e.g. http://127.0.0.1:8765/mcp",
+    )
+    args_text = forms.CharField(
+        label="Arguments", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One argument per line.",
+    )
+    env_text = forms.CharField(
+        label="Environment", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=f"KEY=value per line. Stored values are shown as {SECRET_MASK}; leave the mask to keep a value.",
+    )
+    headers_text = forms.CharField(
+        label="HTTP headers", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=f"Name: value per line. Stored values are shown as {SECRET_MASK}; leave the mask to keep a value.",
+    )
+
+    class Meta:
+        model = McpServer
+        fields = ["name", "transport", "command", "url", "enabled"]
+        help_texts = {
+            "command": "stdio: the executable to start, e.g. a path to python or npx.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        instance = self.instance
+        if not self.is_bound:
+            self.initial["args_text"] = "\n".join(instance.args or [])
+            self.initial["env_text"] = _format_pairs(instance.env or {}, "=", masked=bool(instance.pk))
+            self.initial["headers_text"] = _format_pairs(instance.headers or {}, ":", masked=bool(instance.pk))
+
+    def clean_args_text(self) -> list[str]:
+        return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]
+
+    def clean_env_text(self) -> dict[str, str]:
+        submitted = _parse_pairs(self.cleaned_data["env_text"], "=", "environment variables")
+        return _unmask(submitted, self.instance.env or {}, "environment variable")
+
+    def clean_headers_text(self) -> dict[str, str]:
+        submitted = _parse_pairs(self.cleaned_data["headers_text"], ":", "headers")
+        return _unmask(submitted, self.instance.headers or {}, "header")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        transport = data.get("transport")
+        if transport == McpServer.Transport.STDIO and not data.get("command"):
+            self.add_error("command", "A stdio server needs a command to start.")
+        if transport == McpServer.Transport.HTTP and not data.get("url"):
+            self.add_error("url", "A streamable HTTP server needs a URL.")
+        return data
+
+    def save(self, commit: bool = True) -> McpServer:
+        server = super().save(commit=False)
+        server.args = self.cleaned_data["args_text"]
+        server.env = self.cleaned_data["env_text"]
+        server.headers = self.cleaned_data["headers_text"]
+        if commit:
+            server.save()
+        return server
+
+
+# --- the "call this tool" form, generated from the tool's input schema ----------------------------
+
+ARG_PREFIX = "arg__"
+
+
+class ToolCallForm(forms.Form):
+    """One field per schema property (string / number / integer / boolean / enum; arrays, objects and
+    anything else as JSON), plus a raw-JSON fallback used when `mode` is "raw"."""
+
+    mode = forms.ChoiceField(
+        choices=[("form", "Form fields"), ("raw", "Raw JSON")], initial="form", widget=forms.RadioSelect, label="Arguments from"
+    )
+    raw_arguments = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6, "class": "mono"}), label="Arguments (JSON object)"
+    )
+    timeout = forms.FloatField(min_value=0.1, max_value=300, initial=30, label="Timeout (s)")
+
+    def __init__(self, schema: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = schema if isinstance(schema, dict) else {}
+        properties = self.schema.get("properties") or {}
+        required = set(self.schema.get("required") or [])
+        self.property_names: list[str] = []
+        for name, spec in properties.items():
+            if not isinstance(spec, dict):
+                spec = {}
+            self.fields[ARG_PREFIX + name] = self._field_for(name, spec, name in required)
+            self.property_names.append(name)
+        if not self.is_bound:
+            self.initial["raw_arguments"] = json.dumps(self._example(properties), indent=2)
+
+    def _field_for(self, name: str, spec: dict[str, Any], required: bool) -> forms.Field:
+        kind = spec.get("type")
+        label = name + ("" if required else " (optional)")
+        help_text = spec.get("description", "")
+        common = {"label": label, "help_text": help_text, "required": required}
+        if "enum" in spec and isinstance(spec["enum"], list):
+            choices = [("", "—")] if not required else []
+            choices += [(json.dumps(v), str(v)) for v in spec["enum"]]
+            field: forms.Field = forms.ChoiceField(choices=choices, **common)
+            field.json_encoded = True  # type: ignore[attr-defined]
+            return field
+        if kind == "string":
+            return forms.CharField(initial=spec.get("default"), strip=False, **common)
+        if kind == "integer":
+            return forms.IntegerField(initial=spec.get("default"), min_value=spec.get("minimum"), max_value=spec.get("maximum"), **common)
+        if kind == "number":
+            return forms.FloatField(initial=spec.get("default"), min_value=spec.get("minimum"), max_value=spec.get("maximum"), **common)
+        if kind == "boolean":
+            choices = ([] if required else [("", "—")]) + [("true", "true"), ("false", "false")]
+            default = spec.get("default")
+            return forms.ChoiceField(choices=choices, initial="" if default is None else str(default).lower(), **common)
+        what = "array" if kind == "array" else "JSON value"
+        field = forms.CharField(
+            widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}), initial=json.dumps(spec["default"]) if "default" in spec else None,
+            **{**common, "help_text": f"{help_text} ({what}, as JSON)".strip()},
+        )
+        field.json_value = kind or True  # type: ignore[attr-defined]
+        return field
+
+    @staticmethod
+    def _example(properties: dict[str, Any]) -> dict[str, Any]:
+        examples = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
+        return {name: (spec.get("default") if isinstance(spec, dict) and "default" in spec else
+                       examples.get(spec.get("type") if isinstance(spec, dict) else None))
+                for name, spec in properties.items()}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("mode") == "raw":
+            # The raw fallback ignores the generated fields (their errors do not apply).
+            for name in self.property_names:
+                self.errors.pop(ARG_PREFIX + name, None)
+            text = (self.data.get("raw_arguments") or "").strip() or "{}"
+            try:
+                arguments = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"raw arguments are not valid JSON: {exc}") from None
+            if not isinstance(arguments, dict):
+                raise forms.ValidationError("raw arguments must be a JSON object")
+            data["arguments"] = arguments
+            return data
+        arguments: dict[str, Any] = {}
+        for name in self.property_names:
+            key = ARG_PREFIX + name
+            field = self.fields[key]
+            value = data.get(key)
+            if value in (None, "") and not field.required:
+                continue
+            if getattr(field, "json_encoded", False):
+                value = json.loads(value)
+            elif getattr(field, "json_value", None):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    self.add_error(key, f"not valid JSON: {exc}")
+                    continue
+                if field.json_value == "array" and not isinstance(value, list):
+                    self.add_error(key, "must be a JSON array, e.g. [1, 2]")
+                    continue
+                if field.json_value == "object" and not isinstance(value, dict):
+                    self.add_error(key, "must be a JSON object")
+                    continue
+            elif isinstance(field, forms.ChoiceField) and value in ("true", "false"):
+                value = value == "true"
+            arguments[name] = value
+        data["arguments"] = arguments
+        return data

@@ -1,0 +1,291 @@
+"""MCP server orchestration: sync a server's tools into the registry, request syncs, demo servers.
+
+`sync_server` is the only writer of MCP tool rows (`registry.Tool` with source=mcp). Status changes
+are saved first and pushed to open pages after the transaction commits (`status.broadcast_server_status`).
+
+Tool names. A server's tool `x` becomes `mcp__<server>__x`. When that breaks the Messages API
+rule ^[a-zA-Z0-9_-]{1,64}$ (a dot, a space, too long), the name is rewritten deterministically:
+every run of other characters becomes `_`, the name is cut to fit, and `_` plus the first 8 hex
+digits of SHA-1(original name) is appended — the same server name always gives the same registry
+name, and two different originals cannot collide on the cleaned text alone. The sync reports each
+rewrite as a warning; `McpServer.tool_names` maps the registry name back to the original for calls.
+
+Local flags. An admin's `enabled`, `search_hint` and `should_defer` survive every sync. `always_load`
+starts from the server's `_meta["anthropic/alwaysLoad"]` and follows it on later syncs unless an
+admin changed it (the row's value no longer equals what the server said last time).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from playground.engine.tools import (
+    ALWAYS_LOAD_META_KEY,
+    MCP_PREFIX,
+    TOOL_NAME_PATTERN,
+    Tool as EngineTool,
+    ToolDefinitionError,
+    mcp_tool_name,
+)
+from playground.mcp_servers.connection import DEFAULT_CONNECT_TIMEOUT, McpConnectionError, McpToolListing, list_server_tools
+from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.status import broadcast_server_status
+from playground.mcp_servers.transports import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+DEMO_SERVER_NAME = "demo"
+TIME_SERVER_NAME = "time"
+DEMO_HTTP_SERVER_NAME = "demo-http"
+NAME_HASH_DIGITS = 8
+# Characters per token for the stored estimate (the engine's CharEstimateCounter uses the same ratio).
+CHARS_PER_TOKEN = 2.5
+
+
+@dataclass
+class SyncResult:
+    server: str
+    ok: bool
+    status: str
+    error: str = ""
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    warnings: list[str] = field(default_factory=list)
+    tool_count: int = 0
+    duration_ms: float = 0.0
+    server_info: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["duration_ms"] = round(self.duration_ms, 1)
+        return data
+
+
+def registry_tool_name(server_name: str, tool_name: str) -> tuple[str, str | None]:
+    """The registry name for a server's tool and, when it had to be rewritten, a warning saying so."""
+    candidate = mcp_tool_name(server_name, tool_name)
+    if TOOL_NAME_PATTERN.fullmatch(candidate):
+        return candidate, None
+    prefix = f"{MCP_PREFIX}{server_name}__"
+    suffix = hashlib.sha1(tool_name.encode("utf-8")).hexdigest()[:NAME_HASH_DIGITS]
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]+", "_", tool_name).strip("_") or "tool"
+    room = 64 - len(prefix) - 1 - len(suffix)
+    name = f"{prefix}{cleaned[:max(room, 1)]}_{suffix}"[:64]
+    warning = (
+        f"tool {tool_name!r}: {candidate!r} breaks the tool-name rule ^[a-zA-Z0-9_-]{{1,64}}$; "
+        f"registered as {name!r}"
+    )
+    return name, warning
+
+
+def estimate_tokens(tool: EngineTool) -> int:
+    return math.ceil(len(json.dumps(tool.to_api(), ensure_ascii=False)) / CHARS_PER_TOKEN)
+
+
+def set_status(server: McpServer, status: str, *, last_error: str | None = None) -> None:
+    """Save a status change and push it to open pages once committed."""
+    server.status = status
+    fields = ["status", "updated_at"]
+    if last_error is not None:
+        server.last_error = last_error
+        fields.append("last_error")
+    server.save(update_fields=fields)
+    server_id = server.pk
+    transaction.on_commit(lambda: broadcast_server_status(server_id))
+
+
+def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> SyncResult:
+    """Connect, list the tools, and make the registry rows match. Never raises for server problems."""
+    started = time.perf_counter()
+    if not server.enabled:
+        set_status(server, McpServer.Status.DISABLED)
+        return SyncResult(server=server.name, ok=False, status=server.status, error="the server is disabled")
+
+    set_status(server, McpServer.Status.PENDING)
+    try:
+        listings, probe = list_server_tools(ServerConfig.from_server(server), timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
+        message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
+        return _record_failure(server, message, started)
+
+    try:
+        with transaction.atomic():
+            locked = McpServer.objects.select_for_update().get(pk=server.pk)
+            result = _store_tools(locked, listings)
+            result.server_info = {
+                "name": probe.server_name,
+                "version": probe.server_version,
+                "protocol": probe.protocol_version,
+            }
+            result.duration_ms = (time.perf_counter() - started) * 1000
+            now = timezone.now()
+            locked.status = McpServer.Status.CONNECTED
+            locked.last_error = ""
+            locked.last_synced_at = now
+            locked.last_attempt_at = now
+            locked.sync_warnings = result.warnings
+            locked.last_sync_result = result.to_dict()
+            locked.save(
+                update_fields=[
+                    "status", "last_error", "last_synced_at", "last_attempt_at",
+                    "sync_warnings", "last_sync_result", "tool_names", "updated_at",
+                ]
+            )
+            transaction.on_commit(lambda: broadcast_server_status(locked.pk))
+    except Exception as exc:  # noqa: BLE001 - e.g. a database error: the rows are unchanged (atomic)
+        logger.exception("storing the tools of MCP server %s failed", server.name)
+        return _record_failure(server, f"storing the tools failed: {exc.__class__.__name__}: {exc}", started)
+    server.refresh_from_db()
+    return result
+
+
+def _record_failure(server: McpServer, message: str, started: float) -> SyncResult:
+    result = SyncResult(
+        server=server.name, ok=False, status=McpServer.Status.FAILED, error=message,
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+    server.last_attempt_at = timezone.now()
+    server.last_sync_result = result.to_dict()
+    server.save(update_fields=["last_attempt_at", "last_sync_result", "updated_at"])
+    set_status(server, McpServer.Status.FAILED, last_error=message)
+    return result
+
+
+def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResult:
+    from playground.registry.models import Tool
+
+    result = SyncResult(server=server.name, ok=True, status=McpServer.Status.CONNECTED)
+    previous_names: dict[str, dict[str, Any]] = server.tool_names or {}
+    wanted: dict[str, tuple[EngineTool, str, bool]] = {}
+    for listing in listings:
+        name, warning = registry_tool_name(server.name, listing.name)
+        if warning:
+            result.warnings.append(warning)
+        if name in wanted:
+            result.warnings.append(f"tool {listing.name!r}: duplicate of an earlier tool named {name!r}; skipped")
+            continue
+        meta_always_load = bool((listing.meta or {}).get(ALWAYS_LOAD_META_KEY, False))
+        try:
+            engine_tool = EngineTool.from_mcp(server.name, listing.to_mcp_dict(), name=name)
+        except ToolDefinitionError as exc:
+            result.warnings.append(f"tool {listing.name!r} skipped: {exc}")
+            continue
+        wanted[name] = (engine_tool, listing.name, meta_always_load)
+
+    existing = {row.name: row for row in Tool.objects.filter(server=server)}
+    others = {row.name: row for row in Tool.objects.filter(name__in=list(wanted)).exclude(server=server)}
+    new_names: dict[str, dict[str, Any]] = {}
+    for name, (engine_tool, original, meta_always_load) in wanted.items():
+        new_names[name] = {"original": original, "meta_always_load": meta_always_load}
+        schema = dict(engine_tool.input_schema)
+        row = existing.pop(name, None)
+        if row is None and name in others:
+            row = others[name]
+            result.warnings.append(f"{name}: an existing {row.get_source_display()} row of that name now belongs to this server")
+        if row is None:
+            Tool.objects.create(
+                name=name,
+                description=engine_tool.description,
+                input_schema=schema,
+                server=server,
+                server_name=server.name,
+                should_defer=True,  # MCP tools are deferred unless always loaded (engine.is_deferred)
+                always_load=meta_always_load,
+                enabled=True,
+                source=Tool.Source.MCP,
+                token_estimate=estimate_tokens(engine_tool),
+            )
+            result.added.append(name)
+            continue
+        before = (row.description, row.input_schema, row.always_load, row.server_id, row.source, row.server_name)
+        row.description = engine_tool.description
+        row.input_schema = schema
+        row.server = server
+        row.server_name = server.name
+        row.source = Tool.Source.MCP
+        row.token_estimate = estimate_tokens(engine_tool)
+        said_before = (previous_names.get(name) or {}).get("meta_always_load")
+        if said_before is None or row.always_load == said_before:
+            row.always_load = meta_always_load  # the admin did not override it: follow the server
+        if before != (row.description, row.input_schema, row.always_load, row.server_id, row.source, row.server_name):
+            row.save()
+            result.updated.append(name)
+        else:
+            result.unchanged += 1
+    if existing:
+        Tool.objects.filter(pk__in=[row.pk for row in existing.values()]).delete()
+        result.removed = sorted(existing)
+    server.tool_names = new_names
+    result.tool_count = len(wanted)
+    return result
+
+
+def request_sync(server: McpServer) -> None:
+    """Mark the server pending and queue the Celery sync once this transaction commits."""
+    from playground.mcp_servers.tasks import sync_server_task
+
+    set_status(server, McpServer.Status.PENDING)
+    server_id = server.pk
+
+    def enqueue() -> None:
+        try:
+            sync_server_task.delay(server_id)
+        except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
+            logger.exception("could not queue the sync of MCP server %s", server_id)
+            McpServer.objects.filter(pk=server_id).update(
+                status=McpServer.Status.FAILED, last_error=f"could not queue the sync (is Redis running?): {exc}"
+            )
+            broadcast_server_status(server_id)
+
+    transaction.on_commit(enqueue)
+
+
+def pending_server_names() -> list[str]:
+    """Enabled servers still connecting: ToolSearch's `pending_mcp_servers`."""
+    return list(
+        McpServer.objects.filter(enabled=True, status=McpServer.Status.PENDING).order_by("name").values_list("name", flat=True)
+    )
+
+
+def demo_server_definitions(http_url: str | None = None) -> list[dict[str, Any]]:
+    """The demo servers: our own (stdio) and mcp-server-time (stdio); optionally ours over HTTP.
+
+    For the HTTP variant, start `python -m playground.mcp_servers.demo_server --http --port 8765`
+    and pass `http_url="http://127.0.0.1:8765/mcp"` (or set DEMO_MCP_HTTP_URL).
+    """
+    definitions = [
+        {"name": DEMO_SERVER_NAME, "transport": McpServer.Transport.STDIO, "command": sys.executable,
+         "args": ["-m", "playground.mcp_servers.demo_server"]},
+        {"name": TIME_SERVER_NAME, "transport": McpServer.Transport.STDIO, "command": sys.executable,
+         "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+    ]
+    if http_url:
+        definitions.append({"name": DEMO_HTTP_SERVER_NAME, "transport": McpServer.Transport.HTTP, "url": http_url})
+    return definitions
+
+
+def register_demo_servers(*, http_url: str | None = None) -> list[McpServer]:
+    """Create the demo servers' rows (idempotent). A row whose interpreter no longer exists (the
+    database outlived a virtualenv) is pointed at this one; anything else an admin edited is kept."""
+    http_url = http_url or os.environ.get("DEMO_MCP_HTTP_URL") or None
+    servers: list[McpServer] = []
+    for definition in demo_server_definitions(http_url):
+        server, created = McpServer.objects.get_or_create(name=definition["name"], defaults=definition)
+        if not created and definition.get("command") and server.args == definition["args"] and not os.path.exists(server.command):
+            server.command = definition["command"]
+            server.save(update_fields=["command", "updated_at"])
+        servers.append(server)
+    return servers

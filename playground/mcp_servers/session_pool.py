@@ -1,0 +1,192 @@
+"""A per-process pool of open MCP sessions, so repeated tool calls skip the connect cost.
+
+Each pooled session lives in one task on the process's background loop (anyio context managers
+must be left by the task that entered them): the task opens the connection, signals ready, and
+holds it until asked to close. Sessions are keyed by server id and the config fingerprint, so an
+edited server gets a fresh session. A session idle for a while is pinged before reuse and replaced
+if the server went away. After a timeout or a crash mid-call the session is discarded (closing it
+stops and reaps a stdio child); the next call reconnects. Everything is closed at interpreter exit.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from playground.mcp_servers.connection import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    McpCallResult,
+    McpCallTimeout,
+    McpConnection,
+    McpConnectionError,
+    McpServerGone,
+    background_loop,
+    open_connection,
+)
+from playground.mcp_servers.transports import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+# A session unused for this long is pinged before reuse (a cheap check that the server is still there).
+IDLE_PING_AFTER = 2.0
+CLOSE_TIMEOUT = 10.0
+
+
+class PooledSession:
+    """One open connection, owned by its holder task on the background loop."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.connection: McpConnection | None = None
+        self.error: BaseException | None = None
+        self.last_used = time.monotonic()
+        self.lock = asyncio.Lock()  # one request at a time keeps timeout/crash attribution simple
+        self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def start(self, connect_timeout: float) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._hold(connect_timeout))
+        await self._ready.wait()
+        if self.error is not None:
+            raise self.error
+
+    async def _hold(self, connect_timeout: float) -> None:
+        try:
+            async with open_connection(self.config, connect_timeout=connect_timeout) as connection:
+                self.connection = connection
+                self._ready.set()
+                await self._closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller
+            self.error = exc if isinstance(exc, McpConnectionError) else McpConnectionError(str(exc))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.connection = None
+            self._ready.set()
+
+    @property
+    def alive(self) -> bool:
+        return self.connection is not None and not self.connection.closed and not self._closing.is_set()
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), CLOSE_TIMEOUT)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - closing must not raise
+                logger.warning("closing the MCP session for %s took too long", self.config.name)
+
+
+class SessionPool:
+    """Open sessions of this process by (server id, config fingerprint)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._sessions: dict[tuple[Any, str], PooledSession] = {}
+        self._guard: asyncio.Lock | None = None
+
+    def call_tool(
+        self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT
+    ) -> McpCallResult:
+        """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError."""
+        return background_loop().run(self._call(key, config, name, arguments, timeout))
+
+    def close_all(self) -> None:
+        if not self._sessions:
+            return
+        try:
+            background_loop().run(self._close_all(), timeout=CLOSE_TIMEOUT + 5)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            logger.exception("closing pooled MCP sessions failed")
+
+    def discard(self, key: Any) -> None:
+        """Close every session of one server (e.g. after its config changed or it was deleted)."""
+        background_loop().run(self._discard_key(key), timeout=CLOSE_TIMEOUT + 5)
+
+    def open_count(self) -> int:
+        return sum(1 for s in self._sessions.values() if s.alive)
+
+    async def _call(self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+        session = await self._session_for(key, config)
+        async with session.lock:
+            if not session.alive:  # went away while we waited for the lock
+                await self._drop(key, config, session)
+                session = await self._session_for(key, config)
+            try:
+                result = await session.connection.call_tool(name, arguments, timeout=timeout)  # type: ignore[union-attr]
+            except (McpCallTimeout, McpServerGone):
+                # The server is busy with the timed-out call or dead: a new session is the clean state.
+                await self._drop(key, config, session)
+                raise
+            session.last_used = time.monotonic()
+            return result
+
+    async def _session_for(self, key: Any, config: ServerConfig) -> PooledSession:
+        if self._guard is None:
+            self._guard = asyncio.Lock()
+        async with self._guard:
+            pool_key = (key, config.fingerprint)
+            session = self._sessions.get(pool_key)
+            if session is not None and session.alive and time.monotonic() - session.last_used > IDLE_PING_AFTER:
+                try:
+                    await session.connection.ping()  # type: ignore[union-attr]
+                except McpConnectionError:
+                    logger.info("MCP server %s went away; reconnecting", config.name)
+                    await session.close()
+            if session is None or not session.alive:
+                if session is not None:
+                    await session.close()
+                # A changed config leaves the old session behind under the old fingerprint: close it.
+                for stale in [k for k in self._sessions if k[0] == key and k != pool_key]:
+                    await self._sessions.pop(stale).close()
+                session = PooledSession(config)
+                self._sessions[pool_key] = session
+                try:
+                    await session.start(DEFAULT_CONNECT_TIMEOUT)
+                except BaseException:
+                    self._sessions.pop(pool_key, None)
+                    raise
+            return session
+
+    async def _drop(self, key: Any, config: ServerConfig, session: PooledSession) -> None:
+        pool_key = (key, config.fingerprint)
+        if self._sessions.get(pool_key) is session:
+            del self._sessions[pool_key]
+        await session.close()
+
+    async def _discard_key(self, key: Any) -> None:
+        for pool_key in [k for k in self._sessions if k[0] == key]:
+            await self._sessions.pop(pool_key).close()
+
+    async def _close_all(self) -> None:
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+
+_pool: SessionPool | None = None
+_pool_lock = threading.Lock()
+
+
+def session_pool() -> SessionPool:
+    """This process's pool (a forked worker starts with an empty one)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = SessionPool()
+        return _pool
+
+
+def _close_pool_at_exit() -> None:
+    if _pool is not None and _pool.pid == os.getpid():
+        _pool.close_all()
+
+
+# Registered after connection.py's loop-stopper, so it runs first (atexit is last-in, first-out).
+atexit.register(_close_pool_at_exit)

@@ -1,0 +1,161 @@
+"""Transports: how the playground reaches one MCP server (stdio child process or streamable HTTP).
+
+A transport only opens the message streams; `connection.open_connection` puts an MCP
+`ClientSession` on top. To add a kind, subclass `McpTransport`, implement `streams()`, and add it
+to `TRANSPORTS` under the `McpServer.transport` value that selects it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx2
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+# How much of a stdio server's stderr is quoted in an error message.
+STDERR_TAIL_CHARS = 1500
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything needed to reach one server; built from an `McpServer` row, hashable by content."""
+
+    name: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_server(cls, server: Any) -> ServerConfig:
+        return cls(
+            name=server.name,
+            transport=server.transport,
+            command=server.command or "",
+            args=tuple(str(a) for a in (server.args or [])),
+            env={str(k): str(v) for k, v in (server.env or {}).items()},
+            url=server.url or "",
+            headers={str(k): str(v) for k, v in (server.headers or {}).items()},
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the way to reach the server changes: a pooled session is keyed on it."""
+        payload = json.dumps(
+            [self.transport, self.command, list(self.args), dict(self.env), self.url, dict(self.headers)],
+            sort_keys=True,
+        )
+        return hashlib.sha1(payload.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """Where the server is, without secrets (env and header values are left out)."""
+        if self.transport == "stdio":
+            return "stdio: " + shlex.join([self.command, *self.args])
+        return f"streamable HTTP: {self.url}"
+
+
+class McpTransport(ABC):
+    """Opens the message streams to one server.
+
+    `streams()` is an async context manager yielding the `(read_stream, write_stream)` pair that
+    `mcp.ClientSession` takes. Leaving it must release everything it acquired — for stdio, the
+    child process is stopped and reaped — also when the body raised or was cancelled.
+    `diagnostics()` may add context to an error message (stdio: the tail of the server's stderr).
+    """
+
+    kind: ClassVar[str]
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def streams(self) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+        ...
+
+    def diagnostics(self) -> str:
+        return ""
+
+
+class StdioTransport(McpTransport):
+    """Starts the server as a child process (its own session, so the SDK can kill the whole tree)."""
+
+    kind = "stdio"
+
+    def __init__(self, config: ServerConfig) -> None:
+        super().__init__(config)
+        self._stderr = None
+
+    @asynccontextmanager
+    async def streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        if not self.config.command:
+            raise ValueError("no command configured for this stdio server")
+        params = StdioServerParameters(command=self.config.command, args=list(self.config.args), env=dict(self.config.env))
+        # stderr goes to a file we can quote when the server fails to start or dies.
+        with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as stderr:
+            self._stderr = stderr
+            try:
+                async with stdio_client(params, errlog=stderr) as pair:
+                    yield pair
+            finally:
+                self._stderr_tail = self._read_stderr_tail()
+                self._stderr = None
+
+    def _read_stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            text = self._stderr.read()
+        except (OSError, ValueError):
+            return ""
+        return text[-STDERR_TAIL_CHARS:].strip()
+
+    def diagnostics(self) -> str:
+        tail = self._read_stderr_tail() if self._stderr is not None else getattr(self, "_stderr_tail", "")
+        return f"server stderr (last lines):\n{tail}" if tail else ""
+
+
+class StreamableHttpTransport(McpTransport):
+    """Talks to a running server over streamable HTTP, sending the configured headers."""
+
+    kind = "http"
+
+    # Connect quickly (a refused or unreachable URL should fail fast); reads stay long for SSE streams.
+    connect_timeout = 10.0
+    read_timeout = 300.0
+
+    @asynccontextmanager
+    async def streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        if not self.config.url:
+            raise ValueError("no URL configured for this streamable HTTP server")
+        client = httpx2.AsyncClient(
+            headers=dict(self.config.headers),
+            timeout=httpx2.Timeout(self.connect_timeout, read=self.read_timeout),
+        )
+        async with client:
+            async with streamable_http_client(self.config.url, http_client=client) as pair:
+                yield pair
+
+
+TRANSPORTS: dict[str, type[McpTransport]] = {
+    StdioTransport.kind: StdioTransport,
+    StreamableHttpTransport.kind: StreamableHttpTransport,
+}
+
+
+def transport_for(config: ServerConfig) -> McpTransport:
+    try:
+        return TRANSPORTS[config.transport](config)
+    except KeyError:
+        raise ValueError(f"unknown transport {config.transport!r} (known: {', '.join(TRANSPORTS)})") from None

@@ -1,0 +1,261 @@
+"""Rows → engine objects. The only place the Django side builds engine objects.
+
+Views, tasks and consumers ask this module for a `ToolCatalog`, a `PermissionPolicy`, `AgentSettings`,
+a search backend or a token counter; the rules themselves (deferral, permissions, mode decision,
+ranking) live in `playground.engine` and are never restated here.
+
+Caching: the enabled-tool catalog is rebuilt only when the tool table changes (a cheap
+`count + max(updated_at)` version key, one aggregate query), and permission-filtered catalogs are
+kept per (catalog version, rules, subagent settings), so a backend's index — cached by catalog
+fingerprint — is reused across requests. Both caches are per process; every process reaches the
+same answer from the database.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db.models import Count, Max, QuerySet
+
+from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
+from playground.engine.requests import AgentSettings
+from playground.engine.search.backends import get_backend
+from playground.engine.search.base import SearchBackend
+from playground.engine.subagents import resolve_subagent_tools
+from playground.engine.tokens import CharEstimateCounter, TokenCounter
+from playground.engine.tools import Tool as EngineTool
+from playground.engine.tools import ToolCatalog, is_deferred
+
+if TYPE_CHECKING:
+    from playground.registry.models import AgentProfile, Tool
+
+_FILTERED_CACHE_SIZE = 16
+
+_lock = threading.Lock()
+_catalog_cache: tuple[tuple, ToolCatalog] | None = None
+_filtered_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
+_backends: dict[str, SearchBackend] = {}
+_token_counter: TokenCounter | None = None
+
+
+# -- tools ---------------------------------------------------------------------------------------
+def tool_to_engine(row: Tool) -> EngineTool:
+    """One row as an engine `Tool` (raises `ToolDefinitionError` for a definition the API rejects)."""
+    is_mcp = row.name.startswith("mcp__")
+    server = (row.server.name if row.server_id else row.server_name) or None
+    return EngineTool(
+        name=row.name,
+        description=row.description or "",
+        input_schema=row.input_schema,
+        search_hint=row.search_hint or "",
+        is_mcp=is_mcp,
+        server=server if is_mcp else None,
+        should_defer=row.should_defer,
+        always_load=row.always_load,
+    )
+
+
+def refresh_derived_fields(row: Tool) -> None:
+    """Token estimate and deferral from the engine, for `Tool.save` and bulk writes.
+
+    A row whose definition the engine rejects (only possible through the admin or raw SQL: the forms
+    and the importer validate) keeps a rough estimate and is treated as not deferred.
+    """
+    from playground.engine.tools import ToolDefinitionError
+
+    try:
+        tool = tool_to_engine(row)
+    except ToolDefinitionError:
+        row.token_estimate = token_counter().count_tools(
+            [{"name": row.name, "description": row.description, "input_schema": row.input_schema}]
+        )
+        row.deferred = False
+        return
+    row.token_estimate = token_counter().count_tools([tool.to_api()])
+    row.deferred = is_deferred(tool)
+
+
+def catalog_version() -> tuple:
+    """Changes whenever any tool row is created, saved, bulk-updated (with updated_at) or deleted."""
+    from playground.registry.models import Tool
+
+    row = Tool.objects.aggregate(count=Count("id"), latest=Max("updated_at"))
+    return (row["count"], row["latest"])
+
+
+def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
+    """The catalog of enabled tools (built-ins first, then by name), cached by `catalog_version()`.
+
+    With an explicit queryset, that queryset is built as given (one query, not cached).
+    """
+    global _catalog_cache
+    if queryset is not None:
+        return _build_catalog(queryset)
+    version = catalog_version()
+    with _lock:
+        if _catalog_cache is not None and _catalog_cache[0] == version:
+            return _catalog_cache[1]
+    from playground.registry.models import Tool
+
+    catalog = _build_catalog(Tool.objects.filter(enabled=True))
+    with _lock:
+        _catalog_cache = (version, catalog)
+        _filtered_cache.clear()
+    return catalog
+
+
+def _build_catalog(queryset: QuerySet) -> ToolCatalog:
+    from playground.registry.models import Tool
+
+    rows = list(queryset.select_related("server").order_by())
+    rows.sort(key=lambda r: (r.source != Tool.Source.BUILTIN, r.name))
+    return ToolCatalog(tool_to_engine(row) for row in rows)
+
+
+# -- permissions and profiles --------------------------------------------------------------------
+def permission_rules(profile: AgentProfile | None = None) -> list[PermissionRule]:
+    """Global rules, then the profile's own rules (engine order: deny > ask > allow regardless)."""
+    from django.db.models import Q
+
+    from playground.registry.models import PermissionRule as RuleRow
+
+    scope = Q(profile__isnull=True)
+    if profile is not None and profile.pk:
+        scope |= Q(profile=profile)
+    rows = RuleRow.objects.filter(scope).select_related("profile").order_by("profile_id", "pattern", "id")
+    return [
+        PermissionRule(
+            effect=row.effect,
+            pattern=row.pattern,
+            scope=row.profile.name if row.profile_id else "global",
+            rule_id=row.pk,
+        )
+        for row in rows
+    ]
+
+
+def permission_policy(profile: AgentProfile | None = None, *, rules: Sequence[PermissionRule] | None = None) -> PermissionPolicy:
+    return PermissionPolicy(list(rules) if rules is not None else permission_rules(profile))
+
+
+def profile_catalog(profile: AgentProfile | None, catalog: ToolCatalog | None = None) -> ToolCatalog:
+    """The tools a profile starts from: the enabled catalog, narrowed for subagents.
+
+    Subagent profiles lose the global agent denylist (settings.AGENT_TOOL_DENYLIST); any profile's
+    allowed / disallowed lists narrow it further. The engine's `resolve_subagent_tools` decides.
+    """
+    catalog = catalog if catalog is not None else engine_catalog()
+    if profile is None:
+        return catalog
+    allowed = list(profile.allowed_tools or [])
+    disallowed = list(profile.disallowed_tools or [])
+    if not profile.is_subagent and not allowed and not disallowed:
+        return catalog
+    return resolve_subagent_tools(
+        catalog,
+        global_denylist=list(settings.AGENT_TOOL_DENYLIST) if profile.is_subagent else [],
+        allowed=allowed or None,
+        disallowed=disallowed,
+    )
+
+
+def filtered_catalog(profile: AgentProfile | None = None) -> tuple[ToolCatalog, PermissionFilterResult]:
+    """(the profile's catalog, the policy's filter of it), cached so backends keep their index."""
+    catalog = engine_catalog()
+    rules = permission_rules(profile)
+    key = (
+        id(catalog),
+        tuple((r.effect, r.pattern, r.scope) for r in rules),
+        _profile_signature(profile),
+    )
+    with _lock:
+        hit = _filtered_cache.get(key)
+        if hit is not None:
+            _filtered_cache.move_to_end(key)
+            return hit
+    narrowed = profile_catalog(profile, catalog)
+    result = (narrowed, permission_policy(rules=rules).filter(narrowed))
+    with _lock:
+        _filtered_cache[key] = result
+        while len(_filtered_cache) > _FILTERED_CACHE_SIZE:
+            _filtered_cache.popitem(last=False)
+    return result
+
+
+def _profile_signature(profile: AgentProfile | None) -> tuple:
+    if profile is None:
+        return ()
+    return (
+        profile.is_subagent,
+        tuple(profile.allowed_tools or ()),
+        tuple(profile.disallowed_tools or ()),
+        tuple(settings.AGENT_TOOL_DENYLIST) if profile.is_subagent else (),
+    )
+
+
+def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> AgentSettings:
+    """Engine settings for a profile; empty profile fields fall back to Django settings."""
+    values: dict[str, Any] = {
+        "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
+        "wire_style": profile.wire_style if profile else "native",
+        "backend": (profile.search_backend if profile else "") or settings.TOOLSEARCH_DEFAULT_BACKEND,
+        "max_results": profile.max_results if profile else 5,
+        "announcement_style": profile.announcement_style if profile else "full",
+        "model": (profile.model if profile else "") or settings.DEFAULT_MODEL,
+        "context_window": settings.CONTEXT_WINDOW_TOKENS,
+        "base_url": settings.ANTHROPIC_BASE_URL,
+        "system_prompt": profile.system_prompt if profile else "",
+        "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
+    }
+    values.update({k: v for k, v in overrides.items() if v not in (None, "")})
+    return AgentSettings(**values)
+
+
+# -- backends, servers, tokens -------------------------------------------------------------------
+def backend_names() -> list[str]:
+    return list(settings.TOOLSEARCH_BACKENDS)
+
+
+def search_backend(name: str | None = None) -> SearchBackend:
+    """One backend instance per name per process (backends cache their index by catalog fingerprint)."""
+    resolved = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
+    with _lock:
+        backend = _backends.get(resolved)
+    if backend is None:
+        backend = get_backend(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS), default=settings.TOOLSEARCH_DEFAULT_BACKEND)
+        with _lock:
+            backend = _backends.setdefault(resolved, backend)
+    return backend
+
+
+def pending_mcp_servers() -> list[str]:
+    """Enabled MCP servers still connecting: a ToolSearch with no match names them."""
+    from playground.mcp_servers.models import McpServer
+
+    return list(
+        McpServer.objects.filter(enabled=True, status=McpServer.Status.PENDING).order_by("name").values_list("name", flat=True)
+    )
+
+
+def token_counter() -> TokenCounter:
+    """The estimate used for registry numbers: deterministic and offline (chars ÷ 2.5)."""
+    global _token_counter
+    if _token_counter is None:
+        _token_counter = CharEstimateCounter()
+    return _token_counter
+
+
+def reset_caches() -> None:
+    """Forget cached catalogs and backends (tests; a settings change)."""
+    global _catalog_cache
+    with _lock:
+        _catalog_cache = None
+        _filtered_cache.clear()
+        _backends.clear()
+
+
+def engine_tools(rows: Iterable[Tool]) -> list[EngineTool]:
+    return [tool_to_engine(row) for row in rows]

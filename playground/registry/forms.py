@@ -1,0 +1,214 @@
+"""Forms of the registry pages. Definitions are validated by the engine (the rules live there)."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from playground.engine.modes import parse_mode
+from playground.engine.permissions import validate_pattern
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError
+from playground.registry import adapter
+from playground.registry.models import AgentProfile, PermissionRule, Tool
+
+MAX_IMPORT_BYTES = 20 * 1024 * 1024
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON textarea that shows stored values indented."""
+
+    widget = forms.Textarea(attrs={"rows": 14, "spellcheck": "false"})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class ToolForm(forms.ModelForm):
+    input_schema = PrettyJSONField(
+        initial={"type": "object", "properties": {}},
+        help_text='A JSON Schema object schema: {"type": "object", "properties": {...}}.',
+    )
+
+    class Meta:
+        model = Tool
+        fields = [
+            "name", "description", "input_schema", "search_hint", "server", "server_name",
+            "should_defer", "always_load", "enabled", "source",
+        ]
+        widgets = {"description": forms.Textarea(attrs={"rows": 4})}
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if name == TOOL_SEARCH_NAME:
+            raise forms.ValidationError(f"{TOOL_SEARCH_NAME} is provided by the engine and cannot be registered.")
+        return name
+
+    def clean_input_schema(self) -> dict:
+        schema = self.cleaned_data["input_schema"]
+        if isinstance(schema, dict) and schema.get("type") == "object":
+            try:
+                validator_for(schema).check_schema(schema)
+            except SchemaError as exc:
+                raise forms.ValidationError(f"not a valid JSON Schema: {exc.message}") from exc
+        return schema
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        candidate = Tool(
+            name=cleaned.get("name", ""),
+            description=cleaned.get("description", ""),
+            input_schema=cleaned.get("input_schema"),
+            search_hint=cleaned.get("search_hint", ""),
+            server=cleaned.get("server"),
+            server_name=cleaned.get("server_name", ""),
+            should_defer=cleaned.get("should_defer", False),
+            always_load=cleaned.get("always_load", False),
+        )
+        try:
+            adapter.tool_to_engine(candidate)
+        except ToolDefinitionError as exc:
+            field = "name" if "name" in str(exc).split(":")[0] else "input_schema"
+            self.add_error(field, str(exc))
+        return cleaned
+
+
+class BulkToolActionForm(forms.Form):
+    ACTIONS = [
+        ("enable", "Enable"),
+        ("disable", "Disable"),
+        ("defer", "Defer (should_defer on)"),
+        ("undefer", "Do not defer"),
+        ("always_load", "Always load"),
+        ("no_always_load", "Not always loaded"),
+    ]
+    action = forms.ChoiceField(choices=ACTIONS)
+    ids = forms.ModelMultipleChoiceField(queryset=Tool.objects.all(), error_messages={"required": "Select at least one tool."})
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(required=False, help_text="JSONL, Anthropic tools array, OpenAI functions/tools, MCP tools/list result.")
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}), label="…or paste")
+    server_name = forms.CharField(
+        required=False, max_length=40,
+        help_text="MCP tools/list results carry bare tool names: the server key makes them mcp__<server>__<tool>.",
+    )
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        upload = cleaned.get("file")
+        text = cleaned.get("text") or ""
+        if upload is not None:
+            if upload.size > MAX_IMPORT_BYTES:
+                raise forms.ValidationError(f"The file is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MB.")
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise forms.ValidationError(f"The file is not UTF-8 text: {exc}") from exc
+            cleaned["filename"] = upload.name
+        else:
+            cleaned["filename"] = ""
+        if not text.strip():
+            raise forms.ValidationError("Upload a file or paste a catalog.")
+        cleaned["payload"] = text
+        server = (cleaned.get("server_name") or "").strip()
+        if server and not re.fullmatch(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*", server):
+            self.add_error("server_name", "Letters, digits, '-' and single '_' only.")
+        return cleaned
+
+
+class PermissionRuleForm(forms.ModelForm):
+    class Meta:
+        model = PermissionRule
+        fields = ["effect", "pattern", "profile", "note"]
+
+    def clean_pattern(self) -> str:
+        pattern = self.cleaned_data["pattern"].strip()
+        try:
+            validate_pattern(pattern)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return pattern
+
+
+class PermissionTestForm(forms.Form):
+    tool = forms.CharField(max_length=64)
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
+
+
+class ToolNameListField(forms.CharField):
+    """Tool names or patterns, one per line or comma-separated; stored as a JSON list."""
+
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return "\n".join(value)
+        return value or ""
+
+    def to_python(self, value: Any) -> list[str]:
+        text = super().to_python(value) or ""
+        names: list[str] = []
+        for part in re.split(r"[,\n]", text):
+            part = part.strip()
+            if part and part not in names:
+                names.append(part)
+        return names
+
+
+class AgentProfileForm(forms.ModelForm):
+    allowed_tools = ToolNameListField(required=False, help_text="Empty: every tool. One name or pattern per line.")
+    disallowed_tools = ToolNameListField(required=False)
+    search_backend = forms.ChoiceField(required=False)
+
+    class Meta:
+        model = AgentProfile
+        fields = [
+            "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
+            "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+        ]
+        widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
+            (name, name) for name in adapter.backend_names()
+        ]
+
+    def clean_tool_search_mode(self) -> str:
+        mode = self.cleaned_data["tool_search_mode"].strip()
+        if mode:
+            try:
+                parse_mode(mode)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return mode
+
+    def clean_max_results(self) -> int:
+        value = self.cleaned_data["max_results"]
+        if not 1 <= value <= 50:
+            raise forms.ValidationError("Between 1 and 50.")
+        return value
+
+    def clean_allowed_tools(self) -> list[str]:
+        return self._patterns("allowed_tools")
+
+    def clean_disallowed_tools(self) -> list[str]:
+        return self._patterns("disallowed_tools")
+
+    def _patterns(self, field: str) -> list[str]:
+        names = self.cleaned_data[field]
+        for name in names:
+            try:
+                validate_pattern(name)
+            except ValueError as exc:
+                raise forms.ValidationError(f"{name!r}: {exc}") from exc
+        return names

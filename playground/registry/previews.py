@@ -1,0 +1,159 @@
+"""What the engine would do for a profile: a ToolSearch call (inspector) and the request it would
+build (model view, permissions preview, profile detail). Engine calls only; no rule is restated."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.engine.permissions import PermissionDecision
+from playground.engine.requests import ConversationState, RequestPlan, build_request
+from playground.engine.search.base import ToolSearchResult
+from playground.engine.toolsearch_tool import (
+    TOOL_SEARCH_TOOL,
+    ToolSearchInputError,
+    run_tool_search,
+    tool_search_result_content,
+)
+from playground.registry import adapter
+from playground.registry.models import AgentProfile
+
+EXCLUDED_SHOWN = 100
+PREVIEW_TOOL_USE_ID = "toolu_preview_discovery"
+
+
+@dataclass
+class InspectorAnswer:
+    query: str
+    backend: str
+    wire_style: str
+    max_results: int
+    result: ToolSearchResult | None = None
+    error: str = ""
+    content: list[dict[str, Any]] = field(default_factory=list)  # what the model receives
+    max_score: float = 0.0
+    excluded_matches: list[tuple[str, PermissionDecision]] = field(default_factory=list)
+    excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)
+    excluded_total: int = 0
+    searchable_count: int = 0
+    deferred_count: int = 0
+
+    @property
+    def content_json(self) -> str:
+        return json.dumps(self.content, indent=2, ensure_ascii=False)
+
+    @property
+    def output_json(self) -> str:
+        return json.dumps(self.result.to_output() if self.result else {}, indent=2, ensure_ascii=False)
+
+
+def inspect_query(
+    query: str,
+    profile: AgentProfile | None = None,
+    *,
+    backend: str = "",
+    max_results: int | None = None,
+    wire_style: str = "",
+) -> InspectorAnswer:
+    """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach."""
+    backend_name = backend or (profile.search_backend if profile else "") or ""
+    search_backend = adapter.search_backend(backend_name)
+    max_results = max_results or (profile.max_results if profile else 5)
+    wire_style = wire_style or (profile.wire_style if profile else "native")
+    unfiltered, filtered = adapter.filtered_catalog(profile)
+    answer = InspectorAnswer(
+        query=query,
+        backend=search_backend.name,
+        wire_style=wire_style,
+        max_results=max_results,
+        excluded=filtered.excluded[:EXCLUDED_SHOWN],
+        excluded_total=len(filtered.excluded),
+        searchable_count=len(filtered.permitted),
+        deferred_count=len(filtered.permitted.deferred),
+    )
+    if not query.strip():
+        return answer
+    pending = adapter.pending_mcp_servers()
+    arguments = {"query": query, "max_results": max_results}
+    try:
+        answer.result = run_tool_search(arguments, filtered.permitted, search_backend, pending_mcp_servers=pending)
+    except ToolSearchInputError as exc:
+        answer.error = str(exc)
+        return answer
+    answer.content = tool_search_result_content(answer.result, wire_style)
+    answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
+    if filtered.excluded:
+        # The same search over the unfiltered tools: which hits did permissions take away?
+        decisions = dict(filtered.excluded)
+        unfiltered_result = run_tool_search(arguments, unfiltered, search_backend, pending_mcp_servers=pending)
+        answer.excluded_matches = [(name, decisions[name]) for name in unfiltered_result.matches if name in decisions]
+    return answer
+
+
+@dataclass
+class ModelPreview:
+    profile: AgentProfile | None
+    plan: RequestPlan
+    discovered_requested: list[str]
+    unknown_discovered: list[str]
+
+    @property
+    def api_kwargs_json(self) -> str:
+        return json.dumps(self.plan.to_api_kwargs(), indent=2, ensure_ascii=False, default=str)
+
+    @property
+    def tools_json(self) -> str:
+        return json.dumps(self.plan.tools, indent=2, ensure_ascii=False)
+
+
+def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:
+    """A conversation in which the model already found `discovered` with one `select:` ToolSearch call.
+
+    The engine recovers discovered tools from history, so the preview builds the history that would
+    have produced them rather than passing a list the engine never sees in real runs.
+    """
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "What the model sees (preview)."}]
+    if discovered:
+        query = "select:" + ",".join(discovered)
+        result = run_tool_search({"query": query}, catalog, adapter.search_backend(""))
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": PREVIEW_TOOL_USE_ID, "name": TOOL_SEARCH_TOOL.name, "input": {"query": query}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": PREVIEW_TOOL_USE_ID,
+                        "content": tool_search_result_content(result, wire_style),
+                    }
+                ],
+            },
+        ]
+    return ConversationState(messages=messages)
+
+
+def model_preview(
+    profile: AgentProfile | None,
+    discovered: Sequence[str] = (),
+    *,
+    mode: str = "",
+    wire_style: str = "",
+) -> ModelPreview:
+    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
+    catalog = adapter.profile_catalog(profile)
+    known = [name for name in discovered if name in catalog]
+    unknown = [name for name in discovered if name not in catalog]
+    state = discovery_state(known, catalog, settings.wire_style)
+    plan = build_request(
+        catalog,
+        adapter.permission_policy(profile),
+        settings,
+        state,
+        token_counter=adapter.token_counter(),
+        pending_mcp_servers=adapter.pending_mcp_servers(),
+    )
+    return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown)

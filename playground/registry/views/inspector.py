@@ -1,0 +1,90 @@
+"""The ToolSearch inspector and "what the model sees"."""
+from __future__ import annotations
+
+import re
+
+from django.shortcuts import render
+
+from playground.registry import adapter, previews
+from playground.registry.access import staff_for_writes
+from playground.registry.models import AgentProfile
+
+WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
+MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
+
+
+def _profile(request) -> AgentProfile | None:
+    pk = request.GET.get("profile") or ""
+    if not pk.isdigit():
+        return None
+    return AgentProfile.objects.filter(pk=int(pk)).first()
+
+
+def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -> int | None:
+    try:
+        return max(low, min(high, int(value))) if value else default
+    except ValueError:
+        return default
+
+
+@staff_for_writes
+def inspector(request):
+    profile = _profile(request)
+    backend = request.GET.get("backend", "")
+    if backend and backend not in adapter.backend_names():
+        backend = ""
+    answer = previews.inspect_query(
+        request.GET.get("q", ""),
+        profile,
+        backend=backend,
+        max_results=_int(request.GET.get("max_results"), None),
+        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
+    )
+    context = {"answer": answer, "profile": profile}
+    if request.htmx:
+        return render(request, "registry/_inspector_results.html", context)
+    context.update(
+        profiles=AgentProfile.objects.all(),
+        backends=adapter.backend_names(),
+        wire_styles=WIRE_STYLES,
+        params=request.GET,
+    )
+    return render(request, "registry/inspector.html", context)
+
+
+def parse_names(text: str) -> list[str]:
+    names: list[str] = []
+    for part in re.split(r"[,\s]+", text or ""):
+        if part and part not in names:
+            names.append(part)
+    return names
+
+
+@staff_for_writes
+def model_view(request):
+    profile = _profile(request)
+    discovered = parse_names(" ".join(request.GET.getlist("discovered")))
+    mode = request.GET.get("mode", "")
+    wire_style = request.GET.get("wire_style", "")
+    error = ""
+    preview = None
+    try:
+        preview = previews.model_preview(
+            profile,
+            discovered,
+            mode=mode if mode in MODES else "",
+            wire_style=wire_style if wire_style in ("native", "client") else "",
+        )
+    except ValueError as exc:  # e.g. a mode string the engine rejects
+        error = str(exc)
+    context = {"preview": preview, "error": error, "profile": profile}
+    if request.htmx:
+        return render(request, "registry/_model_view.html", context)
+    context.update(
+        profiles=AgentProfile.objects.all(),
+        modes=MODES,
+        wire_styles=WIRE_STYLES,
+        params=request.GET,
+        discovered_text=", ".join(discovered),
+    )
+    return render(request, "registry/model_view.html", context)

@@ -1,0 +1,110 @@
+"""Permissions editor (staff only): rules inline with htmx, a tester, history, live preview."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from playground.registry import adapter, services
+from playground.registry.access import staff_only
+from playground.registry.forms import PermissionRuleForm, PermissionTestForm
+from playground.registry.models import AgentProfile, PermissionChange, PermissionRule
+
+HISTORY_SIZE = 50
+RULES_CHANGED = "rulesChanged"  # htmx event: the history and the preview refresh on it
+
+
+def _rules():
+    return PermissionRule.objects.select_related("profile", "changed_by").order_by("profile__name", "pattern", "id")
+
+
+def _history():
+    return PermissionChange.objects.select_related("changed_by")[:HISTORY_SIZE]
+
+
+def _changed(response: HttpResponse) -> HttpResponse:
+    response["HX-Trigger"] = RULES_CHANGED
+    return response
+
+
+@staff_only
+def permissions(request):
+    profile_pk = request.GET.get("profile", "")
+    context = {
+        "rules": _rules(),
+        "form": PermissionRuleForm(),
+        "test_form": PermissionTestForm(),
+        "history": _history(),
+        "profiles": AgentProfile.objects.all(),
+        "preview_profile": profile_pk if profile_pk.isdigit() else "",
+    }
+    return render(request, "registry/permissions.html", context)
+
+
+@require_POST
+@staff_only
+def rule_create(request):
+    form = PermissionRuleForm(request.POST)
+    if not form.is_valid():
+        if request.htmx:
+            # htmx swaps only 2xx answers: the form with its errors comes back as 200.
+            return render(request, "registry/_rule_form.html", {"form": form})
+        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("registry:permissions")
+    rule = services.save_rule(form.save(commit=False), user=request.user, before=None)
+    if not request.htmx:
+        messages.success(request, f"Rule added: {rule}.")
+        return redirect("registry:permissions")
+    response = render(request, "registry/_rule_created.html", {"rule": rule, "form": PermissionRuleForm()})
+    return _changed(response)
+
+
+@staff_only
+def rule_edit(request, pk: int):
+    rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
+    if request.method == "POST":
+        before = services.rule_snapshot(rule)
+        form = PermissionRuleForm(request.POST, instance=rule)
+        if form.is_valid():
+            rule = services.save_rule(form.save(commit=False), user=request.user, before=before)
+            if not request.htmx:
+                return redirect("registry:permissions")
+            return _changed(render(request, "registry/_rule_row.html", {"rule": rule}))
+        status = 200 if request.htmx else 400
+    else:
+        form = PermissionRuleForm(instance=rule)
+        status = 200
+    return render(request, "registry/_rule_edit_row.html", {"rule": rule, "form": form}, status=status)
+
+
+@staff_only
+def rule_row(request, pk: int):
+    rule = get_object_or_404(PermissionRule.objects.select_related("profile", "changed_by"), pk=pk)
+    return render(request, "registry/_rule_row.html", {"rule": rule})
+
+
+@require_POST
+@staff_only
+def rule_delete(request, pk: int):
+    rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
+    services.delete_rule(rule, user=request.user)
+    if not request.htmx:
+        messages.success(request, "Rule deleted.")
+        return redirect("registry:permissions")
+    return _changed(HttpResponse(""))
+
+
+@staff_only
+def permission_test(request):
+    form = PermissionTestForm(request.GET or None)
+    decision = None
+    if form.is_valid():
+        profile = form.cleaned_data["profile"]
+        decision = adapter.permission_policy(profile).decide(form.cleaned_data["tool"].strip())
+    return render(request, "registry/_permission_test.html", {"form": form, "decision": decision})
+
+
+@staff_only
+def permission_history(request):
+    return render(request, "registry/_permission_history.html", {"history": _history()})

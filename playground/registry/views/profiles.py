@@ -1,0 +1,67 @@
+"""Agent profiles: list, create, edit, and the resolved tool set of one profile."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect, render
+
+from playground.registry import adapter, previews
+from playground.registry.access import staff_for_writes, staff_only
+from playground.registry.forms import AgentProfileForm
+from playground.registry.models import AgentProfile
+
+
+@staff_for_writes
+def profile_list(request):
+    profiles = AgentProfile.objects.annotate(rule_count=Count("rules"))
+    return render(request, "registry/profile_list.html", {"profiles": profiles})
+
+
+@staff_for_writes
+def profile_detail(request, pk: int):
+    profile = get_object_or_404(AgentProfile, pk=pk)
+    catalog = adapter.engine_catalog()
+    narrowed, filtered = adapter.filtered_catalog(profile)
+    removed_by_profile = [tool.name for tool in catalog if tool.name not in narrowed]
+    error = ""
+    preview = None
+    try:
+        preview = previews.model_preview(profile)
+    except ValueError as exc:
+        error = str(exc)
+    context = {
+        "profile": profile,
+        "settings_obj": adapter.agent_settings(profile),
+        "catalog_count": len(catalog),
+        "narrowed_count": len(narrowed),
+        "removed_by_profile": removed_by_profile,
+        "denylist": settings.AGENT_TOOL_DENYLIST,
+        "filtered": filtered,
+        "permitted_count": len(filtered.permitted),
+        "preview": preview,
+        "error": error,
+        "rules": profile.rules.all(),
+    }
+    return render(request, "registry/profile_detail.html", context)
+
+
+@staff_only
+def profile_create(request):
+    form = AgentProfileForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        profile = form.save()
+        messages.success(request, f"Created profile {profile.name}.")
+        return redirect("registry:profile_detail", pk=profile.pk)
+    return render(request, "registry/profile_form.html", {"form": form, "profile": None}, status=400 if form.errors else 200)
+
+
+@staff_only
+def profile_edit(request, pk: int):
+    profile = get_object_or_404(AgentProfile, pk=pk)
+    form = AgentProfileForm(request.POST or None, instance=profile)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Saved profile {profile.name}.")
+        return redirect("registry:profile_detail", pk=profile.pk)
+    return render(request, "registry/profile_form.html", {"form": form, "profile": profile}, status=400 if form.errors else 200)

@@ -1,0 +1,98 @@
+"""Tool pages: list with filters and bulk actions, detail, create, edit."""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from playground.engine.tools import ToolDefinitionError
+from playground.registry import adapter, selectors, services
+from playground.registry.access import staff_for_writes, staff_only
+from playground.registry.forms import BulkToolActionForm, ToolForm
+from playground.registry.models import PermissionRule, Tool
+
+PAGE_SIZE = 50
+FILTER_PARAMS = ("q", "deferred", "always_load", "enabled", "server", "source")
+
+
+def _filter_query(request) -> str:
+    return urlencode({k: request.GET[k] for k in FILTER_PARAMS if request.GET.get(k)})
+
+
+@staff_for_writes
+def tool_list(request):
+    tools = selectors.filter_tools(request.GET)
+    page = Paginator(tools, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "totals": selectors.tool_totals(tools),
+        "all_totals": selectors.tool_totals(Tool.objects.filter(enabled=True)),
+        "servers": selectors.server_names(),
+        "sources": Tool.Source.choices,
+        "filters": {k: request.GET.get(k, "") for k in FILTER_PARAMS},
+        "filter_query": _filter_query(request),
+        "bulk_actions": BulkToolActionForm.ACTIONS,
+    }
+    template = "registry/_tool_table.html" if request.htmx and request.htmx.target == "tool-table" else "registry/tool_list.html"
+    return render(request, template, context)
+
+
+@require_POST
+@staff_only
+def tool_bulk(request):
+    form = BulkToolActionForm(request.POST)
+    back = reverse("registry:tool_list") + ("?" + request.POST["back"] if request.POST.get("back") else "")
+    if not form.is_valid():
+        messages.error(request, "; ".join(e for errors in form.errors.values() for e in errors))
+        return redirect(back)
+    count = services.bulk_tool_action(form.cleaned_data["ids"], form.cleaned_data["action"])
+    label = dict(BulkToolActionForm.ACTIONS)[form.cleaned_data["action"]]
+    messages.success(request, f"{label}: {count} tool(s) updated.")
+    return redirect(back)
+
+
+@staff_for_writes
+def tool_detail(request, pk: int):
+    tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
+    try:
+        engine_tool = adapter.tool_to_engine(tool)
+        api_definition = json.dumps(engine_tool.to_api(defer_loading=tool.deferred), indent=2, ensure_ascii=False)
+        definition_error = ""
+    except ToolDefinitionError as exc:
+        api_definition, definition_error = "", str(exc)
+    decision = adapter.permission_policy().decide(tool.name)
+    context = {
+        "tool": tool,
+        "schema_pretty": json.dumps(tool.input_schema, indent=2, ensure_ascii=False),
+        "api_definition": api_definition,
+        "definition_error": definition_error,
+        "global_decision": decision,
+        "profile_rules": PermissionRule.objects.filter(profile__isnull=False).select_related("profile"),
+    }
+    return render(request, "registry/tool_detail.html", context)
+
+
+@staff_only
+def tool_create(request):
+    form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
+    if request.method == "POST" and form.is_valid():
+        tool = form.save()
+        messages.success(request, f"Created {tool.name}.")
+        return redirect("registry:tool_detail", pk=tool.pk)
+    return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
+
+
+@staff_only
+def tool_edit(request, pk: int):
+    tool = get_object_or_404(Tool, pk=pk)
+    form = ToolForm(request.POST or None, instance=tool)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, f"Saved {tool.name}.")
+        return redirect("registry:tool_detail", pk=tool.pk)
+    return render(request, "registry/tool_form.html", {"form": form, "tool": tool}, status=400 if form.errors else 200)
