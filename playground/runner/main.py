@@ -189,30 +189,41 @@ def wait_for_worker(out: Supervisor) -> bool:
     return False
 
 
-MCP_SYNC_TASK_NAMES = ("sync_demo_servers", "sync_all_servers", "sync_servers", "sync_all")
+MCP_SYNC_ALL_TASK_NAMES = ("sync_demo_servers", "sync_all_servers", "sync_servers", "sync_all")
 
 
-def find_mcp_sync_task():
-    """The MCP app's 'sync every server' task when the checkout has one (a task with no required arguments)."""
+def _required_parameters(task) -> list[str]:
+    parameters = inspect.signature(task.run).parameters.values()
+    return [p.name for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def find_mcp_sync_tasks():
+    """(sync-everything task, sync-one-server task) of the MCP app, each None when the checkout has none."""
     try:
         from playground.mcp_servers import tasks
     except ImportError:
-        return None
-    candidates = [getattr(tasks, name, None) for name in MCP_SYNC_TASK_NAMES]
-    candidates += [getattr(tasks, name) for name in dir(tasks) if "sync" in name and name not in MCP_SYNC_TASK_NAMES]
-    for candidate in candidates:
-        if candidate is None or not hasattr(candidate, "delay"):
-            continue
-        parameters = inspect.signature(candidate.run).parameters.values()
-        if all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-            return candidate
-    return None
+        return None, None
+    named = [getattr(tasks, name, None) for name in MCP_SYNC_ALL_TASK_NAMES]
+    others = [getattr(tasks, name) for name in sorted(dir(tasks)) if "sync" in name and name not in MCP_SYNC_ALL_TASK_NAMES]
+    celery_tasks = [task for task in named + others if task is not None and hasattr(task, "delay") and hasattr(task, "run")]
+    sync_all = next((task for task in celery_tasks if not _required_parameters(task)), None)
+    sync_one = next((task for task in celery_tasks if _required_parameters(task) == ["server_id"]), None)
+    return sync_all, sync_one
 
 
 def trigger_mcp_sync(out: Supervisor) -> None:
-    task = find_mcp_sync_task()
-    if task is None:
+    """Queue the MCP servers' tool sync in the worker, so the registry shows the demo servers' tools."""
+    sync_all, sync_one = find_mcp_sync_tasks()
+    if sync_all is not None:
+        sync_all.delay()
+        out.say(f"[run] queued {sync_all.name}: the MCP servers' tools sync in the worker")
+    elif sync_one is not None:
+        from playground.mcp_servers.models import McpServer
+
+        servers = list(McpServer.objects.filter(enabled=True).values_list("pk", "name"))
+        for pk, _name in servers:
+            sync_one.delay(pk)
+        names = ", ".join(name for _, name in servers) or "none registered"
+        out.say(f"[run] queued {sync_one.name} for each enabled MCP server ({names})")
+    else:
         out.say("[run] no MCP sync task in this checkout: MCP servers are not synced at start")
-        return
-    task.delay()
-    out.say(f"[run] queued {task.name}: the MCP demo servers' tools sync in the worker")
