@@ -51,7 +51,10 @@ def first_page_seconds(clone: Path, label: str) -> float:
                 pass
             time.sleep(0.1)
     finally:
-        os.killpg(process.pid, signal.SIGINT)
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -61,11 +64,14 @@ def first_page_seconds(clone: Path, label: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--commit", default="HEAD", help="what to check out in the clone (default HEAD)")
     parser.add_argument("--keep", action="store_true", help="keep the clone (its make-run-*.log files)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="playground-fresh-"))
     clone = workdir / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    commit = subprocess.run(["git", "rev-parse", args.commit], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)
     try:
         cold = first_page_seconds(clone, "no-venv")
         warm = first_page_seconds(clone, "venv-ready")
