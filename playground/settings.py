@@ -180,3 +180,19 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# Conversations (issue 5): model providers by key → dotted path of a ModelProvider subclass
+# (playground.conversations.providers.base). No key chosen: ANTHROPIC_API_KEY → "anthropic", else "demo".
+MODEL_PROVIDERS = {
+    "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
+    "demo": "playground.conversations.providers.demo.DemoAgentProvider",
+}
+ANTHROPIC_MAX_RETRIES = envint("ANTHROPIC_MAX_RETRIES", 2)
+ANTHROPIC_TIMEOUT_SECONDS = float(os.environ.get("ANTHROPIC_TIMEOUT_SECONDS") or 60)
+# The agent loop: model round trips per person's message, tool call timeout, permission prompt wait.
+AGENT_MAX_TURNS = envint("AGENT_MAX_TURNS", 12)
+AGENT_MAX_TOKENS = envint("AGENT_MAX_TOKENS", 4096)
+TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or 30)
+PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
+# Compact older messages when the conversation passes this share of the context window.
+COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)

@@ -23,6 +23,10 @@ class Conversation(models.Model):
     # Compaction boundary: discovered tools carried over, summary of what was compacted.
     compaction = models.JSONField(null=True, blank=True)
     next_sequence = models.PositiveIntegerField(default=1)
+    # Model provider key in settings.MODEL_PROVIDERS; empty = automatic (API key → Anthropic, else demo).
+    provider = models.CharField(max_length=40, blank=True)
+    # Tools the person approved "always" in this conversation (call-time `ask` no longer prompts).
+    always_allowed = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -56,6 +60,8 @@ class Event(models.Model):
     type = models.CharField(max_length=40)
     payload = models.JSONField(default=dict)
     parent_sequence = models.PositiveIntegerField(null=True, blank=True)  # subagent events nest under a call
+    # The turn_started event this event belongs to (None for run-level events and turn starts).
+    turn_sequence = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

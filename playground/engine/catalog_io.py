@@ -321,3 +321,17 @@ def _mcp_record(tool: Tool) -> dict[str, Any]:
     if tool.always_load:
         record["_meta"] = {"anthropic/alwaysLoad": True}
     return record
+
+
+def toolsets_dir() -> Path:
+    """The shared toolsets folder: $TOOLSETS_DIR, else the first `shared/toolsets` beside the
+    repository or one of its parent folders (CI clones have `<repo>/../shared/toolsets`)."""
+    override = os.environ.get("TOOLSETS_DIR")
+    if override:
+        return Path(override)
+    repo = Path(__file__).resolve().parents[2]
+    for folder in repo.parents:
+        candidate = folder / "shared" / "toolsets"
+        if candidate.is_dir():
+            return candidate
+    return repo.parent / "shared" / "toolsets"

@@ -32,7 +32,7 @@ def js_trim(text: str) -> str:
 
 
 def split_terms(text: str) -> list[str]:
-    """`text.split(/\s+/).filter(Boolean)` in JavaScript."""
+    r"""`text.split(/\s+/).filter(Boolean)` in JavaScript."""
     return [t for t in _JS_WHITESPACE_RUN.split(text) if t]
 
 

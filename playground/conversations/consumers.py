@@ -1,0 +1,94 @@
+"""The conversation socket: one group per conversation, frames rendered from saved events.
+
+Authorised in `connect()` (owner or staff; anything else is closed with 4403 after the handshake so
+the browser sees the code and does not retry). The browser says which sequence it has (`hello`) and
+gets every later event in order; after that each broadcast makes the consumer send the rows it has
+not sent yet, read from the database — never an unsaved event, never one twice. Sending a message,
+answering a permission prompt and cancelling come in on the same socket and go to the services.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.generic.websocket import WebsocketConsumer
+
+from playground.conversations import services
+from playground.conversations.broadcast import conversation_group
+from playground.conversations.fragments import render_event_frame, render_notice
+from playground.conversations.models import Conversation, Event
+from playground.conversations.selectors import can_view
+
+logger = logging.getLogger(__name__)
+
+CLOSE_FORBIDDEN = 4403
+
+
+class ConversationConsumer(WebsocketConsumer):
+    conversation_id: int
+    group: str = ""
+    last_sent: int | None = None
+
+    def connect(self) -> None:
+        self.conversation_id = int(self.scope["url_route"]["kwargs"]["pk"])
+        user = self.scope.get("user")
+        conversation = Conversation.objects.filter(pk=self.conversation_id).first()
+        self.accept()
+        if conversation is None or not can_view(user, conversation):
+            self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.group = conversation_group(self.conversation_id)
+        async_to_sync(self.channel_layer.group_add)(self.group, self.channel_name)
+
+    def disconnect(self, code: int) -> None:
+        if self.group:
+            async_to_sync(self.channel_layer.group_discard)(self.group, self.channel_name)
+
+    # -- from the browser ------------------------------------------------------------------------
+    def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.group:
+            return
+        try:
+            data = json.loads(text_data or "{}")
+        except json.JSONDecodeError:
+            self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
+            return
+        action = data.get("action") or ("hello" if "last_sequence" in data else "send")
+        user = self.scope.get("user")
+        conversation = Conversation.objects.get(pk=self.conversation_id)
+        try:
+            if action == "hello":
+                self.last_sent = _int(data.get("last_sequence"), 0)
+                self.catch_up()
+            elif action == "send":
+                services.send_message(conversation, str(data.get("text", "")), user=user)
+                self.send(text_data=render_notice(self.conversation_id, ""))
+            elif action == "answer":
+                services.answer_permission(conversation, _int(data.get("prompt"), 0), str(data.get("choice", "")), user=user)
+            elif action == "cancel":
+                if not services.request_cancel(conversation, user=user):
+                    self.send(text_data=render_notice(self.conversation_id, "Nothing is running."))
+            else:
+                self.send(text_data=render_notice(self.conversation_id, f"Unknown action {action!r}."))
+        except services.ConversationError as exc:
+            self.send(text_data=render_notice(self.conversation_id, str(exc)))
+
+    # -- from the channel layer --------------------------------------------------------------------
+    def conversation_event(self, message: dict) -> None:
+        if self.last_sent is None:
+            return  # the hello's catch-up will include it
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        conversation = Conversation.objects.get(pk=self.conversation_id)
+        for event in Event.objects.filter(conversation_id=self.conversation_id, sequence__gt=self.last_sent or 0).order_by("sequence"):
+            self.send(text_data=render_event_frame(conversation, event))
+            self.last_sent = event.sequence
+
+
+def _int(value: object, default: int) -> int:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default

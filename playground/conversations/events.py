@@ -1,0 +1,226 @@
+"""The one event schema: the loop emits these, the database stores them, the browser renders them.
+
+Each event type is a dataclass whose fields become the saved payload. `record_event` is the only
+way an event enters the world: it takes the next per-conversation sequence number under a row
+lock, saves the row, and broadcasts it after the transaction commits — so a page that reloads (or a
+socket that reconnects) and a page that is watching live see exactly the same rows, in order.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from django.db import transaction
+from django.db.models import F
+
+from playground.conversations.broadcast import broadcast_event
+from playground.conversations.models import Conversation, Event
+
+
+@dataclass
+class LoopEvent:
+    """Base of all event types. `type` is the stored `Event.type` and picks the template."""
+
+    type: ClassVar[str] = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TurnStarted(LoopEvent):
+    """One model round trip begins: what the model is offered and why (the mode decision)."""
+
+    type: ClassVar[str] = "turn_started"
+    turn: int  # 1-based within this run
+    provider: str
+    model: str
+    wire_style: str
+    loaded_tools: list[str] = field(default_factory=list)  # sent with full schemas (non-deferred + discovered)
+    deferred_tools: list[str] = field(default_factory=list)  # undiscovered: names only (announcement)
+    discovered_tools: list[str] = field(default_factory=list)  # recovered from the history
+    tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline
+    decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
+    subagent: str = ""  # name of the subagent running this turn, empty for the main agent
+
+
+@dataclass
+class AnnouncementSent(LoopEvent):
+    type: ClassVar[str] = "announcement_sent"
+    style: str  # full | delta
+    text: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelRequest(LoopEvent):
+    type: ClassVar[str] = "model_request"
+    provider: str
+    model: str
+    message_count: int
+    tool_count: int
+    request: dict[str, Any] = field(default_factory=dict)  # a summary of the wire request (no secrets)
+
+
+@dataclass
+class ModelResponse(LoopEvent):
+    type: ClassVar[str] = "model_response"
+    stop_reason: str
+    usage: dict[str, int] = field(default_factory=dict)  # input / output / cache_read / cache_write
+    content: list[dict[str, Any]] = field(default_factory=list)
+    duration_ms: float = 0.0
+
+
+@dataclass
+class ToolSearchQuery(LoopEvent):
+    """A ToolSearch call: how the query was read, the ranking with breakdowns, what got loaded."""
+
+    type: ClassVar[str] = "toolsearch_query"
+    tool_use_id: str
+    query: str
+    backend: str
+    reading: dict[str, Any] = field(default_factory=dict)
+    scored: list[dict[str, Any]] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)
+    already_loaded: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    total_deferred_tools: int = 0
+    error: str = ""
+    server_side: bool = False  # Anthropic's own search tool answered (server_tool_use)
+
+
+@dataclass
+class ToolCall(LoopEvent):
+    type: ClassVar[str] = "tool_call"
+    tool_use_id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    permission: str = "allow"  # allow | ask | deny (the call-time decision)
+
+
+@dataclass
+class ToolResult(LoopEvent):
+    type: ClassVar[str] = "tool_result"
+    tool_use_id: str
+    name: str
+    content: list[dict[str, Any]] = field(default_factory=list)
+    is_error: bool = False
+    duration_ms: float = 0.0
+    simulated: bool = False
+    error: str = ""
+
+
+@dataclass
+class PermissionPrompt(LoopEvent):
+    type: ClassVar[str] = "permission_prompt"
+    tool_use_id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    timeout_seconds: float = 0.0
+
+
+@dataclass
+class PermissionAnswer(LoopEvent):
+    type: ClassVar[str] = "permission_answer"
+    prompt_sequence: int
+    choice: str  # once | always | deny | timeout
+    answered_by: str = ""
+    note: str = ""
+
+
+@dataclass
+class Compaction(LoopEvent):
+    type: ClassVar[str] = "compaction"
+    summary: str
+    compacted_messages: int
+    carried_tools: list[str] = field(default_factory=list)
+    tokens_before: int = 0
+    threshold_tokens: int = 0
+
+
+@dataclass
+class ErrorEvent(LoopEvent):
+    type: ClassVar[str] = "error"
+    message: str
+    kind: str = ""  # e.g. api_error, rate_limit, overloaded, timeout, internal
+    status_code: int | None = None
+    retryable: bool = False
+
+
+@dataclass
+class TurnFinished(LoopEvent):
+    type: ClassVar[str] = "turn_finished"
+    turn: int
+    stop_reason: str
+    status: str  # the conversation status after this turn (running | idle | failed ...)
+    final: bool = False  # the run (one person's message) ended here
+    reason: str = ""  # why the run ended: end_turn, max_turns, cancelled, error
+
+
+@dataclass
+class ChatMessage(LoopEvent):
+    """Text for the chat side: what the person wrote and what the assistant answered."""
+
+    type: ClassVar[str] = "message"
+    role: str  # user | assistant
+    text: str
+    author: str = ""
+
+
+@dataclass
+class StatusChanged(LoopEvent):
+    """The conversation's status changed (running indicator, waiting for an answer, idle)."""
+
+    type: ClassVar[str] = "status"
+    status: str
+    note: str = ""
+
+
+EVENT_TYPES: dict[str, type[LoopEvent]] = {
+    cls.type: cls
+    for cls in (
+        TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, ToolSearchQuery, ToolCall, ToolResult,
+        PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, StatusChanged,
+    )
+}
+
+
+def record_event(
+    conversation: Conversation | int,
+    event: LoopEvent,
+    *,
+    parent_sequence: int | None = None,
+    turn_sequence: int | None = None,
+    status: str | None = None,
+) -> Event:
+    """Save one event with the next sequence number, then broadcast it once the row is committed.
+
+    The sequence comes from `Conversation.next_sequence` read under `select_for_update` and bumped
+    with an F() update in the same transaction: PostgreSQL locks the row, SQLite serialises writers,
+    and the unique (conversation, sequence) constraint catches anything else. `status`, when given,
+    is written in the same transaction so the event and the status the page shows agree.
+    """
+    if not event.type or event.type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event.type!r}")
+    conversation_id = conversation if isinstance(conversation, int) else conversation.pk
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().only("id", "next_sequence").get(pk=conversation_id)
+        sequence = locked.next_sequence
+        updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
+        if status is not None:
+            updates["status"] = status
+        Conversation.objects.filter(pk=conversation_id).update(**updates)
+        row = Event.objects.create(
+            conversation_id=conversation_id,
+            sequence=sequence,
+            type=event.type,
+            payload=event.to_payload(),
+            parent_sequence=parent_sequence,
+            turn_sequence=turn_sequence,
+        )
+        transaction.on_commit(lambda: broadcast_event(conversation_id, sequence))
+    if status is not None and not isinstance(conversation, int):
+        conversation.status = status
+    return row

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from playground.registry.models import AgentProfile
+
+
+def provider_choices() -> list[tuple[str, str]]:
+    from playground.conversations.providers import provider_class
+
+    choices = [("", "Automatic (Claude with an API key, else the offline demo agent)")]
+    for key in settings.MODEL_PROVIDERS:
+        try:
+            choices.append((key, provider_class(key).label))
+        except ImportError:
+            continue
+    return choices
+
+
+class NewConversationForm(forms.Form):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
+                                     empty_label="Default settings")
+    provider = forms.ChoiceField(choices=(), required=False)
+    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?"}),
+                              required=False, max_length=20_000)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = provider_choices()
+
+
+class MessageForm(forms.Form):
+    text = forms.CharField(max_length=20_000)
+
+
+class AnswerForm(forms.Form):
+    prompt = forms.IntegerField(min_value=1)
+    choice = forms.ChoiceField(choices=[("once", "Approve once"), ("always", "Always"), ("deny", "Deny")])
+
+
+class CompareForm(forms.Form):
+    profile_a = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
+                                       empty_label="Default settings", label="Left profile")
+    profile_b = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
+                                       empty_label="Default settings", label="Right profile")
+    provider = forms.ChoiceField(choices=(), required=False)
+    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?"}),
+                              max_length=20_000)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = provider_choices()

@@ -1,0 +1,46 @@
+"""Socket frames: one saved event as out-of-band HTML fragments for the htmx ws extension.
+
+A frame holds the event rendered by `conversations/_event.html` (the template the full page uses),
+appended to its container (the timeline, its turn, or the Agent call it belongs to), plus the chat
+item, chart row or answered prompt it changes, and the conversation's status. The status element
+carries `data-frame-sequence` so the browser can drop a frame it already has.
+"""
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+
+from playground.conversations.models import Conversation, Event
+from playground.conversations.selectors import EventNode, event_view, token_numbers, tokens_total_for
+
+
+def container_id(conversation_id: int, event: Event) -> str:
+    if event.turn_sequence:
+        return f"turn-body-{conversation_id}-{event.turn_sequence}"
+    if event.parent_sequence:
+        return f"children-{conversation_id}-{event.parent_sequence}"
+    return f"timeline-{conversation_id}"
+
+
+def render_event_frame(conversation: Conversation, event: Event) -> str:
+    node = EventNode(event, event_view(event))
+    context = {
+        "conv": conversation,
+        "node": node,
+        "event": event,
+        "container": container_id(conversation.pk, event),
+        "in_timeline": event.type != "message",
+        "in_chat": event.type in ("message", "permission_prompt"),
+        "chart_row": {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {})}
+        if event.type == "turn_started" and not event.parent_sequence else None,
+        "total": tokens_total_for(conversation.pk) if event.type == "turn_started" and not event.parent_sequence else None,
+        "answered_prompt": None,
+    }
+    if event.type == "permission_answer":
+        prompt = conversation.events.filter(sequence=event.payload.get("prompt_sequence"), type="permission_prompt").first()
+        if prompt is not None:
+            context["answered_prompt"] = EventNode(prompt, {}, answer=event)
+    return render_to_string("conversations/_frame.html", context)
+
+
+def render_notice(conversation_id: int, text: str) -> str:
+    return render_to_string("conversations/_notice.html", {"conversation_id": conversation_id, "text": text, "oob": True})

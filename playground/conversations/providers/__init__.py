@@ -1,0 +1,33 @@
+"""Model providers by key (settings.MODEL_PROVIDERS: key → dotted path of a ModelProvider subclass)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
+
+__all__ = ["ModelProvider", "ProviderError", "ProviderResponse", "plain_extract", "get_provider", "provider_key_for",
+           "provider_class"]
+
+AUTO = ""
+
+
+def provider_class(key: str) -> type[ModelProvider]:
+    try:
+        path = settings.MODEL_PROVIDERS[key]
+    except KeyError:
+        raise ProviderError(f"unknown model provider {key!r}; known: {', '.join(sorted(settings.MODEL_PROVIDERS))}",
+                            kind="configuration") from None
+    return import_string(path)
+
+
+def provider_key_for(requested: str = AUTO, profile: object | None = None) -> str:
+    """The provider a conversation uses: an explicit choice, then the profile's, then the API key rule."""
+    forced = requested or getattr(profile, "provider", "") or ""
+    if forced:
+        return forced
+    return "anthropic" if settings.ANTHROPIC_API_KEY else "demo"
+
+
+def get_provider(key: str) -> ModelProvider:
+    return provider_class(key).from_settings()

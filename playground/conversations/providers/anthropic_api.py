@@ -1,0 +1,104 @@
+"""Claude through the official `anthropic` SDK.
+
+The SDK retries 408/409/429/5xx (529 overloaded included) and connection errors with backoff
+(`max_retries`), bounded by `timeout` per attempt; whatever is left becomes a ProviderError the
+loop shows as an error event. Responses are dumped to plain dicts without None fields so that
+server-side search blocks (`server_tool_use`, `tool_search_tool_result`) go back unchanged.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+from django.conf import settings
+
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation so far for your own later reference: the person's requests, what the "
+    "tools returned and what is still open. Plain text, at most 200 words."
+)
+
+
+def usage_dict(usage: Any) -> dict[str, int]:
+    if usage is None:
+        return {}
+    return {
+        "input": int(getattr(usage, "input_tokens", 0) or 0),
+        "output": int(getattr(usage, "output_tokens", 0) or 0),
+        "cache_read": int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+        "cache_write": int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
+    }
+
+
+class AnthropicProvider(ModelProvider):
+    key = "anthropic"
+    label = "Claude (Anthropic API)"
+
+    def __init__(self, *, api_key: str, base_url: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
+        if not api_key:
+            raise ProviderError("ANTHROPIC_API_KEY is not set", kind="configuration")
+        self.client = anthropic.Anthropic(
+            api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
+        )
+
+    @classmethod
+    def from_settings(cls) -> AnthropicProvider:
+        return cls(
+            api_key=settings.ANTHROPIC_API_KEY,
+            base_url=settings.ANTHROPIC_BASE_URL,
+            max_retries=settings.ANTHROPIC_MAX_RETRIES,
+            timeout=settings.ANTHROPIC_TIMEOUT_SECONDS,
+        )
+
+    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        try:
+            message = self.client.messages.create(**request_kwargs)
+        except anthropic.APITimeoutError as exc:
+            raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
+        except anthropic.APIStatusError as exc:
+            raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
+                                retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
+        return ProviderResponse(
+            content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
+            stop_reason=message.stop_reason or "",
+            usage=usage_dict(message.usage),
+            model=message.model,
+            response_id=message.id,
+        )
+
+    def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
+        from playground.conversations.providers.base import plain_extract
+
+        transcript = plain_extract(messages, limit=20_000)
+        try:
+            message = self.client.messages.create(
+                model=model or settings.DEFAULT_MODEL,
+                max_tokens=600,
+                messages=[{"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n{transcript}\n</conversation>"}],
+            )
+        except anthropic.APIError:
+            # Compaction must not fail the conversation: fall back to the plain extract.
+            return plain_extract(messages)
+        return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
+
+
+def _status_kind(status: int) -> str:
+    if status == 429:
+        return "rate_limit"
+    if status == 529:
+        return "overloaded"
+    if status >= 500:
+        return "server_error"
+    if status in (401, 403):
+        return "authentication"
+    return "invalid_request" if status == 400 else "api_error"
+
+
+def _status_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    detail = error.get("message") or str(exc)
+    return f"Model API error {exc.status_code} ({error.get('type', 'error')}): {detail}"

@@ -1,0 +1,90 @@
+"""The model provider seam: one base class, implementations picked by dotted path in settings.
+
+`settings.MODEL_PROVIDERS` maps a key to a dotted path; `get_provider(key)` builds it with
+`from_settings()`. The loop only ever calls `create()` (and `summarise()` for compaction), so the
+offline demo agent and Claude go through exactly the same loop, events and executor.
+"""
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ProviderResponse:
+    """One assistant turn as the loop needs it, in Messages API shapes (plain dicts)."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: dict[str, int] = field(default_factory=dict)  # input, output, cache_read, cache_write
+    model: str = ""
+    response_id: str = ""
+
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+    def text(self) -> str:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text").strip()
+
+
+class ProviderError(Exception):
+    """The provider gave up (after its own retries). The loop turns it into an error event."""
+
+    def __init__(self, message: str, *, kind: str = "api_error", status_code: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.status_code = status_code
+        self.retryable = retryable
+
+
+class ModelProvider(ABC):
+    """Base class of model providers.
+
+    Subclasses set `key` and `label` (shown in the UI), implement `create`, and may override
+    `summarise` (compaction) and `from_settings`. `create` receives the keyword arguments of
+    `client.messages.create` exactly as the engine's `RequestPlan.to_api_kwargs()` built them
+    (model, max_tokens, system, messages, tools) and must either return a ProviderResponse or raise
+    ProviderError — never hang: network providers set timeouts and bounded retries.
+    """
+
+    key: str = "base"
+    label: str = "Model provider"
+    offline: bool = False  # True for the demo agent: the UI labels it
+    wire_styles: tuple[str, ...] = ("native", "client", "server")
+
+    @classmethod
+    def from_settings(cls) -> ModelProvider:
+        return cls()
+
+    @abstractmethod
+    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        """Send one Messages API request and return the assistant's reply."""
+
+    def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
+        """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""
+        return plain_extract(messages)
+
+
+def plain_extract(messages: list[dict[str, Any]], *, limit: int = 2000) -> str:
+    """The text of each message, one line per block, newest kept when it is too long."""
+    lines: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text" and block.get("text", "").strip():
+                lines.append(f"{message.get('role')}: {block['text'].strip()}")
+            elif kind == "tool_use":
+                lines.append(f"{message.get('role')} called {block.get('name')}({json.dumps(block.get('input', {}))})")
+            elif kind == "tool_result":
+                inner = block.get("content")
+                text = inner if isinstance(inner, str) else " ".join(
+                    c.get("text", "") or c.get("tool_name", "") for c in inner or [] if isinstance(c, dict)
+                )
+                lines.append(f"tool result: {text.strip()[:300]}")
+    summary = "\n".join(lines)
+    return summary if len(summary) <= limit else "…" + summary[-limit:]

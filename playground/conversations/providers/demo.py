@@ -1,0 +1,270 @@
+"""The offline demo agent: a deterministic stand-in for a model, for running without an API key.
+
+It reads the same Messages API request a real model would get (the engine builds it, the loop sends
+it through `create`) and answers in Messages API shapes, so the loop, events and executor are
+exactly those a real model goes through. Its policy, one step per request:
+
+1. After the person's message: if a loaded tool fits the message better than any announced deferred
+   tool, call it; otherwise call ToolSearch with keywords from the message.
+2. After a ToolSearch result: call the best of the tools it loaded (now present in `tools`), with
+   arguments filled from the message where the schema allows (a timezone ← a city in the message
+   through `zoneinfo`, numbers, quoted strings, HH:MM times, enum values that appear in the text).
+3. After a tool result: answer with what the tool returned. A "load it first" error makes it
+   `select:` the tool, as Claude Code instructs models to do.
+"""
+from __future__ import annotations
+
+import json
+import re
+import zoneinfo
+from functools import lru_cache
+from typing import Any
+
+from playground.conversations.providers.base import ModelProvider, ProviderResponse
+
+TOOL_SEARCH = "ToolSearch"
+NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, "Agent"}
+MAX_TOOL_CALLS_PER_RUN = 4
+STOPWORDS = frozenset(
+    """a about an and any are as at be can could do does for from get give have how i in is it its me my
+    of on or please show tell that the their them then there this to up use using want what whats when
+    where which who why will with would you your now current currently""".split()
+)
+QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
+ANNOUNCEMENT = re.compile(r"<available-deferred-tools>(.*?)</available-deferred-tools>", re.S)
+WORD = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=1)
+def city_timezones() -> dict[str, str]:
+    """'tokyo' → 'Asia/Tokyo', 'new york' → 'America/New_York' (first region wins, deterministic)."""
+    cities: dict[str, str] = {}
+    for name in sorted(zoneinfo.available_timezones()):
+        if "/" not in name or name.startswith(("Etc/", "SystemV/", "US/", "Canada/", "Brazil/", "Mexico/", "Chile/")):
+            continue
+        city = name.rsplit("/", 1)[1].replace("_", " ").lower()
+        cities.setdefault(city, name)
+    return cities
+
+
+def keywords(text: str) -> list[str]:
+    seen: list[str] = []
+    for word in WORD.findall(text.lower()):
+        if len(word) >= 3 and word not in STOPWORDS and word not in seen:
+            seen.append(word)
+    return seen
+
+
+def name_parts(name: str) -> list[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", name)
+    return [p for p in re.split(r"[^a-zA-Z0-9]+", spaced.lower()) if p]
+
+
+def tool_score(words: list[str], name: str, description: str = "") -> int:
+    parts = set(name_parts(name))
+    described = set(WORD.findall(description.lower()))
+    return sum(2 if w in parts else 1 if w in described else 0 for w in words)
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    inner = block.get("content")
+    if isinstance(inner, str):
+        return inner
+    return "\n".join(c.get("text", "") for c in inner or [] if isinstance(c, dict) and c.get("type") == "text")
+
+
+def _referenced_names(messages: list[dict[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for message in messages:
+        for block in _blocks(message):
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                names.update(c.get("tool_name", "") for c in block["content"] if c.get("type") == "tool_reference")
+    return names
+
+
+def _search_matches(block: dict[str, Any]) -> list[str]:
+    """Tool names a ToolSearch result loaded: tool_reference blocks (native) or the JSON output (client)."""
+    inner = block.get("content")
+    if isinstance(inner, list):
+        refs = [c.get("tool_name", "") for c in inner if c.get("type") == "tool_reference"]
+        if refs:
+            return refs
+    try:
+        output = json.loads(_result_text(block))
+    except (json.JSONDecodeError, TypeError):
+        return []
+    return [str(n) for n in output.get("matches", [])] if isinstance(output, dict) else []
+
+
+def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    """Arguments for `schema` taken from the person's words; required values it cannot find get a safe default."""
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    lowered = text.lower()
+    cities = city_timezones()
+    # Cities in the order the person wrote them (first → source, second → target for conversions).
+    mentioned = [(lowered.find(c), c) for c in cities if re.search(rf"\b{re.escape(c)}\b", lowered)]
+    found_zones = [cities[c] for _, c in sorted(mentioned)]
+    numbers = re.findall(r"(?<![\w:.])-?\d+(?:\.\d+)?(?![\w:])", text)
+    quoted = re.findall(r"[\"“']([^\"”']+)[\"”']", text)
+    clock_times = re.findall(r"\b([01]?\d|2[0-3]):([0-5]\d)\b", text)
+    arguments: dict[str, Any] = {}
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, dict) else {}
+        kind = prop.get("type")
+        about = f"{name} {prop.get('description', '')}".lower()
+        value: Any = None
+        if prop.get("enum"):
+            value = next((v for v in prop["enum"] if str(v).lower() in lowered), prop["enum"][0] if name in required else None)
+        elif kind == "string" and "timezone" in about:
+            value = found_zones.pop(0) if found_zones else ("UTC" if name in required else None)
+        elif kind == "string" and ("hh:mm" in about or name == "time"):
+            if clock_times:
+                hour, minute = clock_times.pop(0)
+                value = f"{int(hour):02d}:{minute}"
+        elif kind in ("integer", "number") and numbers:
+            raw = numbers.pop(0)
+            value = int(float(raw)) if kind == "integer" else float(raw)
+        elif kind == "string" and quoted:
+            value = quoted.pop(0)
+        elif kind == "string" and name.lower() in QUERY_PROPERTY_NAMES:
+            value = text
+        elif kind == "boolean" and name in required:
+            value = False
+        elif kind == "string" and name in required:
+            value = text
+        if value is not None:
+            arguments[name] = value
+    return arguments
+
+
+class DemoAgentProvider(ModelProvider):
+    key = "demo"
+    label = "offline demo agent"
+    offline = True
+    wire_styles = ("native", "client")  # it cannot run Anthropic's server-side search
+
+    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        messages: list[dict[str, Any]] = request_kwargs.get("messages", [])
+        tools: list[dict[str, Any]] = [t for t in request_kwargs.get("tools", []) or [] if "name" in t]
+        referenced = _referenced_names(messages)
+        # What a model may call: non-deferred tools, and deferred ones a tool_reference loaded.
+        callable_tools = {t["name"]: t for t in tools if not t.get("defer_loading") or t["name"] in referenced}
+        start = self._person_message_index(messages)
+        person_text = " ".join(b.get("text", "") for b in _blocks(messages[start]) if b.get("type") == "text") if start >= 0 else ""
+        run = messages[start + 1:] if start >= 0 else []
+        calls = [b for m in run if m.get("role") == "assistant" for b in _blocks(m) if b.get("type") == "tool_use"]
+        results = {b.get("tool_use_id"): b for m in run if m.get("role") == "user" for b in _blocks(m) if b.get("type") == "tool_result"}
+
+        if calls and calls[-1].get("id") in results:
+            last_call, last_result = calls[-1], results[calls[-1]["id"]]
+            if len(calls) >= MAX_TOOL_CALLS_PER_RUN:
+                return self._answer(request_kwargs, f"I stopped after {len(calls)} tool calls. Last result:\n{_result_text(last_result)}")
+            if last_call["name"] == TOOL_SEARCH:
+                return self._after_search(request_kwargs, person_text, last_result, callable_tools, calls)
+            error_text = _result_text(last_result)
+            if last_result.get("is_error") and "select:" in error_text and TOOL_SEARCH in callable_tools:
+                if not any(c["name"] == TOOL_SEARCH and c["input"].get("query") == f"select:{last_call['name']}" for c in calls):
+                    return self._call(request_kwargs, TOOL_SEARCH, {"query": f"select:{last_call['name']}"}, calls,
+                                      "That tool must be loaded first; selecting it.")
+            if last_result.get("is_error"):
+                return self._answer(request_kwargs, f"{last_call['name']} failed: {error_text}")
+            return self._answer(request_kwargs, f"Here is what {last_call['name']} returned:\n{error_text}")
+        return self._first_step(request_kwargs, person_text, callable_tools, calls)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _first_step(self, request_kwargs: dict[str, Any], text: str, callable_tools: dict[str, dict[str, Any]],
+                    calls: list[dict[str, Any]]) -> ProviderResponse:
+        words = keywords(text)
+        if not words:
+            return self._answer(request_kwargs, "Ask me something a tool can answer, for example “what time is it in Tokyo?”.")
+        best_loaded, loaded_score = self._best(words, [t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO])
+        deferred_names = self._announced(request_kwargs)
+        deferred_score = max((tool_score(words, n) for n in deferred_names), default=0)
+        if best_loaded and loaded_score > 0 and loaded_score >= deferred_score:
+            schema = best_loaded.get("input_schema") or {}
+            return self._call(request_kwargs, best_loaded["name"], fill_arguments(schema, text), calls,
+                              f"Calling {best_loaded['name']}.")
+        if TOOL_SEARCH in callable_tools:
+            return self._call(request_kwargs, TOOL_SEARCH, {"query": " ".join(words[:4])}, calls,
+                              "The tools I need are deferred; searching for them.")
+        return self._answer(request_kwargs, "None of my tools fits that request.")
+
+    def _after_search(self, request_kwargs: dict[str, Any], text: str, result: dict[str, Any],
+                      callable_tools: dict[str, dict[str, Any]], calls: list[dict[str, Any]]) -> ProviderResponse:
+        if result.get("is_error"):
+            return self._answer(request_kwargs, f"ToolSearch failed: {_result_text(result)}")
+        matches = [n for n in _search_matches(result) if n in callable_tools and n not in NOT_CALLABLE_BY_DEMO]
+        called = {c["name"] for c in calls}
+        matches = [n for n in matches if n not in called] or []
+        if not matches:
+            return self._answer(request_kwargs, "ToolSearch found no tool I could use for that.")
+        words = keywords(text)
+        best, _ = self._best(words, [callable_tools[n] for n in matches])
+        chosen = best or callable_tools[matches[0]]
+        return self._call(request_kwargs, chosen["name"], fill_arguments(chosen.get("input_schema") or {}, text), calls,
+                          f"Loaded {chosen['name']}; calling it.")
+
+    # -- helpers -------------------------------------------------------------------------------
+    @staticmethod
+    def _person_message_index(messages: list[dict[str, Any]]) -> int:
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            blocks = _blocks(message)
+            if message.get("role") == "user" and not any(b.get("type") == "tool_result" for b in blocks) and any(
+                b.get("type") == "text" and not b.get("text", "").lstrip().startswith("<") for b in blocks
+            ):
+                return index
+        return -1
+
+    @staticmethod
+    def _announced(request_kwargs: dict[str, Any]) -> list[str]:
+        texts = [request_kwargs.get("system") or ""]
+        if isinstance(texts[0], list):
+            texts = [b.get("text", "") for b in texts[0]]
+        for message in request_kwargs.get("messages", []):
+            texts.extend(b.get("text", "") for b in _blocks(message) if b.get("type") == "text")
+        names: list[str] = []
+        for text in texts:
+            for body in ANNOUNCEMENT.findall(str(text)):
+                names.extend(n.strip() for n in re.split(r"[\s,]+", body) if n.strip())
+        return names
+
+    @staticmethod
+    def _best(words: list[str], tools: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int]:
+        best, best_score = None, 0
+        for tool in tools:  # ties keep request order: deterministic
+            score = tool_score(words, tool["name"], tool.get("description", ""))
+            if score > best_score:
+                best, best_score = tool, score
+        return best, best_score
+
+    @staticmethod
+    def _usage(request_kwargs: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
+        return {
+            "input": int(len(json.dumps(request_kwargs, default=str)) / 2.5),
+            "output": int(len(json.dumps(content)) / 2.5),
+            "cache_read": 0,
+            "cache_write": 0,
+        }
+
+    def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], calls: list[dict[str, Any]],
+              note: str) -> ProviderResponse:
+        all_calls = sum(1 for m in request_kwargs.get("messages", []) if m.get("role") == "assistant"
+                        for b in _blocks(m) if b.get("type") == "tool_use")
+        content = [
+            {"type": "text", "text": note},
+            {"type": "tool_use", "id": f"toolu_demo_{all_calls + 1:04d}", "name": name, "input": arguments},
+        ]
+        return ProviderResponse(content=content, stop_reason="tool_use", usage=self._usage(request_kwargs, content),
+                                model="offline-demo-agent")
+
+    def _answer(self, request_kwargs: dict[str, Any], text: str) -> ProviderResponse:
+        content = [{"type": "text", "text": text}]
+        return ProviderResponse(content=content, stop_reason="end_turn", usage=self._usage(request_kwargs, content),
+                                model="offline-demo-agent")

@@ -1,0 +1,145 @@
+"""Reads for conversation pages and the socket: who may see what, the event tree, per-event view data.
+
+The full page and the socket frames both render `conversations/_event.html` from what `event_view`
+returns, so a refresh and a live page show the same thing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from playground.conversations.models import Conversation, Event
+
+CHAT_TYPES = ("message", "permission_prompt")
+
+
+def can_view(user, conversation: Conversation) -> bool:
+    return bool(user and user.is_authenticated and (user.is_staff or conversation.owner_id == user.pk))
+
+
+def conversations_for(user) -> QuerySet[Conversation]:
+    qs = Conversation.objects.select_related("owner", "profile")
+    return qs if user.is_staff else qs.filter(owner=user)
+
+
+def provider_label(conversation: Conversation) -> str:
+    from playground.conversations.providers import ProviderError, provider_class, provider_key_for
+
+    key = provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""), conversation.profile)
+    try:
+        return provider_class(key).label
+    except (ProviderError, ImportError):
+        return key
+
+
+def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
+    """Sent vs all-tools baseline from the engine's RequestPlan.tokens, whatever its exact key names."""
+    def first(*keys: str) -> int:
+        for key in keys:
+            value = tokens.get(key)
+            if isinstance(value, (int, float)):
+                return int(value)
+        return 0
+
+    sent = first("sent", "tools_sent", "sent_tokens", "tools")
+    baseline = first("baseline", "all_tools", "all_tools_baseline", "baseline_tokens", "all")
+    scale = max(sent, baseline, 1)
+    saved = baseline - sent if baseline else 0
+    return {
+        "sent": sent,
+        "baseline": baseline,
+        "sent_pct": round(100 * sent / scale, 1),
+        "baseline_pct": round(100 * baseline / scale, 1),
+        "saved": saved,
+        "saved_pct": round(100 * saved / baseline, 1) if baseline else 0,
+    }
+
+
+def event_view(event: Event) -> dict[str, Any]:
+    """Template data derived from one event's payload (score bars, token bars)."""
+    payload = event.payload or {}
+    view: dict[str, Any] = {}
+    if event.type == "turn_started":
+        view["tokens"] = token_numbers(payload.get("tokens") or {})
+    elif event.type == "toolsearch_query":
+        scored = payload.get("scored") or []
+        top = max((s.get("score", 0) for s in scored), default=0) or 1
+        view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
+    elif event.type == "model_response":
+        view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
+    return view
+
+
+@dataclass
+class EventNode:
+    event: Event
+    view: dict[str, Any]
+    children: list[EventNode] = field(default_factory=list)
+    answer: Event | None = None  # permission prompts: the answer, once given
+
+
+def event_tree(events: list[Event]) -> list[EventNode]:
+    """Timeline nodes: turns hold their events, an Agent call holds its subagent's turns."""
+    nodes: dict[int, EventNode] = {}
+    roots: list[EventNode] = []
+    answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
+    for event in events:
+        if event.type == "message":
+            continue  # the chat side shows these
+        node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        nodes[event.sequence] = node
+        parent = nodes.get(event.turn_sequence) if event.turn_sequence else None
+        if parent is None and event.parent_sequence:
+            parent = nodes.get(event.parent_sequence)
+        (parent.children if parent else roots).append(node)
+    return roots
+
+
+def chat_items(events: list[Event]) -> list[EventNode]:
+    answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
+    return [EventNode(e, {}, answer=answers.get(e.sequence)) for e in events if e.type in CHAT_TYPES]
+
+
+def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
+    """One chart row per main-agent turn: tokens sent vs the all-tools baseline."""
+    return [
+        {"event": e, "numbers": token_numbers(e.payload.get("tokens") or {})}
+        for e in events
+        if e.type == "turn_started" and not e.parent_sequence
+    ]
+
+
+def tokens_total(events: list[Event]) -> dict[str, int]:
+    rows = turn_rows(events)
+    return {"sent": sum(r["numbers"]["sent"] for r in rows), "baseline": sum(r["numbers"]["baseline"] for r in rows),
+            "turns": len(rows)}
+
+
+def tokens_total_for(conversation_id: int) -> dict[str, int]:
+    return tokens_total(list(Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)))
+
+
+def panel_context(conversation: Conversation) -> dict[str, Any]:
+    events = list(conversation.events.order_by("sequence"))
+    return {
+        "conv": conversation,
+        "tree": event_tree(events),
+        "chat": chat_items(events),
+        "chart": turn_rows(events),
+        "total": tokens_total(events),
+        "last_sequence": events[-1].sequence if events else 0,
+        "provider_label": provider_label(conversation),
+        "offline": _is_offline(conversation),
+    }
+
+
+def _is_offline(conversation: Conversation) -> bool:
+    from playground.conversations.providers import ProviderError, provider_class, provider_key_for
+
+    key = provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""), conversation.profile)
+    try:
+        return bool(provider_class(key).offline)
+    except (ProviderError, ImportError):
+        return False

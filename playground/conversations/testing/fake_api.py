@@ -1,0 +1,336 @@
+"""A local HTTP server that speaks the Anthropic Messages API, for driving the real SDK in tests.
+
+It is a real server (threaded, port 0) that `anthropic.Anthropic(base_url=server.url)` talks to over
+HTTP. Each test scripts it with a queue of replies and reads back the requests it received. Before
+taking a scripted reply it validates the request the way the real API does and answers
+`400 invalid_request_error` with the real error shape for what the real API rejects — so a
+regression in request building shows up in a test exactly as it would in production:
+
+- every tool deferred ("At least one tool must have defer_loading=false. All tools cannot be deferred.");
+- a `tool_reference` to a tool that is not in `tools` ("Tool reference 'x' not found in available tools");
+- a `tool_result` whose content mixes `tool_reference` blocks with other blocks;
+- `defer_loading` / `tool_reference` at all when built with `supports_defer_loading=False` (a gateway:
+  "tools.0.custom.defer_loading: Extra inputs are not permitted");
+- `tool_use` without a matching `tool_result` right after it, or a `tool_result` for an unknown id;
+- a `tool_result` for a server tool (`srvtoolu_…`) id.
+
+Scripted replies may also be HTTP errors (429, 529, 500…) to exercise the SDK's retries.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+SERVER_SEARCH_TOOL_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+
+
+class InvalidRequest(Exception):
+    """What the real API answers with 400 invalid_request_error."""
+
+
+@dataclass
+class ErrorReply:
+    status: int
+    message: str = "scripted error"
+    error_type: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "type": "error",
+            "error": {"type": self.error_type or ERROR_TYPES.get(self.status, "api_error"), "message": self.message},
+        }
+
+
+Reply = dict[str, Any] | ErrorReply | Callable[[dict[str, Any]], "dict[str, Any] | ErrorReply"]
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    status: int = 0
+    error: str = ""
+
+
+_ids = itertools.count(1)
+
+
+def message_reply(content: list[dict[str, Any]], *, stop_reason: str = "end_turn", model: str = "claude-test",
+                  input_tokens: int = 100, output_tokens: int = 20, cache_read: int = 0, cache_write: int = 0) -> dict[str, Any]:
+    return {
+        "id": f"msg_fake_{next(_ids):04d}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": cache_write,
+            "cache_read_input_tokens": cache_read,
+        },
+    }
+
+
+def text_reply(text: str, **kwargs: Any) -> dict[str, Any]:
+    return message_reply([{"type": "text", "text": text}], stop_reason="end_turn", **kwargs)
+
+
+def tool_use_reply(name: str, arguments: dict[str, Any], *, text: str = "", tool_use_id: str = "", **kwargs: Any) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content.append({"type": "tool_use", "id": tool_use_id or f"toolu_fake_{next(_ids):04d}", "name": name, "input": arguments})
+    return message_reply(content, stop_reason="tool_use", **kwargs)
+
+
+def server_search_reply(query: str, found: list[str], *, then: list[dict[str, Any]] | None = None,
+                        tool_name: str = "tool_search_tool_bm25", **kwargs: Any) -> dict[str, Any]:
+    """Anthropic's server-side search: server_tool_use + tool_search_tool_result, then `then` blocks."""
+    server_id = f"srvtoolu_fake_{next(_ids):04d}"
+    content = [
+        {"type": "server_tool_use", "id": server_id, "name": tool_name, "input": {"query": query}},
+        {
+            "type": "tool_search_tool_result",
+            "tool_use_id": server_id,
+            "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": n} for n in found],
+            },
+        },
+        *(then or []),
+    ]
+    stop = "tool_use" if any(b.get("type") == "tool_use" for b in then or []) else "end_turn"
+    return message_reply(content, stop_reason=stop, **kwargs)
+
+
+def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: bool = True) -> None:
+    """Raise InvalidRequest with the real API's message for what it would reject."""
+    for key in ("model", "max_tokens", "messages"):
+        if key not in body:
+            raise InvalidRequest(f"{key}: Field required")
+    tools = body.get("tools") or []
+    names: set[str] = set()
+    custom_deferred: list[bool] = []
+    server_tools = False
+    for index, tool in enumerate(tools):
+        tool_type = tool.get("type")
+        if tool_type in SERVER_SEARCH_TOOL_TYPES:
+            server_tools = True
+            names.add(tool.get("name", ""))
+            continue
+        if tool_type not in (None, "custom"):
+            raise InvalidRequest(f"tools.{index}: Input tag '{tool_type}' found using 'type' does not match any of the expected tags")
+        name = tool.get("name", "")
+        if not TOOL_NAME.fullmatch(name):
+            raise InvalidRequest(f"tools.{index}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+        if name in names:
+            raise InvalidRequest("tools: Tool names must be unique.")
+        names.add(name)
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise InvalidRequest(f"tools.{index}.custom.input_schema.type: Input should be 'object'")
+        if "defer_loading" in tool and not supports_defer_loading:
+            raise InvalidRequest(f"tools.{index}.custom.defer_loading: Extra inputs are not permitted")
+        custom_deferred.append(bool(tool.get("defer_loading")))
+    if custom_deferred and all(custom_deferred) and not server_tools:
+        raise InvalidRequest("At least one tool must have defer_loading=false. All tools cannot be deferred.")
+
+    messages = body["messages"]
+    if not messages:
+        raise InvalidRequest("messages: at least one message is required")
+    if messages[0].get("role") != "user":
+        raise InvalidRequest("messages: first message must use the \"user\" role")
+    pending_tool_uses: list[str] = []
+    for m_index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            raise InvalidRequest(f"messages.{m_index}.role: Input should be 'user' or 'assistant'")
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        if role == "user":
+            result_ids = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+            if pending_tool_uses:
+                missing = [i for i in pending_tool_uses if i not in result_ids]
+                if missing:
+                    raise InvalidRequest(
+                        f"messages.{m_index}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                        + ", ".join(missing)
+                        + ". Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+                    )
+            for b_index, block in enumerate(blocks):
+                if block.get("type") != "tool_result":
+                    continue
+                tool_use_id = block.get("tool_use_id", "")
+                if tool_use_id.startswith("srvtoolu_"):
+                    raise InvalidRequest(
+                        f"messages.{m_index}.content.{b_index}: tool_result blocks cannot reference server tool use "
+                        f"ids: {tool_use_id}"
+                    )
+                if tool_use_id not in pending_tool_uses:
+                    raise InvalidRequest(
+                        f"messages.{m_index}.content.{b_index}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{tool_use_id}. Each `tool_result` block must have a corresponding `tool_use` block in the "
+                        "previous message."
+                    )
+                inner = block.get("content")
+                if isinstance(inner, list):
+                    kinds = {c.get("type") for c in inner}
+                    if "tool_reference" in kinds:
+                        if not supports_defer_loading:
+                            raise InvalidRequest(
+                                f"messages.{m_index}.content.{b_index}.tool_result.content.0: Input tag 'tool_reference' "
+                                "found using 'type' does not match any of the expected tags: 'text', 'image', "
+                                "'search_result', 'document'"
+                            )
+                        if kinds != {"tool_reference"}:
+                            raise InvalidRequest(
+                                f"messages.{m_index}.content.{b_index}.tool_result.content: tool_reference blocks "
+                                "cannot be mixed with other content types in a tool_result"
+                            )
+                        for ref in inner:
+                            if ref.get("tool_name") not in names:
+                                raise InvalidRequest(f"Tool reference '{ref.get('tool_name')}' not found in available tools")
+            pending_tool_uses = []
+        else:
+            pending_tool_uses = [b.get("id", "") for b in blocks if b.get("type") == "tool_use"]
+            for b_index, block in enumerate(blocks):
+                if block.get("type") == "tool_use" and block.get("name") not in names:
+                    raise InvalidRequest(
+                        f"messages.{m_index}.content.{b_index}: tool_use names a tool that is not in tools: "
+                        f"{block.get('name')}"
+                    )
+    if pending_tool_uses:
+        raise InvalidRequest(
+            "messages: the final assistant message has `tool_use` blocks without `tool_result` blocks: "
+            + ", ".join(pending_tool_uses)
+        )
+
+
+class FakeMessagesAPI:
+    """The server. Use as a context manager; `url` is the SDK's base_url."""
+
+    def __init__(self, *, supports_defer_loading: bool = True, retry_after_ms: int = 5) -> None:
+        self.supports_defer_loading = supports_defer_loading
+        self.retry_after_ms = retry_after_ms
+        self.replies: deque[Reply] = deque()
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -----------------------------------------------------------------------------
+    def script(self, *replies: Reply) -> FakeMessagesAPI:
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/v1/messages")]
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> FakeMessagesAPI:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-messages-api", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeMessagesAPI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    def _answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        record = RecordedRequest(path=path, headers=headers, body=body)
+        with self._lock:
+            self.requests.append(record)
+        if path.endswith("/v1/messages/count_tokens"):
+            record.status = 200
+            return 200, {"input_tokens": max(1, len(json.dumps(body)) // 4)}, {}
+        if not path.endswith("/v1/messages"):
+            record.status = 404
+            return 404, ErrorReply(404, f"Not found: {path}").body(), {}
+        try:
+            validate_messages_request(body, supports_defer_loading=self.supports_defer_loading)
+        except InvalidRequest as exc:
+            record.status, record.error = 400, str(exc)
+            return 400, ErrorReply(400, str(exc)).body(), {}
+        with self._lock:
+            reply: Reply | None = self.replies.popleft() if self.replies else None
+        if reply is None:
+            # 418 is not retried by the SDK: an unscripted call fails the test at once.
+            record.status, record.error = 418, "no scripted reply left"
+            return 418, ErrorReply(418, "fake API: no scripted reply left for this request").body(), {}
+        if callable(reply):
+            reply = reply(body)
+        if isinstance(reply, ErrorReply):
+            record.status, record.error = reply.status, reply.message
+            extra = {"retry-after-ms": str(self.retry_after_ms), **reply.headers}
+            return reply.status, reply.body(), extra
+        record.status = 200
+        return 200, reply, {}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    status, payload, extra = 400, ErrorReply(400, "There was an issue with your request body: invalid JSON").body(), {}
+                else:
+                    status, payload, extra = api._answer(self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()}, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("request-id", f"req_fake_{next(_ids):04d}")
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

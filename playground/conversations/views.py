@@ -1,0 +1,125 @@
+"""Conversation pages: list, new, detail (chat + per-turn inspector), compare; POST fallbacks for the socket."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from playground.conversations import services
+from playground.conversations.forms import AnswerForm, CompareForm, MessageForm, NewConversationForm
+from playground.conversations.models import Conversation
+from playground.conversations.selectors import can_view, conversations_for, panel_context
+
+
+def _get_conversation_for_user(request, pk: int) -> Conversation:
+    conversation = get_object_or_404(Conversation.objects.select_related("profile", "owner"), pk=pk)
+    if not can_view(request.user, conversation):
+        raise Http404("No such conversation")
+    return conversation
+
+
+def _done(request, conversation: Conversation):
+    # htmx posts get an empty answer (the socket brings the events); plain forms go back to the page.
+    if request.htmx:
+        return HttpResponse(status=204)
+    return redirect("conversations:detail", pk=conversation.pk)
+
+
+@login_required
+def conversation_list(request):
+    return render(request, "conversations/list.html", {
+        "conversations": conversations_for(request.user)[:200],
+        "form": NewConversationForm(),
+    })
+
+
+@login_required
+def conversation_new(request):
+    form = NewConversationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        conversation = services.start_conversation(
+            request.user, profile=form.cleaned_data["profile"], provider=form.cleaned_data["provider"]
+        )
+        if form.cleaned_data["message"].strip():
+            services.send_message(conversation, form.cleaned_data["message"], user=request.user)
+        return redirect("conversations:detail", pk=conversation.pk)
+    return render(request, "conversations/new.html", {"form": form})
+
+
+@login_required
+def conversation_detail(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
+
+
+@login_required
+@require_POST
+def conversation_send(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    form = MessageForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Write a message first (at most 20,000 characters).")
+        return redirect("conversations:detail", pk=pk)
+    try:
+        services.send_message(conversation, form.cleaned_data["text"], user=request.user)
+    except services.ConversationError as exc:
+        if request.htmx:
+            return HttpResponse(str(exc), status=409)
+        messages.error(request, str(exc))
+    return _done(request, conversation)
+
+
+@login_required
+@require_POST
+def conversation_answer(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    form = AnswerForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That answer is not one of approve once, always or deny.")
+        return redirect("conversations:detail", pk=pk)
+    try:
+        services.answer_permission(conversation, form.cleaned_data["prompt"], form.cleaned_data["choice"], user=request.user)
+    except services.ConversationError as exc:
+        if request.htmx:
+            return HttpResponse(str(exc), status=409)
+        messages.error(request, str(exc))
+    return _done(request, conversation)
+
+
+@login_required
+@require_POST
+def conversation_cancel(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    if not services.request_cancel(conversation, user=request.user) and not request.htmx:
+        messages.info(request, "Nothing is running.")
+    return _done(request, conversation)
+
+
+@login_required
+def compare(request):
+    """Start the same message under two profiles, side by side."""
+    form = CompareForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        group = services.new_compare_group()
+        for profile in (form.cleaned_data["profile_a"], form.cleaned_data["profile_b"]):
+            conversation = services.start_conversation(
+                request.user, profile=profile, provider=form.cleaned_data["provider"], compare_group=group,
+                title=f"Compare: {form.cleaned_data['message'][:60]}",
+            )
+            services.send_message(conversation, form.cleaned_data["message"], user=request.user)
+        return redirect("conversations:compare_view", group=group)
+    return render(request, "conversations/compare_form.html", {"form": form})
+
+
+@login_required
+def compare_view(request, group: str):
+    conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile", "owner")
+                     if can_view(request.user, c)]
+    if not conversations:
+        raise Http404("No such comparison")
+    return render(request, "conversations/compare.html", {
+        "group": group,
+        "panels": [panel_context(c) for c in conversations],
+    })
