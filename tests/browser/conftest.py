@@ -95,7 +95,7 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live_server(django_db_setup, django_db_blocker, tmp_path_factory):
+def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
     """Daphne + a Celery worker (solo pool) on the test database and this session's Redis."""
     from django.conf import settings
     from django.db import connection
@@ -119,6 +119,8 @@ def live_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "DJANGO_SETTINGS_MODULE": "tests.browser.live_settings",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):  # conversations run the offline demo agent
+        env.pop(name, None)
     processes: list[subprocess.Popen] = []
     server = LiveServer(url=f"http://127.0.0.1:{port}", worker_name=worker_name.replace("%h", os.uname().nodename), log_dir=log_dir)
     try:
@@ -150,8 +152,8 @@ def live_server(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser, live_server, transactional_db, request):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+def page(browser, asgi_server, transactional_db, request):
+    context = browser.new_context(base_url=asgi_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(DEFAULT_WAIT_MS)
     page = context.new_page()
     console_errors: list[str] = []
@@ -162,7 +164,7 @@ def page(browser, live_server, transactional_db, request):
         screenshot(page, f"FAILED-{request.node.name}")
     context.close()
     if failed:
-        sys.stderr.write(f"\nJavaScript errors: {console_errors}\n{live_server.logs()}\n")
+        sys.stderr.write(f"\nJavaScript errors: {console_errors}\n{asgi_server.logs()}\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
