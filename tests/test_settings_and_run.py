@@ -356,3 +356,55 @@ def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
     assert not redis_answers(f"redis://127.0.0.1:{redis_port}/0", timeout=0.5)
+
+
+# --- MCP sync at start --------------------------------------------------------------------------------
+
+class FakeTask:
+    def __init__(self, name, run):
+        self.name, self.run, self.queued = name, run, []
+
+    def delay(self, *args):
+        self.queued.append(args)
+
+
+def fake_tasks_module(monkeypatch, **tasks):
+    import types
+
+    import playground.mcp_servers as package
+
+    module = types.ModuleType("playground.mcp_servers.tasks")
+    for attribute, task in tasks.items():
+        setattr(module, attribute, task)
+    monkeypatch.setitem(sys.modules, "playground.mcp_servers.tasks", module)
+    monkeypatch.setattr(package, "tasks", module, raising=False)
+
+
+def test_mcp_sync_prefers_a_task_that_syncs_every_server(monkeypatch):
+    from playground.runner.main import find_mcp_sync_tasks
+
+    one = FakeTask("mcp.sync_server", lambda server_id: None)
+    everything = FakeTask("mcp.sync_all", lambda force=False: None)
+    fake_tasks_module(monkeypatch, sync_server_task=one, sync_all_servers=everything)
+    assert find_mcp_sync_tasks() == (everything, one)
+
+
+def test_mcp_sync_falls_back_to_one_task_per_server(monkeypatch):
+    from playground.runner.main import find_mcp_sync_tasks
+
+    one = FakeTask("mcp.sync_server", lambda server_id: None)
+    unrelated = FakeTask("mcp.sync_other", lambda a, b: None)
+    fake_tasks_module(monkeypatch, sync_server_task=one, resync_many=unrelated)
+    assert find_mcp_sync_tasks() == (None, one)
+
+
+def test_no_mcp_sync_task_means_nothing_is_queued(monkeypatch):
+    import io
+
+    from playground.runner.main import find_mcp_sync_tasks, trigger_mcp_sync
+
+    fake_tasks_module(monkeypatch)
+    assert find_mcp_sync_tasks() == (None, None)
+    out = io.StringIO()
+    trigger_mcp_sync(Supervisor(out=out))
+    assert "no MCP sync task" in out.getvalue()
