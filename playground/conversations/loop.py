@@ -27,7 +27,8 @@ from playground.conversations.providers import ModelProvider, ProviderError, Pro
 from playground.conversations.services import answer_permission, pending_answer
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
-from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+from playground.engine.toolsearch_tool import WIRE_STYLES
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ class MessageStore:
     def append(self, role: str, content: list[dict[str, Any]]) -> None:
         raise NotImplementedError
 
+    def extend_last_user(self, block: dict[str, Any]) -> None:
+        raise NotImplementedError
+
 
 class ConversationMessages(MessageStore):
     def __init__(self, conversation_id: int) -> None:
@@ -62,6 +66,12 @@ class ConversationMessages(MessageStore):
             position = (Message.objects.filter(conversation_id=self.conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
             Message.objects.create(conversation_id=self.conversation_id, position=position, role=role, content=content)
 
+    def extend_last_user(self, block: dict[str, Any]) -> None:
+        row = Message.objects.filter(conversation_id=self.conversation_id, role="user", compacted=False).order_by("-position").first()
+        if row is not None:
+            row.content = [*row.content, block]
+            row.save(update_fields=["content"])
+
 
 class MemoryMessages(MessageStore):
     def __init__(self, messages: list[dict[str, Any]]) -> None:
@@ -72,6 +82,12 @@ class MemoryMessages(MessageStore):
 
     def append(self, role: str, content: list[dict[str, Any]]) -> None:
         self.messages.append({"role": role, "content": content})
+
+    def extend_last_user(self, block: dict[str, Any]) -> None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index]["role"] == "user":
+                self.messages[index] = {**self.messages[index], "content": [*self.messages[index]["content"], block]}
+                return
 
 
 # -- small readers for engine objects whose exact shapes are the engine's business ---------------
@@ -138,6 +154,9 @@ class AgentRun:
             if self.compaction_enabled:
                 messages, boundary = self.maybe_compact(messages, boundary, counter)
             plan = self.build_plan(messages, boundary, counter, pending)
+            if plan.announcement_block is not None:
+                # Delta announcements live in the history: keep the block, or the next request repeats it.
+                self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, plan)
             request = self.request_kwargs(plan)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
@@ -231,7 +250,7 @@ class AgentRun:
         if announcement:
             text = announcement if isinstance(announcement, str) else getattr(announcement, "text", str(announcement))
             self.emit(ev.AnnouncementSent(
-                style=getattr(announcement, "style", getattr(self.agent_settings, "announcement_style", "full")),
+                style=getattr(announcement, "kind", getattr(self.agent_settings, "announcement_style", "full")),
                 text=text,
                 added=_names(getattr(announcement, "added", [])),
                 removed=_names(getattr(announcement, "removed", [])),
@@ -266,21 +285,24 @@ class AgentRun:
         if name == TOOL_SEARCH_NAME:
             return self.run_tool_search(tool_use_id, arguments, plan, backend, pending, turn_seq)
 
-        sent = {t.get("name") for t in plan.tools}
-        tool = plan.searchable.get(name) if hasattr(plan, "searchable") else None
-        tool = tool or self.catalog.get(name)
         decision = self.policy.decide(name)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments, permission=decision.effect),
                              turn_sequence=turn_seq)
-        if tool is None or decision.effect == "deny":
-            why = decision.reason if decision.effect == "deny" else "no such tool is available to this agent"
-            message = f"Permission to use {name} was denied ({why})." if decision.effect == "deny" else f"Unknown tool {name!r}: {why}."
+        # The engine says whether this tool may be called now (sent in full; deferred → select: it first;
+        # denied; unknown). Its message is the tool_result error the model reads.
+        refusal = plan.call_error(name)
+        if refusal is not None:
+            if name in plan.deferred_tools:
+                result = ts.deferred_tool_not_loaded_result(tool_use_id, name)
+                self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
+                                        error="deferred tool called before it was loaded"), turn_sequence=turn_seq)
+                return result, []
+            return self.tool_error(tool_use_id, name, refusal, turn_seq), []
+        tool = plan.searchable.get(name) or self.catalog.get(name)
+        if decision.effect == "deny" or tool is None:
+            message = (f"Permission to use {name} was denied ({decision.reason})." if decision.effect == "deny"
+                       else f"Tool {name!r} does not exist or is not available in this conversation.")
             return self.tool_error(tool_use_id, name, message, turn_seq), []
-        if name not in sent and any(d == name for d in _names(plan.deferred_tools)):
-            result = ts.deferred_tool_not_loaded_result(tool_use_id, name)
-            self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
-                                    error="deferred tool called before it was loaded"), turn_sequence=turn_seq)
-            return result, []
         if decision.effect == "ask" and name not in self.always_allowed():
             allowed, why = self.ask_permission(tool_use_id, name, arguments, decision.reason, turn_seq)
             if not allowed:
@@ -468,6 +490,12 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         from playground.mcp_servers.executor import PlaygroundExecutor
 
         executor = PlaygroundExecutor()
+    wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
+    if wire_style not in WIRE_STYLES:
+        raise ProviderError(
+            f"The profile's wire style {wire_style!r} is not supported by this loop yet (use native or client).",
+            kind="configuration",
+        )
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,

@@ -181,7 +181,7 @@ class ToolCallForm(forms.Form):
             # The raw fallback ignores the generated fields (their errors do not apply).
             for name in self.property_names:
                 self.errors.pop(ARG_PREFIX + name, None)
-            text = (self.data.get("raw_arguments") or "").strip() or "{}"
+            text = (data.get("raw_arguments") or "").strip() or "{}"
             try:
                 arguments = json.loads(text)
             except json.JSONDecodeError as exc:

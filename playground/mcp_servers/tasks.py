@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery.signals import worker_process_shutdown
+
 from playground.celery_app import app
 
 
@@ -15,3 +17,11 @@ def sync_server_task(server_id: int) -> dict[str, Any]:
     if server is None:
         return {"ok": False, "error": f"MCP server {server_id} no longer exists"}
     return services.sync_server(server).to_dict()
+
+
+@worker_process_shutdown.connect
+def close_pooled_sessions(**kwargs: Any) -> None:
+    """A worker process going away closes its MCP sessions (stdio children are stopped and reaped)."""
+    from playground.mcp_servers.session_pool import session_pool
+
+    session_pool().close_all()

@@ -64,13 +64,14 @@ def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
         with transaction.atomic():
             server = form.save()
             changed = ServerConfig.from_server(server) != before or server.name != old_name
-            if changed and server.enabled:
+            resync = server.enabled and (changed or server.status == McpServer.Status.DISABLED)
+            if resync:
                 services.request_sync(server)
             elif not server.enabled:
                 services.set_status(server, McpServer.Status.DISABLED)
         if changed:
             session_pool_discard(server.pk)
-        messages.success(request, f"Server {server.name} saved" + ("; a new sync is queued." if changed and server.enabled else "."))
+        messages.success(request, f"Server {server.name} saved" + ("; a new sync is queued." if resync else "."))
         return redirect("mcp_servers:server_detail", pk=server.pk)
     return render(request, "mcp_servers/server_form.html", {"form": form, "server": server})
 

@@ -12,7 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
-from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -48,15 +48,22 @@ class ToolForm(forms.ModelForm):
         name = self.cleaned_data["name"].strip()
         if name == TOOL_SEARCH_NAME:
             raise forms.ValidationError(f"{TOOL_SEARCH_NAME} is provided by the engine and cannot be registered.")
+        try:
+            validate_tool_name(name)
+        except ToolDefinitionError as exc:
+            raise forms.ValidationError(str(exc)) from exc
         return name
 
     def clean_input_schema(self) -> dict:
         schema = self.cleaned_data["input_schema"]
-        if isinstance(schema, dict) and schema.get("type") == "object":
-            try:
-                validator_for(schema).check_schema(schema)
-            except SchemaError as exc:
-                raise forms.ValidationError(f"not a valid JSON Schema: {exc.message}") from exc
+        try:
+            validate_input_schema(schema, tool_name=self.data.get("name") or "?")
+        except ToolDefinitionError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        try:
+            validator_for(schema).check_schema(schema)
+        except SchemaError as exc:
+            raise forms.ValidationError(f"not a valid JSON Schema: {exc.message}") from exc
         return schema
 
     def clean(self) -> dict:
@@ -74,10 +81,9 @@ class ToolForm(forms.ModelForm):
             always_load=cleaned.get("always_load", False),
         )
         try:
-            adapter.tool_to_engine(candidate)
+            adapter.tool_to_engine(candidate)  # anything else the engine would refuse
         except ToolDefinitionError as exc:
-            field = "name" if "name" in str(exc).split(":")[0] else "input_schema"
-            self.add_error(field, str(exc))
+            self.add_error(None, str(exc))
         return cleaned
 
 
@@ -129,6 +135,17 @@ class PermissionRuleForm(forms.ModelForm):
     class Meta:
         model = PermissionRule
         fields = ["effect", "pattern", "profile", "note"]
+        widgets = {
+            "pattern": forms.TextInput(attrs={"placeholder": "Tool name, mcp__server or mcp__server__*", "aria-label": "Pattern"}),
+            "note": forms.TextInput(attrs={"placeholder": "Note (why)", "aria-label": "Note"}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["effect"].choices = PermissionRule.Effect.choices  # no empty choice
+        self.fields["effect"].widget.attrs["aria-label"] = "Effect"
+        self.fields["profile"].empty_label = "global"
+        self.fields["profile"].widget.attrs["aria-label"] = "Scope"
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"].strip()
@@ -140,7 +157,7 @@ class PermissionRuleForm(forms.ModelForm):
 
 
 class PermissionTestForm(forms.Form):
-    tool = forms.CharField(max_length=64)
+    tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
 
 

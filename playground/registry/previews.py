@@ -14,13 +14,14 @@ from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
-    tool_search_result_content,
+    tool_search_user_blocks,
 )
 from playground.registry import adapter
 from playground.registry.models import AgentProfile
 
 EXCLUDED_SHOWN = 100
 PREVIEW_TOOL_USE_ID = "toolu_preview_discovery"
+INSPECTOR_TOOL_USE_ID = "toolu_inspector"
 
 
 @dataclass
@@ -31,7 +32,7 @@ class InspectorAnswer:
     max_results: int
     result: ToolSearchResult | None = None
     error: str = ""
-    content: list[dict[str, Any]] = field(default_factory=list)  # what the model receives
+    content: list[dict[str, Any]] = field(default_factory=list)  # the user-message blocks the model receives
     max_score: float = 0.0
     excluded_matches: list[tuple[str, PermissionDecision]] = field(default_factory=list)
     excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)
@@ -81,7 +82,7 @@ def inspect_query(
     except ToolSearchInputError as exc:
         answer.error = str(exc)
         return answer
-    answer.content = tool_search_result_content(answer.result, wire_style)
+    answer.content = tool_search_user_blocks(INSPECTOR_TOOL_USE_ID, answer.result, wire_style)
     answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
@@ -122,16 +123,7 @@ def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> Conv
                 "role": "assistant",
                 "content": [{"type": "tool_use", "id": PREVIEW_TOOL_USE_ID, "name": TOOL_SEARCH_TOOL.name, "input": {"query": query}}],
             },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": PREVIEW_TOOL_USE_ID,
-                        "content": tool_search_result_content(result, wire_style),
-                    }
-                ],
-            },
+            {"role": "user", "content": tool_search_user_blocks(PREVIEW_TOOL_USE_ID, result, wire_style)},
         ]
     return ConversationState(messages=messages)
 

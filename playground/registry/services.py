@@ -68,9 +68,14 @@ class ImportRejected(Exception):
 
 
 def _load(payload: str, server_name: str) -> list[EngineTool]:
-    if server_name:
-        return load_tools(payload, server=server_name)
-    return load_tools(payload)
+    # load_tools reads a one-line string that does not look like JSON as a file path: uploaded text
+    # must never name a file on this server, so it always goes in as text.
+    text = payload if "\n" in payload else payload + "\n"
+    return load_tools(text, server=server_name or None)
+
+
+def _reason(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, CatalogFormatError) else str(exc)
 
 
 def parse_catalog(payload: str, server_name: str = "") -> tuple[list[EngineTool], list[InvalidItem]]:
@@ -108,7 +113,7 @@ def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
         try:
             loaded = _load(text, server_name)
         except (CatalogFormatError, ToolDefinitionError, ValueError) as exc:
-            invalid.append(InvalidItem(where, str(exc)))
+            invalid.append(InvalidItem(where, _reason(exc)))
             continue
         for tool in loaded:
             if tool.name in seen:

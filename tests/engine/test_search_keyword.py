@@ -120,7 +120,7 @@ def property_settings(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@property_settings(400)
+@property_settings(250)
 @given(catalog=catalogs(), query=queries(), max_results=st.integers(1, 6))
 def test_the_indexed_scorer_returns_exactly_what_the_plain_transcription_returns(catalog, query, max_results):
     fast = ClaudeCodeKeywordBackend().search(query, catalog, max_results=max_results)
@@ -129,7 +129,7 @@ def test_the_indexed_scorer_returns_exactly_what_the_plain_transcription_returns
     assert [s.to_dict() for s in fast.scored] == [s.to_dict() for s in slow.scored]
 
 
-@property_settings(150)
+@property_settings(100)
 @given(catalog=catalogs(), query=st.one_of(queries(), st.text()), max_results=st.integers(1, 6))
 def test_keyword_results_are_sorted_deferred_required_matching_and_bounded(catalog, query, max_results):
     result = ClaudeCodeKeywordBackend().search(query, catalog, max_results=max_results)
@@ -148,7 +148,7 @@ def test_keyword_results_are_sorted_deferred_required_matching_and_bounded(catal
             assert matches_required_term(parse_tool_name(name), term, tool.description.lower(), tool.search_hint.lower())
 
 
-@property_settings(60)
+@property_settings(40)
 @given(catalog=catalogs(min_size=1, max_size=6), picks=st.lists(st.one_of(st.text(max_size=6), st.just("")), max_size=4), data=st.data())
 def test_select_returns_exactly_the_existing_named_tools_in_order(catalog, picks, data):
     names = data.draw(st.lists(st.sampled_from([t.name for t in catalog]), max_size=4))

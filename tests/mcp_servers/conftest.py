@@ -52,8 +52,11 @@ def wait_for_no_new_children(before: set[int], timeout: float = 10.0) -> set[int
 @pytest.fixture
 def no_stray_processes():
     """Fails the test if it leaves child processes behind (servers it started must be reaped)."""
+    from playground.mcp_servers.session_pool import session_pool
+
     before = child_pids()
     yield before
+    session_pool().close_all()  # pooled sessions stay open by design; closing them must reap every child
     stray = wait_for_no_new_children(before)
     assert not stray, f"stray child processes left behind: {sorted(stray)}"
 

@@ -31,7 +31,7 @@ STOPWORDS = frozenset(
     where which who why will with would you your now current currently""".split()
 )
 QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
-ANNOUNCEMENT = re.compile(r"<available-deferred-tools>(.*?)</available-deferred-tools>", re.S)
+ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -156,7 +156,10 @@ class DemoAgentProvider(ModelProvider):
         # What a model may call: non-deferred tools, and deferred ones a tool_reference loaded.
         callable_tools = {t["name"]: t for t in tools if not t.get("defer_loading") or t["name"] in referenced}
         start = self._person_message_index(messages)
-        person_text = " ".join(b.get("text", "") for b in _blocks(messages[start]) if b.get("type") == "text") if start >= 0 else ""
+        person_text = " ".join(
+            b.get("text", "") for b in _blocks(messages[start])
+            if b.get("type") == "text" and not b.get("text", "").lstrip().startswith("<")  # announcements, summaries
+        ) if start >= 0 else ""
         run = messages[start + 1:] if start >= 0 else []
         calls = [b for m in run if m.get("role") == "assistant" for b in _blocks(m) if b.get("type") == "tool_use"]
         results = {b.get("tool_use_id"): b for m in run if m.get("role") == "user" for b in _blocks(m) if b.get("type") == "tool_result"}
@@ -232,7 +235,8 @@ class DemoAgentProvider(ModelProvider):
         names: list[str] = []
         for text in texts:
             for body in ANNOUNCEMENT.findall(str(text)):
-                names.extend(n.strip() for n in re.split(r"[\s,]+", body) if n.strip())
+                # full lists hold names; deltas hold +name / -name lines
+                names.extend(n.strip().lstrip("+") for n in re.split(r"[\s,]+", body) if n.strip() and not n.startswith("-"))
         return names
 
     @staticmethod

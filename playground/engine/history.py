@@ -1,0 +1,178 @@
+"""Reading the message history: which deferred tools were discovered, and cleaning references.
+
+Discovered tools come only from the history (never from a global), as in Claude Code:
+- `tool_reference` blocks inside `tool_result` content (native wire style);
+- client-style ToolSearch results: the JSON text (`{"matches": [...]}`) of a tool_result whose
+  `tool_use_id` belongs to a ToolSearch `tool_use`;
+- plus the set a compaction boundary carries over (the messages before it are gone).
+Messages are Messages API dicts (`{"role", "content": str | [blocks]}`); nothing here mutates them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.engine.tools import TOOL_SEARCH_NAME
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CompactionBoundary:
+    """Where older messages were summarised away; carries what must survive them."""
+
+    summary: str
+    discovered_tools: tuple[str, ...] = ()
+    announced_tools: tuple[str, ...] = ()  # what the model had been told before; the next announcement is full anyway
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "discovered_tools": list(self.discovered_tools),
+            "announced_tools": list(self.announced_tools),
+            "metadata": dict(self.metadata),
+        }
+
+
+def blocks_of(message: Message) -> list[dict[str, Any]]:
+    """A message's content as a list of blocks (a plain string becomes one text block)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _tool_results(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for block in blocks_of(message):
+            if block.get("type") == "tool_result":
+                yield block
+
+
+def _result_content(block: dict[str, Any]) -> list[dict[str, Any]]:
+    content = block.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def tool_search_use_ids(messages: Sequence[Message]) -> set[str]:
+    ids: set[str] = set()
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for block in blocks_of(message):
+            if block.get("type") == "tool_use" and block.get("name") == TOOL_SEARCH_NAME and isinstance(block.get("id"), str):
+                ids.add(block["id"])
+    return ids
+
+
+def client_style_matches(text: str) -> list[str]:
+    """The `matches` of a client-style ToolSearch result text; [] for anything else (e.g. "No matching…")."""
+    try:
+        output = json.loads(text)
+    except (ValueError, TypeError):
+        return []
+    matches = output.get("matches") if isinstance(output, dict) else None
+    if not isinstance(matches, list):
+        return []
+    return [m for m in matches if isinstance(m, str)]
+
+
+def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:
+    """Tool names discovered so far, in order of first discovery (the boundary's set first)."""
+    found: dict[str, None] = {}
+    if boundary is not None:
+        found.update(dict.fromkeys(boundary.discovered_tools))
+    search_ids = tool_search_use_ids(messages)
+    for result in _tool_results(messages):
+        if result.get("is_error"):
+            continue
+        from_search = result.get("tool_use_id") in search_ids
+        for block in _result_content(result):
+            if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
+                found.setdefault(block["tool_name"], None)
+            elif from_search and block.get("type") == "text" and isinstance(block.get("text"), str):
+                found.update(dict.fromkeys(m for m in client_style_matches(block["text"]) if m not in found))
+    return list(found)
+
+
+def referenced_tool_names(messages: Sequence[Message]) -> list[str]:
+    """Every tool named by a tool_reference block, in order."""
+    names: dict[str, None] = {}
+    for result in _tool_results(messages):
+        for block in _result_content(result):
+            if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
+                names.setdefault(block["tool_name"], None)
+    return list(names)
+
+
+def reference_marker(names: Iterable[str]) -> str:
+    listed = ", ".join(names)
+    return f"[ToolSearch loaded: {listed}]" if listed else "[ToolSearch result removed]"
+
+
+def _rewrite_results(messages: Sequence[Message], keep: Any) -> list[Message]:
+    """Copy of messages where each tool_result's tool_reference blocks pass through `keep(names) -> (kept, marker|None)`."""
+    cleaned: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            cleaned.append(copy.deepcopy(message))
+            continue
+        new_blocks = []
+        for block in content:
+            if not (isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), list)):
+                new_blocks.append(copy.deepcopy(block))
+                continue
+            references = [b.get("tool_name") for b in block["content"] if isinstance(b, dict) and b.get("type") == "tool_reference"]
+            if not references:
+                new_blocks.append(copy.deepcopy(block))
+                continue
+            kept, marker = keep(references)
+            kept_set = set(kept)
+            others = [
+                copy.deepcopy(b)
+                for b in block["content"]
+                if not (isinstance(b, dict) and b.get("type") == "tool_reference") or b.get("tool_name") in kept_set
+            ]
+            if marker:
+                others.append({"type": "text", "text": marker})
+            if not others:
+                others = [{"type": "text", "text": reference_marker([])}]
+            new_block = {k: copy.deepcopy(v) for k, v in block.items() if k != "content"}
+            new_block["content"] = others
+            new_blocks.append(new_block)
+        cleaned.append({**{k: v for k, v in message.items() if k != "content"}, "content": new_blocks})
+    return cleaned
+
+
+def strip_tool_references(messages: Sequence[Message]) -> list[Message]:
+    """Replace every tool_reference block by a short text marker naming the tools (tool search off,
+    or the client wire style: the API must not see references)."""
+    return _rewrite_results(messages, lambda names: ([], reference_marker(names)))
+
+
+def drop_dangling_references(messages: Sequence[Message], available_names: Iterable[str]) -> list[Message]:
+    """Drop tool_reference blocks naming tools not in `available_names` (the request's `tools`):
+    the API answers a missing reference with a 400. A result left empty gets a text marker."""
+    available = set(available_names)
+
+    def keep(names: list[str]) -> tuple[list[str], str | None]:
+        kept = [n for n in names if n in available]
+        gone = [n for n in names if n not in available]
+        if not gone:
+            return kept, None
+        return kept, (None if kept else f"[tools no longer available: {', '.join(gone)}]")
+
+    return _rewrite_results(messages, keep)

@@ -1,0 +1,311 @@
+"""Building one model request: which tools go in full, which are deferred, and why.
+
+Order, every turn: permission filter → deferral → discovered tools → request tools.
+1. Permissions remove denied tools before anything else: a denied tool is never sent, announced
+   or searchable. (ToolSearch itself can be denied: then tool search is off.)
+2. Deferral (`tools.is_deferred`) splits the permitted tools into loaded and deferred.
+3. The mode decision (`modes.decide_mode`) says whether deferral applies this turn.
+4. Discovered tools are read from the history (plus the compaction boundary's carried set), kept
+   only if they are still permitted and deferred.
+5. Request tools:
+   - on, native: loaded tools, ToolSearch, then discovered tools with `defer_loading: true` (those
+     with no tool_reference left in the history go as ordinary tools, see below); the history's
+     tool_reference blocks to tools not sent are dropped;
+   - on, client: loaded tools, ToolSearch, then discovered tools as ordinary tools; tool_reference
+     blocks (from an earlier native turn) become text markers;
+   - off: every permitted tool, no ToolSearch; tool_reference blocks become text markers.
+Invariants (property-tested): an undiscovered deferred tool is never sent; a denied tool is never
+sent nor searchable; a request never has only deferred tools (when on, ToolSearch is always sent
+and never deferred; when ToolSearch is denied the decision is off, so everything goes in full);
+every tool_reference left in the messages names a tool in `tools`.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.engine.announcements import ANNOUNCEMENT_STYLES, Announcement, announce
+from playground.engine.history import (
+    CompactionBoundary,
+    Message,
+    discovered_tool_names,
+    drop_dangling_references,
+    referenced_tool_names,
+    strip_tool_references,
+)
+from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode
+from playground.engine.permissions import PermissionDecision, PermissionPolicy
+from playground.engine.tokens import TokenCounter
+from playground.engine.toolsearch_tool import (
+    DEFAULT_MAX_RESULTS,
+    TOOL_SEARCH_TOOL,
+    WIRE_STYLES,
+    deferred_tool_not_loaded_message,
+)
+from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+
+
+@dataclass
+class AgentSettings:
+    """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
+
+    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
+    wire_style: str = "native"  # native | client
+    backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
+    max_results: int = DEFAULT_MAX_RESULTS
+    announcement_style: str = "full"  # full | delta
+    model: str = "claude-sonnet-4-5"
+    context_window: int = 200_000
+    base_url: str = ""
+    system_prompt: str = ""
+    unsupported_model_patterns: tuple[str, ...] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS
+    max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.wire_style not in WIRE_STYLES:
+            raise ValueError(f"unknown wire style {self.wire_style!r} (expected native or client)")
+        if self.announcement_style not in ANNOUNCEMENT_STYLES:
+            raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
+        if self.context_window <= 0:
+            raise ValueError("context_window must be positive")
+        self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
+
+
+@dataclass
+class ConversationState:
+    """The stored history since the last compaction (if any), and that compaction's boundary."""
+
+    messages: list[Message] = field(default_factory=list)
+    compaction: CompactionBoundary | None = None
+
+
+@dataclass(frozen=True)
+class TokenAccounting:
+    sent_tokens: int  # the tools this request carries
+    baseline_tokens: int  # sending every permitted tool in full
+    source: str  # which counter produced the figures
+    announcement_tokens: int = 0  # the deferred-tool names announced (the price of deferring)
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.baseline_tokens - self.sent_tokens - self.announcement_tokens
+
+    @property
+    def saved_percent(self) -> float:
+        return round(100.0 * self.saved_tokens / self.baseline_tokens, 1) if self.baseline_tokens else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sent_tokens": self.sent_tokens,
+            "baseline_tokens": self.baseline_tokens,
+            "announcement_tokens": self.announcement_tokens,
+            "saved_tokens": self.saved_tokens,
+            "saved_percent": self.saved_percent,
+            "source": self.source,
+        }
+
+
+@dataclass
+class RequestPlan:
+    tools: list[dict[str, Any]]  # Messages API tool dicts, in the order sent
+    loaded_tools: list[str]  # sent without defer_loading (ToolSearch included when on)
+    deferred_tools: list[str]  # permitted, deferred and not discovered: names only, never sent
+    discovered_tools: list[str]  # deferred tools found in the history, sent this turn
+    decision: ModeDecision
+    announcement: Announcement | None
+    system: str
+    messages: list[Message]  # the history as sent: references cleaned, delta announcement appended
+    tokens: TokenAccounting
+    searchable: ToolCatalog  # what ToolSearch may search this turn (permitted tools; empty when off)
+    wire_style: str
+    model: str
+    max_tokens: int = 4096
+    excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)  # denied by permissions
+    ask_tools: list[str] = field(default_factory=list)  # permitted, but each call needs a person's confirmation
+    announcement_placement: str = ""  # "system" (full style) or "messages" (delta style)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["name"] for t in self.tools]
+
+    @property
+    def announcement_block(self) -> dict[str, Any] | None:
+        """Delta style: the text block appended to the last user message; the loop keeps it in the
+        stored message so the next request knows what was announced. None otherwise."""
+        if self.announcement is None or self.announcement_placement != "messages":
+            return None
+        return self.announcement.to_block()
+
+    def call_error(self, tool_name: str) -> str | None:
+        """Why the model may not call `tool_name` now (None when it may): the text of an error tool_result."""
+        if tool_name in self.tool_names:
+            return None
+        if tool_name in self.deferred_tools:
+            return deferred_tool_not_loaded_message(tool_name)
+        if any(name == tool_name for name, _ in self.excluded):
+            return f"Tool {tool_name!r} is not available: it is denied by a permission rule."
+        return f"Tool {tool_name!r} does not exist or is not available in this conversation."
+
+    def to_api_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": self.messages}
+        if self.system:
+            kwargs["system"] = self.system
+        if self.tools:
+            kwargs["tools"] = self.tools
+        return kwargs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "wire_style": self.wire_style,
+            "tools": [t["name"] for t in self.tools],
+            "tool_definitions": self.tools,
+            "loaded_tools": list(self.loaded_tools),
+            "deferred_tools": list(self.deferred_tools),
+            "discovered_tools": list(self.discovered_tools),
+            "decision": self.decision.to_dict(),
+            "announcement": self.announcement.to_dict() if self.announcement else None,
+            "announcement_placement": self.announcement_placement,
+            "tokens": self.tokens.to_dict(),
+            "excluded": [{"name": name, **decision.to_dict()} for name, decision in self.excluded],
+            "ask_tools": list(self.ask_tools),
+            "searchable_count": len(self.searchable),
+        }
+
+
+def build_request(
+    catalog: ToolCatalog,
+    policy: PermissionPolicy,
+    settings: AgentSettings,
+    state: ConversationState,
+    *,
+    token_counter: TokenCounter,
+    pending_mcp_servers: Sequence[str] = (),
+) -> RequestPlan:
+    """Plan the next request. Pure: reads the catalog, rules and history; changes nothing."""
+    # 1. Permissions. The engine supplies ToolSearch itself; a catalog entry of that name is ignored.
+    own_tools = catalog if TOOL_SEARCH_NAME not in catalog else ToolCatalog(t for t in catalog if t.name != TOOL_SEARCH_NAME)
+    filtered = policy.filter(own_tools)
+    permitted = filtered.permitted
+    tool_search_permitted = policy.decide(TOOL_SEARCH_NAME).permitted
+
+    # 2. Deferral.
+    deferred: list[Tool] = list(permitted.deferred)
+    loaded: list[Tool] = [t for t in permitted if not permitted.is_deferred(t.name)]
+
+    # 3. Mode.
+    decision = decide_mode(
+        settings.mode,
+        deferred_tools=[t.to_api() for t in deferred],
+        token_counter=token_counter,
+        context_window=settings.context_window,
+        model=settings.model,
+        base_url=settings.base_url,
+        unsupported_model_patterns=settings.unsupported_model_patterns,
+        tool_search_permitted=tool_search_permitted,
+        wire_style=settings.wire_style,
+    )
+    history = _with_summary(state)
+    baseline = token_counter.count_tools([t.to_api() for t in permitted])
+
+    if not decision.enabled:
+        tools = [t.to_api() for t in permitted]
+        return RequestPlan(
+            tools=tools,
+            loaded_tools=[t.name for t in permitted],
+            deferred_tools=[],
+            discovered_tools=[],
+            decision=decision,
+            announcement=None,
+            system=settings.system_prompt,
+            messages=strip_tool_references(history),
+            tokens=TokenAccounting(baseline, baseline, token_counter.source),
+            searchable=ToolCatalog([]),
+            wire_style=settings.wire_style,
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            excluded=filtered.excluded,
+            ask_tools=filtered.ask,
+        )
+
+    # 4. Discovered tools: from the history only, still permitted and deferred.
+    deferred_names = {t.name for t in deferred}
+    discovered = [n for n in discovered_tool_names(state.messages, state.compaction) if n in deferred_names]
+    discovered_set = set(discovered)
+
+    # 5. Request tools. Native: a discovered tool referenced by a tool_reference in the history goes
+    # with defer_loading (the reference expands it). One with no reference left to expand it (carried
+    # over a compaction, or found in a client-style result) goes as an ordinary tool, or the model
+    # would never see its schema.
+    native = settings.wire_style == "native"
+    referenced = set(referenced_tool_names(state.messages)) if native else set()
+    tools = [t.to_api() for t in loaded] + [TOOL_SEARCH_TOOL.to_api()]
+    tools += [permitted.get(n).to_api(defer_loading=n in referenced) for n in discovered]
+    sent_names = [t["name"] for t in tools]
+    messages = drop_dangling_references(history, sent_names) if native else strip_tool_references(history)
+
+    announcement = announce([t.name for t in deferred], state.messages, settings.announcement_style)
+    system = settings.system_prompt
+    placement = ""
+    if announcement is not None and settings.announcement_style == "full":
+        system = f"{system}\n\n{announcement.text}" if system else announcement.text
+        placement = "system"
+    elif announcement is not None:
+        messages = _append_to_last_user_message(messages, announcement.to_block())
+        placement = "messages"
+
+    return RequestPlan(
+        tools=tools,
+        loaded_tools=[t["name"] for t in tools if not t.get("defer_loading")],
+        deferred_tools=[t.name for t in deferred if t.name not in discovered_set],
+        discovered_tools=discovered,
+        decision=decision,
+        announcement=announcement,
+        system=system,
+        messages=messages,
+        tokens=TokenAccounting(
+            token_counter.count_tools(tools),
+            baseline,
+            token_counter.source,
+            announcement_tokens=token_counter.count_text(announcement.text) if announcement is not None else 0,
+        ),
+        searchable=permitted,
+        wire_style=settings.wire_style,
+        model=settings.model,
+        max_tokens=settings.max_tokens,
+        excluded=filtered.excluded,
+        ask_tools=filtered.ask,
+        announcement_placement=placement,
+    )
+
+
+def _with_summary(state: ConversationState) -> list[Message]:
+    """The history as sent: the compaction summary (if any) opens the first user message."""
+    messages = [copy.deepcopy(m) for m in state.messages]
+    if state.compaction is None or not state.compaction.summary:
+        return messages
+    summary = {"type": "text", "text": f"<conversation-summary>\n{state.compaction.summary}\n</conversation-summary>"}
+    if messages and messages[0].get("role") == "user":
+        first = messages[0]
+        content = first.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        # tool_result blocks must lead a user message; the summary goes after them in that case.
+        leading = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+        messages[0] = {**first, "content": leading + [summary] + rest}
+        return messages
+    return [{"role": "user", "content": [summary]}, *messages]
+
+
+def _append_to_last_user_message(messages: list[Message], block: dict[str, Any]) -> list[Message]:
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        messages[position] = {**message, "content": blocks + [block]}
+        return messages
+    return [*messages, {"role": "user", "content": [block]}]

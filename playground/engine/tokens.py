@@ -1,0 +1,117 @@
+"""Token counting behind one interface: the count-tokens endpoint when reachable, else chars ÷ 2.5.
+
+Used for the `auto` mode threshold and for per-request accounting (tools sent versus sending every
+permitted tool). Counts of tool lists are cached by content, since the same lists recur every turn.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+CHARS_PER_TOKEN = 2.5  # Claude Code's estimate when the count-tokens API is not available
+
+
+class TokenCounter(ABC):
+    """Counts tokens of tool definitions (Messages API dicts) and of text."""
+
+    name: str = "counter"
+
+    @abstractmethod
+    def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
+        """Tokens the tool definitions add to a request (0 for an empty list)."""
+
+    @abstractmethod
+    def count_text(self, text: str) -> int:
+        """Tokens of a piece of text."""
+
+    @property
+    def source(self) -> str:
+        """What the last count came from (shown next to figures in the UI)."""
+        return self.name
+
+
+def _serialise(tools: Sequence[dict[str, Any]]) -> str:
+    return json.dumps(list(tools), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+class CharEstimateCounter(TokenCounter):
+    """ceil(characters ÷ 2.5) of the JSON the tools are sent as. Deterministic and offline."""
+
+    name = "estimate (characters ÷ 2.5)"
+
+    def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
+        if not api_tool_dicts:
+            return 0
+        return self.count_text(_serialise(api_tool_dicts))
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+class AnthropicTokenCounter(TokenCounter):
+    """`client.messages.count_tokens` (anthropic SDK), falling back to an estimate when it fails.
+
+    Tool tokens = count(with tools) − count(same message without tools). Results are cached per
+    distinct tool list; a failure switches to the fallback for that call and is remembered in
+    `last_error` (the UI says which source a figure came from).
+    """
+
+    name = "count_tokens API"
+    _probe_messages = [{"role": "user", "content": "."}]
+
+    def __init__(self, client: Any, model: str, fallback: TokenCounter | None = None, cache_size: int = 256):
+        self.client = client
+        self.model = model
+        self.fallback = fallback or CharEstimateCounter()
+        self.last_error: str | None = None
+        self._last_source = self.name
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._cache_size = cache_size
+        self._base: int | None = None
+
+    @property
+    def source(self) -> str:
+        return self._last_source
+
+    def _count(self, **kwargs: Any) -> int:
+        response = self.client.messages.count_tokens(model=self.model, **kwargs)
+        return int(response.input_tokens)
+
+    def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
+        if not api_tool_dicts:
+            return 0
+        key = hashlib.sha1(_serialise(api_tool_dicts).encode()).hexdigest()
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        try:
+            if self._base is None:
+                self._base = self._count(messages=self._probe_messages)
+            # The API rejects defer_loading in count_tokens on some gateways; counting the plain schema is what matters.
+            tools = [{k: v for k, v in t.items() if k != "defer_loading"} for t in api_tool_dicts]
+            value = max(0, self._count(messages=self._probe_messages, tools=tools) - self._base)
+            self._last_source = self.name
+            self.last_error = None
+        except Exception as exc:  # any SDK / network failure: fall back, say so
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._last_source = f"{self.fallback.name} (count_tokens failed)"
+            return self.fallback.count_tools(api_tool_dicts)
+        self._cache[key] = value
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return value
+
+    def count_text(self, text: str) -> int:
+        try:
+            value = self._count(messages=[{"role": "user", "content": text or "."}])
+            self._last_source = self.name
+            return value
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._last_source = f"{self.fallback.name} (count_tokens failed)"
+            return self.fallback.count_text(text)

@@ -1,0 +1,110 @@
+"""Measure the inspector's response time with many tools (a benchmark that prints numbers).
+
+Runs on a throwaway test database (never the configured one): loads the demo catalog, copies its
+tools under numbered server names until `--tools` is reached, then requests the inspector with the
+test client — once per query to warm the per-process caches, then `--requests` timed rounds — and
+prints the median and p90 of full pages and of htmx result fragments.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.db import connection
+from django.test import Client
+from django.test.utils import setup_test_environment, teardown_test_environment
+from django.urls import reverse
+
+from playground.engine.catalog_io import load_tools
+from playground.registry.management.commands.load_demo_data import CATALOGS
+from playground.registry.models import Tool
+
+QUERIES = ["create github issue", "+slack send message", "weather forecast", "read pdf file", "select:Read,Write", "kubernetes pods logs"]
+
+
+class Command(BaseCommand):
+    help = "Median inspector response time with N tools, on a throwaway test database."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--tools", type=int, default=10_000)
+        parser.add_argument("--requests", type=int, default=5, help="Timed rounds over the query list.")
+
+    def handle(self, *args: Any, tools: int, requests: int, **options: Any) -> None:
+        self.verbosity = options.get("verbosity", 1)
+        setup_test_environment()
+        old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+        try:
+            self._run(tools, requests)
+        finally:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+            teardown_test_environment()
+
+    def _run(self, target: int, rounds: int) -> None:
+        call_command("load_demo_data", "--skip-servers", stdout=self.stdout if self.verbosity > 1 else _Null())
+        self._grow(target)
+        total = Tool.objects.filter(enabled=True).count()
+        user = get_user_model().objects.create_user("bench", password="bench-password-1")
+        client = Client()
+        client.force_login(user)
+        url = reverse("registry:inspector")
+        fragment_headers = {"HX-Request": "true", "HX-Target": "inspector-results"}
+
+        started = time.perf_counter()
+        client.get(url, {"q": QUERIES[0]})
+        cold = time.perf_counter() - started
+        for query in QUERIES:  # warm: catalog, permission filter and backend index are per-process caches
+            client.get(url, {"q": query}, headers=fragment_headers)
+
+        pages: list[float] = []
+        fragments: list[float] = []
+        for _ in range(rounds):
+            for query in QUERIES:
+                started = time.perf_counter()
+                response = client.get(url, {"q": query})
+                pages.append(time.perf_counter() - started)
+                assert response.status_code == 200, response.status_code
+                started = time.perf_counter()
+                response = client.get(url, {"q": query}, headers=fragment_headers)
+                fragments.append(time.perf_counter() - started)
+        self.stdout.write(f"inspector with {total} enabled tools, {len(pages)} requests each:")
+        self.stdout.write(f"  first request (cold caches, builds catalog and index): {cold * 1000:.0f} ms")
+        self.stdout.write(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(_p90(pages))}")
+        self.stdout.write(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(_p90(fragments))}")
+
+    def _grow(self, target: int) -> None:
+        base = [t for path in CATALOGS for t in load_tools(path)]
+        have = Tool.objects.count()
+        rows: list[Tool] = []
+        copy = 1
+        while have + len(rows) < target:
+            for tool in base:
+                if have + len(rows) >= target:
+                    break
+                server = f"{tool.server}{copy}"
+                name = tool.name.replace(f"mcp__{tool.server}__", f"mcp__{server}__", 1)
+                if len(name) > 64:
+                    continue
+                row = Tool(name=name, description=tool.description, input_schema=dict(tool.input_schema),
+                           server_name=server, source=Tool.Source.IMPORTED)
+                row.refresh_derived_fields()
+                rows.append(row)
+            copy += 1
+        Tool.objects.bulk_create(rows, batch_size=1000)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+
+
+class _Null:
+    def write(self, *args: Any, **kwargs: Any) -> None:
+        pass

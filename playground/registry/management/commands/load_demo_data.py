@@ -1,0 +1,170 @@
+"""Load the demo data set: real MCP catalogs, built-in core tools, agent profiles and rules.
+
+Idempotent: a second run creates only what is missing and leaves edits alone; `--force` puts the
+shipped definitions, profile settings and rules back. Finally the MCP app's demo servers are
+registered when it provides `register_demo_servers`.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from playground.engine.catalog_io import load_tools
+from playground.engine.tools import Tool as EngineTool
+from playground.registry.models import AgentProfile, PermissionChange, PermissionRule, Tool
+
+DEMO_DIR = Path(__file__).resolve().parents[2] / "demo_data"
+CATALOGS = [DEMO_DIR / "catalog.jsonl"]
+BUILTINS = DEMO_DIR / "builtin.jsonl"
+
+PROFILES: list[dict[str, Any]] = [
+    {
+        "name": "Tool search on (native)",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "system_prompt": "You are a helpful assistant. Use ToolSearch to find tools you do not have yet.",
+    },
+    {
+        "name": "Tool search off",
+        "tool_search_mode": "false",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "system_prompt": "You are a helpful assistant. Every tool is loaded up front.",
+    },
+    {
+        "name": "Client-side (gateway)",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.CLIENT,
+        "announcement_style": AgentProfile.Announcement.DELTA,
+        "system_prompt": "You are a helpful assistant behind a gateway without tool_reference support.",
+    },
+    {
+        "name": "auto:10",
+        "tool_search_mode": "auto:10",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "system_prompt": "Tool search turns on when deferred tools would take at least 10% of the context window.",
+    },
+    {
+        "name": "Research subagent",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "is_subagent": True,
+        "max_results": 3,
+        "disallowed_tools": ["Write"],
+        "system_prompt": "You are a research subagent: read and search, never write.",
+    },
+]
+
+# (effect, pattern, profile name or None, note)
+RULES: list[tuple[str, str, str | None, str]] = [
+    ("deny", "mcp__desktop-commander__kill_process", None, "Demo: a dangerous tool nobody gets."),
+    ("deny", "mcp__kubernetes__kubectl_delete", None, "Demo: no deletes on the cluster."),
+    ("ask", "Write", None, "Demo: writing files needs a person's confirmation."),
+    ("ask", "mcp__github__push_files", None, "Demo: pushes need confirmation."),
+    ("deny", "mcp__notion", "Research subagent", "Demo: the research subagent stays out of Notion."),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the demo tools, profiles and permission rules (idempotent; --force reloads)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--force", action="store_true", help="Put shipped definitions, profiles and rules back.")
+        parser.add_argument("--skip-servers", action="store_true", help="Do not register the MCP demo servers.")
+
+    def handle(self, *args: Any, force: bool = False, skip_servers: bool = False, **options: Any) -> None:
+        with transaction.atomic():
+            builtins = self._load_tools(load_tools(BUILTINS), Tool.Source.BUILTIN, force)
+            imported = (0, 0)
+            for path in CATALOGS:
+                created, updated = self._load_tools(load_tools(path), Tool.Source.IMPORTED, force)
+                imported = (imported[0] + created, imported[1] + updated)
+            profiles = self._load_profiles(force)
+            rules = self._load_rules(force)
+        self.stdout.write(
+            f"Demo data: built-in tools {builtins[0]} created / {builtins[1]} updated; "
+            f"catalog tools {imported[0]} created / {imported[1]} updated; "
+            f"profiles {profiles} created or reset; rules {rules} created."
+        )
+        if not skip_servers:
+            self._register_demo_servers()
+
+    def _load_tools(self, tools: list[EngineTool], source: str, force: bool) -> tuple[int, int]:
+        existing = {row.name: row for row in Tool.objects.filter(name__in=[t.name for t in tools])}
+        created: list[Tool] = []
+        updated: list[Tool] = []
+        for tool in tools:
+            row = existing.get(tool.name)
+            if row is not None and not force:
+                continue
+            row = row or Tool(name=tool.name)
+            row.description = tool.description
+            row.input_schema = dict(tool.input_schema)
+            row.search_hint = tool.search_hint
+            row.server_name = tool.server or ""
+            row.should_defer = tool.should_defer
+            row.always_load = tool.always_load
+            row.enabled = True
+            row.source = source
+            row.refresh_derived_fields()
+            (updated if row.pk else created).append(row)
+        Tool.objects.bulk_create(created, batch_size=500)
+        if updated:
+            for row in updated:
+                row.save()
+        return len(created), len(updated)
+
+    def _load_profiles(self, force: bool) -> int:
+        count = 0
+        for spec in PROFILES:
+            values = {k: v for k, v in spec.items() if k != "name"}
+            if force:
+                defaults = {f.name: f.get_default() for f in AgentProfile._meta.concrete_fields if f.has_default()}
+                AgentProfile.objects.update_or_create(name=spec["name"], defaults={**defaults, **values})
+                count += 1
+            else:
+                _, created = AgentProfile.objects.get_or_create(name=spec["name"], defaults=values)
+                count += int(created)
+        return count
+
+    def _load_rules(self, force: bool) -> int:
+        profiles = {p.name: p for p in AgentProfile.objects.all()}
+        count = 0
+        for effect, pattern, profile_name, note in RULES:
+            profile = profiles.get(profile_name) if profile_name else None
+            rule, created = PermissionRule.objects.get_or_create(
+                pattern=pattern, profile=profile, defaults={"effect": effect, "note": note}
+            )
+            if created:
+                count += 1
+                PermissionChange.objects.create(
+                    rule_id=rule.pk, action=PermissionChange.Action.CREATE, before=None,
+                    after={"effect": effect, "pattern": pattern, "profile": profile_name, "note": note},
+                )
+            elif force and (rule.effect, rule.note) != (effect, note):
+                before = {"effect": rule.effect, "pattern": pattern, "profile": profile_name, "note": rule.note}
+                rule.effect, rule.note = effect, note
+                rule.save()
+                PermissionChange.objects.create(
+                    rule_id=rule.pk, action=PermissionChange.Action.UPDATE, before=before,
+                    after={"effect": effect, "pattern": pattern, "profile": profile_name, "note": note},
+                )
+        return count
+
+    def _register_demo_servers(self) -> None:
+        try:
+            services = importlib.import_module("playground.mcp_servers.services")
+        except ModuleNotFoundError as exc:
+            if exc.name != "playground.mcp_servers.services":
+                raise
+            self.stdout.write("MCP demo servers: playground.mcp_servers.services is not available; skipped.")
+            return
+        register = getattr(services, "register_demo_servers", None)
+        if register is None:
+            self.stdout.write("MCP demo servers: register_demo_servers is not available; skipped.")
+            return
+        result = register()
+        self.stdout.write(f"MCP demo servers registered: {result}" if result is not None else "MCP demo servers registered.")

@@ -1,0 +1,54 @@
+"""Median sync and call times for the two demo MCP servers (our demo server and mcp-server-time).
+
+    .venv/bin/python scripts/bench_mcp.py [--runs 5]
+
+"sync" is what `services.sync_server` spends talking to the server: start the process, initialize,
+list every tool, close (the database writes add a few milliseconds). "cold call" is a one-shot
+connect + call + close; "warm call" goes through the executor's session pool (the session is
+already open, as in a worker that has called the server before).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from playground.mcp_servers.connection import call_server_tool, list_server_tools  # noqa: E402
+from playground.mcp_servers.session_pool import session_pool  # noqa: E402
+from playground.mcp_servers.transports import ServerConfig  # noqa: E402
+
+SERVERS = [
+    (ServerConfig(name="demo", transport="stdio", command=sys.executable, args=("-m", "playground.mcp_servers.demo_server")),
+     "add", {"a": 1, "b": 2}),
+    (ServerConfig(name="time", transport="stdio", command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC")),
+     "get_current_time", {"timezone": "Europe/Berlin"}),
+]
+
+
+def timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    runs = parser.parse_args().runs
+    pool = session_pool()
+    print(f"{'server':8} {'sync ms':>10} {'cold call ms':>14} {'warm call ms':>14}   (median of {runs})")
+    for config, tool, arguments in SERVERS:
+        sync = [timed(lambda: list_server_tools(config)) for _ in range(runs)]
+        cold = [timed(lambda: call_server_tool(config, tool, arguments)) for _ in range(runs)]
+        pool.call_tool(config.name, config, tool, arguments)  # open the session
+        warm = [timed(lambda: pool.call_tool(config.name, config, tool, arguments)) for _ in range(max(runs, 20))]
+        print(f"{config.name:8} {statistics.median(sync):10.0f} {statistics.median(cold):14.0f} {statistics.median(warm):14.1f}")
+    pool.close_all()
+
+
+if __name__ == "__main__":
+    main()

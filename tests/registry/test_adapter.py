@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from playground.engine.search.base import SearchBackend
+from playground.engine.tools import ToolCatalog
+from playground.mcp_servers.models import McpServer
+from playground.registry import adapter, services
+from playground.registry.models import PermissionRule, Tool
+
+from .conftest import make_tool
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_maps_a_row_to_an_engine_tool(tools):
+    row = Tool.objects.get(name="mcp__github__create_issue")
+    tool = adapter.tool_to_engine(row)
+    assert tool.name == row.name
+    assert tool.is_mcp and tool.server == "github"
+    assert tool.input_schema == {"type": "object", "properties": {"title": {"type": "string"}}}
+    assert adapter.tool_to_engine(Tool.objects.get(name="Read")).is_mcp is False
+
+
+def test_it_takes_the_server_name_from_a_registered_server():
+    server = McpServer.objects.create(name="time")
+    row = make_tool("mcp__time__now", "What time is it", server=server)
+    assert adapter.tool_to_engine(row).server == "time"
+
+
+def test_the_catalog_holds_enabled_tools_builtins_first(tools):
+    catalog = adapter.engine_catalog()
+    assert isinstance(catalog, ToolCatalog)
+    names = [t.name for t in catalog]
+    assert "mcp__slack__list_channels" not in names  # disabled
+    assert names[:2] == ["Read", "Write"]
+    assert catalog.is_deferred("mcp__github__create_issue")
+    assert not catalog.is_deferred("Read")
+
+
+def test_the_catalog_is_cached_until_a_tool_changes(tools, django_assert_num_queries):
+    first = adapter.engine_catalog()
+    with django_assert_num_queries(1):  # only the version key
+        assert adapter.engine_catalog() is first
+    row = Tool.objects.get(name="Write")
+    row.description = "Write a file, changed"
+    row.save()
+    second = adapter.engine_catalog()
+    assert second is not first
+    assert second.get("Write").description == "Write a file, changed"
+
+
+def test_bulk_actions_and_deletes_invalidate_the_catalog(tools):
+    first = adapter.engine_catalog()
+    services.bulk_tool_action(Tool.objects.filter(name="mcp__slack__list_channels"), "enable")
+    second = adapter.engine_catalog()
+    assert "mcp__slack__list_channels" in second and second is not first
+    Tool.objects.filter(name="Write").delete()
+    assert "Write" not in adapter.engine_catalog()
+
+
+def test_saving_keeps_the_token_estimate_and_deferral_current(tools):
+    row = Tool.objects.get(name="Write")
+    before = row.token_estimate
+    assert before > 0
+    row.description = "Write a file in the sandbox. " * 20
+    row.should_defer = True
+    row.save()
+    row.refresh_from_db()
+    assert row.token_estimate > before
+    expected = adapter.token_counter().count_tools([adapter.tool_to_engine(row).to_api()])
+    assert row.token_estimate == expected
+    assert row.deferred is True
+    row.always_load = True
+    row.save()
+    row.refresh_from_db()
+    assert row.deferred is False
+
+
+def test_the_policy_has_global_rules_and_only_this_profiles_rules(tools, profile, subagent_profile):
+    PermissionRule.objects.create(effect="deny", pattern="mcp__github__delete_repo")
+    PermissionRule.objects.create(effect="ask", pattern="Write", profile=profile)
+    PermissionRule.objects.create(effect="deny", pattern="Read", profile=subagent_profile)
+    policy = adapter.permission_policy(profile)
+    assert policy.decide("mcp__github__delete_repo").effect == "deny"
+    assert policy.decide("Write").effect == "ask"
+    assert policy.decide("Read").effect == "allow"
+    assert adapter.permission_policy().decide("Write").effect == "allow"
+
+
+def test_subagent_profiles_lose_the_denylisted_tools(tools, subagent_profile):
+    make_tool("Agent", "Start a subagent", source=Tool.Source.BUILTIN)
+    with override_settings(AGENT_TOOL_DENYLIST=["Agent"]):
+        narrowed = adapter.profile_catalog(subagent_profile)
+    assert "Agent" not in narrowed
+    assert "Read" in narrowed
+    assert "Agent" in adapter.profile_catalog(None)
+
+
+def test_filtered_catalog_is_reused_while_nothing_changes(tools, profile, deny_delete_rule):
+    first = adapter.filtered_catalog(profile)
+    assert adapter.filtered_catalog(profile) is first
+    assert [name for name, _ in first[1].excluded] == ["mcp__github__delete_repo"]
+    PermissionRule.objects.create(effect="deny", pattern="mcp__slack")
+    second = adapter.filtered_catalog(profile)
+    assert second is not first
+    assert "mcp__slack__post_message" in second[1].excluded_names
+
+
+@override_settings(ENABLE_TOOL_SEARCH="auto:7", DEFAULT_MODEL="claude-test-model", CONTEXT_WINDOW_TOKENS=123_000,
+                   TOOL_SEARCH_UNSUPPORTED_MODELS=["haiku"])
+def test_agent_settings_fall_back_to_django_settings(profile):
+    profile.tool_search_mode = ""
+    settings = adapter.agent_settings(profile)
+    assert settings.model == "claude-test-model"
+    assert settings.context_window == 123_000
+    assert str(settings.mode) in ("auto:7",) or getattr(settings.mode, "threshold_percent", None) == 7 or "7" in str(settings.mode)
+    profile.tool_search_mode = "false"
+    profile.model = "claude-other"
+    settings = adapter.agent_settings(profile)
+    assert settings.model == "claude-other"
+    assert "false" in str(settings.mode).lower() or getattr(settings.mode, "enabled", None) is False
+
+
+def test_search_backend_is_one_instance_per_name():
+    backend = adapter.search_backend("")
+    assert isinstance(backend, SearchBackend)
+    assert adapter.search_backend("default") is backend
+    assert adapter.search_backend(backend.name) is backend
+    with pytest.raises(ValueError):
+        adapter.search_backend("no-such-backend")
+
+
+def test_pending_mcp_servers_lists_enabled_pending_servers():
+    McpServer.objects.create(name="alpha", status=McpServer.Status.PENDING)
+    McpServer.objects.create(name="beta", status=McpServer.Status.CONNECTED)
+    McpServer.objects.create(name="gamma", status=McpServer.Status.PENDING, enabled=False)
+    assert adapter.pending_mcp_servers() == ["alpha"]

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from playground.mcp_servers.models import McpServer
+from playground.registry import adapter
+
+from .conftest import bulk_tools
+
+pytestmark = pytest.mark.django_db
+URL = reverse("registry:inspector")
+HTMX = {"HX-Request": "true", "HX-Target": "inspector-results"}
+
+
+def test_it_requires_login(client):
+    response = client.get(URL)
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+
+
+def test_viewer_can_inspect(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "github issue"})
+    assert response.status_code == 200
+    assert 'data-testid="inspector-query"' in response.content.decode()
+
+
+def test_it_ranks_with_the_engines_breakdown(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "github issue"})
+    result = response.context["answer"].result
+    assert result.reading.kind == "keyword"
+    assert result.matches[:2] == [s.name for s in result.scored][:2]
+    assert set(result.matches) >= {"mcp__github__create_issue", "mcp__github__list_issues"}
+    body = response.content.decode()
+    top = result.scored[0]
+    assert f'data-tool="{top.name}" data-score="{top.score}"' in body
+    assert top.breakdown, "the engine fills the breakdown while scoring"
+    first = top.breakdown[0]
+    assert f'data-term="{first.term}" data-rule="{first.rule}" data-points="{first.points}"' in body
+    assert f'data-result-count="{len(result.matches)}"' in body
+
+
+def test_htmx_requests_get_only_the_results(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "slack"}, headers=HTMX)
+    body = response.content.decode()
+    assert "<html" not in body
+    assert 'data-testid="inspector-results"' in body and 'data-state="ready"' in body
+
+
+def test_select_queries_are_read_as_select(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "select:mcp__slack__post_message,Nope"}, headers=HTMX)
+    result = response.context["answer"].result
+    assert result.reading.kind == "select"
+    assert result.matches == ["mcp__slack__post_message"]
+    assert result.not_found == ["Nope"]
+
+
+def test_it_shows_what_permissions_took_away(viewer_client, tools, deny_delete_rule):
+    response = viewer_client.get(URL, {"q": "delete github repo"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert "mcp__github__delete_repo" not in answer.result.matches
+    assert [name for name, _ in answer.excluded_matches] == ["mcp__github__delete_repo"]
+    body = response.content.decode()
+    assert 'data-testid="excluded-match" data-tool="mcp__github__delete_repo"' in body
+    assert "deny mcp__github__delete_repo" in body
+
+
+def test_profile_rules_apply(viewer_client, tools, profile):
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="deny", pattern="mcp__slack", profile=profile)
+    with_profile = viewer_client.get(URL, {"q": "slack message", "profile": profile.pk}, headers=HTMX).context["answer"]
+    without = viewer_client.get(URL, {"q": "slack message"}, headers=HTMX).context["answer"]
+    assert "mcp__slack__post_message" in without.result.matches
+    assert "mcp__slack__post_message" not in with_profile.result.matches
+
+
+def test_native_and_client_wire_styles_show_what_the_model_receives(viewer_client, tools):
+    native = viewer_client.get(URL, {"q": "slack message", "wire_style": "native"}, headers=HTMX).context["answer"]
+    tool_result, sibling = native.content
+    assert tool_result["type"] == "tool_result"
+    assert tool_result["content"][0] == {"type": "tool_reference", "tool_name": "mcp__slack__post_message"}
+    assert sibling == {"type": "text", "text": "Tool loaded."}
+    client = viewer_client.get(URL, {"q": "slack message", "wire_style": "client"}, headers=HTMX).context["answer"]
+    [tool_result] = client.content
+    assert tool_result["content"][0]["type"] == "text"
+    assert json.loads(tool_result["content"][0]["text"])["matches"][0] == "mcp__slack__post_message"
+
+
+def test_no_match_names_pending_servers(viewer_client, tools):
+    McpServer.objects.create(name="connecting", status=McpServer.Status.PENDING)
+    response = viewer_client.get(URL, {"q": "zzzz qqqq"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert answer.result.matches == []
+    assert answer.result.pending_mcp_servers == ["connecting"]
+    assert "connecting" in answer.content[0]["content"][0]["text"]
+
+
+def test_bad_max_results_is_clamped(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "github", "max_results": "abc"}, headers=HTMX)
+    assert response.status_code == 200
+    assert response.context["answer"].max_results == 5
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold-cache", "warm-cache"])
+def test_the_query_count_does_not_grow_with_the_number_of_tools(viewer_client, django_assert_max_num_queries, warm):
+    counts = []
+    for count, server in ((20, "small"), (500, "large")):
+        bulk_tools(count, server=server)
+        adapter.reset_caches()
+        if warm:
+            viewer_client.get(URL, {"q": "weather"})
+        with django_assert_max_num_queries(10) as captured:
+            response = viewer_client.get(URL, {"q": "weather forecast"})
+        assert response.context["answer"].result.matches
+        counts.append(len(captured.captured_queries))
+    assert counts[0] == counts[1]

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from playground.engine.toolsearch_tool import TOOL_SEARCH_TOOL
+from playground.registry.models import AgentProfile
+
+from .conftest import bulk_tools
+
+pytestmark = pytest.mark.django_db
+URL = reverse("registry:model_view")
+HTMX = {"HX-Request": "true"}
+
+
+def sent_names(response) -> list[str]:
+    return [t["name"] for t in response.context["preview"].plan.tools]
+
+
+def test_it_requires_login(client):
+    response = client.get(URL)
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+
+
+def test_viewer_sees_the_request_for_a_profile(viewer_client, tools, profile):
+    response = viewer_client.get(URL, {"profile": profile.pk})
+    assert response.status_code == 200
+    plan = response.context["preview"].plan
+    assert plan.decision.enabled is True
+    names = sent_names(response)
+    assert TOOL_SEARCH_TOOL.name in names and "Read" in names
+    assert "mcp__github__create_issue" in plan.deferred_tools
+    body = response.content.decode()
+    assert 'data-testid="model-view" data-state="ready" data-tool-search="on"' in body
+    assert 'data-testid="mode-decision"' in body
+
+
+def test_discovered_tools_are_sent_in_full(viewer_client, tools, profile):
+    response = viewer_client.get(URL, {"profile": profile.pk, "discovered": "mcp__github__create_issue"}, headers=HTMX)
+    plan = response.context["preview"].plan
+    assert "mcp__github__create_issue" in plan.discovered_tools
+    assert "mcp__github__create_issue" not in plan.deferred_tools
+    assert "mcp__github__create_issue" in sent_names(response)
+    assert "<html" not in response.content.decode()
+
+
+def test_unknown_discovered_names_are_reported(viewer_client, tools, profile):
+    response = viewer_client.get(URL, {"profile": profile.pk, "discovered": "mcp__nope__x"}, headers=HTMX)
+    assert response.context["preview"].unknown_discovered == ["mcp__nope__x"]
+    assert "mcp__nope__x" in response.content.decode()
+
+
+def test_tool_search_off_sends_every_permitted_tool(viewer_client, tools, deny_delete_rule):
+    off = AgentProfile.objects.create(name="Off", tool_search_mode="false")
+    response = viewer_client.get(URL, {"profile": off.pk}, headers=HTMX)
+    plan = response.context["preview"].plan
+    assert plan.decision.enabled is False
+    assert TOOL_SEARCH_TOOL.name not in sent_names(response)
+    assert "mcp__github__create_issue" in sent_names(response)
+    assert "mcp__github__delete_repo" not in sent_names(response)  # denied
+    assert "mcp__slack__list_channels" not in sent_names(response)  # disabled
+    assert 'data-tool-search="off"' in response.content.decode()
+
+
+def test_the_mode_override_wins_over_the_profile(viewer_client, tools, profile):
+    response = viewer_client.get(URL, {"profile": profile.pk, "mode": "false"}, headers=HTMX)
+    assert response.context["preview"].plan.decision.enabled is False
+
+
+def test_token_totals_compare_with_the_all_tools_baseline(viewer_client, tools, profile):
+    bulk_tools(50)  # enough deferred tools for deferral to pay off
+    response = viewer_client.get(URL, {"profile": profile.pk}, headers=HTMX)
+    tokens = response.context["preview"].plan.tokens
+    assert tokens.sent < tokens.baseline
+    assert f'data-tokens-sent="{tokens.sent}"' in response.content.decode()

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+from django.urls import reverse
+
+from playground.registry.models import AgentProfile, PermissionRule, Tool
+
+from .conftest import make_tool
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(**overrides):
+    data = {
+        "name": "New profile", "system_prompt": "", "model": "", "tool_search_mode": "auto:15", "wire_style": "client",
+        "search_backend": "", "max_results": 7, "announcement_style": "delta", "allowed_tools": "",
+        "disallowed_tools": "Write\nmcp__slack", "is_subagent": "",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_list_requires_login(client):
+    response = client.get(reverse("registry:profile_list"))
+    assert response.status_code == 302 and reverse("login") in response["Location"]
+
+
+def test_viewer_reads_the_list_and_detail(viewer_client, tools, profile):
+    body = viewer_client.get(reverse("registry:profile_list")).content.decode()
+    assert 'data-profile="Native"' in body and 'data-testid="new-profile"' not in body
+    response = viewer_client.get(reverse("registry:profile_detail", args=[profile.pk]))
+    assert response.status_code == 200 and 'data-testid="edit-profile"' not in response.content.decode()
+
+
+def test_viewer_cannot_create_or_edit(viewer_client, profile):
+    assert viewer_client.get(reverse("registry:profile_create")).status_code == 403
+    assert viewer_client.post(reverse("registry:profile_create"), form_data()).status_code == 403
+    assert viewer_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Renamed")).status_code == 403
+    assert list(AgentProfile.objects.values_list("name", flat=True)) == ["Native"]
+
+
+def test_staff_creates_a_profile(admin_client):
+    response = admin_client.post(reverse("registry:profile_create"), form_data())
+    profile = AgentProfile.objects.get(name="New profile")
+    assert response["Location"] == reverse("registry:profile_detail", args=[profile.pk])
+    assert profile.disallowed_tools == ["Write", "mcp__slack"]
+    assert (profile.tool_search_mode, profile.wire_style, profile.max_results) == ("auto:15", "client", 7)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"tool_search_mode": "sometimes"}, "tool_search_mode"),
+        ({"disallowed_tools": "mcp__x__y*"}, "disallowed_tools"),
+        ({"max_results": 0}, "max_results"),
+        ({"search_backend": "nope"}, "search_backend"),
+    ],
+)
+def test_invalid_profiles_show_errors(admin_client, overrides, field):
+    response = admin_client.post(reverse("registry:profile_create"), form_data(**overrides))
+    assert response.status_code == 400
+    assert field in response.context["form"].errors
+    assert not AgentProfile.objects.exists()
+
+
+def test_staff_edits_a_profile(admin_client, profile):
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Native", tool_search_mode="false"))
+    profile.refresh_from_db()
+    assert profile.tool_search_mode == "false"
+
+
+@override_settings(AGENT_TOOL_DENYLIST=["Agent"])
+def test_detail_resolves_the_subagent_tool_set(viewer_client, tools, subagent_profile):
+    make_tool("Agent", "Start a subagent", source=Tool.Source.BUILTIN)
+    subagent_profile.disallowed_tools = ["Write"]
+    subagent_profile.save()
+    PermissionRule.objects.create(effect="deny", pattern="mcp__slack", profile=subagent_profile)
+    response = viewer_client.get(reverse("registry:profile_detail", args=[subagent_profile.pk]))
+    assert set(response.context["removed_by_profile"]) == {"Agent", "Write"}
+    assert response.context["filtered"].excluded_names == ["mcp__slack__post_message"]
+    body = response.content.decode()
+    assert 'data-removed-count="2"' in body and 'data-excluded-count="1"' in body
+    plan = response.context["preview"].plan
+    sent = {t["name"] for t in plan.tools}
+    assert "Agent" not in sent and "Write" not in sent
