@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -21,6 +22,23 @@ class EvaluationRun(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Added by the evaluation page (0002): which queries, what is happening now, who asked.
+    split = models.CharField(max_length=10, default="test")
+    query_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Evenly sampled queries; empty = all of the split")
+    progress_message = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.toolset} · {', '.join(self.backends)} · {self.query_style} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def percent(self) -> int:
+        return int(round(self.progress * 100))

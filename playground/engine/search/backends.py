@@ -13,6 +13,9 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "claude-code": "playground.engine.search.keyword.ClaudeCodeKeywordBackend",
     # The same scorer transcribed plainly (no index): the reference and benchmark baseline.
     "naive": "playground.engine.search.naive.NaiveKeywordBackend",
+    "bm25": "playground.engine.search.bm25.BM25Backend",
+    "semantic": "playground.engine.search.semantic.SemanticBackend",  # needs the `semantic` extra
+    "hybrid": "playground.engine.search.hybrid.HybridBackend",  # BM25 only (logged) without the extra
 }
 DEFAULT_BACKEND = "claude-code"
 

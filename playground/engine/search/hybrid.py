@@ -1,0 +1,235 @@
+"""Hybrid ToolSearch backend: BM25 and dense similarity, fused.
+
+Two fusions (option `fusion`):
+  - "weighted" (default, the evaluation's winner): bm25_weight × BM25/max(BM25 of this query)
+    + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
+    the query length.
+  - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
+Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
+catalog order. The explanation shows each side's rank and score, what it added, and the BM25
+terms behind it.
+
+Without the `semantic` extra the backend still answers — BM25 only — and logs why once; the
+explanation says so too. That is what keeps the default backend working on a light install.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from playground.engine.search import text
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
+from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
+from playground.engine.search.encoder import EncoderUnavailable
+from playground.engine.tools import ToolCatalog
+
+logger = logging.getLogger(__name__)
+
+# Tuned on the development split of every toolset (README "Search quality").
+DEFAULTS: dict[str, Any] = {
+    "fusion": "weighted",
+    "bm25_weight": 0.5,
+    "dense_weight": 1.0,
+    "rrf_k": 60,
+    "depth": 100,
+    "intent_weight": 0.0,  # share of the best per-sentence score (multi-request queries); 0 = off
+    "server_weight": 0.0,  # share of the best score among the tool's server siblings; 0 = off
+}
+_SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
+MIN_INTENT_WORDS = 3
+
+
+def split_intents(query: str) -> list[str]:
+    """The sentences of a query that asks for several things (fragments under 3 content words
+    join the previous one). One sentence → [] (nothing to decompose)."""
+    pieces: list[str] = []
+    for piece in _SENTENCE_END.split(query.strip()):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < MIN_INTENT_WORDS:
+            pieces[-1] = f"{pieces[-1]} {piece}"
+        else:
+            pieces.append(piece)
+    return pieces if len(pieces) > 1 else []
+
+_warned: set[str] = set()
+
+
+@dataclass
+class HybridIndex:
+    bm25: BM25Index
+    semantic: Any  # SemanticIndex, or None when the extra is missing
+    server_ids: np.ndarray  # per tool: an id shared by tools of one server (-1: none)
+    servers: int
+
+
+class HybridBackend(SearchBackend):
+    """BM25 + dense embeddings, fused by normalised weighted sum (or RRF)."""
+
+    name = "hybrid"
+    label = "Hybrid (BM25 + MiniLM)"
+    description = "fielded BM25 and all-MiniLM-L6-v2 cosine, fused; BM25 only when the semantic extra is missing"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        settings = {**DEFAULTS, **{k: v for k, v in options.items() if k in DEFAULTS}}
+        if settings["fusion"] not in ("weighted", "rrf"):
+            raise ValueError(f"hybrid fusion must be 'weighted' or 'rrf', not {settings['fusion']!r}")
+        self.fusion: str = settings["fusion"]
+        self.bm25_weight = float(settings["bm25_weight"])
+        self.dense_weight = float(settings["dense_weight"])
+        self.rrf_k = float(settings["rrf_k"])
+        self.depth = int(settings["depth"])
+        self.intent_weight = float(settings["intent_weight"])
+        self.server_weight = float(settings["server_weight"])
+        self.bm25 = BM25Backend(**(options.get("bm25") or {}))
+        self.semantic = None
+        self.degraded_reason = ""
+        try:
+            from playground.engine.search.semantic import SemanticBackend
+
+            self.semantic = SemanticBackend(**(options.get("semantic") or {}))
+        except EncoderUnavailable as exc:
+            self.degraded_reason = f"dense side off, BM25 only: {exc}"
+            if self.degraded_reason not in _warned:
+                _warned.add(self.degraded_reason)
+                logger.warning("hybrid ToolSearch backend: %s", self.degraded_reason)
+
+    def build_index(self, catalog: ToolCatalog) -> HybridIndex:
+        ids: dict[str, int] = {}
+        server_ids = np.array(
+            [ids.setdefault(t.server, len(ids)) if t.server else -1 for t in catalog.deferred], dtype=np.int64
+        )
+        return HybridIndex(
+            bm25=self.bm25.build_index(catalog),
+            semantic=self.semantic.build_index(catalog) if self.semantic is not None else None,
+            server_ids=server_ids,
+            servers=len(ids),
+        )
+
+    def side_scores(self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
+        pairs = self.bm25.query_tokens(reading)
+        lexical = self.bm25.score_all([token for token, _ in pairs], index.bm25)
+        dense = self.semantic.similarities(reading, index.semantic) if index.semantic is not None else None
+        if mask is not None:
+            lexical = np.where(mask, lexical, 0.0).astype(np.float32)
+            if dense is not None:
+                dense = np.where(mask, dense, -1.0).astype(np.float32)
+        return pairs, lexical, dense
+
+    def rank(self, reading: QueryReading, index: HybridIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
+        if index.bm25.size == 0:
+            return []
+        mask = index.bm25.required.mask(reading.required)
+        pairs, lexical, dense = self.side_scores(reading, index, mask)
+        lexical_part, dense_part = self.fuse(lexical, dense)
+        fused = lexical_part + dense_part
+        extras: dict[str, np.ndarray] = {}
+        if self.intent_weight > 0:
+            intents = split_intents(reading.raw)
+            if intents:
+                best = np.zeros_like(fused)
+                for sentence in intents:
+                    _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask)
+                    sub = np.add(*self.fuse(sub_lexical, sub_dense))
+                    top = float(sub.max())
+                    if top > 0:
+                        np.maximum(best, sub / top, out=best)
+                top = float(fused.max())
+                scale = top if top > 0 else 1.0
+                extras["intent"] = self.intent_weight * scale * best
+                fused = (1 - self.intent_weight) * fused + extras["intent"]
+                lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
+        if self.server_weight > 0 and index.servers:
+            has_server = index.server_ids >= 0
+            best_of_server = np.zeros(index.servers, dtype=np.float32)
+            np.maximum.at(best_of_server, index.server_ids[has_server], fused[has_server])
+            extras["server"] = np.where(has_server, self.server_weight * best_of_server[np.maximum(index.server_ids, 0)], 0.0)
+            fused = fused + extras["server"]
+        if mask is not None:
+            fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
+        order = top_indices(fused, max_results)
+        lexical_rank = _ranks(lexical, order)
+        dense_rank = _ranks(dense, order) if dense is not None else {}
+        results: list[ScoredTool] = []
+        for i in order:
+            terms = self.bm25.term_contributions(i, pairs, index.bm25)
+            term_summary = ", ".join(f"{c.term}→{c.field} {c.points:g}" for c in terms[:6]) or "no term matched"
+            breakdown = [
+                TermContribution(
+                    term="(bm25)",
+                    rule=f"hybrid {self.fusion}: bm25 side",
+                    points=round(float(lexical_part[i]), 4),
+                    field="bm25",
+                    detail=f"bm25 rank {lexical_rank.get(i, '-')}, score {float(lexical[i]):.3f} ({term_summary})",
+                )
+            ]
+            if dense is not None:
+                breakdown.append(
+                    TermContribution(
+                        term="(dense)",
+                        rule=f"hybrid {self.fusion}: dense side",
+                        points=round(float(dense_part[i]), 4),
+                        field="embedding",
+                        detail=f"dense rank {dense_rank.get(i, '-')}, cosine {float(dense[i]):.3f}",
+                    )
+                )
+            else:
+                breakdown.append(
+                    TermContribution(term="(dense)", rule="dense side unavailable", points=0.0, field="embedding", detail=self.degraded_reason)
+                )
+            if "intent" in extras:
+                breakdown.append(
+                    TermContribution(term="(sentences)", rule="best single-sentence match", points=round(float(extras["intent"][i]), 4), field="query", detail=f"weight {self.intent_weight:g}")
+                )
+            if "server" in extras:
+                breakdown.append(
+                    TermContribution(term="(server)", rule="server's best tool", points=round(float(extras["server"][i]), 4), field="server", detail=f"{index.bm25.tools[i].server}: weight {self.server_weight:g}")
+                )
+            for term in reading.required:
+                breakdown.append(
+                    TermContribution(term=term, rule="required term matched", points=REQUIRED_TERM_POINTS, field="name/description/search_hint")
+                )
+            results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
+        return results
+
+    def fuse(self, lexical: np.ndarray, dense: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Each side's share of the fused score, per tool."""
+        if dense is None:
+            return lexical.astype(np.float32), np.zeros_like(lexical, dtype=np.float32)
+        if self.fusion == "rrf":
+            return self._rrf(lexical, positive_only=True), self._rrf(dense, positive_only=False)
+        top = float(lexical.max()) if lexical.size else 0.0
+        lexical_part = self.bm25_weight * (lexical / top if top > 0 else lexical)
+        dense_part = self.dense_weight * np.clip(dense, 0.0, None)
+        return lexical_part.astype(np.float32), dense_part.astype(np.float32)
+
+    def _rrf(self, scores: np.ndarray, *, positive_only: bool) -> np.ndarray:
+        weight = self.bm25_weight if positive_only else self.dense_weight
+        out = np.zeros(scores.shape, dtype=np.float32)
+        candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(scores.size)
+        if candidates.size == 0:
+            return out
+        depth = min(self.depth, candidates.size)
+        values = scores[candidates]
+        best = np.lexsort((candidates, -values))[:depth]
+        ranked = candidates[best]
+        out[ranked] = weight / (self.rrf_k + np.arange(1, depth + 1, dtype=np.float32))
+        return out
+
+
+def _ranks(scores: np.ndarray | None, wanted: list[int]) -> dict[int, int]:
+    """1-based rank (by score, ties in catalog order) of the wanted tools on one side."""
+    if scores is None or not wanted:
+        return {}
+    ranks: dict[int, int] = {}
+    for i in wanted:
+        better = int(np.count_nonzero(scores > scores[i]))
+        ties_before = int(np.count_nonzero(scores[:i] == scores[i]))
+        ranks[i] = better + ties_before + 1
+    return ranks

@@ -1,0 +1,254 @@
+"""Search-quality evaluation: every backend × toolset × query style, on a fixed split.
+
+What is measured (per query, then averaged; `../shared/toolsets/README.md` defines the scoring):
+recall@1/3/5/10 (gold tools hit, an `equivalent_names` alternative counts), complete@5/@10 (all gold
+tools hit — "full hit"), MRR (1 / rank of the first gold tool in the top 10), per-query latency
+p50/p95 (ms, the whole `search` call: query reading, query encoding, ranking, explanations), index
+build time and the memory the index holds (tracemalloc, model weights excluded).
+
+Query styles: "natural" — the query as given; "keyword" — `text.keyword_query` (stopwords, filler
+and numbers dropped, the 5 longest distinct words kept in their order), a deterministic stand-in
+for the short keyword queries a model writes.
+
+Split: a query is in the development split when int(sha1(id)[:8], 16) % 10 < 3 (≈30 %), else in
+the test split. Tuning uses only "dev"; reported figures use "test".
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playground.engine.search import text
+from playground.engine.search.backends import get_backend
+from playground.engine.search.base import SearchBackend
+from playground.engine.tools import ToolCatalog
+
+STYLES: tuple[str, ...] = ("natural", "keyword")
+SPLITS: tuple[str, ...] = ("test", "dev", "all")
+K_VALUES: tuple[int, ...] = (1, 3, 5, 10)
+DEV_BUCKETS = 3  # of 10
+TOOLSETS: tuple[str, ...] = ("livemcpbench", "mcp-combined", "stabletoolbench", "bfcl", "metatool")
+
+Progress = Callable[[float, str], None]
+
+
+def split_of(query_id: str) -> str:
+    bucket = int(hashlib.sha1(query_id.encode("utf-8")).hexdigest()[:8], 16) % 10
+    return "dev" if bucket < DEV_BUCKETS else "test"
+
+
+def styled_query(query: str, style: str) -> str:
+    if style == "natural":
+        return query
+    if style == "keyword":
+        return text.keyword_query(query)
+    raise ValueError(f"unknown query style {style!r} (styles: {', '.join(STYLES)})")
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One labelled query, independent of the file format that carried it."""
+
+    id: str
+    query: str
+    gold: tuple[str, ...]
+    equivalents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def accepted(self, gold: str) -> set[str]:
+        return {gold, *self.equivalents.get(gold, ())}
+
+    @classmethod
+    def from_any(cls, item: Any) -> Labelled:
+        if isinstance(item, Labelled):
+            return item
+        if isinstance(item, dict):
+            return cls(
+                id=str(item["id"]),
+                query=item["query"],
+                gold=tuple(item["expected_tool_names"]),
+                equivalents={k: tuple(v) for k, v in (item.get("equivalent_names") or {}).items()},
+            )
+        return cls(  # catalog_io.LabelledQuery
+            id=item.id, query=item.query, gold=tuple(item.expected_tool_names),
+            equivalents={k: tuple(v) for k, v in item.equivalent_names.items()},
+        )
+
+
+def score_query(top: Sequence[str], query: Labelled) -> dict[str, float]:
+    """recall@k, complete@k for k in K_VALUES and the reciprocal rank, for one ranked list."""
+    scores: dict[str, float] = {}
+    for k in K_VALUES:
+        head = set(top[:k])
+        hits = sum(1 for g in query.gold if query.accepted(g) & head)
+        scores[f"recall@{k}"] = hits / len(query.gold)
+        scores[f"complete@{k}"] = float(hits == len(query.gold))
+    accepted = set().union(*(query.accepted(g) for g in query.gold))
+    scores["rr"] = next((1.0 / rank for rank, name in enumerate(top[:10], start=1) if name in accepted), 0.0)
+    return scores
+
+
+@dataclass
+class RunResult:
+    toolset: str
+    backend: str
+    style: str
+    split: str
+    queries: int
+    tools: int
+    metrics: dict[str, float]
+    p50_ms: float
+    p95_ms: float
+    build_s: float
+    index_mb: float
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[position]
+
+
+def evaluate_backend(
+    backend: SearchBackend,
+    catalog: ToolCatalog,
+    queries: Iterable[Any],
+    *,
+    style: str = "natural",
+    toolset: str = "",
+    split: str = "all",
+    progress: Progress | None = None,
+) -> RunResult:
+    labelled = [Labelled.from_any(q) for q in queries]
+    tracemalloc.start()
+    started = time.perf_counter()
+    index = backend.index_for(catalog)
+    build_s = time.perf_counter() - started
+    index_mb = tracemalloc.get_traced_memory()[0] / 1e6
+    tracemalloc.stop()
+    notes = []
+    stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
+    if stats is not None:
+        notes.append(f"embeddings: {stats.encoded} encoded, {stats.reused} from cache")
+    if getattr(backend, "degraded_reason", ""):
+        notes.append(backend.degraded_reason)
+
+    totals: dict[str, float] = {}
+    latencies: list[float] = []
+    for n, query in enumerate(labelled, start=1):
+        text_ = styled_query(query.query, style)
+        started = time.perf_counter()
+        result = backend.search(text_, catalog, max_results=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        for key, value in score_query(result.matches, query).items():
+            totals[key] = totals.get(key, 0.0) + value
+        if progress and (n % 25 == 0 or n == len(labelled)):
+            progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
+    count = max(1, len(labelled))
+    metrics = {("mrr" if key == "rr" else key): round(value / count, 4) for key, value in totals.items()}
+    return RunResult(
+        toolset=toolset,
+        backend=backend.name,
+        style=style,
+        split=split,
+        queries=len(labelled),
+        tools=len(catalog.deferred),
+        metrics=metrics,
+        p50_ms=round(statistics.median(latencies), 3) if latencies else 0.0,
+        p95_ms=round(percentile(latencies, 0.95), 3),
+        build_s=round(build_s, 3),
+        index_mb=round(index_mb, 2),
+        notes="; ".join(notes),
+    )
+
+
+def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[Labelled]]:
+    from playground.engine.catalog_io import load_catalog, load_queries, toolsets_dir
+
+    folder = (root or toolsets_dir()) / name
+    if not (folder / "catalog.jsonl").is_file():
+        raise ValueError(f"toolset {name!r} not found in {folder.parent} (set TOOLSETS_DIR)")
+    if not (folder / "queries.jsonl").is_file():
+        raise ValueError(f"toolset {name!r} has no queries.jsonl")
+    return load_catalog(folder / "catalog.jsonl"), [Labelled.from_any(q) for q in load_queries(folder / "queries.jsonl")]
+
+
+def select_queries(queries: Sequence[Labelled], split: str, limit: int | None = None) -> list[Labelled]:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} (splits: {', '.join(SPLITS)})")
+    chosen = [q for q in queries if split == "all" or split_of(q.id) == split]
+    if limit is not None and limit < len(chosen):
+        # An even, deterministic sample across the file (files are grouped by category).
+        step = len(chosen) / limit
+        chosen = [chosen[int(i * step)] for i in range(limit)]
+    return chosen
+
+
+def run_suite(
+    toolsets: Sequence[str],
+    backends: Sequence[str],
+    styles: Sequence[str] = STYLES,
+    *,
+    split: str = "test",
+    limit: int | None = None,
+    root: Path | None = None,
+    progress: Progress | None = None,
+    backend_options: dict[str, dict[str, Any]] | None = None,
+    registry: Mapping[str, str] | None = None,
+) -> list[RunResult]:
+    """Every toolset × backend × style. Backends are built once and reused across toolsets."""
+    for style in styles:
+        styled_query("", style)  # validate early
+    instances = {
+        name: get_backend(name, dict(registry) if registry else None, **((backend_options or {}).get(name) or {}))
+        for name in backends
+    }
+    steps = max(1, len(toolsets) * len(backends) * len(styles))
+    done = 0
+    results: list[RunResult] = []
+    for toolset in toolsets:
+        catalog, queries = load_toolset(toolset, root)
+        chosen = select_queries(queries, split, limit)
+        for name, backend in instances.items():
+            for style in styles:
+                def step_progress(fraction: float, message: str, _done: int = done) -> None:
+                    if progress:
+                        progress((_done + fraction) / steps, message)
+
+                results.append(
+                    evaluate_backend(backend, catalog, chosen, style=style, toolset=toolset, split=split, progress=step_progress)
+                )
+                done += 1
+    return results
+
+
+TABLE_COLUMNS = ("recall@5", "recall@10", "complete@5", "mrr")
+
+
+def format_table(results: Sequence[RunResult]) -> str:
+    """A Markdown table: one row per toolset × style × backend."""
+    header = "| toolset | style | backend | queries | recall@5 | recall@10 | full@5 | MRR | p50 ms | p95 ms | build s | index MB |"
+    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        m = r.metrics
+        lines.append(
+            f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
+            f"{m['complete@5']:.3f} | {m['mrr']:.3f} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.build_s:.2f} | {r.index_mb:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def results_json(results: Sequence[RunResult], **meta: Any) -> str:
+    return json.dumps({**meta, "results": [r.to_dict() for r in results]}, indent=2)

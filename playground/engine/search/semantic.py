@@ -1,0 +1,124 @@
+"""Semantic ToolSearch backend: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
+
+Each deferred tool is embedded once (`text.tool_document`: split name, server, description, hint,
+parameter names) and cached by content hash (`embedding_cache`); a query is embedded per call
+(a small LRU keeps repeated queries free). Needs the `semantic` extra; without it constructing the
+backend raises `EncoderUnavailable` (a ValueError) naming what is missing.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, top_indices
+from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, embed_tools, shared_cache
+from playground.engine.search.encoder import MiniLMEncoder, shared_encoder
+from playground.engine.search.required import RequiredTermFilter
+from playground.engine.tools import Tool, ToolCatalog
+
+_REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
+
+
+def query_text(reading: QueryReading) -> str:
+    """What the encoder reads: the query as typed, without the `+` of required terms."""
+    return _REQUIRED_MARK.sub(r"\1", reading.raw.strip())
+
+
+@dataclass
+class SemanticIndex:
+    tools: tuple[Tool, ...]
+    vectors: np.ndarray  # (n, dim), unit rows
+    required: RequiredTermFilter
+    stats: EmbedStats
+
+    @property
+    def size(self) -> int:
+        return len(self.tools)
+
+
+class QueryEmbedder:
+    """Query text → unit vector, with a small LRU (the inspector and evaluations repeat queries)."""
+
+    def __init__(self, encoder: MiniLMEncoder, size: int = 1024):
+        self.encoder = encoder
+        self.size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> np.ndarray:
+        with self._lock:
+            vector = self._cache.get(text)
+            if vector is not None:
+                self._cache.move_to_end(text)
+                return vector
+        vector = self.encoder.encode_one(text)
+        with self._lock:
+            self._cache[text] = vector
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return vector
+
+
+_query_embedders: dict[int, QueryEmbedder] = {}
+
+
+def query_embedder_for(encoder: MiniLMEncoder) -> QueryEmbedder:
+    embedder = _query_embedders.get(id(encoder))
+    if embedder is None or embedder.encoder is not encoder:
+        embedder = _query_embedders[id(encoder)] = QueryEmbedder(encoder)
+    return embedder
+
+
+class SemanticBackend(SearchBackend):
+    """Dense retrieval: rank deferred tools by cosine similarity to the query."""
+
+    name = "semantic"
+    label = "Semantic (MiniLM)"
+    description = "all-MiniLM-L6-v2 sentence embeddings (NumPy, offline), cosine similarity"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.encoder: MiniLMEncoder = options.get("encoder") or shared_encoder()
+        self.cache: EmbeddingCache = options.get("cache") or shared_cache(self.encoder.dim)
+        self.embed_query = query_embedder_for(self.encoder)
+
+    def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
+        tools = tuple(catalog.deferred)
+        vectors, stats = embed_tools(tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id)
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats)
+
+    def similarities(self, reading: QueryReading, index: SemanticIndex) -> np.ndarray:
+        if index.size == 0:
+            return np.zeros(0, dtype=np.float32)
+        return index.vectors @ self.embed_query(query_text(reading))
+
+    def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
+        sims = self.similarities(reading, index)
+        scores = sims
+        mask = index.required.mask(reading.required)
+        if mask is not None:
+            # As in BM25: every tool that passes the required terms ranks (score > 0), by similarity.
+            scores = np.where(mask, np.clip(sims, 0.0, None) + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
+        results: list[ScoredTool] = []
+        for i in top_indices(scores, max_results):
+            breakdown = [
+                TermContribution(
+                    term=query_text(reading),
+                    rule="cosine similarity",
+                    points=round(float(scores[i]) - REQUIRED_TERM_POINTS * len(reading.required), 4),
+                    field="embedding",
+                    detail=f"{self.encoder.model_id}: cosine {float(sims[i]):.3f} between query and tool text",
+                )
+            ]
+            breakdown += [
+                TermContribution(term=term, rule="required term matched", points=REQUIRED_TERM_POINTS, field="name/description/search_hint")
+                for term in reading.required
+            ]
+            results.append(ScoredTool(name=index.tools[i].name, score=round(float(scores[i]), 4), breakdown=breakdown))
+        return results

@@ -1,0 +1,137 @@
+"""Text analysis shared by the retrieval backends (BM25, semantic, hybrid) and the evaluation.
+
+One analyser for documents and queries alike, so a term matches the same way on both sides:
+identifiers are split (CamelCase, `_`, `__`, `-`, letter/digit boundaries), text is lowercased,
+English stopwords are dropped and the rest is Snowball-stemmed (PyStemmer). `tool_fields` decides
+what of a tool is searchable and under which field name; explanations name those fields.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import Stemmer
+from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+from playground.engine.tools import MCP_PREFIX, Tool
+
+# NLTK's English list (via bm25s). Words a request is made of rather than what it asks for
+# ("please", "want") are not here: they are generic, but whether dropping them helps is a
+# measured question (see QUERY_FILLER and `keyword_query`).
+STOPWORDS: frozenset[str] = frozenset(w.replace("'", "") for w in STOPWORDS_EN_PLUS)
+
+# Request filler a user writes around the task in natural language. Used only to derive the
+# keyword-style queries of the evaluation (a documented, deterministic rule).
+QUERY_FILLER: frozenset[str] = frozenset(
+    """please want wants need needs like would could help give show tell let lets get also using use
+    make sure find know provide something anything able currently recently way ways thing things
+    one ones someone much many well really going try trying whether""".split()
+)
+
+FIELDS: tuple[str, ...] = ("name", "server", "description", "search_hint", "schema")
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_LETTER_DIGIT = re.compile(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+def split_identifier(identifier: str) -> list[str]:
+    """`getWeatherForecast_v2` → get weather forecast v 2; `mcp__git_hub__PRList` → mcp git hub pr list."""
+    spaced = _CAMEL.sub(" ", identifier)
+    spaced = _LETTER_DIGIT.sub(" ", spaced)
+    return [w.lower() for w in _WORD.findall(spaced)]
+
+
+def words(text: str) -> list[str]:
+    """Lowercased words of free text; identifiers inside the text are split like names."""
+    if not text:
+        return []
+    return split_identifier(text)
+
+
+@lru_cache(maxsize=100_000)
+def stem(word: str) -> str:
+    return _stemmer.stemWord(word)
+
+
+def analyze(text: str) -> list[str]:
+    """Words → stopwords dropped → stems. The analyser of every field and of queries."""
+    return [stem(w) for w in words(text) if w not in STOPWORDS]
+
+
+def analyze_terms(terms: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """Query terms (as the user typed them) → their stems, for per-term explanations."""
+    return [(term, analyze(term)) for term in terms]
+
+
+def tool_part(tool: Tool) -> str:
+    """The tool part of a name: `mcp__github__create_issue` → `create_issue`; others unchanged."""
+    if tool.name.startswith(MCP_PREFIX):
+        rest = tool.name[len(MCP_PREFIX):]
+        _, sep, tail = rest.partition("__")
+        return tail if sep else rest
+    return tool.name
+
+
+def schema_text(schema: Mapping[str, Any], *, depth: int = 0) -> str:
+    """Property names and descriptions of an input schema (one nested level of objects/arrays)."""
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return ""
+    chunks: list[str] = []
+    for key, spec in properties.items():
+        chunks.append(str(key))
+        if isinstance(spec, Mapping):
+            description = spec.get("description")
+            if isinstance(description, str):
+                chunks.append(description)
+            if depth < 1:
+                nested = spec.get("items") if isinstance(spec.get("items"), Mapping) else spec
+                chunks.append(schema_text(nested, depth=depth + 1))
+    return " ".join(c for c in chunks if c)
+
+
+def tool_fields(tool: Tool) -> dict[str, str]:
+    """The searchable text of a tool, by field."""
+    return {
+        "name": tool_part(tool),
+        "server": tool.server or "",
+        "description": tool.description or "",
+        "search_hint": tool.search_hint or "",
+        "schema": schema_text(tool.input_schema),
+    }
+
+
+def tool_document(tool: Tool, *, description_chars: int = 1000) -> str:
+    """One readable passage for a sentence encoder: split name, server, description, hint, parameters."""
+    name = " ".join(split_identifier(tool_part(tool)))
+    parts = [name]
+    if tool.server:
+        parts.append(f"({' '.join(split_identifier(tool.server))})")
+    text = " ".join(parts) + ": " + " ".join((tool.description or "").split())[:description_chars]
+    if tool.search_hint:
+        text += " " + tool.search_hint
+    params = [" ".join(split_identifier(str(k))) for k in (tool.input_schema.get("properties") or {})]
+    if params:
+        text += " Parameters: " + ", ".join(params[:12])
+    return text
+
+
+def keyword_query(text: str, *, max_terms: int = 5) -> str:
+    """The evaluation's keyword-style query, derived deterministically from a natural-language one.
+
+    Rule: lowercase words (identifiers split) → drop stopwords, request filler and pure numbers →
+    deduplicate (first occurrence) → keep the `max_terms` longest (ties: earlier first) → join
+    them in their original order. Longer words are a catalog-independent proxy for salience.
+    """
+    seen: dict[str, int] = {}
+    for position, word in enumerate(words(text)):
+        if word in STOPWORDS or word in QUERY_FILLER or word.isdigit() or len(word) < 2:
+            continue
+        seen.setdefault(word, position)
+    ranked = sorted(seen.items(), key=lambda item: (-len(item[0]), item[1]))[:max_terms]
+    return " ".join(word for word, _ in sorted(ranked, key=lambda item: item[1]))

@@ -1,0 +1,78 @@
+"""Reads for the evaluation page: available toolsets and the chart of a run."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.engine.search import quality
+from playground.evaluation.models import EvaluationRun
+
+
+def available_toolsets() -> list[str]:
+    """Toolsets with labelled queries, in the order of `quality.TOOLSETS`, then any others."""
+    try:
+        from playground.engine.catalog_io import toolsets_dir
+
+        root = toolsets_dir()
+        present = sorted(p.name for p in root.iterdir() if (p / "queries.jsonl").is_file() and (p / "catalog.jsonl").is_file())
+    except OSError:
+        return []
+    ordered = [name for name in quality.TOOLSETS if name in present]
+    return ordered + [name for name in present if name not in ordered]
+
+
+def recent_runs(limit: int = 20):
+    return EvaluationRun.objects.select_related("created_by")[:limit]
+
+
+def result_rows(run: EvaluationRun) -> list[dict]:
+    """The stored rows with template-friendly metric names (`recall@5` → `recall_5`)."""
+    rows = []
+    for row in (run.results or {}).get("rows") or []:
+        flat = {key.replace("@", "_"): value for key, value in (row.get("metrics") or {}).items()}
+        rows.append({**row, **flat})
+    return rows
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float
+    x: float
+    y: float
+    width: float
+    height: float
+    metric: str
+
+
+@dataclass
+class Chart:
+    width: int
+    height: int
+    bars: list[Bar]
+    gridlines: list[tuple[float, str]]  # (y, label)
+    groups: list[tuple[float, str]]  # (x centre, backend)
+
+
+CHART_METRICS = ("recall@1", "recall@5", "recall@10")
+
+
+def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> Chart | None:
+    """Grouped bars (recall@1/@5/@10) per backend, as numbers for an inline SVG template."""
+    rows = (run.results or {}).get("rows") or []
+    if not rows:
+        return None
+    top, bottom, left = 10, 30, 40
+    plot_h = height - top - bottom
+    group_w = (width - left - 10) / len(rows)
+    bar_w = min(36.0, (group_w - 16) / len(CHART_METRICS))
+    bars: list[Bar] = []
+    groups: list[tuple[float, str]] = []
+    for g, row in enumerate(rows):
+        x0 = left + g * group_w + (group_w - bar_w * len(CHART_METRICS)) / 2
+        for m, metric in enumerate(CHART_METRICS):
+            value = float(row["metrics"].get(metric, 0.0))
+            bar_h = value * plot_h
+            bars.append(Bar(label=f"{row['backend']} {metric} {value:.3f}", value=value, x=x0 + m * bar_w, y=top + plot_h - bar_h, width=bar_w - 2, height=bar_h, metric=metric.replace("@", "-")))
+        groups.append((left + g * group_w + group_w / 2, row["backend"]))
+    gridlines = [(top + plot_h * (1 - v), f"{v:.2f}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    return Chart(width=width, height=height, bars=bars, gridlines=gridlines, groups=groups)

@@ -1,0 +1,59 @@
+"""The evaluation page: start a run (staff), watch its progress (htmx polling), see recall@k per backend."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from playground.engine.search import quality
+from playground.evaluation import selectors, services
+from playground.evaluation.forms import EvaluationForm
+from playground.evaluation.models import EvaluationRun
+
+
+def _run_context(run: EvaluationRun) -> dict:
+    return {"run": run, "chart": selectors.recall_chart(run), "rows": selectors.result_rows(run)}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def index(request):
+    if request.method == "POST":
+        if not request.user.is_staff:
+            raise PermissionDenied("only staff can start evaluation runs")
+        form = EvaluationForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            run = services.start_run(
+                toolset=data["toolset"], backends=data["backends"], query_style=data["query_style"],
+                split=data["split"], query_limit=data["query_limit"], user=request.user,
+            )
+            messages.success(request, f"Evaluation run #{run.pk} queued.")
+            return redirect("evaluation:detail", pk=run.pk)
+    else:
+        form = EvaluationForm()
+    runs = list(selectors.recent_runs())
+    latest = next((r for r in runs if r.status == EvaluationRun.Status.DONE), None)
+    context = {
+        "form": form,
+        "runs": runs,
+        "latest": _run_context(latest) if latest else None,
+        "can_run": request.user.is_staff,
+        "dev_buckets": quality.DEV_BUCKETS,
+    }
+    return render(request, "evaluation/index.html", context)
+
+
+@login_required
+def detail(request, pk: int):
+    run = get_object_or_404(EvaluationRun, pk=pk)
+    return render(request, "evaluation/detail.html", _run_context(run))
+
+
+@login_required
+def progress(request, pk: int):
+    """The run's status fragment; it keeps polling itself (hx-trigger) while the run is active."""
+    run = get_object_or_404(EvaluationRun, pk=pk)
+    return render(request, "evaluation/_run.html", _run_context(run))

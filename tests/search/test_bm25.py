@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from playground.engine.search.bm25 import BM25Backend, top_indices
+from playground.engine.tools import ToolCatalog
+
+
+def test_ranks_the_obvious_tool_first(small_catalog):
+    backend = BM25Backend()
+    assert backend.search("weather forecast for Paris", small_catalog).matches[0] == "mcp__weather__get_forecast"
+    assert backend.search("open a new github issue", small_catalog).matches[0] == "mcp__github__create_issue"
+    assert backend.search("convert timezone", small_catalog).matches[0] == "mcp__time__convert_time"
+    # stemming: "emails"/"sending" reach send_email
+    assert backend.search("sending emails", small_catalog).matches[0] == "mcp__mail__send_email"
+
+
+def test_only_deferred_tools_and_only_positive_scores(small_catalog):
+    result = BM25Backend().search("read file", small_catalog, max_results=10)
+    assert "Read" not in result.matches  # not deferred
+    assert all(s.score > 0 for s in result.scored)
+    assert BM25Backend().search("the of and", small_catalog).matches == []  # stopwords only
+
+
+def test_explanation_is_per_term_per_field_and_adds_up_to_the_score(small_catalog):
+    result = BM25Backend().search("weather forecast city", small_catalog)
+    top = result.scored[0]
+    fields = {c.field for c in top.breakdown}
+    assert {"name", "description", "server", "schema"} <= fields
+    assert {c.term for c in top.breakdown} == {"weather", "forecast", "city"}
+    assert sum(c.points for c in top.breakdown) == pytest.approx(top.score, abs=1e-3)
+
+
+def test_field_weights_decide_which_fields_count(small_catalog):
+    # "repository" is only in descriptions (create_issue, list_pull_requests, search_code).
+    default = BM25Backend().search("repository", small_catalog, max_results=10)
+    assert set(default.matches) == {"mcp__github__create_issue", "mcp__github__list_pull_requests", "mcp__github__search_code"}
+    names_only = BM25Backend(field_weights={"description": 0.0, "schema": 0.0}).search("repository", small_catalog)
+    assert names_only.matches == []
+    with pytest.raises(ValueError, match="unknown BM25 field"):
+        BM25Backend(field_weights={"title": 1.0})
+
+
+def test_ties_keep_catalog_order():
+    from tests.search.conftest import mcp
+
+    catalog = ToolCatalog([mcp("a", f"tool_{i}", "identical text about widgets") for i in range(8)])
+    result = BM25Backend().search("widgets", catalog, max_results=5)
+    assert result.matches == [f"mcp__a__tool_{i}" for i in range(5)]
+    scores = np.array([1.0, 3.0, 3.0, 0.0, 2.0, 3.0], dtype=np.float32)
+    assert top_indices(scores, 3) == [1, 2, 5]
+    assert top_indices(scores, 10) == [1, 2, 5, 4, 0]
+
+
+def test_index_follows_the_catalog_and_reanalyses_only_changed_tools(small_catalog, monkeypatch):
+    from playground.engine.search import text
+    from tests.search.conftest import mcp
+
+    backend = BM25Backend()
+    backend.search("weather", small_catalog)
+    calls: list[str] = []
+    original = text.analyze
+    monkeypatch.setattr(text, "analyze", lambda value: calls.append(value) or original(value))
+    changed = ToolCatalog([*small_catalog.tools, mcp("notes", "add_note", "Add a sticky note about zebras")])
+    assert backend.search("zebras", changed).matches == ["mcp__notes__add_note"]
+    assert len(calls) == len(text.FIELDS) + 1  # the new tool's fields, plus the query term

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools
+from playground.engine.search.semantic import SemanticBackend
+from playground.engine.tools import ToolCatalog
+from tests.search.conftest import mcp
+
+REFERENCE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
+
+
+def test_numpy_encoder_matches_sentence_transformers(encoder):
+    """Reference vectors were computed once with sentence-transformers + torch (see the fixture)."""
+    reference = json.loads(REFERENCE.read_text())
+    ours = encoder.encode(reference["texts"])
+    theirs = np.asarray(reference["vectors"], dtype=np.float32)
+    cosines = (ours * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
+    assert cosines.min() >= 0.999, cosines
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_ranks_by_meaning_not_shared_words(encoder, embeddings_dir, small_catalog):
+    backend = SemanticBackend()
+    result = backend.search("what's it going to be like outside tomorrow, rain or sun?", small_catalog)
+    assert result.matches[0] == "mcp__weather__get_forecast"
+    top = result.scored[0]
+    assert top.breakdown[0].rule == "cosine similarity" and top.breakdown[0].field == "embedding"
+    assert top.breakdown[0].points == pytest.approx(top.score, abs=1e-3)
+    assert backend.search("message my colleague by mail", small_catalog).matches[0] == "mcp__mail__send_email"
+
+
+class CountingEncoder:
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        self.texts.extend(texts)
+        return self.encoder.encode(texts)
+
+
+def test_cache_encodes_only_new_or_changed_tools_across_restarts(encoder, tmp_path, small_catalog):
+    path = tmp_path / "cache" / "embeddings.sqlite3"
+    counting = CountingEncoder(encoder)
+    tools = list(small_catalog.deferred)
+
+    first, stats = embed_tools(tools, counting, EmbeddingCache(path, encoder.dim), model_id="m")
+    assert stats.encoded == len(tools) and len(counting.texts) == len(tools)
+
+    restarted = EmbeddingCache(path, encoder.dim)  # a new process: empty memory, same file
+    again, stats = embed_tools(tools, counting, restarted, model_id="m")
+    assert stats.encoded == 0 and stats.reused == len(tools)
+    assert len(counting.texts) == len(tools)
+    assert np.array_equal(first, again)
+
+    # A sync changes one description and adds one tool: exactly two encodings.
+    changed = [mcp("weather", "get_alerts", "Severe weather alerts, now worldwide."), mcp("notes", "add", "Add a note")]
+    synced = [t for t in tools if t.name != "mcp__weather__get_alerts"] + changed
+    _, stats = embed_tools(synced, counting, restarted, model_id="m")
+    assert stats.encoded == 2
+    assert len(counting.texts) == len(tools) + 2
+    assert "worldwide" in counting.texts[-2] and counting.texts[-1].startswith("add (notes)")
+
+    # Another model id never reuses these vectors.
+    _, stats = embed_tools(tools, counting, restarted, model_id="other")
+    assert stats.encoded == len(tools)
+
+
+def test_backend_uses_the_disk_cache(encoder, embeddings_dir, small_catalog):
+    first = SemanticBackend().index_for(small_catalog)
+    assert first.stats.encoded == len(small_catalog.deferred)
+    assert (embeddings_dir / "embeddings.sqlite3").is_file()
+    from playground.engine.search import embedding_cache
+
+    embedding_cache._shared_caches.clear()  # as after a restart
+    second = SemanticBackend().build_index(small_catalog)
+    assert second.stats.encoded == 0 and second.stats.reused == len(small_catalog.deferred)
+
+
+def test_memory_only_cache_and_unwritable_dir(encoder, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", "off")
+    from playground.engine.search.embedding_cache import default_cache_path
+
+    assert default_cache_path() is None
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cache = EmbeddingCache(blocker / "sub" / "embeddings.sqlite3", encoder.dim)  # cannot be created
+    catalog = ToolCatalog([mcp("a", "b", "c")])
+    _, stats = embed_tools(catalog.deferred, encoder.encode, cache, model_id="m")
+    assert stats.encoded == 1
+    _, stats = embed_tools(catalog.deferred, encoder.encode, cache, model_id="m")
+    assert stats.reused == 1
+
+
+def test_missing_extra_gives_a_clear_error(monkeypatch):
+    from playground.engine.search import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.delenv("TOOLSEARCH_EMBEDDING_MODEL_DIR", raising=False)
+    with pytest.raises(encoder_module.EncoderUnavailable, match="semantic extra is not installed"):
+        encoder_module.find_model_dir()
