@@ -81,8 +81,14 @@ class ConversationConsumer(WebsocketConsumer):
         self.catch_up()
 
     def catch_up(self) -> None:
+        # Events first, then the conversation: each status change is saved with its event, so the
+        # status read afterwards is at least as new as the last event sent (read before, a frame
+        # could carry a stale "running" after the final turn_finished, and nothing would fix it).
+        events = list(Event.objects.filter(conversation_id=self.conversation_id, sequence__gt=self.last_sent or 0).order_by("sequence"))
+        if not events:
+            return
         conversation = Conversation.objects.get(pk=self.conversation_id)
-        for event in Event.objects.filter(conversation_id=self.conversation_id, sequence__gt=self.last_sent or 0).order_by("sequence"):
+        for event in events:
             self.send(text_data=render_event_frame(conversation, event))
             self.last_sent = event.sequence
 
