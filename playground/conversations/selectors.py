@@ -123,6 +123,10 @@ def tokens_total_for(conversation_id: int) -> dict[str, int]:
 
 def panel_context(conversation: Conversation) -> dict[str, Any]:
     events = list(conversation.events.order_by("sequence"))
+    # The status is re-read after the events (each status change is saved with its event): read
+    # before, a page loaded while the final turn finishes shows "running" forever, because the
+    # socket's catch-up then has no later event to correct it with.
+    conversation.refresh_from_db(fields=["status"])
     return {
         "conv": conversation,
         "tree": event_tree(events),
