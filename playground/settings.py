@@ -100,6 +100,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Browser tests run Daphne in another process: it needs a file-based test database.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # `make run` has a web process and worker processes writing at once: IMMEDIATE transactions take
+    # the write lock at BEGIN and wait (timeout) instead of failing with "database is locked" when
+    # two read-then-write transactions collide.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
