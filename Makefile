@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev
+EXTRAS ?= dev,semantic
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: run test setup bench clean lint

@@ -149,6 +149,9 @@ class ToolCatalog:
             self._by_lower.setdefault(tool.name.lower(), tool)
         self.deferred: tuple[Tool, ...] = tuple(t for t in self._tools if is_deferred(t))
         self._deferred_names = frozenset(t.name for t in self.deferred)
+        self._deferred_by_lower: dict[str, Tool] = {}
+        for tool in self.deferred:
+            self._deferred_by_lower.setdefault(tool.name.lower(), tool)
         self._fingerprint: str | None = None
 
     def __iter__(self):
@@ -169,6 +172,10 @@ class ToolCatalog:
 
     def get_case_insensitive(self, name: str) -> Tool | None:
         return self._by_lower.get(name.lower())
+
+    def get_deferred_case_insensitive(self, name: str) -> Tool | None:
+        """The first deferred tool whose name equals `name` ignoring case (a dict lookup, not a scan)."""
+        return self._deferred_by_lower.get(name.lower())
 
     def is_deferred(self, name: str) -> bool:
         return name in self._deferred_names

@@ -1,10 +1,14 @@
 """The Claude Code keyword scorer: each rule, the explanations, and exact agreement with the plain transcription."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from playground.engine.catalog_io import load_catalog, load_queries
+from playground.engine.search import keyword
 from playground.engine.search.base import read_query
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend, whole_word_keys
 from playground.engine.search.naive import NaiveKeywordBackend
@@ -120,13 +124,35 @@ def property_settings(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@property_settings(250)
-@given(catalog=catalogs(), query=queries(), max_results=st.integers(1, 6))
-def test_the_indexed_scorer_returns_exactly_what_the_plain_transcription_returns(catalog, query, max_results):
+def assert_same_ranking(query, catalog, max_results):
     fast = ClaudeCodeKeywordBackend().search(query, catalog, max_results=max_results)
     slow = NaiveKeywordBackend().search(query, catalog, max_results=max_results)
     assert fast.matches == slow.matches
     assert [s.to_dict() for s in fast.scored] == [s.to_dict() for s in slow.scored]
+
+
+@property_settings(150)
+@given(catalog=catalogs(), query=queries(), max_results=st.integers(1, 6))
+def test_the_indexed_scorer_returns_exactly_what_the_plain_transcription_returns(catalog, query, max_results):
+    assert_same_ranking(query, catalog, max_results)
+
+
+@pytest.mark.parametrize("gram", [1, 2])
+@property_settings(60)
+@given(catalog=catalogs(), query=queries(), max_results=st.integers(1, 6))
+def test_the_other_index_paths_agree_too(catalog, query, max_results, gram):
+    # Small random catalogs rarely reach the thresholds: force the pair-mask expansion, and short
+    # grams so that most terms go through trigram-style intersection and candidate checks.
+    with mock.patch.object(keyword, "_FEW_PARTS", 0), mock.patch.object(keyword, "_GRAM", gram), mock.patch.object(keyword, "_GRAMS_INTERSECTED", 2):
+        assert_same_ranking(query, catalog, max_results)
+
+
+def test_the_indexed_scorer_agrees_on_a_real_catalog_with_real_and_keyword_queries(shared_toolsets):
+    catalog = load_catalog(shared_toolsets / "mcp-combined" / "catalog.jsonl")
+    texts = [q.query for q in load_queries(shared_toolsets / "mcp-combined" / "queries.jsonl")][:12]
+    texts += ["a", "e", "get", "+file read", "search web", "c++", "don't", "pdf,", "-", "issue +github", "tion"]
+    for text in texts:
+        assert_same_ranking(text, catalog, 10)
 
 
 @property_settings(100)

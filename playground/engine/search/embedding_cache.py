@@ -1,8 +1,8 @@
 """Per-tool embeddings, cached by content hash in memory and in a SQLite file.
 
-The key is sha1(model id, document format version, `Tool.content_hash`): a tool whose name,
-description, hint and schema did not change is never encoded again — not after a restart, not
-after an MCP sync that changed other tools. SQLite because it is in the standard library, safe for
+The key is sha1(model id, the exact text embedded — `text.tool_document` of the tool, which reads
+only its name, server, description, hint and schema): a tool whose content did not change is never
+encoded again — not after a restart, not after an MCP sync that changed other tools. SQLite because it is in the standard library, safe for
 several worker processes (WAL) and one file to delete. Location: TOOLSEARCH_CACHE_DIR, else
 ~/.cache/toolsearch-playground; TOOLSEARCH_CACHE_DIR=off keeps the cache in memory only.
 """
@@ -25,7 +25,6 @@ from playground.engine.tools import Tool
 logger = logging.getLogger(__name__)
 
 CACHE_DIR_ENV = "TOOLSEARCH_CACHE_DIR"
-DOCUMENT_VERSION = "doc-v1"  # bump when `text.tool_document` changes what is embedded
 
 
 def default_cache_path() -> Path | None:
@@ -106,8 +105,8 @@ class EmbeddingCache:
             self._memory.clear()
 
 
-def embedding_key(model_id: str, tool: Tool) -> str:
-    return hashlib.sha1(f"{model_id}\x00{DOCUMENT_VERSION}\x00{tool.content_hash}".encode()).hexdigest()
+def embedding_key(model_id: str, document: str) -> str:
+    return hashlib.sha1(f"{model_id}\x00{document}".encode("utf-8")).hexdigest()
 
 
 def embed_tools(
@@ -116,10 +115,12 @@ def embed_tools(
     cache: EmbeddingCache,
     *,
     model_id: str,
+    include_server: bool = True,
 ) -> tuple[np.ndarray, EmbedStats]:
     """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded."""
     tools = list(tools)
-    keys = [embedding_key(model_id, t) for t in tools]
+    documents = [tool_document(t, include_server=include_server) for t in tools]
+    keys = [embedding_key(model_id, d) for d in documents]
     found = cache.get_many(keys)
     todo = [i for i, key in enumerate(keys) if key not in found]
     stats = EmbedStats(reused=len(tools) - len(todo), encoded=len(todo))
@@ -128,7 +129,7 @@ def embed_tools(
         unique: dict[str, int] = {}
         for i in todo:
             unique.setdefault(keys[i], i)
-        vectors = encode([tool_document(tools[i]) for i in unique.values()])
+        vectors = encode([documents[i] for i in unique.values()])
         fresh = {key: vectors[n] for n, key in enumerate(unique)}
         cache.put_many(fresh)
         found.update(fresh)

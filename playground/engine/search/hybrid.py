@@ -5,6 +5,13 @@ Two fusions (option `fusion`):
     + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
     the query length.
   - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
+Two general refinements, both tuned on the development split only:
+  - sentences (`intent_weight`): a query of several sentences asks for several things; each
+    sentence is also scored alone and the best per-sentence score (normalised) is mixed in, so a
+    tool that answers one sub-request well is not drowned by the others' words.
+  - server routing (`server_weight`): a tool also gets a share of the best fused score among its
+    server's tools — a multi-step request usually needs several tools of one server. Catalogs of
+    one-tool servers, or of a single server, keep their order.
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it.
@@ -32,12 +39,12 @@ logger = logging.getLogger(__name__)
 # Tuned on the development split of every toolset (README "Search quality").
 DEFAULTS: dict[str, Any] = {
     "fusion": "weighted",
-    "bm25_weight": 0.5,
+    "bm25_weight": 0.2,
     "dense_weight": 1.0,
     "rrf_k": 60,
     "depth": 100,
-    "intent_weight": 0.0,  # share of the best per-sentence score (multi-request queries); 0 = off
-    "server_weight": 0.0,  # share of the best score among the tool's server siblings; 0 = off
+    "intent_weight": 0.3,  # share of the best per-sentence score (multi-request queries); 0 = off
+    "server_weight": 0.6,  # share of the best score among the tool's server siblings; 0 = off
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -64,8 +71,6 @@ _warned: set[str] = set()
 class HybridIndex:
     bm25: BM25Index
     semantic: Any  # SemanticIndex, or None when the extra is missing
-    server_ids: np.ndarray  # per tool: an id shared by tools of one server (-1: none)
-    servers: int
 
 
 class HybridBackend(SearchBackend):
@@ -87,7 +92,8 @@ class HybridBackend(SearchBackend):
         self.depth = int(settings["depth"])
         self.intent_weight = float(settings["intent_weight"])
         self.server_weight = float(settings["server_weight"])
-        self.bm25 = BM25Backend(**(options.get("bm25") or {}))
+        # The BM25 side ranks without its own server routing: the fused score gets it once.
+        self.bm25 = BM25Backend(**{"server_weight": 0.0, **(options.get("bm25") or {})})
         self.semantic = None
         self.degraded_reason = ""
         try:
@@ -101,15 +107,9 @@ class HybridBackend(SearchBackend):
                 logger.warning("hybrid ToolSearch backend: %s", self.degraded_reason)
 
     def build_index(self, catalog: ToolCatalog) -> HybridIndex:
-        ids: dict[str, int] = {}
-        server_ids = np.array(
-            [ids.setdefault(t.server, len(ids)) if t.server else -1 for t in catalog.deferred], dtype=np.int64
-        )
         return HybridIndex(
             bm25=self.bm25.build_index(catalog),
             semantic=self.semantic.build_index(catalog) if self.semantic is not None else None,
-            server_ids=server_ids,
-            servers=len(ids),
         )
 
     def side_scores(self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
@@ -145,11 +145,8 @@ class HybridBackend(SearchBackend):
                 extras["intent"] = self.intent_weight * scale * best
                 fused = (1 - self.intent_weight) * fused + extras["intent"]
                 lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
-        if self.server_weight > 0 and index.servers:
-            has_server = index.server_ids >= 0
-            best_of_server = np.zeros(index.servers, dtype=np.float32)
-            np.maximum.at(best_of_server, index.server_ids[has_server], fused[has_server])
-            extras["server"] = np.where(has_server, self.server_weight * best_of_server[np.maximum(index.server_ids, 0)], 0.0)
+        if self.server_weight > 0:
+            extras["server"] = index.bm25.servers.boost(fused, self.server_weight)
             fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)

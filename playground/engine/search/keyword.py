@@ -7,9 +7,11 @@ word in the description. Required (`+term`) terms filter first; keep score > 0; 
 descending, ties in catalog order.
 
 What the index precomputes per catalog (deferred tools only), and why it is exact:
-- Name parts: a map from each *distinct* part to the tools that have it, and all distinct parts
-  joined by "\\n" into one string. A term's substring hits are found with `str.find` over that
-  string (far fewer distinct parts than tools), its exact hit with one dict lookup.
+- Name parts: a map from each *distinct* part to the tools that have it (far fewer distinct parts
+  than tools), and every 1–3 character substring of each part → the parts containing it. A term of
+  up to 3 characters finds the parts containing it with one lookup; a longer one intersects the
+  postings of its rarest trigrams and checks the few candidates with `in`. Its exact hit is one
+  dict lookup.
 - The +3 full-name rule never fires for a term without a space: the full name is the parts joined
   by spaces, so a space-free term inside it lies inside one part, and then the part rule has already
   scored. `read_query` never yields a term with a space; a hand-built reading that has one is
@@ -28,7 +30,6 @@ explanation of each returned tool is read off the very arrays that produced its 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,9 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _RUNS = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_]+")
 _HAS_JS_WHITESPACE = re.compile("[" + JS_WHITESPACE + "]")
 _EMPTY = np.zeros(0, dtype=np.int32)
-_PART_SEPARATOR = "\n"  # never inside a term (terms are split on whitespace)
+_GRAM = 3  # name-part substrings up to this length are indexed
+_GRAMS_INTERSECTED = 3  # a longer term intersects its rarest trigrams' postings, then checks candidates
+_FEW_PARTS = 32  # up to this many parts, concatenating per-part tool lists beats masking every (tool, part) pair
 
 
 def whole_word_keys(text_lower: str) -> set[str]:
@@ -120,10 +123,12 @@ class KeywordIndex:
     exact_points: np.ndarray  # per tool: 12 (MCP name) or 10
     substring_points: np.ndarray  # per tool: 6 or 5
     part_ids: dict[str, int]  # distinct name part → id
+    parts: list[str]  # part id → the part
     part_tools: list[np.ndarray]  # part id → ids of the tools having that part
     tool_parts: list[tuple[int, ...]]  # tool id → its part ids, in name order
-    parts_blob: str  # the distinct parts joined by "\n"
-    part_starts: list[int]  # offset of each part in parts_blob, plus a sentinel
+    gram_parts: dict[str, np.ndarray]  # every substring of 1–3 characters of a part → sorted part ids
+    pair_part: np.ndarray  # every (tool, distinct part) pair: the part …
+    pair_tool: np.ndarray  # … and the tool
     descriptions: WholeWordIndex
     hints: WholeWordIndex
 
@@ -131,16 +136,32 @@ class KeywordIndex:
     def size(self) -> int:
         return len(self.names)
 
-    def parts_containing(self, term: str) -> list[int]:
-        """Ids of the distinct parts that contain `term` as a substring (each once)."""
-        blob, starts = self.parts_blob, self.part_starts
-        found: list[int] = []
-        position = blob.find(term)
-        while position >= 0:
-            part_id = bisect_right(starts, position) - 1
-            found.append(part_id)
-            position = blob.find(term, starts[part_id + 1])
-        return found
+    @property
+    def part_count(self) -> int:
+        return len(self.parts)
+
+    def parts_containing(self, term: str) -> np.ndarray:
+        """Sorted ids of the distinct parts that contain `term` as a substring."""
+        if len(term) <= _GRAM:
+            return self.gram_parts.get(term, _EMPTY)
+        postings = []
+        for start in range(len(term) - _GRAM + 1):
+            posting = self.gram_parts.get(term[start: start + _GRAM])
+            if posting is None:
+                return _EMPTY
+            postings.append(posting)
+        postings.sort(key=len)
+        candidates = postings[0]
+        for posting in postings[1:_GRAMS_INTERSECTED]:
+            candidates = np.intersect1d(candidates, posting, assume_unique=True)
+        parts = self.parts
+        return np.asarray([p for p in candidates.tolist() if term in parts[p]], dtype=np.int32)
+
+    def tools_with_parts(self, part_ids: np.ndarray, part_mask: np.ndarray) -> np.ndarray:
+        """Ids of the tools having any of these parts (a tool may repeat); `part_mask` marks the same parts."""
+        if len(part_ids) <= _FEW_PARTS:
+            return np.concatenate([self.part_tools[p] for p in part_ids.tolist()])
+        return self.pair_tool[part_mask[self.pair_part]]
 
 
 @dataclass
@@ -149,7 +170,7 @@ class _TermPoints:
 
     name_points: np.ndarray  # 12/10 exact part, 6/5 substring, 0
     total: np.ndarray  # name_points + 4 (hint word) + 2 (description word)
-    substring_parts: frozenset[int]
+    substring_parts: np.ndarray  # bool per distinct part: contains the term
 
 
 class ClaudeCodeKeywordBackend(SearchBackend):
@@ -185,18 +206,24 @@ class ClaudeCodeKeywordBackend(SearchBackend):
             descriptions.append(_lower_shared(tool.description, lowered))
             hints.append(_lower_shared(tool.search_hint, lowered))
         distinct_parts = list(part_ids)
-        starts = [0]
-        for part in distinct_parts:
-            starts.append(starts[-1] + len(part) + len(_PART_SEPARATOR))
+        grams: dict[str, list[int]] = {}
+        for part_id, part in enumerate(distinct_parts):
+            fragments = {part[i: i + n] for n in range(1, _GRAM + 1) for i in range(len(part) - n + 1)}
+            for fragment in fragments:
+                grams.setdefault(fragment, []).append(part_id)
+        pair_part = np.repeat(np.arange(len(part_members), dtype=np.int32), [len(m) for m in part_members])
+        pair_tool = np.asarray([t for m in part_members for t in m], dtype=np.int32)
         return KeywordIndex(
             names=[t.name for t in tools],
             exact_points=np.where(is_mcp, POINTS_EXACT_PART[True], POINTS_EXACT_PART[False]).astype(np.int32),
             substring_points=np.where(is_mcp, POINTS_PART_SUBSTRING[True], POINTS_PART_SUBSTRING[False]).astype(np.int32),
             part_ids=part_ids,
+            parts=distinct_parts,
             part_tools=[np.asarray(m, dtype=np.int32) for m in part_members],
             tool_parts=tool_parts,
-            parts_blob=_PART_SEPARATOR.join(distinct_parts) + _PART_SEPARATOR,
-            part_starts=starts,
+            gram_parts={g: np.asarray(ids, dtype=np.int32) for g, ids in grams.items()},
+            pair_part=pair_part,
+            pair_tool=pair_tool,
             descriptions=WholeWordIndex(descriptions),
             hints=WholeWordIndex(hints),
         )
@@ -237,9 +264,11 @@ class ClaudeCodeKeywordBackend(SearchBackend):
     @staticmethod
     def _term_points(index: KeywordIndex, term: str) -> _TermPoints:
         name_points = np.zeros(index.size, dtype=np.int32)
+        part_mask = np.zeros(index.part_count, dtype=bool)
         substring_parts = index.parts_containing(term)
-        if substring_parts:
-            hit = np.concatenate([index.part_tools[p] for p in substring_parts])
+        if len(substring_parts):
+            part_mask[substring_parts] = True
+            hit = index.tools_with_parts(substring_parts, part_mask)
             name_points[hit] = index.substring_points[hit]
             exact_part = index.part_ids.get(term)
             if exact_part is not None:  # an exact part is also a substring hit, so only look it up here
@@ -248,20 +277,20 @@ class ClaudeCodeKeywordBackend(SearchBackend):
         total = name_points.copy()
         total[index.hints.tools_matching(term)] += POINTS_HINT_WORD
         total[index.descriptions.tools_matching(term)] += POINTS_DESCRIPTION_WORD
-        return _TermPoints(name_points, total, frozenset(substring_parts))
+        return _TermPoints(name_points, total, part_mask)
 
     @staticmethod
     def _explain(index: KeywordIndex, tool_id: int, terms: tuple[str, ...], points: dict[str, _TermPoints]) -> list[TermContribution]:
         breakdown: list[TermContribution] = []
+        exact_points = int(index.exact_points[tool_id])
         for term in terms:
             term_points = points[term]
             name_points = int(term_points.name_points[tool_id])
-            if name_points == int(index.exact_points[tool_id]):
+            if name_points == exact_points:
                 breakdown.append(TermContribution(term, RULE_EXACT_PART, name_points, "name", term))
             elif name_points:
-                part_id = next(p for p in index.tool_parts[tool_id] if p in term_points.substring_parts)
-                part = index.parts_blob[index.part_starts[part_id]: index.part_starts[part_id + 1] - 1]
-                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", part))
+                part_id = next(p for p in index.tool_parts[tool_id] if term_points.substring_parts[p])
+                breakdown.append(TermContribution(term, RULE_PART_SUBSTRING, name_points, "name", index.parts[part_id]))
             rest = int(term_points.total[tool_id]) - name_points
             if rest >= POINTS_HINT_WORD:
                 breakdown.append(TermContribution(term, RULE_HINT_WORD, POINTS_HINT_WORD, "search_hint"))

@@ -1,7 +1,7 @@
 """Semantic ToolSearch backend: cosine similarity of all-MiniLM-L6-v2 sentence embeddings.
 
-Each deferred tool is embedded once (`text.tool_document`: split name, server, description, hint,
-parameter names) and cached by content hash (`embedding_cache`); a query is embedded per call
+Each deferred tool is embedded once (`text.tool_document`: split name, server — unless the whole
+catalog has one server —, description, hint, parameter names) and cached by content hash (`embedding_cache`); a query is embedded per call
 (a small LRU keeps repeated queries free). Needs the `semantic` extra; without it constructing the
 backend raises `EncoderUnavailable` (a ValueError) naming what is missing.
 """
@@ -45,11 +45,15 @@ class SemanticIndex:
 class QueryEmbedder:
     """Query text → unit vector, with a small LRU (the inspector and evaluations repeat queries)."""
 
-    def __init__(self, encoder: MiniLMEncoder, size: int = 1024):
+    def __init__(self, encoder: MiniLMEncoder, size: int = 8192):
         self.encoder = encoder
         self.size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
 
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
@@ -90,7 +94,10 @@ class SemanticBackend(SearchBackend):
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
         tools = tuple(catalog.deferred)
-        vectors, stats = embed_tools(tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id)
+        include_server = len({t.server for t in tools}) > 1
+        vectors, stats = embed_tools(
+            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server
+        )
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats)
 
     def similarities(self, reading: QueryReading, index: SemanticIndex) -> np.ndarray:

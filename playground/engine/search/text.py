@@ -106,11 +106,14 @@ def tool_fields(tool: Tool) -> dict[str, str]:
     }
 
 
-def tool_document(tool: Tool, *, description_chars: int = 1000) -> str:
-    """One readable passage for a sentence encoder: split name, server, description, hint, parameters."""
+def tool_document(tool: Tool, *, include_server: bool = True, description_chars: int = 1000) -> str:
+    """One readable passage for a sentence encoder: split name, server, description, hint, parameters.
+
+    `include_server=False` when every tool shares one server: a name that is on every document
+    tells the tools apart no more than a stopword does, and only dilutes the embedding."""
     name = " ".join(split_identifier(tool_part(tool)))
     parts = [name]
-    if tool.server:
+    if tool.server and include_server:
         parts.append(f"({' '.join(split_identifier(tool.server))})")
     text = " ".join(parts) + ": " + " ".join((tool.description or "").split())[:description_chars]
     if tool.search_hint:

@@ -1,0 +1,222 @@
+"""`python -m playground.toolsearch search|eval|bench`: the engine from a terminal, no database.
+
+Exit codes: 0 done, 2 bad input (unreadable or malformed catalog / query file, unknown backend,
+bad arguments); the message names the file and line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
+from playground.engine.search.backends import BUILTIN_BACKENDS, get_backend
+from playground.engine.search.base import SearchBackend
+
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """A problem with what the user gave us: printed as one line, exit code 2."""
+
+
+def _backend(name: str) -> SearchBackend:
+    try:
+        return get_backend(name)
+    except ValueError as exc:
+        raise BadInput(f"{exc} (built in: default, {', '.join(BUILTIN_BACKENDS)}; or a dotted path)") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes wants comma-separated integers, got {text!r}") from None
+    if not sizes or any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError("--sizes wants positive integers, e.g. 1000,10000,100000")
+    return sizes
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    backend = _backend(args.backend)
+    result = backend.search(args.query, catalog, max_results=args.max_results)
+    if result.scored:
+        results = [s.to_dict() for s in result.scored]
+    else:  # select / exact / prefix answers carry no score
+        results = [{"name": name, "score": None, "breakdown": []} for name in result.matches]
+    if args.json:
+        print(json.dumps({"matches": result.matches, "results": results}, ensure_ascii=False, indent=2))
+        return 0
+    reading = result.reading
+    print(f"query: {args.query!r} read as {reading.kind}", end="")
+    if reading.kind == "keyword":
+        print(f" (required: {', '.join(reading.required) or '-'}; optional: {', '.join(reading.optional) or '-'})", end="")
+    print(f"; backend {backend.name}; {result.total_deferred_tools} deferred of {len(catalog)} tools")
+    if reading.note:
+        print(f"note: {reading.note}")
+    if not result.matches:
+        print("no matching deferred tools")
+    for rank, item in enumerate(results, start=1):
+        score = "" if item["score"] is None else f"  score {item['score']:g}"
+        print(f"{rank:>3}. {item['name']}{score}")
+        for part in item["breakdown"]:
+            where = f" [{part['field']}{': ' + part['detail'] if part['detail'] else ''}]" if part["field"] else ""
+            print(f"       {part['points']:+g}  {part['term']!r} {part['rule']}{where}")
+    for name in result.not_found:
+        print(f"  not found: {name}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from playground.engine.evaluate import evaluate
+
+    if args.toolsets:
+        return cmd_eval_suite(args)
+    if not (args.catalog and args.queries):
+        raise BadInput("eval needs --catalog and --queries, or --toolsets NAME[,NAME] (or all)")
+    if args.style != "natural":
+        from playground.engine.search.quality import styled_query
+
+        queries = [replace(q, query=styled_query(q.query, args.style)) for q in load_queries(args.queries)]
+        args.queries_override = queries
+    catalog = load_catalog(args.catalog)
+    queries = getattr(args, "queries_override", None) or load_queries(args.queries)
+    missing = sorted({name for q in queries for gold in q.expected_tool_names for name in q.accepted_names(gold) if name not in catalog})
+    if missing:
+        raise BadInput(f"{args.queries}: {len(missing)} labelled tool(s) are not in {args.catalog}, e.g. {missing[0]!r}")
+    report = evaluate(catalog, queries, _backend(args.backend), k=args.k)
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        return 0
+    m = report.metrics()
+    k = m["k"]
+    print(f"backend {m['backend']} over {m['tools']} tools, {m['query_count']} queries (index built in {m['build_s']:.3f} s)")
+    print(f"  recall@{k}      {m['recall_at_k']:.3f}")
+    print(f"  recall@10     {m['recall_at_10']:.3f}")
+    print(f"  full hit@{k}    {m['full_hit_at_k']:.3f}")
+    print(f"  MRR@10        {m['mrr']:.3f}")
+    print(f"  latency       p50 {m['p50_ms']:.3f} ms, p95 {m['p95_ms']:.3f} ms")
+    return 0
+
+
+def cmd_eval_suite(args: argparse.Namespace) -> int:
+    """Every toolset × backend × query style on one split: the search-quality table (issue 7)."""
+    from playground.engine.search import quality
+
+    names = list(quality.TOOLSETS) if args.toolsets == "all" else [t.strip() for t in args.toolsets.split(",") if t.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else [args.backend]
+    styles = list(quality.STYLES) if args.style == "both" else [args.style]
+    root = Path(args.toolsets_dir) if args.toolsets_dir else None
+    progress = (lambda fraction, message: print(f"... {fraction:5.1%} {message}", file=sys.stderr, flush=True)) if args.progress else None
+    try:
+        results = quality.run_suite(names, backends, styles, split=args.split, limit=args.limit, root=root, progress=progress)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if args.json:
+        print(quality.results_json(results, split=args.split, limit=args.limit, toolsets=names, backends=backends, styles=styles))
+        return 0
+    print(f"split {args.split}{f', {args.limit} sampled queries per toolset' if args.limit else ''}; recall/full hit at 5 and 10, MRR@10; latency per search")
+    print(quality.format_table(results))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from playground.engine.benchmark import BenchConfig, format_table, run_bench
+
+    folder = Path(args.toolsets) if args.toolsets else toolsets_dir()
+    if not folder.is_dir():
+        raise BadInput(f"toolsets folder {folder} not found (set TOOLSETS_DIR or --toolsets)")
+    config = BenchConfig(
+        sizes=args.sizes,
+        queries=args.queries,
+        naive_queries_at_100k=args.naive_queries_at_100k,
+        repeat=args.repeat,
+        measure_memory=not args.no_memory,
+    )
+    progress = (lambda message: print(f"... {message}", file=sys.stderr, flush=True)) if not args.json else (lambda message: None)
+    try:
+        rows = run_bench(folder, config, progress)
+    except FileNotFoundError as exc:
+        raise BadInput(str(exc)) from None
+    search_backends = [b.strip() for b in (args.search_backends or "").split(",") if b.strip()]
+    if search_backends:  # the retrieval backends, same catalogs, queries and row shape (issue 7)
+        from playground.engine.search import speed
+
+        try:
+            rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat, progress=progress)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    if args.json:
+        print(json.dumps([row.to_dict(details=args.details) for row in rows], indent=2))
+        return 0
+    print(f"ToolSearch keyword scoring: claude-code (indexed) vs naive (plain transcription); toolsets from {folder}")
+    print(format_table(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m playground.toolsearch", description="ToolSearch engine: search a catalog, evaluate a backend, benchmark the scorer.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    search = commands.add_parser("search", help="rank a catalog for one query, with the score breakdown")
+    search.add_argument("query")
+    search.add_argument("--catalog", required=True, help="JSONL, Anthropic tools array, MCP tools/list result or OpenAI tools list")
+    search.add_argument("--backend", default="default", help="backend name (default = the configured default) or dotted path")
+    search.add_argument("--max-results", type=_positive, default=5)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(handler=cmd_search)
+
+    evaluation = commands.add_parser("eval", help="recall@k, recall@10, full-hit@k, MRR and latency over a labelled query set")
+    evaluation.add_argument("--catalog")
+    evaluation.add_argument("--queries")
+    evaluation.add_argument("--backend", default="default")
+    evaluation.add_argument("--k", type=_positive, default=5)
+    evaluation.add_argument("--json", action="store_true")
+    # The search-quality suite (issue 7): shared toolsets × backends × query styles on a fixed split.
+    evaluation.add_argument("--toolsets", help="shared toolset names, comma-separated, or 'all' (instead of --catalog/--queries)")
+    evaluation.add_argument("--backends", help="comma-separated backends for --toolsets (default: --backend)")
+    evaluation.add_argument("--style", choices=["natural", "keyword", "both"], default="natural", help="query style; keyword = derived by text.keyword_query")
+    evaluation.add_argument("--split", choices=["test", "dev", "all"], default="test", help="with --toolsets: dev = sha1(id) bucket < 3 of 10 (tuning), test = the rest")
+    evaluation.add_argument("--limit", type=_positive, help="with --toolsets: evenly sample this many queries of the split per toolset")
+    evaluation.add_argument("--toolsets-dir", help="folder holding the shared toolsets (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    evaluation.add_argument("--progress", action="store_true", help="with --toolsets: progress lines on stderr")
+    evaluation.set_defaults(handler=cmd_eval)
+
+    bench = commands.add_parser("bench", help="claude-code vs its plain transcription at 1k/10k/100k tools")
+    bench.add_argument("--json", action="store_true", help="rows {tools, style, backend, p50_ms, p95_ms, build_s}")
+    bench.add_argument("--details", action="store_true", help="with --json: add queries, mean_ms, index_mb, identical, speedup_p50")
+    bench.add_argument("--sizes", type=_sizes, default=[1_000, 10_000, 100_000])
+    bench.add_argument("--queries", type=_positive, default=40, help="queries per style (claude-code; naive too below 100k)")
+    bench.add_argument("--naive-queries-at-100k", type=_positive, default=8)
+    bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
+    bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
+    bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    bench.add_argument("--search-backends", default="bm25,hybrid", help="retrieval backends to add rows for (comma-separated; '' for none)")
+    bench.set_defaults(handler=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (CatalogFormatError, BadInput) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. piped into head
+        return 0
+

@@ -1,0 +1,1 @@
+"""`python -m playground.toolsearch`: the engine's command line (see `playground.engine.cli`)."""

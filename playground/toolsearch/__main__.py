@@ -1,0 +1,5 @@
+import sys
+
+from playground.engine.cli import main
+
+sys.exit(main())

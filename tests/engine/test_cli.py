@@ -1,0 +1,135 @@
+"""The command line, run as users run it: `python -m playground.toolsearch` in a subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from playground.engine.catalog_io import dump_tools
+
+from .conftest import REPO_ROOT, mcp
+
+
+def run_cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "playground.toolsearch", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def catalog_file(tmp_path):
+    path = tmp_path / "catalog.jsonl"
+    path.write_text(
+        dump_tools(
+            [
+                mcp("slack", "post_message", "Send a message to a Slack channel."),
+                mcp("slack", "list_channels", "List channels."),
+                mcp("github", "create_issue", "Create an issue."),
+            ]
+        )
+    )
+    return path
+
+
+def test_search_prints_the_ranking_with_the_breakdown(catalog_file):
+    done = run_cli("search", "--catalog", catalog_file, "+slack send", "--backend", "claude-code")
+    assert done.returncode == 0, done.stderr
+    assert "1. mcp__slack__post_message  score 16" in done.stdout
+    assert "'slack' exact name part [name: slack]" in done.stdout
+    assert "required: slack; optional: send" in done.stdout
+
+
+def test_search_json_has_matches_and_results(catalog_file):
+    done = run_cli("search", "--catalog", catalog_file, "slack", "--json", "--max-results", "1", "--backend", "claude-code")
+    output = json.loads(done.stdout)
+    assert output["matches"] == ["mcp__slack__post_message"]
+    [result] = output["results"]
+    assert set(result) == {"name", "score", "breakdown"} and result["score"] == 14
+    assert result["breakdown"][0] == {"term": "slack", "rule": "exact name part", "points": 12, "field": "name", "detail": "slack"}
+
+
+def test_search_reads_an_mcp_tools_list_result(tmp_path):
+    path = tmp_path / "time.json"
+    path.write_text(json.dumps({"tools": [{"name": "get_current_time", "description": "Current time", "inputSchema": {"type": "object"}}]}))
+    done = run_cli("search", "--catalog", path, "time", "--json")
+    assert json.loads(done.stdout)["matches"] == ["mcp__time__get_current_time"]
+
+
+def test_a_malformed_catalog_exits_2_naming_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"name": "ok"}\n{"name": "ok2"}\n{"name": \n')
+    done = run_cli("search", "--catalog", path, "x")
+    assert done.returncode == 2
+    assert f"{path}, line 3: invalid JSON" in done.stderr
+    assert done.stdout == ""
+
+
+def test_an_unknown_backend_exits_2(catalog_file):
+    done = run_cli("search", "--catalog", catalog_file, "x", "--backend", "nope")
+    assert done.returncode == 2 and "unknown search backend 'nope'" in done.stderr
+
+
+def test_malformed_queries_exit_2_naming_the_line(tmp_path, catalog_file):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"id": "1", "query": "x", "expected_tool_names": ["mcp__slack__list_channels"]}) + "\n[1]\n")
+    done = run_cli("eval", "--catalog", catalog_file, "--queries", queries, "--backend", "claude-code")
+    assert done.returncode == 2 and "line 2: expected a query object" in done.stderr
+
+
+def test_eval_json_has_the_metrics_and_the_ranked_names_per_query(tmp_path, catalog_file):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        json.dumps({"id": "a", "query": "slack message", "expected_tool_names": ["mcp__slack__post_message"]})
+        + "\n"
+        + json.dumps({"id": "b", "query": "open an issue", "expected_tool_names": ["mcp__github__create_issue", "mcp__slack__list_channels"]})
+        + "\n"
+    )
+    done = run_cli("eval", "--catalog", catalog_file, "--queries", queries, "--backend", "claude-code", "--k", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["recall_at_k"] == pytest.approx((1 + 0.5) / 2)
+    assert report["full_hit_at_k"] == 0.5 and report["mrr"] == 1.0
+    assert {"recall_at_10", "p50_ms", "p95_ms"} <= set(report)
+    assert report["queries"][0] == {"id": "a", "ranked": ["mcp__slack__post_message", "mcp__slack__list_channels"]}
+
+
+def test_eval_on_mcp_combined_prints_its_figures(shared_toolsets):
+    folder = shared_toolsets / "mcp-combined"
+    done = run_cli("eval", "--catalog", folder / "catalog.jsonl", "--queries", folder / "queries.jsonl", "--backend", "claude-code", "--k", "5")
+    assert done.returncode == 0, done.stderr
+    assert "over 706 tools, 90 queries" in done.stdout
+    assert "recall@5" in done.stdout and "MRR@10" in done.stdout
+
+
+def test_bench_json_rows_compare_both_backends_and_rankings_match(shared_toolsets):
+    done = run_cli("bench", "--json", "--details", "--sizes", "300", "--queries", "4", "--repeat", "1", "--no-memory", "--search-backends", "bm25", env={"TOOLSETS_DIR": str(shared_toolsets)})
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert {(r["style"], r["backend"]) for r in rows} == {(s, b) for s in ("keyword", "natural") for b in ("claude-code", "naive", "bm25")}
+    assert all(r["tools"] == 300 and r["p50_ms"] > 0 for r in rows)
+    assert all(r["identical"] for r in rows if r["backend"] == "naive")
+
+
+def test_bench_plain_json_rows_have_exactly_the_documented_keys(shared_toolsets):
+    done = run_cli("bench", "--json", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", "--search-backends", "bm25", env={"TOOLSETS_DIR": str(shared_toolsets)})
+    assert done.returncode == 0, done.stderr
+    for row in json.loads(done.stdout):
+        assert set(row) == {"tools", "style", "backend", "p50_ms", "p95_ms", "build_s"}
+
+
+def test_bench_without_toolsets_exits_2(tmp_path):
+    done = run_cli("bench", "--sizes", "10", env={"TOOLSETS_DIR": str(tmp_path / "none")})
+    assert done.returncode == 2 and "not found" in done.stderr
+
+
+def test_bad_arguments_exit_2():
+    assert run_cli("search", "--catalog", "x", "q", "--max-results", "0").returncode == 2
+    assert run_cli("bench", "--sizes", "a,b").returncode == 2

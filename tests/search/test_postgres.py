@@ -1,0 +1,103 @@
+"""The PostgreSQL scale path: full-text search always (PostgreSQL has it built in), pgvector where
+`CREATE EXTENSION vector` succeeds (skipped with the server's reason otherwise)."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from playground.engine.search.backends import get_backend
+from playground.engine.tools import ToolCatalog
+from tests.conftest import require_service
+from tests.search.conftest import mcp
+
+pytestmark = pytest.mark.postgres
+
+
+def _dsn() -> str:
+    """TOOLSEARCH_PG_DSN, else the server of DATABASE_URL (its always-present `postgres` database:
+    the app database itself may not exist yet when tests start), else the local server."""
+    from psycopg.conninfo import make_conninfo
+
+    if os.environ.get("TOOLSEARCH_PG_DSN"):
+        return os.environ["TOOLSEARCH_PG_DSN"]
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith(("postgres://", "postgresql://")):
+        return make_conninfo(url.replace("postgres://", "postgresql://", 1), dbname="postgres")
+    return "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture
+def pg_table():
+    import psycopg
+
+    dsn = _dsn()
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.OperationalError:
+        require_service(False, f"PostgreSQL at {dsn}")
+    table = f"toolsearch_test_{uuid.uuid4().hex[:10]}"
+    yield dsn, table
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_sync_writes_only_what_changed(pg_table, small_catalog):
+    from playground.engine.search.postgres import PostgresToolIndex
+
+    dsn, table = pg_table
+    index = PostgresToolIndex(dsn, table=table)
+    tools = list(small_catalog.deferred)
+    first = index.sync(tools)
+    assert (first.inserted, first.updated, first.deleted, first.unchanged) == (len(tools), 0, 0, 0)
+    again = index.sync(tools)
+    assert (again.inserted, again.updated, again.deleted, again.unchanged) == (0, 0, 0, len(tools))
+    changed = [t for t in tools if t.name not in {"mcp__weather__get_alerts", "mcp__mail__send_email"}]
+    changed += [mcp("weather", "get_alerts", "Severe weather alerts, now worldwide."), mcp("notes", "add_note", "Add a note")]
+    synced = index.sync(changed)
+    assert (synced.inserted, synced.updated, synced.deleted) == (1, 1, 1)
+    index.close()
+
+
+def test_fulltext_ranks_and_keeps_the_special_forms(pg_table, small_catalog):
+    dsn, table = pg_table
+    backend = get_backend("postgres", dsn=dsn, table=table, vectors=False)
+    assert backend.search("weather forecast for a city", small_catalog).matches[0] == "mcp__weather__get_forecast"
+    assert backend.search("create an issue", small_catalog).matches[0] == "mcp__github__create_issue"
+    top = backend.search("sending emails", small_catalog).scored[0]
+    assert top.name == "mcp__mail__send_email" and top.breakdown[0].rule == "postgres full-text rank"
+    cc = get_backend("claude-code")
+    for query in ("+github", "+file +new", "select:mcp__time__convert_time", "mcp__github", "NotebookEdit"):
+        ours, theirs = backend.search(query, small_catalog, max_results=50), cc.search(query, small_catalog, max_results=50)
+        assert set(ours.matches) == set(theirs.matches), query
+    assert backend.search("zebra unicorn", small_catalog).matches == []
+
+
+def test_ties_keep_catalog_order(pg_table):
+    dsn, table = pg_table
+    catalog = ToolCatalog([mcp("a", f"tool_{i}", "identical text about widgets") for i in range(6)])
+    backend = get_backend("postgres", dsn=dsn, table=table, vectors=False)
+    assert backend.search("widgets", catalog, max_results=4).matches == [f"mcp__a__tool_{i}" for i in range(4)]
+
+
+def test_pgvector_similarity_where_the_extension_exists(pg_table, small_catalog, encoder, embeddings_dir):
+    from playground.engine.search.postgres import PostgresToolIndex
+
+    dsn, table = pg_table
+    probe = PostgresToolIndex(dsn, table=table)
+    if not probe.has_vector:
+        probe.close()
+        pytest.skip(f"pgvector is not available on this PostgreSQL: {probe.vector_error}")
+    probe.close()
+    backend = get_backend("postgres", dsn=dsn, table=table)
+    result = backend.search("is it going to rain tomorrow", small_catalog)
+    assert result.matches[0] == "mcp__weather__get_forecast"
+    assert any(c.rule == "pgvector cosine" for c in result.scored[0].breakdown)
+
+
+def test_no_postgres_configured_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TOOLSEARCH_PG_DSN", raising=False)
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///x.sqlite3")
+    with pytest.raises(ValueError, match="TOOLSEARCH_PG_DSN"):
+        get_backend("postgres")
