@@ -12,8 +12,15 @@ def home(request):
     from playground.mcp_servers.models import McpServer
     from playground.registry.models import AgentProfile, Tool
 
+    from django.db.models import Count, Q, Sum
+
+    tools = Tool.objects.filter(enabled=True).aggregate(
+        count=Count("id"), deferred=Count("id", filter=Q(deferred=True)), tokens=Sum("token_estimate")
+    )
     context = {
-        "tool_count": Tool.objects.filter(enabled=True).count(),
+        "tool_count": tools["count"],
+        "deferred_count": tools["deferred"],
+        "tool_tokens": tools["tokens"] or 0,
         "server_count": McpServer.objects.count(),
         "profile_count": AgentProfile.objects.count(),
     }

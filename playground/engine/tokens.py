@@ -57,7 +57,7 @@ class AnthropicTokenCounter(TokenCounter):
     """`client.messages.count_tokens` (anthropic SDK), falling back to an estimate when it fails.
 
     Tool tokens = count(with tools) − count(same message without tools). Results are cached per
-    distinct tool list; a failure switches to the fallback for that call and is remembered in
+    distinct tool list (and text), since the same lists recur every turn; a failure switches to the fallback for that call and is remembered in
     `last_error` (the UI says which source a figure came from).
     """
 
@@ -101,17 +101,26 @@ class AnthropicTokenCounter(TokenCounter):
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._last_source = f"{self.fallback.name} (count_tokens failed)"
             return self.fallback.count_tools(api_tool_dicts)
-        self._cache[key] = value
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._remember(key, value)
         return value
 
     def count_text(self, text: str) -> int:
+        key = "text:" + hashlib.sha1(text.encode()).hexdigest()
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
         try:
             value = self._count(messages=[{"role": "user", "content": text or "."}])
             self._last_source = self.name
-            return value
+            self.last_error = None
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._last_source = f"{self.fallback.name} (count_tokens failed)"
             return self.fallback.count_text(text)
+        self._remember(key, value)
+        return value
+
+    def _remember(self, key: str, value: int) -> None:
+        self._cache[key] = value
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)

@@ -24,7 +24,7 @@ from playground.engine.permissions import PermissionFilterResult, PermissionPoli
 from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import get_backend
 from playground.engine.search.base import SearchBackend
-from playground.engine.subagents import resolve_subagent_tools
+from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, is_deferred
@@ -44,17 +44,29 @@ _token_counter: TokenCounter | None = None
 # -- tools ---------------------------------------------------------------------------------------
 def tool_to_engine(row: Tool) -> EngineTool:
     """One row as an engine `Tool` (raises `ToolDefinitionError` for a definition the API rejects)."""
-    is_mcp = row.name.startswith("mcp__")
-    server = (row.server.name if row.server_id else row.server_name) or None
-    return EngineTool(
+    return _engine_tool(
         name=row.name,
-        description=row.description or "",
+        description=row.description,
         input_schema=row.input_schema,
-        search_hint=row.search_hint or "",
-        is_mcp=is_mcp,
-        server=server if is_mcp else None,
+        search_hint=row.search_hint,
+        server=row.server.name if row.server_id else row.server_name,
         should_defer=row.should_defer,
         always_load=row.always_load,
+    )
+
+
+def _engine_tool(*, name: str, description: str, input_schema: Any, search_hint: str, server: str | None,
+                 should_defer: bool, always_load: bool) -> EngineTool:
+    is_mcp = name.startswith("mcp__")
+    return EngineTool(
+        name=name,
+        description=description or "",
+        input_schema=input_schema,
+        search_hint=search_hint or "",
+        is_mcp=is_mcp,
+        server=(server or None) if is_mcp else None,
+        should_defer=should_defer,
+        always_load=always_load,
     )
 
 
@@ -107,12 +119,28 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
     return catalog
 
 
+_CATALOG_FIELDS = ("name", "description", "input_schema", "search_hint", "server_name", "server__name",
+                   "should_defer", "always_load", "source")
+
+
 def _build_catalog(queryset: QuerySet) -> ToolCatalog:
+    """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly ORM)."""
     from playground.registry.models import Tool
 
-    rows = list(queryset.select_related("server").order_by())
-    rows.sort(key=lambda r: (r.source != Tool.Source.BUILTIN, r.name))
-    return ToolCatalog(tool_to_engine(row) for row in rows)
+    rows = list(queryset.order_by().values(*_CATALOG_FIELDS))
+    rows.sort(key=lambda r: (r["source"] != Tool.Source.BUILTIN, r["name"]))
+    return ToolCatalog(
+        _engine_tool(
+            name=r["name"],
+            description=r["description"],
+            input_schema=r["input_schema"],
+            search_hint=r["search_hint"],
+            server=r["server__name"] or r["server_name"],
+            should_defer=r["should_defer"],
+            always_load=r["always_load"],
+        )
+        for r in rows
+    )
 
 
 # -- permissions and profiles --------------------------------------------------------------------
@@ -138,7 +166,17 @@ def permission_rules(profile: AgentProfile | None = None) -> list[PermissionRule
 
 
 def permission_policy(profile: AgentProfile | None = None, *, rules: Sequence[PermissionRule] | None = None) -> PermissionPolicy:
-    return PermissionPolicy(list(rules) if rules is not None else permission_rules(profile))
+    """Global rules + the profile's rules; a profile that lists ToolSearch among its disallowed tools
+    (or a subagent, under the global agent denylist) gets the engine's ToolSearch deny rule too."""
+    policy = PermissionPolicy(list(rules) if rules is not None else permission_rules(profile))
+    if profile is None:
+        return policy
+    return subagent_policy(
+        policy,
+        global_denylist=list(settings.AGENT_TOOL_DENYLIST) if profile.is_subagent else [],
+        disallowed=list(profile.disallowed_tools or []),
+        scope=profile.name,
+    )
 
 
 def profile_catalog(profile: AgentProfile | None, catalog: ToolCatalog | None = None) -> ToolCatalog:
@@ -165,10 +203,10 @@ def profile_catalog(profile: AgentProfile | None, catalog: ToolCatalog | None = 
 def filtered_catalog(profile: AgentProfile | None = None) -> tuple[ToolCatalog, PermissionFilterResult]:
     """(the profile's catalog, the policy's filter of it), cached so backends keep their index."""
     catalog = engine_catalog()
-    rules = permission_rules(profile)
+    policy = permission_policy(profile)
     key = (
         id(catalog),
-        tuple((r.effect, r.pattern, r.scope) for r in rules),
+        tuple((r.effect, r.pattern, r.scope) for r in policy.rules),
         _profile_signature(profile),
     )
     with _lock:
@@ -177,7 +215,7 @@ def filtered_catalog(profile: AgentProfile | None = None) -> tuple[ToolCatalog, 
             _filtered_cache.move_to_end(key)
             return hit
     narrowed = profile_catalog(profile, catalog)
-    result = (narrowed, permission_policy(rules=rules).filter(narrowed))
+    result = (narrowed, policy.filter(narrowed))
     with _lock:
         _filtered_cache[key] = result
         while len(_filtered_cache) > _FILTERED_CACHE_SIZE:
@@ -197,7 +235,11 @@ def _profile_signature(profile: AgentProfile | None) -> tuple:
 
 
 def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> AgentSettings:
-    """Engine settings for a profile; empty profile fields fall back to Django settings."""
+    """Engine settings for a profile; empty profile fields fall back to Django settings.
+
+    Raises ValueError for settings the engine does not run (e.g. the "server" wire style, which
+    belongs to Anthropic's server-side search tool rather than to this engine).
+    """
     values: dict[str, Any] = {
         "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
         "wire_style": profile.wire_style if profile else "native",

@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
+from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
@@ -102,7 +103,10 @@ class BulkToolActionForm(forms.Form):
 
 class ImportForm(forms.Form):
     file = forms.FileField(required=False, help_text="JSONL, Anthropic tools array, OpenAI functions/tools, MCP tools/list result.")
-    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}), label="…or paste")
+    text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}), label="…or paste",
+        help_text="Pasted text is limited to 2.5 MB (Django's request size limit); upload larger catalogs as a file.",
+    )
     server_name = forms.CharField(
         required=False, max_length=40,
         help_text="MCP tools/list results carry bare tool names: the server key makes them mcp__<server>__<tool>.",
@@ -143,6 +147,8 @@ class PermissionRuleForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["effect"].choices = PermissionRule.Effect.choices  # no empty choice
+        if self.instance.pk is None:
+            self.initial.setdefault("effect", PermissionRule.Effect.DENY)  # what editors add most
         self.fields["effect"].widget.attrs["aria-label"] = "Effect"
         self.fields["profile"].empty_label = "global"
         self.fields["profile"].widget.attrs["aria-label"] = "Scope"
@@ -196,6 +202,8 @@ class AgentProfileForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The engine runs the native and client-side wire styles.
+        self.fields["wire_style"].choices = [c for c in AgentProfile.WireStyle.choices if c[0] in WIRE_STYLES]
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]

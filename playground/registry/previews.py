@@ -3,11 +3,15 @@ build (model view, permissions preview, profile detail). Engine calls only; no r
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.modes import ModeDecision, decide_mode
 from playground.engine.permissions import PermissionDecision
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.requests import ConversationState, RequestPlan, build_request
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.toolsearch_tool import (
@@ -39,6 +43,8 @@ class InspectorAnswer:
     excluded_total: int = 0
     searchable_count: int = 0
     deferred_count: int = 0
+    decision: ModeDecision | None = None
+    ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
 
     @property
     def content_json(self) -> str:
@@ -49,6 +55,35 @@ class InspectorAnswer:
         return json.dumps(self.result.to_output() if self.result else {}, indent=2, ensure_ascii=False)
 
 
+_decisions: weakref.WeakKeyDictionary[ToolCatalog, dict[tuple, ModeDecision]] = weakref.WeakKeyDictionary()
+_decisions_lock = threading.Lock()
+
+
+def mode_decision(permitted: ToolCatalog, settings, policy) -> ModeDecision:
+    """The engine's mode decision for these permitted tools, cached per catalog object and settings
+    (counting 10,000 deferred tools' tokens on every keystroke would dominate the inspector)."""
+    key = (str(settings.mode), settings.wire_style, settings.model, settings.base_url, settings.context_window,
+           tuple(settings.unsupported_model_patterns), policy.decide(TOOL_SEARCH_NAME).permitted)
+    with _decisions_lock:
+        cached = _decisions.get(permitted, {}).get(key)
+    if cached is not None:
+        return cached
+    decision = decide_mode(
+        settings.mode,
+        deferred_tools=[tool.to_api() for tool in permitted.deferred],
+        token_counter=adapter.token_counter(),
+        context_window=settings.context_window,
+        model=settings.model,
+        base_url=settings.base_url,
+        unsupported_model_patterns=settings.unsupported_model_patterns,
+        tool_search_permitted=key[-1],
+        wire_style=settings.wire_style,
+    )
+    with _decisions_lock:
+        _decisions.setdefault(permitted, {})[key] = decision
+    return decision
+
+
 def inspect_query(
     query: str,
     profile: AgentProfile | None = None,
@@ -56,12 +91,15 @@ def inspect_query(
     backend: str = "",
     max_results: int | None = None,
     wire_style: str = "",
+    mode: str = "",
 ) -> InspectorAnswer:
-    """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach."""
+    """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
+    and whether the mode decision would offer ToolSearch at all."""
     backend_name = backend or (profile.search_backend if profile else "") or ""
     search_backend = adapter.search_backend(backend_name)
     max_results = max_results or (profile.max_results if profile else 5)
-    wire_style = wire_style or (profile.wire_style if profile else "native")
+    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
+    wire_style = settings.wire_style
     unfiltered, filtered = adapter.filtered_catalog(profile)
     answer = InspectorAnswer(
         query=query,
@@ -72,6 +110,8 @@ def inspect_query(
         excluded_total=len(filtered.excluded),
         searchable_count=len(filtered.permitted),
         deferred_count=len(filtered.permitted.deferred),
+        decision=mode_decision(filtered.permitted, settings, adapter.permission_policy(profile)),
+        ask=frozenset(filtered.ask),
     )
     if not query.strip():
         return answer

@@ -3,6 +3,7 @@ recorded in the audit trail. Reads that need the engine go through `adapter`."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,14 +93,16 @@ def parse_catalog(payload: str, server_name: str = "") -> tuple[list[EngineTool]
 def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
     """Re-run the engine's loader item by item so the preview names every bad item with its reason."""
     pieces: list[tuple[str, str]] = []
-    stripped = payload.lstrip()
     try:
         document = json.loads(payload)
     except json.JSONDecodeError:
         document = None
-    if document is None and not stripped.startswith("["):
-        # JSON Lines: one tool per line.
-        pieces = [(f"line {n}", line) for n, line in enumerate(payload.splitlines(), 1) if line.strip()]
+    if isinstance(document, dict) and isinstance(document.get("result"), dict):
+        document = document["result"]  # a JSON-RPC response around tools/list
+    if document is None:
+        if _first_line_is_object(payload):  # JSON Lines: one tool per line
+            pieces = [(f"line {n}", line) for n, line in enumerate(payload.splitlines(), 1) if line.strip()]
+        # otherwise a broken JSON document: the engine's error (with its line) says it all
     elif isinstance(document, list):
         pieces = [(f"item {n}", json.dumps([item])) for n, item in enumerate(document, 1)]
     elif isinstance(document, dict):
@@ -120,6 +123,14 @@ def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
                 invalid.append(InvalidItem(where, f"duplicate tool name {tool.name!r} (first at {seen[tool.name]})"))
             seen.setdefault(tool.name, where)
     return invalid
+
+
+def _first_line_is_object(payload: str) -> bool:
+    first = next((line for line in payload.splitlines() if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 _COMPARED_FIELDS = ("description", "input_schema", "search_hint")
@@ -155,7 +166,14 @@ def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else str(value)
 
 
+STAGED_IMPORT_LIFETIME = timedelta(days=1)
+
+
 def stage_import(payload: str, *, filename: str = "", server_name: str = "", user=None) -> tuple[ToolImport, ImportPreview]:
+    # Previews nobody committed keep a whole catalog each: forget them after a day.
+    ToolImport.objects.exclude(status=ToolImport.Status.COMMITTED).filter(
+        created_at__lt=timezone.now() - STAGED_IMPORT_LIFETIME
+    ).delete()
     preview = preview_import(payload, server_name)
     staged = ToolImport.objects.create(
         filename=filename, server_name=server_name, payload=payload, summary=preview.summary(), created_by=user,

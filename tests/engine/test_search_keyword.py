@@ -106,18 +106,6 @@ def test_the_index_is_rebuilt_for_a_changed_catalog():
     assert backend.search("beta", second).matches == ["mcp__s__beta"]
 
 
-def test_the_plain_transcription_scores_the_full_name_rule_for_a_hand_built_term_with_a_space():
-    catalog = ToolCatalog([mcp("github", "create_issue")])
-    reading = read_query("x")
-    from dataclasses import replace
-
-    reading = replace(reading, optional=("github create",))
-    naive = NaiveKeywordBackend().rank(reading, None, catalog, 5)
-    fast = ClaudeCodeKeywordBackend().rank(reading, ClaudeCodeKeywordBackend().build_index(catalog), catalog, 5)
-    assert [(s.name, s.score) for s in naive] == [("mcp__github__create_issue", 3)]
-    assert fast == naive
-
-
 # -- properties -----------------------------------------------------------------------------------
 
 def property_settings(examples: int) -> settings:

@@ -83,3 +83,11 @@ def test_the_api_counter_falls_back_to_the_estimate_and_says_so(count_tokens_ser
     counter = AnthropicTokenCounter(_client(server), "claude-sonnet-4-5")
     assert counter.count_tools(TOOLS) == CharEstimateCounter().count_tools(TOOLS)
     assert "count_tokens failed" in counter.source and counter.last_error
+
+
+def test_text_counts_are_cached_too(count_tokens_server):
+    server, handler = count_tokens_server
+    counter = AnthropicTokenCounter(_client(server), "claude-sonnet-4-5")
+    first = counter.count_text("<available-deferred-tools>\na\n</available-deferred-tools>")
+    calls = handler.calls
+    assert counter.count_text("<available-deferred-tools>\na\n</available-deferred-tools>") == first and handler.calls == calls

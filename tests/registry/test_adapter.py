@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
+from playground.engine.modes import parse_mode
 from playground.engine.search.base import SearchBackend
 from playground.engine.tools import ToolCatalog
 from playground.mcp_servers.models import McpServer
@@ -115,12 +116,25 @@ def test_agent_settings_fall_back_to_django_settings(profile):
     settings = adapter.agent_settings(profile)
     assert settings.model == "claude-test-model"
     assert settings.context_window == 123_000
-    assert str(settings.mode) in ("auto:7",) or getattr(settings.mode, "threshold_percent", None) == 7 or "7" in str(settings.mode)
+    assert parse_mode(settings.mode).label == "auto:7"
+    assert settings.unsupported_model_patterns == ("haiku",)
     profile.tool_search_mode = "false"
     profile.model = "claude-other"
     settings = adapter.agent_settings(profile)
     assert settings.model == "claude-other"
-    assert "false" in str(settings.mode).lower() or getattr(settings.mode, "enabled", None) is False
+    assert parse_mode(settings.mode).label == "false"
+
+
+def test_the_server_wire_style_is_refused_with_a_reason(profile):
+    profile.wire_style = "server"
+    with pytest.raises(ValueError, match="wire style"):
+        adapter.agent_settings(profile)
+
+
+def test_a_subagent_that_disallows_toolsearch_gets_the_engines_deny_rule(subagent_profile):
+    subagent_profile.disallowed_tools = ["ToolSearch"]
+    assert adapter.permission_policy(subagent_profile).decide("ToolSearch").effect == "deny"
+    assert adapter.permission_policy(None).decide("ToolSearch").effect == "allow"
 
 
 def test_search_backend_is_one_instance_per_name():

@@ -32,7 +32,8 @@ def test_it_loads_tools_profiles_and_rules():
     catalog_lines = sum(1 for line in (DEMO / "catalog.jsonl").read_text().splitlines() if line.strip())
     assert Tool.objects.filter(source=Tool.Source.IMPORTED).count() == catalog_lines == 706
     builtins = set(Tool.objects.filter(source=Tool.Source.BUILTIN).values_list("name", flat=True))
-    assert {"Read", "Write", "Agent"} <= builtins
+    assert {"Read", "Write", "Agent", "echo", "calculator"} <= builtins
+    assert Tool.objects.get(name="calculator").always_load
     assert Tool.objects.filter(token_estimate=0).count() == 0
     assert Tool.objects.get(name="mcp__time__convert_time").deferred is True
     assert Tool.objects.get(name="Read").deferred is False
@@ -56,6 +57,7 @@ def test_it_is_idempotent_and_keeps_local_edits():
 
 def test_force_puts_the_shipped_data_back():
     load()
+    Tool.objects.create(name="OldBuiltin", source=Tool.Source.BUILTIN)
     tool = Tool.objects.get(name="mcp__time__convert_time")
     tool.description = "edited locally"
     tool.enabled = False
@@ -67,6 +69,7 @@ def test_force_puts_the_shipped_data_back():
     tool.refresh_from_db()
     assert tool.description != "edited locally" and tool.enabled
     assert AgentProfile.objects.get(name="Tool search off").tool_search_mode == "false"
+    assert not Tool.objects.filter(name="OldBuiltin").exists()
 
 
 @override_settings(PLAYGROUND_ADMIN_USERNAME="root", PLAYGROUND_ADMIN_PASSWORD="")
@@ -88,3 +91,13 @@ def test_ensure_admin_uses_the_configured_password():
     call_command("ensure_admin", stdout=out)
     assert "from-the-env-123" not in out.getvalue()
     assert get_user_model().objects.get(username="boss").check_password("from-the-env-123")
+
+
+def test_it_registers_the_mcp_demo_servers():
+    from playground.mcp_servers.models import McpServer
+
+    out = StringIO()
+    call_command("load_demo_data", stdout=out)
+    assert McpServer.objects.exists()
+    assert "MCP demo servers registered:" in out.getvalue()
+    assert McpServer.objects.first().name in out.getvalue()

@@ -158,7 +158,7 @@ def test_viewer_cannot_import(viewer_client):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "anthropic", "openai", "mcp"])
-def test_export_round_trips_through_import(viewer_client, admin_client, tools, fmt):
+def test_export_round_trips_through_import(viewer_client, tools, fmt):
     response = viewer_client.get(reverse("registry:tool_export"), {"format": fmt, "server": "github"})
     assert response.status_code == 200
     assert "attachment" in response["Content-Disposition"]
@@ -173,3 +173,31 @@ def test_export_round_trips_through_import(viewer_client, admin_client, tools, f
 
 def test_unknown_export_format_is_404(viewer_client):
     assert viewer_client.get(reverse("registry:tool_export"), {"format": "xml"}).status_code == 404
+
+
+def test_a_broken_json_document_gets_one_error_with_its_line(admin_client):
+    text = '{\n  "tools": [\n    {"name": "a", "inputSchema": {"type": "object"}},\n    {"name": "b",,}\n  ]\n}\n'
+    invalid = preview(admin_client, text, server_name="x").context["preview"].invalid
+    assert len(invalid) == 1
+    assert invalid[0].where == "file" and "line 4" in invalid[0].reason
+
+
+def test_every_bad_item_of_an_mcp_result_is_named(admin_client):
+    document = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [
+        {"name": "good", "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "bad one", "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "worse", "inputSchema": {"type": "array"}},
+    ]}}
+    invalid = preview(admin_client, json.dumps(document), server_name="srv").context["preview"].invalid
+    assert [i.where for i in invalid] == ["tools[1]", "tools[2]"]
+
+
+def test_stale_previews_are_forgotten(admin_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    preview(admin_client, jsonl(record("mcp__old__x")))
+    ToolImport.objects.update(created_at=timezone.now() - timedelta(days=2))
+    preview(admin_client, jsonl(record("mcp__new__x")))
+    assert ToolImport.objects.count() == 1

@@ -116,3 +116,40 @@ def test_the_query_count_does_not_grow_with_the_number_of_tools(viewer_client, d
         assert response.context["answer"].result.matches
         counts.append(len(captured.captured_queries))
     assert counts[0] == counts[1]
+
+
+def test_it_shows_the_mode_decision(viewer_client, tools, profile):
+    on = viewer_client.get(URL, {"q": "github", "profile": profile.pk}, headers=HTMX)
+    assert on.context["answer"].decision.enabled is True
+    assert 'data-testid="inspector-mode-decision" data-tool-search="on"' in on.content.decode()
+    off = viewer_client.get(URL, {"q": "github", "profile": profile.pk, "mode": "false"}, headers=HTMX)
+    assert off.context["answer"].decision.enabled is False
+    assert off.context["answer"].decision.gate == "disabled"
+    assert 'data-tool-search="off"' in off.content.decode()
+    assert off.context["answer"].result.matches  # still shows what a search would return
+
+
+def test_a_profile_the_engine_cannot_run_shows_an_error(viewer_client, tools, profile):
+    profile.wire_style = "server"  # Anthropic's server-side tool: not run by this engine
+    profile.save()
+    response = viewer_client.get(URL, {"q": "github", "profile": profile.pk}, headers=HTMX)
+    assert response.status_code == 200
+    assert 'data-state="error"' in response.content.decode()
+    assert "wire style" in response.context["answer"].error
+
+
+def test_viewers_get_403_on_posts(viewer_client, tools):
+    assert viewer_client.post(URL, {"q": "x"}).status_code == 403
+
+
+def test_staff_get_405_on_posts_to_a_read_only_page(admin_client, tools):
+    assert admin_client.post(URL, {"q": "x"}).status_code == 405
+
+
+def test_matches_that_need_confirmation_are_marked(viewer_client, tools):
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="ask", pattern="mcp__slack__post_message")
+    response = viewer_client.get(URL, {"q": "slack message"}, headers=HTMX)
+    assert "mcp__slack__post_message" in response.context["answer"].ask
+    assert 'data-testid="ask-badge"' in response.content.decode()

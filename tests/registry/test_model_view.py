@@ -71,5 +71,5 @@ def test_token_totals_compare_with_the_all_tools_baseline(viewer_client, tools, 
     bulk_tools(50)  # enough deferred tools for deferral to pay off
     response = viewer_client.get(URL, {"profile": profile.pk}, headers=HTMX)
     tokens = response.context["preview"].plan.tokens
-    assert tokens.sent < tokens.baseline
-    assert f'data-tokens-sent="{tokens.sent}"' in response.content.decode()
+    assert tokens.sent_tokens < tokens.baseline_tokens
+    assert f'data-tokens-sent="{tokens.sent_tokens}"' in response.content.decode()

@@ -84,3 +84,11 @@ def test_detail_resolves_the_subagent_tool_set(viewer_client, tools, subagent_pr
     plan = response.context["preview"].plan
     sent = {t["name"] for t in plan.tools}
     assert "Agent" not in sent and "Write" not in sent
+
+
+def test_a_profile_the_engine_cannot_run_shows_why(viewer_client, tools, profile):
+    profile.wire_style = "server"
+    profile.save()
+    response = viewer_client.get(reverse("registry:profile_detail", args=[profile.pk]))
+    assert response.status_code == 200
+    assert 'data-testid="profile-error"' in response.content.decode()

@@ -107,3 +107,9 @@ def test_viewer_cannot_bulk_edit(viewer_client, tools):
     response = viewer_client.post(reverse("registry:tool_bulk"), {"action": "disable", "ids": ids})
     assert response.status_code == 403
     assert Tool.objects.filter(enabled=False).count() == 1
+
+
+def test_each_row_shows_its_global_permission(admin_client, tools, deny_delete_rule):
+    body = admin_client.get(URL, {"server": "github"}).content.decode()
+    row = body[body.index('data-tool="mcp__github__delete_repo"'):]
+    assert 'data-permission="deny"' in row[: row.index("</tr>")]

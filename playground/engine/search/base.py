@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -160,6 +161,7 @@ class SearchBackend(ABC):
     def __init__(self, **options: Any) -> None:
         self.options = options
         self._indexes: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.RLock()
 
     # -- the template ------------------------------------------------------------------------
     def search(
@@ -221,15 +223,16 @@ class SearchBackend(ABC):
     # -- what backends provide --------------------------------------------------------------------
     def index_for(self, catalog: ToolCatalog) -> Any:
         key = catalog.fingerprint
-        index = self._indexes.get(key)
-        if index is None:
-            index = self.build_index(catalog)
-            self._indexes[key] = index
-            while len(self._indexes) > self._index_cache_size:
-                self._indexes.popitem(last=False)
-        else:
-            self._indexes.move_to_end(key)
-        return index
+        with self._lock:  # one backend may serve several threads (ASGI, thread pools)
+            index = self._indexes.get(key)
+            if index is None:
+                index = self.build_index(catalog)
+                self._indexes[key] = index
+                while len(self._indexes) > self._index_cache_size:
+                    self._indexes.popitem(last=False)
+            else:
+                self._indexes.move_to_end(key)
+            return index
 
     @abstractmethod
     def build_index(self, catalog: ToolCatalog) -> Any:

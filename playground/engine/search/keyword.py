@@ -50,9 +50,9 @@ from playground.engine.search.naive import (
 )
 from playground.engine.tools import ToolCatalog
 
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _RUNS = re.compile(r"[A-Za-z0-9_]+|[^A-Za-z0-9_]+")
-_HAS_JS_WHITESPACE = re.compile("[" + JS_WHITESPACE + "]")
+_WORD_RUNS = re.compile(r"[A-Za-z0-9_]+")
+_INTERIOR_RUNS = re.compile(r"(?<=[A-Za-z0-9_])[^A-Za-z0-9_" + JS_WHITESPACE + r"]+(?=[A-Za-z0-9_])")
 _EMPTY = np.zeros(0, dtype=np.int32)
 _GRAM = 3  # name-part substrings up to this length are indexed
 _GRAMS_INTERSECTED = 3  # a longer term intersects its rarest trigrams' postings, then checks candidates
@@ -60,16 +60,9 @@ _FEW_PARTS = 32  # up to this many parts, concatenating per-part tool lists beat
 
 
 def whole_word_keys(text_lower: str) -> set[str]:
-    """The runs of a text that a one-run term can match as a whole word (see the module docstring)."""
-    runs = _RUNS.findall(text_lower)
-    last = len(runs) - 1
-    keys: set[str] = set()
-    for position, run in enumerate(runs):
-        if run[0] in _WORD_CHARS:
-            keys.add(run)
-        elif 0 < position < last and not _HAS_JS_WHITESPACE.search(run):
-            keys.add(run)
-    return keys
+    """The runs of a text that a one-run term can match as a whole word (see the module docstring):
+    every word run, and every non-word run free of whitespace with word characters on both sides."""
+    return {*_WORD_RUNS.findall(text_lower), *_INTERIOR_RUNS.findall(text_lower)}
 
 
 class WholeWordIndex:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.registry import selectors, services
 from playground.registry.access import staff_for_writes, staff_only
@@ -53,6 +53,7 @@ def tool_import_commit(request, pk: int):
 
 
 @staff_for_writes
+@require_safe
 def tool_export(request):
     """`?format=jsonl|anthropic|openai|mcp` plus the list page's filters; no format → the choice page."""
     fmt = request.GET.get("format", "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from playground.registry import adapter, previews
 from playground.registry.access import staff_for_writes
@@ -28,18 +29,17 @@ def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -
 
 
 @staff_for_writes
+@require_safe
 def inspector(request):
     profile = _profile(request)
     backend = request.GET.get("backend", "")
     if backend and backend not in adapter.backend_names():
         backend = ""
-    answer = previews.inspect_query(
-        request.GET.get("q", ""),
-        profile,
-        backend=backend,
-        max_results=_int(request.GET.get("max_results"), None),
-        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
-    )
+    query = request.GET.get("q", "")
+    try:
+        answer = _inspect(request, query, profile, backend)
+    except ValueError as exc:  # a profile the engine cannot run (e.g. an unknown wire style or backend)
+        answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
     context = {"answer": answer, "profile": profile}
     if request.htmx:
         return render(request, "registry/_inspector_results.html", context)
@@ -47,9 +47,21 @@ def inspector(request):
         profiles=AgentProfile.objects.all(),
         backends=adapter.backend_names(),
         wire_styles=WIRE_STYLES,
+        modes=MODES,
         params=request.GET,
     )
     return render(request, "registry/inspector.html", context)
+
+
+def _inspect(request, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
+    return previews.inspect_query(
+        query,
+        profile,
+        backend=backend,
+        max_results=_int(request.GET.get("max_results"), None),
+        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
+        mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
+    )
 
 
 def parse_names(text: str) -> list[str]:
@@ -61,6 +73,7 @@ def parse_names(text: str) -> list[str]:
 
 
 @staff_for_writes
+@require_safe
 def model_view(request):
     profile = _profile(request)
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))

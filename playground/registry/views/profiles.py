@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_safe
 
 from playground.registry import adapter, previews
 from playground.registry.access import staff_for_writes, staff_only
@@ -13,26 +14,29 @@ from playground.registry.models import AgentProfile
 
 
 @staff_for_writes
+@require_safe
 def profile_list(request):
     profiles = AgentProfile.objects.annotate(rule_count=Count("rules"))
     return render(request, "registry/profile_list.html", {"profiles": profiles})
 
 
 @staff_for_writes
+@require_safe
 def profile_detail(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
     catalog = adapter.engine_catalog()
     narrowed, filtered = adapter.filtered_catalog(profile)
     removed_by_profile = [tool.name for tool in catalog if tool.name not in narrowed]
     error = ""
-    preview = None
+    preview = settings_obj = None
     try:
+        settings_obj = adapter.agent_settings(profile)
         preview = previews.model_preview(profile)
-    except ValueError as exc:
+    except ValueError as exc:  # settings the engine cannot run: shown, not a server error
         error = str(exc)
     context = {
         "profile": profile,
-        "settings_obj": adapter.agent_settings(profile),
+        "settings_obj": settings_obj,
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,

@@ -8,13 +8,13 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, selectors, services
 from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.forms import BulkToolActionForm, ToolForm
-from playground.registry.models import PermissionRule, Tool
+from playground.registry.models import Tool
 
 PAGE_SIZE = 50
 FILTER_PARAMS = ("q", "deferred", "always_load", "enabled", "server", "source")
@@ -25,12 +25,19 @@ def _filter_query(request) -> str:
 
 
 @staff_for_writes
+@require_safe
 def tool_list(request):
     tools = selectors.filter_tools(request.GET)
-    page = Paginator(tools, PAGE_SIZE).get_page(request.GET.get("page"))
+    totals = selectors.tool_totals(tools)
+    paginator = Paginator(tools.defer("input_schema"), PAGE_SIZE)
+    paginator.count = totals["count"]  # already counted with the token total: one scan, not two
+    page = paginator.get_page(request.GET.get("page"))
+    policy = adapter.permission_policy()
+    for tool in page.object_list:
+        tool.global_decision = policy.decide(tool.name)  # only this page's rows: one rules query
     context = {
         "page": page,
-        "totals": selectors.tool_totals(tools),
+        "totals": totals,
         "all_totals": selectors.tool_totals(Tool.objects.filter(enabled=True)),
         "servers": selectors.server_names(),
         "sources": Tool.Source.choices,
@@ -57,6 +64,7 @@ def tool_bulk(request):
 
 
 @staff_for_writes
+@require_safe
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
     try:
@@ -72,7 +80,6 @@ def tool_detail(request, pk: int):
         "api_definition": api_definition,
         "definition_error": definition_error,
         "global_decision": decision,
-        "profile_rules": PermissionRule.objects.filter(profile__isnull=False).select_related("profile"),
     }
     return render(request, "registry/tool_detail.html", context)
 

@@ -70,10 +70,17 @@ class Command(BaseCommand):
                 started = time.perf_counter()
                 response = client.get(url, {"q": query}, headers=fragment_headers)
                 fragments.append(time.perf_counter() - started)
+        lists: list[float] = []
+        list_url = reverse("registry:tool_list")
+        for params in ({}, {"q": "github"}, {"deferred": "yes", "page": "40"}) * rounds:
+            started = time.perf_counter()
+            client.get(list_url, params)
+            lists.append(time.perf_counter() - started)
         self.stdout.write(f"inspector with {total} enabled tools, {len(pages)} requests each:")
         self.stdout.write(f"  first request (cold caches, builds catalog and index): {cold * 1000:.0f} ms")
         self.stdout.write(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(_p90(pages))}")
         self.stdout.write(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(_p90(fragments))}")
+        self.stdout.write(f"tool list page   median {_ms(statistics.median(lists))}  p90 {_ms(_p90(lists))} ({len(lists)} requests)")
 
     def _grow(self, target: int) -> None:
         base = [t for path in CATALOGS for t in load_tools(path)]

@@ -19,7 +19,11 @@ from playground.registry.models import AgentProfile, PermissionChange, Permissio
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo_data"
 CATALOGS = [DEMO_DIR / "catalog.jsonl"]
-BUILTINS = DEMO_DIR / "builtin.jsonl"
+# Claude Code's core tool names as catalog-only stand-ins (the executor marks their results as
+# simulated): they show an always-loaded tool, an "ask" rule, a deferred built-in and the agent tool
+# that subagents never get.
+CORE_TOOLS = DEMO_DIR / "builtin.jsonl"
+ALWAYS_LOADED_BUILTINS = {"calculator"}
 
 PROFILES: list[dict[str, Any]] = [
     {
@@ -68,6 +72,18 @@ RULES: list[tuple[str, str, str | None, str]] = [
 ]
 
 
+def builtin_tools() -> list[EngineTool]:
+    """The built-ins the executor runs in-process (the MCP app's `BUILTIN_TOOL_DEFINITIONS`), then the
+    core tool stand-ins."""
+    from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
+
+    runnable = [
+        EngineTool(**definition, always_load=definition["name"] in ALWAYS_LOADED_BUILTINS)
+        for definition in BUILTIN_TOOL_DEFINITIONS
+    ]
+    return runnable + load_tools(CORE_TOOLS)
+
+
 class Command(BaseCommand):
     help = "Load the demo tools, profiles and permission rules (idempotent; --force reloads)."
 
@@ -77,7 +93,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, force: bool = False, skip_servers: bool = False, **options: Any) -> None:
         with transaction.atomic():
-            builtins = self._load_tools(load_tools(BUILTINS), Tool.Source.BUILTIN, force)
+            shipped_builtins = builtin_tools()
+            builtins = self._load_tools(shipped_builtins, Tool.Source.BUILTIN, force)
+            if force:  # a reload also drops built-ins an earlier version of the demo shipped
+                Tool.objects.filter(source=Tool.Source.BUILTIN).exclude(name__in=[t.name for t in shipped_builtins]).delete()
             imported = (0, 0)
             for path in CATALOGS:
                 created, updated = self._load_tools(load_tools(path), Tool.Source.IMPORTED, force)
@@ -166,5 +185,6 @@ class Command(BaseCommand):
         if register is None:
             self.stdout.write("MCP demo servers: register_demo_servers is not available; skipped.")
             return
-        result = register()
-        self.stdout.write(f"MCP demo servers registered: {result}" if result is not None else "MCP demo servers registered.")
+        servers = register() or []
+        names = ", ".join(getattr(server, "name", str(server)) for server in servers)
+        self.stdout.write(f"MCP demo servers registered: {names or 'none'}.")
