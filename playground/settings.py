@@ -144,6 +144,9 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's blocking receive
+# (BZPOPMIN, 5 s): an idle consumer then dies with "Timeout reading from ...". Give reads headroom.
+CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": 30}]
 
 # Model access. With no key the playground runs the offline demo agent (labelled as such).
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
@@ -200,3 +203,5 @@ TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or
 PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
+# Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
+ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "bm25")

@@ -1,6 +1,7 @@
-"""Median sync and call times for the two demo MCP servers (our demo server and mcp-server-time).
+"""Median sync and call times for the demo MCP servers: ours and mcp-server-time over stdio, and
+ours over streamable HTTP (started once by the script, so its sync pays no process start-up).
 
-    .venv/bin/python scripts/bench_mcp.py [--runs 5]
+    .venv/bin/python scripts/bench_mcp.py [--runs 5] [--no-http]
 
 "sync" is what `services.sync_server` spends talking to the server: start the process, initialize,
 list every tool, close (the database writes add a few milliseconds). "cold call" is a one-shot
@@ -38,16 +39,33 @@ def timed(fn) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
-    runs = parser.parse_args().runs
+    parser.add_argument("--no-http", action="store_true", help="skip the demo server over streamable HTTP")
+    options = parser.parse_args()
+    runs = options.runs
+    servers = list(SERVERS)
+    http_server = None
+    if not options.no_http:
+        from tests.mcp_servers.conftest import HttpDemoServer
+
+        http_server = HttpDemoServer()  # already running: the sync pays no process start-up
+        servers.append((http_server.config("demo-http"), "add", {"a": 1, "b": 2}))
     pool = session_pool()
-    print(f"{'server':8} {'sync ms':>10} {'cold call ms':>14} {'warm call ms':>14}   (median of {runs})")
-    for config, tool, arguments in SERVERS:
+    print(f"{'server':9} {'sync ms':>10} {'cold call ms':>14} {'warm call ms':>14}   (median of {runs})")
+    try:
+        _measure(servers, runs, pool)
+    finally:
+        pool.close_all()
+        if http_server is not None:
+            http_server.stop()
+
+
+def _measure(servers, runs: int, pool) -> None:
+    for config, tool, arguments in servers:
         sync = [timed(lambda: list_server_tools(config)) for _ in range(runs)]
         cold = [timed(lambda: call_server_tool(config, tool, arguments)) for _ in range(runs)]
         pool.call_tool(config.name, config, tool, arguments)  # open the session
         warm = [timed(lambda: pool.call_tool(config.name, config, tool, arguments)) for _ in range(max(runs, 20))]
-        print(f"{config.name:8} {statistics.median(sync):10.0f} {statistics.median(cold):14.0f} {statistics.median(warm):14.1f}")
-    pool.close_all()
+        print(f"{config.name:9} {statistics.median(sync):10.0f} {statistics.median(cold):14.0f} {statistics.median(warm):14.1f}")
 
 
 if __name__ == "__main__":

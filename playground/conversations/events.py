@@ -42,6 +42,7 @@ class TurnStarted(LoopEvent):
     tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
+    server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
 
 
 @dataclass
@@ -197,21 +198,23 @@ def record_event(
 ) -> Event:
     """Save one event with the next sequence number, then broadcast it once the row is committed.
 
-    The sequence comes from `Conversation.next_sequence` read under `select_for_update` and bumped
-    with an F() update in the same transaction: PostgreSQL locks the row, SQLite serialises writers,
-    and the unique (conversation, sequence) constraint catches anything else. `status`, when given,
-    is written in the same transaction so the event and the status the page shows agree.
+    The sequence comes from an F() increment of `Conversation.next_sequence` made *before* reading it,
+    inside the transaction: the UPDATE takes PostgreSQL's row lock (held to commit) and SQLite's write
+    lock (a read-then-upgrade would fail with "database is locked" instead of waiting), so concurrent
+    writers queue up and each reads its own number. The unique (conversation, sequence) constraint
+    backs this up. `status`, when given, is written in the same UPDATE so the event and the status the
+    page shows agree.
     """
     if not event.type or event.type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event.type!r}")
     conversation_id = conversation if isinstance(conversation, int) else conversation.pk
     with transaction.atomic():
-        locked = Conversation.objects.select_for_update().only("id", "next_sequence").get(pk=conversation_id)
-        sequence = locked.next_sequence
         updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
         if status is not None:
             updates["status"] = status
-        Conversation.objects.filter(pk=conversation_id).update(**updates)
+        if not Conversation.objects.filter(pk=conversation_id).update(**updates):
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+        sequence = Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", flat=True).get() - 1
         row = Event.objects.create(
             conversation_id=conversation_id,
             sequence=sequence,
@@ -224,3 +227,13 @@ def record_event(
     if status is not None and not isinstance(conversation, int):
         conversation.status = status
     return row
+
+
+def lock_conversation(conversation_id: int) -> Conversation:
+    """Lock the conversation row for the rest of the transaction, then read it.
+
+    A no-op UPDATE rather than `select_for_update`: it locks the row on PostgreSQL just the same and,
+    on SQLite, takes the write lock up front (waiting for it) instead of failing on a lock upgrade.
+    """
+    Conversation.objects.filter(pk=conversation_id).update(next_sequence=F("next_sequence"))
+    return Conversation.objects.get(pk=conversation_id)

@@ -21,12 +21,14 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.conversations import events as ev
-from playground.conversations.events import record_event
+from playground.conversations.events import lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import ModelProvider, ProviderError, ProviderResponse, get_provider, provider_key_for
 from playground.conversations.services import answer_permission, pending_answer
+from playground.conversations.server_search import SERVER_STYLE, sent_tool_names, server_search_request, server_search_tool
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
+from playground.engine import toolsearch_tool as ts
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 
@@ -62,7 +64,7 @@ class ConversationMessages(MessageStore):
 
     def append(self, role: str, content: list[dict[str, Any]]) -> None:
         with transaction.atomic():
-            Conversation.objects.select_for_update().only("id").get(pk=self.conversation_id)
+            lock_conversation(self.conversation_id)
             position = (Message.objects.filter(conversation_id=self.conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
             Message.objects.create(conversation_id=self.conversation_id, position=position, role=role, content=content)
 
@@ -127,6 +129,8 @@ class AgentRun:
     subagent: str = ""
     compaction_enabled: bool = True
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
+    server_search: str = ""  # "bm25" / "regex": Anthropic's server-side search replaces our ToolSearch
+    _server_sent: set[str] = field(default_factory=set)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
@@ -231,6 +235,9 @@ class AgentRun:
         request = dict(plan.to_api_kwargs())
         request.setdefault("model", getattr(self.agent_settings, "model", "") or settings.DEFAULT_MODEL)
         request.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
+        if self.server_search:
+            request = server_search_request(request, plan, self.server_search)
+            self._server_sent = sent_tool_names(request)
         return request
 
     def emit_turn_started(self, turn: int, plan: Any) -> int:
@@ -245,6 +252,7 @@ class AgentRun:
             tokens=_plain(plan.tokens) or {},
             decision=_plain(plan.decision) or {},
             subagent=self.subagent,
+            server_search=self.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
         announcement = getattr(plan, "announcement", None)
         if announcement:
@@ -279,10 +287,12 @@ class AgentRun:
     def handle_tool_use(self, block: dict[str, Any], plan: Any, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
-        from playground.engine import toolsearch_tool as ts
-
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
         if name == TOOL_SEARCH_NAME:
+            refusal = plan.call_error(name) or (
+                "ToolSearch is not available: this conversation uses Anthropic's server-side search." if self.server_search else None)
+            if refusal is not None:
+                return self.tool_error(tool_use_id, name, refusal, turn_seq), []
             return self.run_tool_search(tool_use_id, arguments, plan, backend, pending, turn_seq)
 
         decision = self.policy.decide(name)
@@ -291,6 +301,8 @@ class AgentRun:
         # The engine says whether this tool may be called now (sent in full; deferred → select: it first;
         # denied; unknown). Its message is the tool_result error the model reads.
         refusal = plan.call_error(name)
+        if refusal is not None and self.server_search and name in self._server_sent and name != TOOL_SEARCH_NAME:
+            refusal = None  # sent with defer_loading: the server's search loaded it for the model
         if refusal is not None:
             if name in plan.deferred_tools:
                 result = ts.deferred_tool_not_loaded_result(tool_use_id, name)
@@ -325,8 +337,6 @@ class AgentRun:
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: Any, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        from playground.engine import toolsearch_tool as ts
-
         wire_style = getattr(self.agent_settings, "wire_style", "native")
         wire_style = wire_style if wire_style in ts.WIRE_STYLES else "native"
         try:
@@ -381,12 +391,13 @@ class AgentRun:
         if not isinstance(prompt, str) or not prompt.strip():
             return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
         started = time.perf_counter()
-        sub_catalog, sub_settings, label = subagent_setup(self.catalog, self.agent_settings, arguments.get("subagent_type") or "")
+        sub_catalog, sub_policy, sub_settings, label = subagent_setup(
+            self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
-            policy=self.policy, agent_settings=sub_settings,
+            policy=sub_policy, agent_settings=sub_settings,
             store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
-            parent_sequence=call_seq, subagent=label, compaction_enabled=False,
+            parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
         outcome = child.run()
         is_error = outcome.reason != "end_turn"
@@ -450,18 +461,23 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def subagent_setup(catalog: ToolCatalog, agent_settings: Any, subagent_type: str) -> tuple[ToolCatalog, Any, str]:
-    """Tools and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist."""
-    from playground.engine.subagents import resolve_subagent_tools
+def subagent_setup(catalog: ToolCatalog, policy: Any, agent_settings: Any, subagent_type: str) -> tuple[ToolCatalog, Any, Any, str]:
+    """Tools, rules and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist.
+
+    The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
+    """
+    from playground.engine.subagents import resolve_subagent_tools, subagent_policy
     from playground.registry import adapter
     from playground.registry.models import AgentProfile
 
+    denylist = list(settings.AGENT_TOOL_DENYLIST)
     profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
     if profile is not None:
-        sub_catalog = adapter.profile_catalog(profile, catalog)
-        return sub_catalog, adapter.agent_settings(profile), profile.name
-    sub_catalog = resolve_subagent_tools(catalog, global_denylist=list(settings.AGENT_TOOL_DENYLIST))
-    return sub_catalog, agent_settings, subagent_type or "general-purpose"
+        sub_policy = subagent_policy(adapter.permission_policy(profile), global_denylist=denylist,
+                                     disallowed=list(profile.disallowed_tools or []))
+        return adapter.profile_catalog(profile, catalog), sub_policy, adapter.agent_settings(profile), profile.name
+    sub_catalog = resolve_subagent_tools(catalog, global_denylist=denylist)
+    return sub_catalog, subagent_policy(policy, global_denylist=denylist), agent_settings, subagent_type or "general-purpose"
 
 
 # -- the entry point the Celery task calls ----------------------------------------------------------
@@ -491,16 +507,21 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
         executor = PlaygroundExecutor()
     wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
-    if wire_style not in WIRE_STYLES:
-        raise ProviderError(
-            f"The profile's wire style {wire_style!r} is not supported by this loop yet (use native or client).",
-            kind="configuration",
-        )
+    server_search = ""
+    if wire_style == SERVER_STYLE:
+        if SERVER_STYLE not in provider.wire_styles:
+            raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "
+                                "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
+        server_search, wire_style = settings.ANTHROPIC_SERVER_SEARCH_TOOL, "native"
+        server_search_tool(server_search)  # a bad setting fails here, with its name
+    elif wire_style not in WIRE_STYLES:
+        raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,
-        policy=adapter.permission_policy(conversation.profile), agent_settings=adapter.agent_settings(profile),
-        store=ConversationMessages(conversation.pk),
+        policy=adapter.permission_policy(conversation.profile),
+        agent_settings=adapter.agent_settings(profile, wire_style=wire_style),
+        store=ConversationMessages(conversation.pk), server_search=server_search,
     )
 
 

@@ -35,16 +35,9 @@ def provider_label(conversation: Conversation) -> str:
 
 
 def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
-    """Sent vs all-tools baseline from the engine's RequestPlan.tokens, whatever its exact key names."""
-    def first(*keys: str) -> int:
-        for key in keys:
-            value = tokens.get(key)
-            if isinstance(value, (int, float)):
-                return int(value)
-        return 0
-
-    sent = first("sent", "tools_sent", "sent_tokens", "tools")
-    baseline = first("baseline", "all_tools", "all_tools_baseline", "baseline_tokens", "all")
+    """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths."""
+    sent = int(tokens.get("sent_tokens") or 0)
+    baseline = int(tokens.get("baseline_tokens") or 0)
     scale = max(sent, baseline, 1)
     saved = baseline - sent if baseline else 0
     return {

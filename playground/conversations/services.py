@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from playground.conversations.events import ChatMessage, PermissionAnswer, StatusChanged, record_event
+from playground.conversations.events import ChatMessage, PermissionAnswer, StatusChanged, lock_conversation, record_event
 from playground.conversations.models import Conversation, Event, Message
 
 MAX_MESSAGE_CHARS = 20_000
@@ -59,7 +59,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
     if len(text) > MAX_MESSAGE_CHARS:
         raise ConversationError(f"The message is too long ({len(text)} characters; at most {MAX_MESSAGE_CHARS}).")
     with transaction.atomic():
-        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        locked = lock_conversation(conversation.pk)
         if locked.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED):
             raise ConversationError(f"The agent is still working ({locked.get_status_display().lower()}); wait or cancel first.")
         position = (locked.messages.aggregate(m=Max("position"))["m"] or 0) + 1
@@ -86,7 +86,7 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
     if choice not in (*PERMISSION_CHOICES, "timeout"):
         raise ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
     with transaction.atomic():
-        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        locked = lock_conversation(conversation.pk)
         prompt = locked.events.filter(sequence=prompt_sequence, type="permission_prompt").first()
         if prompt is None:
             raise ConversationError(f"There is no permission prompt #{prompt_sequence} in this conversation.")
@@ -117,7 +117,7 @@ def pending_answer(conversation_id: int, prompt_sequence: int) -> Event | None:
 def request_cancel(conversation: Conversation, *, user=None) -> bool:
     """Ask the loop to stop at its next step. False when nothing is running."""
     with transaction.atomic():
-        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        locked = lock_conversation(conversation.pk)
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
             return False
         record_event(locked, StatusChanged(status=Conversation.Status.CANCELLING,

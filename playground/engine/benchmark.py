@@ -8,7 +8,8 @@ name and description is distinct and nothing is shared by accident. Two query st
   with a `+required` term — what a model writes in ToolSearch;
 - natural: the labelled task statements of the same folders (long sentences with punctuation).
 Both backends answer the same queries in the same run; rankings (names, scores and breakdowns)
-must be identical. The plain transcription is slow at 100k, so it answers fewer queries there.
+must be identical. The plain transcription is slow at 100k, so it answers fewer queries there, and
+it stops after a time budget per size and style (30 s by default, at least 3 queries).
 Per-query time is the best of `repeat` runs for the indexed scorer (the machines are shared; a
 stall of another process should not count) and one run for the transcription.
 """
@@ -160,15 +161,27 @@ class BenchConfig:
     sizes: Sequence[int] = DEFAULT_SIZES
     queries: int = 40  # per style, for claude-code
     naive_queries_at_100k: int = 8  # the transcription takes seconds per natural query there
+    naive_budget_s: float = 30.0  # per size and style; the transcription stops there (after 3 queries)
     repeat: int = 3  # claude-code: best of N runs per query (the transcription runs once: it takes long enough)
     measure_memory: bool = True
 
 
-def _timed(backend: SearchBackend, catalog: ToolCatalog, queries: Sequence[str], repeat: int = 1) -> tuple[list[float], list[Any]]:
-    """Per-query milliseconds (the best of `repeat` runs: the machine is shared) and the rankings."""
+def _timed(
+    backend: SearchBackend,
+    catalog: ToolCatalog,
+    queries: Sequence[str],
+    repeat: int = 1,
+    budget_s: float | None = None,
+    at_least: int = 3,
+) -> tuple[list[float], list[Any]]:
+    """Per-query milliseconds (the best of `repeat` runs: the machine is shared) and the rankings.
+    With `budget_s`, stops once that much time is spent (after `at_least` queries)."""
     times: list[float] = []
     results: list[Any] = []
+    spent_from = time.perf_counter()
     for query in queries:
+        if budget_s is not None and len(times) >= at_least and time.perf_counter() - spent_from > budget_s:
+            break
         best = float("inf")
         for _ in range(repeat):
             started = time.perf_counter()
@@ -211,7 +224,7 @@ def run_bench(toolsets: Path, config: BenchConfig, progress: Callable[[str], Non
         for style, queries in styles.items():
             progress(f"{size} tools: {style} queries")
             fast_times, fast_results = _timed(fast, catalog, queries, config.repeat)
-            naive_times, naive_results = _timed(naive, catalog, queries[:naive_count])
+            naive_times, naive_results = _timed(naive, catalog, queries[:naive_count], budget_s=config.naive_budget_s)
             fast_p50 = percentile(fast_times, 50)
             rows.append(BenchRow(size, style, fast.name, fast_p50, percentile(fast_times, 95), build_s, len(queries), sum(fast_times) / len(fast_times), memory))
             naive_p50 = percentile(naive_times, 50)
@@ -226,7 +239,7 @@ def run_bench(toolsets: Path, config: BenchConfig, progress: Callable[[str], Non
                     len(naive_times),
                     sum(naive_times) / len(naive_times),
                     None,
-                    identical=naive_results == fast_results[:naive_count],
+                    identical=naive_results == fast_results[: len(naive_results)],
                     speedup_p50=naive_p50 / fast_p50 if fast_p50 else None,
                 )
             )

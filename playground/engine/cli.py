@@ -144,6 +144,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sizes=args.sizes,
         queries=args.queries,
         naive_queries_at_100k=args.naive_queries_at_100k,
+        naive_budget_s=args.naive_budget,
         repeat=args.repeat,
         measure_memory=not args.no_memory,
     )
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sizes", type=_sizes, default=[1_000, 10_000, 100_000])
     bench.add_argument("--queries", type=_positive, default=40, help="queries per style (claude-code; naive too below 100k)")
     bench.add_argument("--naive-queries-at-100k", type=_positive, default=8)
+    bench.add_argument("--naive-budget", type=float, default=30.0, help="seconds per size and style for the plain transcription (it stops after at least 3 queries)")
     bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
     bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")

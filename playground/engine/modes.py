@@ -107,8 +107,10 @@ def decide_mode(
     unsupported_model_patterns: Sequence[str] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS,
     tool_search_permitted: bool = True,
     wire_style: str = "native",
+    deferred_tokens: int | None = None,
 ) -> ModeDecision:
-    """Decide for one request. `deferred_tools` are the permitted deferred tools as API dicts."""
+    """Decide for one request. `deferred_tools` are the permitted deferred tools (API dicts, or any
+    sequence of them when `deferred_tokens` already gives their token count)."""
     if not isinstance(setting, ModeSetting):
         setting = parse_mode(setting)
     label = setting.label
@@ -137,7 +139,8 @@ def decide_mode(
     if not deferred_tools:
         return decision(False, "nothing-deferred", "no permitted tool is deferred: nothing to search")
     # Measured whatever the mode, so the UI can show what deferral saves (counts are cached per list).
-    deferred_tokens = token_counter.count_tools(deferred_tools)
+    if deferred_tokens is None:
+        deferred_tokens = token_counter.count_tools(deferred_tools)
     if setting.kind in ("true", "unset"):
         why = "ENABLE_TOOL_SEARCH=true" if setting.kind == "true" else "ENABLE_TOOL_SEARCH unset (Claude Code's default)"
         return decision(True, "enabled", f"{why}: {len(deferred_tools)} deferred tools are loaded on demand", deferred_tokens=deferred_tokens)

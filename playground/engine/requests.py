@@ -38,11 +38,13 @@ from playground.engine.history import (
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
 from playground.engine.tokens import TokenCounter
+from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
     TOOL_SEARCH_TOOL,
     WIRE_STYLES,
     deferred_tool_not_loaded_message,
+    run_tool_search,
 )
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
@@ -125,6 +127,8 @@ class RequestPlan:
     excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)  # denied by permissions
     ask_tools: list[str] = field(default_factory=list)  # permitted, but each call needs a person's confirmation
     announcement_placement: str = ""  # "system" (full style) or "messages" (delta style)
+    pending_mcp_servers: list[str] = field(default_factory=list)  # still connecting: named by a ToolSearch that finds nothing
+    default_max_results: int = DEFAULT_MAX_RESULTS
 
     @property
     def tool_names(self) -> list[str]:
@@ -147,6 +151,17 @@ class RequestPlan:
         if any(name == tool_name for name, _ in self.excluded):
             return f"Tool {tool_name!r} is not available: it is denied by a permission rule."
         return f"Tool {tool_name!r} does not exist or is not available in this conversation."
+
+    def run_tool_search(self, arguments: dict[str, Any], backend: SearchBackend) -> ToolSearchResult:
+        """Answer a ToolSearch call made against this request: searches `searchable` only, so a
+        denied tool can never be found; raises ToolSearchInputError for bad input."""
+        return run_tool_search(
+            arguments,
+            self.searchable,
+            backend,
+            pending_mcp_servers=self.pending_mcp_servers,
+            default_max_results=self.default_max_results,
+        )
 
     def to_api_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": self.messages}
@@ -172,6 +187,7 @@ class RequestPlan:
             "excluded": [{"name": name, **decision.to_dict()} for name, decision in self.excluded],
             "ask_tools": list(self.ask_tools),
             "searchable_count": len(self.searchable),
+            "pending_mcp_servers": list(self.pending_mcp_servers),
         }
 
 
@@ -198,7 +214,8 @@ def build_request(
     # 3. Mode.
     decision = decide_mode(
         settings.mode,
-        deferred_tools=[t.to_api() for t in deferred],
+        deferred_tools=deferred,
+        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
         token_counter=token_counter,
         context_window=settings.context_window,
         model=settings.model,
@@ -208,7 +225,7 @@ def build_request(
         wire_style=settings.wire_style,
     )
     history = _with_summary(state)
-    baseline = token_counter.count_tools([t.to_api() for t in permitted])
+    baseline = token_counter.count_engine_tools(permitted.tools)
 
     if not decision.enabled:
         tools = [t.to_api() for t in permitted]
@@ -228,6 +245,8 @@ def build_request(
             max_tokens=settings.max_tokens,
             excluded=filtered.excluded,
             ask_tools=filtered.ask,
+            pending_mcp_servers=list(pending_mcp_servers),
+            default_max_results=settings.max_results,
         )
 
     # 4. Discovered tools: from the history only, still permitted and deferred.
@@ -278,6 +297,8 @@ def build_request(
         excluded=filtered.excluded,
         ask_tools=filtered.ask,
         announcement_placement=placement,
+        pending_mcp_servers=list(pending_mcp_servers),
+        default_max_results=settings.max_results,
     )
 
 

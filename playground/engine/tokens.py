@@ -10,8 +10,10 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
+
+from playground.engine.tools import Tool
 
 CHARS_PER_TOKEN = 2.5  # Claude Code's estimate when the count-tokens API is not available
 
@@ -34,6 +36,11 @@ class TokenCounter(ABC):
         """What the last count came from (shown next to figures in the UI)."""
         return self.name
 
+    def count_engine_tools(self, tools: Sequence[Tool], deferred_names: Collection[str] = ()) -> int:
+        """`count_tools` of these tools' API dicts (`defer_loading` for `deferred_names`). Counters
+        override it to avoid rebuilding and re-serialising thousands of dicts every turn."""
+        return self.count_tools([t.to_api(defer_loading=t.name in deferred_names) for t in tools])
+
 
 def _serialise(tools: Sequence[dict[str, Any]]) -> str:
     return json.dumps(list(tools), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -51,6 +58,27 @@ class CharEstimateCounter(TokenCounter):
 
     def count_text(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+    def __init__(self, cache_size: int = 200_000) -> None:
+        self._lengths: dict[tuple[str, bool], int] = {}
+        self._cache_size = cache_size
+
+    def count_engine_tools(self, tools: Sequence[Tool], deferred_names: Collection[str] = ()) -> int:
+        # The JSON of a list is "[" + ",".join(items) + "]": the same count as count_tools, from
+        # per-tool lengths cached by content hash.
+        if not tools:
+            return 0
+        total = len(tools) + 1
+        lengths = self._lengths
+        for tool in tools:
+            key = (tool.content_hash, tool.name in deferred_names)
+            length = lengths.get(key)
+            if length is None:
+                if len(lengths) >= self._cache_size:
+                    lengths.clear()
+                length = lengths[key] = len(_serialise([tool.to_api(defer_loading=key[1])])) - 2
+            total += length
+        return math.ceil(total / CHARS_PER_TOKEN)
 
 
 class AnthropicTokenCounter(TokenCounter):
@@ -81,6 +109,21 @@ class AnthropicTokenCounter(TokenCounter):
     def _count(self, **kwargs: Any) -> int:
         response = self.client.messages.count_tokens(model=self.model, **kwargs)
         return int(response.input_tokens)
+
+    def count_engine_tools(self, tools: Sequence[Tool], deferred_names: Collection[str] = ()) -> int:
+        if not tools:
+            return 0
+        digest = hashlib.sha1()
+        for tool in tools:  # keyed by content hashes: no need to serialise 10,000 schemas to find a cached count
+            digest.update(f"{tool.content_hash}:{int(tool.name in deferred_names)};".encode())
+        key = "tools:" + digest.hexdigest()
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        value = self.count_tools([t.to_api(defer_loading=t.name in deferred_names) for t in tools])
+        if self._last_source == self.name:
+            self._remember(key, value)
+        return value
 
     def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
         if not api_tool_dicts:

@@ -227,7 +227,8 @@ async def open_connection(config: ServerConfig, *, connect_timeout: float = DEFA
 def _connect_message(exc: BaseException) -> str:
     if _first(exc, TimeoutError) is not None:
         return "no answer to initialize in time (is it an MCP server? is the URL right?)"
-    if isinstance(_first(exc, MCPError), MCPError) and _first(exc, MCPError).code == CONNECTION_CLOSED:  # type: ignore[union-attr]
+    protocol_error = _first(exc, MCPError)
+    if isinstance(protocol_error, MCPError) and protocol_error.code == CONNECTION_CLOSED:
         return "the server closed the connection before initializing (it exited: see its stderr)"
     return describe_error(exc)
 

@@ -3,20 +3,26 @@ from __future__ import annotations
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from playground.mcp_servers.status import STATUS_GROUP
+from playground.mcp_servers.status import STATUS_GROUP, server_group
 
 
 class McpStatusConsumer(AsyncWebsocketConsumer):
+    """`ws/mcp/status/`: every server's badge; `ws/mcp/status/<server_id>/`: one server's badge and summary."""
+
+    group = STATUS_GROUP
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
+        server_id = self.scope.get("url_route", {}).get("kwargs", {}).get("server_id")
+        self.group = server_group(server_id) if server_id is not None else STATUS_GROUP
+        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
+        await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page only listens; anything it sends is ignored."""

@@ -6,4 +6,5 @@ from playground.mcp_servers.consumers import McpStatusConsumer
 
 websocket_urlpatterns: list = [
     path("ws/mcp/status/", McpStatusConsumer.as_asgi()),
+    path("ws/mcp/status/<int:server_id>/", McpStatusConsumer.as_asgi()),
 ]

@@ -38,7 +38,13 @@ from playground.engine.tools import (
     ToolDefinitionError,
     mcp_tool_name,
 )
-from playground.mcp_servers.connection import DEFAULT_CONNECT_TIMEOUT, McpConnectionError, McpToolListing, list_server_tools
+from playground.mcp_servers.connection import (
+    DEFAULT_CONNECT_TIMEOUT,
+    McpConnectionError,
+    McpToolListing,
+    ServerProbe,
+    list_server_tools,
+)
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
@@ -121,6 +127,12 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
         return _record_failure(server, message, started)
 
+    return apply_listing(server, listings, probe, started=started)
+
+
+def apply_listing(server: McpServer, listings: list[McpToolListing], probe: ServerProbe, *, started: float | None = None) -> SyncResult:
+    """Make the registry rows match a `tools/list` answer and mark the server connected (one transaction)."""
+    started = time.perf_counter() if started is None else started
     try:
         with transaction.atomic():
             locked = McpServer.objects.select_for_update().get(pk=server.pk)

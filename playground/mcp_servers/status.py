@@ -1,8 +1,10 @@
 """Live status badges: one function renders and broadcasts a server's status to open pages.
 
-Pages join the `mcp-status` group through `consumers.McpStatusConsumer` (`ws/mcp/status/`, htmx ws
-extension). The message is HTML whose elements carry `hx-swap-oob`, so the badge (and on the
-detail page, the last error and sync time) are replaced in place. Called after commit
+The server list joins the `mcp-status` group (`ws/mcp/status/`) and gets the server's table row
+(badge, tool count, last sync); a server's
+detail page joins `mcp-status-<id>` (`ws/mcp/status/<id>/`) and also gets the last-sync summary
+(last error, sync time, warnings). Messages are HTML whose elements carry `hx-swap-oob`, so the
+htmx ws extension replaces them in place — and each page only receives elements it has. Called after commit
 (`transaction.on_commit`) so a page never shows a state the database does not hold.
 """
 from __future__ import annotations
@@ -19,8 +21,21 @@ STATUS_MESSAGE_TYPE = "status.update"
 logger = logging.getLogger(__name__)
 
 
-def render_status_fragment(server) -> str:
-    return render_to_string("mcp_servers/_status_oob.html", {"server": server})
+def server_group(server_id: int) -> str:
+    return f"{STATUS_GROUP}-{server_id}"
+
+
+def render_status_fragment(server, *, with_summary: bool) -> str:
+    return render_to_string("mcp_servers/_status_oob.html", {"server": server, "with_summary": with_summary})
+
+
+def render_row_fragment(server_id: int) -> str:
+    from playground.mcp_servers.selectors import servers_with_tool_counts
+
+    server = servers_with_tool_counts().filter(pk=server_id).first()
+    if server is None:
+        return ""
+    return render_to_string("mcp_servers/_server_row.html", {"server": server, "oob": True})
 
 
 def broadcast_server_status(server_id: int) -> None:
@@ -34,8 +49,8 @@ def broadcast_server_status(server_id: int) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
-        async_to_sync(layer.group_send)(
-            STATUS_GROUP, {"type": STATUS_MESSAGE_TYPE, "html": render_status_fragment(server), "server_id": server_id}
-        )
+        send = async_to_sync(layer.group_send)
+        send(STATUS_GROUP, {"type": STATUS_MESSAGE_TYPE, "html": render_row_fragment(server_id)})
+        send(server_group(server_id), {"type": STATUS_MESSAGE_TYPE, "html": render_status_fragment(server, with_summary=True)})
     except Exception:  # noqa: BLE001 - Redis down must not break a sync; the page shows it on reload
         logger.warning("could not broadcast the status of MCP server %s", server_id, exc_info=True)

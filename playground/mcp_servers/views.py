@@ -100,6 +100,7 @@ def _tools_with_call_forms(server: McpServer) -> list:
     tools = list(selectors.server_tools(server))
     for tool in tools:
         tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
+        tool.schema_json = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
     return tools
 
 

@@ -91,3 +91,27 @@ def test_text_counts_are_cached_too(count_tokens_server):
     first = counter.count_text("<available-deferred-tools>\na\n</available-deferred-tools>")
     calls = handler.calls
     assert counter.count_text("<available-deferred-tools>\na\n</available-deferred-tools>") == first and handler.calls == calls
+
+
+def test_counting_engine_tools_equals_counting_their_api_dicts():
+    from playground.engine.tools import Tool
+
+    tools = [Tool(name=f"t{i}", description="d" * i, input_schema={"type": "object", "properties": {"x": {"type": "string"}}}) for i in range(7)]
+    counter = CharEstimateCounter()
+    for deferred in (set(), {"t1", "t4"}):
+        expected = counter.count_tools([t.to_api(defer_loading=t.name in deferred) for t in tools])
+        assert counter.count_engine_tools(tools, deferred) == expected
+        assert counter.count_engine_tools(tools, deferred) == expected  # from the per-tool cache
+    assert counter.count_engine_tools([]) == 0
+
+
+def test_the_api_counter_caches_engine_tool_counts_by_content(count_tokens_server):
+    from playground.engine.tools import Tool
+
+    server, handler = count_tokens_server
+    counter = AnthropicTokenCounter(_client(server), "claude-sonnet-4-5")
+    tools = [Tool(name="alpha", description="x" * 100)]
+    first = counter.count_engine_tools(tools)
+    calls = handler.calls
+    assert counter.count_engine_tools([Tool(name="alpha", description="x" * 100)]) == first and handler.calls == calls
+    assert first == counter.count_tools([t.to_api() for t in tools])

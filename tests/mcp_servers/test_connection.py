@@ -108,3 +108,15 @@ def test_mcp_server_time_lists_and_answers():
     result = call_server_tool(time_config(), "get_current_time", {"timezone": "Europe/Berlin"})
     assert not result.is_error
     assert result.structured["timezone"] == "Europe/Berlin"
+
+
+def test_a_command_that_never_answers_initialize_times_out_and_is_stopped():
+    config = ServerConfig(name="mute", transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
+    with pytest.raises(McpConnectionError, match="no answer to initialize in time"):
+        check_connection(config, timeout=1)
+
+
+def test_an_http_endpoint_that_is_not_mcp_fails_clearly(http_demo_server):
+    config = ServerConfig(name="wrong-path", transport="http", url=http_demo_server.url.replace("/mcp", "/nothing-here"))
+    with pytest.raises(McpConnectionError, match="could not connect"):
+        check_connection(config, timeout=5)

@@ -129,3 +129,12 @@ def test_structured_only_results_get_a_text_block():
     outcome = outcome_from_mcp(McpCallResult(content=[], structured={"a": 1}))
     assert outcome.text() == '{"a": 1}'
     assert outcome_from_mcp(McpCallResult(content=[], structured=None)).text() == "(the tool returned no content)"
+
+
+def test_an_mcp_tool_runs_over_streamable_http(db, executor, http_demo_server):
+    McpServer.objects.create(name="demo-http", transport="http", url=http_demo_server.url)
+    first = executor.execute(mcp_tool("lookup_city_timezone", server="demo-http"), {"city": "Berlin"})
+    second = executor.execute(mcp_tool("add", server="demo-http"), {"a": 1, "b": 1})
+    assert first.structured == {"city": "Berlin", "timezone": "Europe/Berlin"}
+    assert second.text() == "2.0"
+    assert session_pool().open_count() == 1  # one HTTP session reused for both calls

@@ -146,3 +146,9 @@ def test_disabling_and_re_enabling_a_server_updates_its_status(admin_client, std
     assert admin_client.post(url, {**data, "enabled": "on"}).status_code == 302
     stdio_secret_server.refresh_from_db()
     assert stdio_secret_server.status == McpServer.Status.PENDING
+
+
+def test_the_detail_page_listens_to_its_own_servers_socket(viewer_client, secret_server):
+    html = viewer_client.get(reverse("mcp_servers:server_detail", args=[secret_server.pk])).content.decode()
+    assert f'ws-connect="/ws/mcp/status/{secret_server.pk}/"' in html
+    assert f'id="mcp-status-{secret_server.pk}"' in html and f'id="mcp-sync-summary-{secret_server.pk}"' in html

@@ -8,7 +8,9 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
 from playground.mcp_servers import services
-from playground.mcp_servers.consumers import McpStatusConsumer
+from channels.routing import URLRouter
+
+from playground.mcp_servers.routing import websocket_urlpatterns
 from playground.mcp_servers.models import McpServer
 from tests.conftest import require_service
 
@@ -25,8 +27,8 @@ def redis_answers() -> bool:
         return False
 
 
-async def connect(user) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(McpStatusConsumer.as_asgi(), "/ws/mcp/status/")
+async def connect(user, path: str = "/ws/mcp/status/") -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
     communicator.scope["user"] = user
     return communicator
 
@@ -37,22 +39,50 @@ async def test_anonymous_sockets_are_refused():
     assert not connected and code == 4401
 
 
-async def test_a_sync_pushes_pending_then_connected_badges(django_user_model):
+async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, caplog):
     require_service(redis_answers(), "Redis (channel layer)")
     user = await sync_to_async(django_user_model.objects.create_user)("carol", password="pw-carol-123")
     server = await sync_to_async(McpServer.objects.create)(
         name="demo", command=__import__("sys").executable, args=["-m", "playground.mcp_servers.demo_server"]
     )
-    communicator = await connect(user)
-    connected, _ = await communicator.connect(timeout=5)
-    assert connected
+    listing = await connect(user)
+    detail = await connect(user, f"/ws/mcp/status/{server.pk}/")
+    assert (await listing.connect(timeout=5))[0] and (await detail.connect(timeout=5))[0]
     try:
         result = await sync_to_async(services.sync_server, thread_sensitive=False)(server)
         assert result.ok, result.error
-        first = await communicator.receive_from(timeout=10)
-        second = await communicator.receive_from(timeout=10)
+        assert "could not broadcast" not in caplog.text, caplog.text
+        # Generous timeouts: the machine running the suite may be busy; the messages are already queued.
+        first, second = await listing.receive_from(timeout=30), await listing.receive_from(timeout=30)
+        detail_first, detail_second = await detail.receive_from(timeout=30), await detail.receive_from(timeout=30)
     finally:
-        await communicator.disconnect()
-    assert f'id="mcp-status-{server.pk}"' in first and 'data-status="pending"' in first and 'hx-swap-oob="true"' in first
-    assert 'data-status="connected"' in second
-    assert f'id="mcp-sync-summary-{server.pk}"' in second
+        await listing.disconnect()
+        await detail.disconnect()
+    assert f'<tr id="mcp-row-{server.pk}"' in first and 'hx-swap-oob="true"' in first
+    assert 'data-status="pending"' in first
+    assert 'data-status="connected"' in second and "<td class=\"num\">8" in second  # the row's tool count too
+    assert "mcp-sync-summary" not in first + second  # the list page has no summary to replace
+    assert 'data-status="pending"' in detail_first
+    assert f'id="mcp-sync-summary-{server.pk}"' in detail_second and 'data-status="connected"' in detail_second
+
+
+@pytest.mark.slow
+async def test_an_idle_socket_outlives_the_channel_layers_blocking_receive(django_user_model):
+    """channels-redis blocks 5 s per receive; with redis-py 8's default 5 s read timeout an idle
+    consumer crashed ("Timeout reading"). settings gives reads headroom: this socket idles 7 s."""
+    import asyncio
+
+    from playground.mcp_servers.status import broadcast_server_status
+
+    require_service(redis_answers(), "Redis (channel layer)")
+    user = await sync_to_async(django_user_model.objects.create_user)("dave", password="pw-dave-1234")
+    server = await sync_to_async(McpServer.objects.create)(name="idle", command="x", status="connected")
+    listing = await connect(user)
+    assert (await listing.connect(timeout=5))[0]
+    try:
+        await asyncio.sleep(7)
+        await sync_to_async(broadcast_server_status, thread_sensitive=False)(server.pk)
+        message = await listing.receive_from(timeout=30)
+    finally:
+        await listing.disconnect()
+    assert 'data-server="idle"' in message and 'data-status="connected"' in message

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from playground.celery_app import app as celery_app
 from playground.mcp_servers import services
+from playground.mcp_servers.connection import list_server_tools
 from playground.mcp_servers.forms import ToolCallForm
 from playground.mcp_servers.models import McpServer
 from playground.registry.models import Tool
@@ -16,9 +17,17 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_stray_processes
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
+@pytest.fixture(scope="module")
+def demo_listing():
+    """The demo server's tools/list, fetched once for the module (calls still go to the real server)."""
+    from tests.mcp_servers.conftest import demo_config
+
+    return list_server_tools(demo_config())
+
+
 @pytest.fixture
-def synced_demo(stdio_demo_row):
-    assert services.sync_server(stdio_demo_row).ok
+def synced_demo(stdio_demo_row, demo_listing):
+    assert services.apply_listing(stdio_demo_row, *demo_listing).ok
     return stdio_demo_row
 
 

@@ -143,6 +143,11 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     return arguments
 
 
+def fillable(schema: dict[str, Any], text: str) -> bool:
+    """Whether every required argument can be taken from the message."""
+    return set(schema.get("required") or []) <= set(fill_arguments(schema, text))
+
+
 class DemoAgentProvider(ModelProvider):
     key = "demo"
     label = "offline demo agent"
@@ -189,7 +194,8 @@ class DemoAgentProvider(ModelProvider):
         best_loaded, loaded_score = self._best(words, [t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO])
         deferred_names = self._announced(request_kwargs)
         deferred_score = max((tool_score(words, n) for n in deferred_names), default=0)
-        if best_loaded and loaded_score > 0 and loaded_score >= deferred_score:
+        # A loaded tool only when it fits strictly better: on a tie the deferred one is worth a search.
+        if best_loaded and loaded_score > 0 and loaded_score > deferred_score:
             schema = best_loaded.get("input_schema") or {}
             return self._call(request_kwargs, best_loaded["name"], fill_arguments(schema, text), calls,
                               f"Calling {best_loaded['name']}.")
@@ -208,8 +214,11 @@ class DemoAgentProvider(ModelProvider):
         if not matches:
             return self._answer(request_kwargs, "ToolSearch found no tool I could use for that.")
         words = keywords(text)
-        best, _ = self._best(words, [callable_tools[n] for n in matches])
-        chosen = best or callable_tools[matches[0]]
+        # Best keyword fit first; among equals, a tool whose required arguments the message can fill.
+        chosen = max(
+            (callable_tools[n] for n in matches),
+            key=lambda t: (tool_score(words, t["name"], t.get("description", "")), fillable(t.get("input_schema") or {}, text)),
+        )
         return self._call(request_kwargs, chosen["name"], fill_arguments(chosen.get("input_schema") or {}, text), calls,
                           f"Loaded {chosen['name']}; calling it.")
 

@@ -12,7 +12,8 @@ regression in request building shows up in a test exactly as it would in product
 - `defer_loading` / `tool_reference` at all when built with `supports_defer_loading=False` (a gateway:
   "tools.0.custom.defer_loading: Extra inputs are not permitted");
 - `tool_use` without a matching `tool_result` right after it, or a `tool_result` for an unknown id;
-- a `tool_result` for a server tool (`srvtoolu_…`) id.
+- a `tool_result` for a server tool (`srvtoolu_…`) id;
+- tool_use / tool_result blocks in a request that defines no tools.
 
 Scripted replies may also be HTTP errors (429, 529, 500…) to exercise the SDK's retries.
 """
@@ -215,12 +216,8 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
             pending_tool_uses = []
         else:
             pending_tool_uses = [b.get("id", "") for b in blocks if b.get("type") == "tool_use"]
-            for b_index, block in enumerate(blocks):
-                if block.get("type") == "tool_use" and block.get("name") not in names:
-                    raise InvalidRequest(
-                        f"messages.{m_index}.content.{b_index}: tool_use names a tool that is not in tools: "
-                        f"{block.get('name')}"
-                    )
+        if not tools and any(b.get("type") in ("tool_use", "tool_result") for b in blocks):
+            raise InvalidRequest("Requests which include `tool_use` or `tool_result` blocks must define tools.")
     if pending_tool_uses:
         raise InvalidRequest(
             "messages: the final assistant message has `tool_use` blocks without `tool_result` blocks: "

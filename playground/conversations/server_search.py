@@ -1,0 +1,41 @@
+"""The third mode: Anthropic's own server-side search tools instead of our ToolSearch.
+
+For comparison with our ToolSearch (profile wire style "server"). The engine plans the turn as for
+the native style; this module only changes the wire request the way the API documents for its
+search tools: our ToolSearch is replaced by `tool_search_tool_bm25_20251119` (or the regex
+variant) and *every* permitted deferred tool is sent with `defer_loading: true` (the server searches
+them; undiscovered ones cost no context). The server's `server_tool_use` / `tool_search_tool_result`
+blocks come back inside the assistant message and are stored and sent back unchanged.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from playground.engine.tools import TOOL_SEARCH_NAME
+
+SERVER_STYLE = "server"
+SERVER_SEARCH_TOOLS: dict[str, dict[str, str]] = {
+    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+}
+
+
+def server_search_tool(variant: str) -> dict[str, str]:
+    try:
+        return dict(SERVER_SEARCH_TOOLS[variant])
+    except KeyError:
+        raise ValueError(f"unknown server-side search tool {variant!r}: use bm25 or regex") from None
+
+
+def server_search_request(request: dict[str, Any], plan: Any, variant: str) -> dict[str, Any]:
+    """The planned request, rewritten for the server-side search tool (unchanged when search is off)."""
+    if not plan.decision.enabled:
+        return request
+    loaded = [t for t in request.get("tools", []) if t.get("name") != TOOL_SEARCH_NAME and not t.get("defer_loading")]
+    loaded_names = {t["name"] for t in loaded}
+    deferred = [tool.to_api(defer_loading=True) for tool in plan.searchable.deferred if tool.name not in loaded_names]
+    return {**request, "tools": [*loaded, server_search_tool(variant), *deferred]}
+
+
+def sent_tool_names(request: dict[str, Any]) -> set[str]:
+    return {t.get("name", "") for t in request.get("tools", [])}

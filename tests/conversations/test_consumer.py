@@ -1,0 +1,140 @@
+"""The conversation socket: authorisation, replay from a last sequence, live frames, actions."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+
+from playground.conversations import events as ev
+from playground.conversations import services
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation, Message
+from playground.conversations.routing import websocket_urlpatterns
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+FRAME = re.compile(r'data-frame-sequence="(\d+)"')
+
+
+def frame_sequence(frame: str) -> int:
+    return int(FRAME.search(frame).group(1))
+
+
+async def connect_as(user, conversation_id: int) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation_id}/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected
+    return communicator
+
+
+async def receive_frames(communicator, count: int) -> list[str]:
+    return [await communicator.receive_from(timeout=5) for _ in range(count)]
+
+
+@database_sync_to_async
+def conversation_with_events(owner, count: int) -> Conversation:
+    conversation = Conversation.objects.create(owner=owner)
+    for i in range(count):
+        record_event(conversation, ev.ChatMessage(role="user", text=f"message {i + 1}"))
+    return conversation
+
+
+async def test_the_owner_gets_every_event_in_order_after_hello(redis, admin_user):
+    conversation = await conversation_with_events(admin_user, 3)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    frames = await receive_frames(communicator, 3)
+    assert [frame_sequence(f) for f in frames] == [1, 2, 3]
+    assert 'data-event-type="message"' in frames[0] and "message 1" in frames[0]
+    assert f'id="chat-{conversation.pk}" hx-swap-oob="beforeend"' in frames[0]
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_a_reconnect_gets_only_what_it_missed(redis, admin_user):
+    conversation = await conversation_with_events(admin_user, 4)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 2}))
+    assert [frame_sequence(f) for f in await receive_frames(communicator, 2)] == [3, 4]
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_live_events_arrive_once_saved_and_never_twice(redis, admin_user):
+    conversation = await conversation_with_events(admin_user, 1)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 1}))
+    assert await communicator.receive_nothing(timeout=0.2)
+    await database_sync_to_async(record_event)(conversation.pk, ev.TurnStarted(
+        turn=1, provider="demo", model="m", wire_style="native", loaded_tools=["echo"], deferred_tools=["mcp__a__b"],
+        tokens={"sent_tokens": 50, "baseline_tokens": 200}))
+    frame = await communicator.receive_from(timeout=5)
+    assert frame_sequence(frame) == 2 and 'data-event-type="turn_started"' in frame
+    assert f'id="timeline-{conversation.pk}" hx-swap-oob="beforeend"' in frame
+    assert f'id="chart-{conversation.pk}"' in frame and 'data-tokens-sent="50"' in frame
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_strangers_are_closed_with_4403_and_staff_may_watch(redis, admin_user, viewer_user, django_user_model):
+    conversation = await conversation_with_events(viewer_user, 1)
+    stranger = await database_sync_to_async(django_user_model.objects.create_user)("carol", "c@example.com", "pw-carol-123")
+    communicator = await connect_as(stranger, conversation.pk)
+    assert (await communicator.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+    staff = await connect_as(admin_user, conversation.pk)
+    await staff.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    assert frame_sequence(await staff.receive_from(timeout=5)) == 1
+    await staff.disconnect()
+
+
+async def test_through_the_real_stack_anonymous_users_are_refused_and_bad_origins_rejected(redis, admin_user, client):
+    from playground.asgi import application
+
+    conversation = await conversation_with_events(admin_user, 1)
+    path = f"/ws/conversations/{conversation.pk}/"
+    anonymous = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"), (b"host", b"localhost")])
+    connected, _ = await anonymous.connect(timeout=10)
+    assert connected and (await anonymous.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+
+    await database_sync_to_async(client.force_login)(admin_user)
+    cookie = f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}".encode()
+    foreign = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://evil.example"), (b"cookie", cookie)])
+    connected, _ = await foreign.connect(timeout=10)
+    assert not connected
+
+    owner = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)])
+    connected, _ = await owner.connect(timeout=10)
+    assert connected
+    await owner.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    assert frame_sequence(await owner.receive_from(timeout=5)) == 1
+    await owner.disconnect()
+
+
+async def test_messages_answers_and_cancel_go_through_the_socket(redis, admin_user, monkeypatch):
+    from playground.conversations import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk: queued.append(pk))
+    conversation = await database_sync_to_async(services.start_conversation)(admin_user)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    await communicator.send_to(text_data=json.dumps({"action": "send", "text": "What time is it in Tokyo?", "HEADERS": {}}))
+    frames = [await communicator.receive_from(timeout=5) for _ in range(2)]
+    assert any('data-event-type="message"' in f and "Tokyo" in f for f in frames)
+    assert queued == [conversation.pk]
+    assert await database_sync_to_async(Message.objects.filter(conversation=conversation, role="user").count)() == 1
+
+    # A second message while running is refused with a notice, not lost silently.
+    await communicator.send_to(text_data=json.dumps({"action": "send", "text": "again"}))
+    notice = await communicator.receive_from(timeout=5)
+    assert 'data-testid="notice"' in notice and "still working" in notice
+
+    await communicator.send_to(text_data=json.dumps({"action": "cancel"}))
+    frame = await communicator.receive_from(timeout=5)
+    assert 'data-status="cancelling"' in frame
+    await communicator.disconnect()

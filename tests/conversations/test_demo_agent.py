@@ -1,0 +1,90 @@
+"""The offline demo agent: deterministic argument filling, and the whole path on the demo data with a real MCP server."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.core.management import call_command
+
+from playground.conversations.providers.demo import DemoAgentProvider, fill_arguments, keywords
+from tests.conversations.conftest import converse, event_types, events_of
+
+TIME_SCHEMA = {"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA timezone name"}},
+               "required": ["timezone"]}
+CONVERT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "source_timezone": {"type": "string", "description": "Source IANA timezone name"},
+        "time": {"type": "string", "description": "Time to convert in 24-hour format (HH:MM)"},
+        "target_timezone": {"type": "string", "description": "Target IANA timezone name"},
+    },
+    "required": ["source_timezone", "time", "target_timezone"],
+}
+
+
+def test_a_city_becomes_its_iana_timezone():
+    assert fill_arguments(TIME_SCHEMA, "What time is it in Tokyo?") == {"timezone": "Asia/Tokyo"}
+    assert fill_arguments(TIME_SCHEMA, "time in new york please") == {"timezone": "America/New_York"}
+    assert fill_arguments(TIME_SCHEMA, "what time is it?") == {"timezone": "UTC"}  # required: a safe default
+
+
+def test_cities_times_numbers_and_quoted_strings_fill_their_properties():
+    assert fill_arguments(CONVERT_SCHEMA, "Convert 14:30 from Paris to Tokyo") == {
+        "source_timezone": "Europe/Paris", "time": "14:30", "target_timezone": "Asia/Tokyo"}
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "count": {"type": "integer"},
+                                                "ratio": {"type": "number"}, "mode": {"type": "string", "enum": ["fast", "slow"]}}}
+    assert fill_arguments(schema, 'Create "Fix login" 3 times at 0.5 in slow mode') == {
+        "title": "Fix login", "count": 3, "ratio": 0.5, "mode": "slow"}
+
+
+def test_keywords_drop_stopwords():
+    assert keywords("What time is it in Tokyo?") == ["time", "tokyo"]
+
+
+def test_it_is_deterministic(tool_world):
+    request = {"model": "m", "max_tokens": 10, "system": "<available-deferred-tools>\nmcp__time__get_current_time\n</available-deferred-tools>",
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "What time is it in Tokyo?"}]}],
+               "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}}, {"name": "echo", "input_schema": {"type": "object"}}]}
+    first, second = DemoAgentProvider().create(request), DemoAgentProvider().create(request)
+    assert first == second
+    assert first.tool_uses()[0]["name"] == "ToolSearch" and first.tool_uses()[0]["input"] == {"query": "time tokyo"}
+
+
+@pytest.fixture
+def demo_data(db):
+    from playground.mcp_servers.models import McpServer
+    from playground.mcp_servers.services import sync_server
+    from playground.mcp_servers.session_pool import session_pool
+
+    call_command("load_demo_data", verbosity=0)
+    time_server = McpServer.objects.get(name="time")
+    assert time_server.command == sys.executable
+    result = sync_server(time_server)
+    assert time_server.tools.filter(name="mcp__time__get_current_time").exists(), result
+    yield
+    session_pool().close_all()
+
+
+@pytest.mark.slow
+def test_the_demo_agent_searches_loads_and_calls_the_real_time_server(admin_user, demo_data):
+    from playground.registry.models import AgentProfile
+
+    profile = AgentProfile.objects.get(name="Tool search on (native)")
+    conversation, outcome = converse(admin_user, "What time is it in Tokyo?", profile=profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn", event_types(conversation)
+
+    search = events_of(conversation, "toolsearch_query")[0].payload
+    assert "mcp__time__get_current_time" in search["loaded"] and search["scored"]
+    turns = events_of(conversation, "turn_started")
+    assert "mcp__time__get_current_time" in turns[0].payload["deferred_tools"]
+    assert "mcp__time__get_current_time" in turns[1].payload["discovered_tools"]
+    assert turns[0].payload["tokens"]["sent_tokens"] < turns[0].payload["tokens"]["baseline_tokens"] / 5
+    call = events_of(conversation, "tool_call")[0].payload
+    assert call == {"tool_use_id": call["tool_use_id"], "name": "mcp__time__get_current_time",
+                    "arguments": {"timezone": "Asia/Tokyo"}, "permission": "allow"}
+    result = events_of(conversation, "tool_result")[0].payload
+    assert not result["is_error"] and not result["simulated"] and "Asia/Tokyo" in result["content"][0]["text"]
+    answer = events_of(conversation, "message")[-1].payload
+    assert answer["role"] == "assistant" and "Asia/Tokyo" in answer["text"]
+    kinds = event_types(conversation)
+    assert kinds.index("toolsearch_query") < kinds.index("tool_call") < kinds.index("tool_result") < len(kinds) - 1

@@ -1,0 +1,87 @@
+"""record_event: per-conversation sequence numbers, saved before they are broadcast."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from playground.conversations import events as ev
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation, Event
+
+
+@pytest.fixture
+def conversation(db, admin_user):
+    return Conversation.objects.create(owner=admin_user)
+
+
+def test_it_numbers_events_per_conversation(conversation, admin_user):
+    other = Conversation.objects.create(owner=admin_user)
+    first = record_event(conversation, ev.ChatMessage(role="user", text="a"))
+    second = record_event(conversation, ev.StatusChanged(status="running"))
+    elsewhere = record_event(other, ev.ChatMessage(role="user", text="b"))
+    assert (first.sequence, second.sequence, elsewhere.sequence) == (1, 2, 1)
+    conversation.refresh_from_db()
+    assert conversation.next_sequence == 3
+    assert first.payload == {"role": "user", "text": "a", "author": ""}
+
+
+def test_it_sets_the_status_in_the_same_transaction(conversation):
+    record_event(conversation, ev.StatusChanged(status="waiting"), status=Conversation.Status.WAITING)
+    assert Conversation.objects.get(pk=conversation.pk).status == "waiting"
+    assert conversation.status == "waiting"
+
+
+def test_it_refuses_an_unknown_event_type(conversation):
+    class Bogus(ev.LoopEvent):
+        type = "bogus"
+
+    with pytest.raises(ValueError, match="unknown event type"):
+        record_event(conversation, Bogus())
+
+
+def test_it_broadcasts_only_after_commit(conversation, monkeypatch, django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr(ev, "broadcast_event", lambda conversation_id, sequence: sent.append((conversation_id, sequence)))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        record_event(conversation, ev.ChatMessage(role="user", text="a"))
+        assert sent == []
+    assert len(callbacks) == 1
+    callbacks[0]()
+    assert sent == [(conversation.pk, 1)]
+
+
+def test_every_event_type_is_registered_and_serialisable():
+    import json
+
+    assert set(ev.EVENT_TYPES) >= {
+        "turn_started", "announcement_sent", "model_request", "model_response", "toolsearch_query", "tool_call",
+        "tool_result", "permission_prompt", "permission_answer", "compaction", "error", "turn_finished", "message",
+    }
+    assert json.dumps(ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native").to_payload())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_get_distinct_consecutive_sequences(admin_user, monkeypatch):
+    monkeypatch.setattr(ev, "broadcast_event", lambda *args: None)
+    conversation = Conversation.objects.create(owner=admin_user)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(10):
+                record_event(conversation.pk, ev.ChatMessage(role="user", text=f"{n}-{i}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    sequences = sorted(Event.objects.filter(conversation=conversation).values_list("sequence", flat=True))
+    assert sequences == list(range(1, 41))

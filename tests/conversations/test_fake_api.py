@@ -1,0 +1,103 @@
+"""The fake Messages API rejects what the real API rejects, with the real error shape, through the real SDK."""
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from playground.conversations.testing.fake_api import ErrorReply, FakeMessagesAPI, server_search_reply, text_reply
+
+SEARCH = {"name": "ToolSearch", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
+TIME = {"name": "mcp__time__get_current_time", "input_schema": {"type": "object", "properties": {}}}
+
+
+def client(server: FakeMessagesAPI, retries: int = 0) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key="sk-test", base_url=server.url, max_retries=retries, timeout=5)
+
+
+def ask(server, *, tools, messages, retries=0):
+    return client(server, retries).messages.create(model="claude-test", max_tokens=100, tools=tools, messages=messages)
+
+
+def search_exchange(reference_content):
+    return [
+        {"role": "user", "content": "time?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "time"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": reference_content}]},
+    ]
+
+
+def rejected(server, **kwargs) -> str:
+    with pytest.raises(anthropic.BadRequestError) as info:
+        ask(server, **kwargs)
+    body = info.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    return body["error"]["message"]
+
+
+def test_it_answers_a_valid_request_and_records_it():
+    with FakeMessagesAPI() as server:
+        server.script(text_reply("hello"))
+        message = ask(server, tools=[SEARCH, {**TIME, "defer_loading": True}], messages=[{"role": "user", "content": "hi"}])
+        assert message.content[0].text == "hello" and message.usage.input_tokens == 100
+        assert server.message_requests[0].body["tools"][1]["defer_loading"] is True
+        assert "anthropic-version" in server.message_requests[0].headers
+
+
+def test_it_rejects_a_request_where_every_tool_is_deferred():
+    with FakeMessagesAPI() as server:
+        message = rejected(server, tools=[{**SEARCH, "defer_loading": True}], messages=[{"role": "user", "content": "hi"}])
+    assert message == "At least one tool must have defer_loading=false. All tools cannot be deferred."
+
+
+def test_it_rejects_a_reference_to_a_tool_not_in_tools():
+    with FakeMessagesAPI() as server:
+        message = rejected(server, tools=[SEARCH], messages=search_exchange([{"type": "tool_reference", "tool_name": "mcp__x__y"}]))
+    assert message == "Tool reference 'mcp__x__y' not found in available tools"
+
+
+def test_it_rejects_references_mixed_with_text_in_one_tool_result():
+    content = [{"type": "tool_reference", "tool_name": TIME["name"]}, {"type": "text", "text": "Tool loaded."}]
+    with FakeMessagesAPI() as server:
+        message = rejected(server, tools=[SEARCH, {**TIME, "defer_loading": True}], messages=search_exchange(content))
+    assert "cannot be mixed" in message
+
+
+def test_a_gateway_rejects_defer_loading_and_tool_references():
+    with FakeMessagesAPI(supports_defer_loading=False) as server:
+        message = rejected(server, tools=[SEARCH, {**TIME, "defer_loading": True}], messages=[{"role": "user", "content": "hi"}])
+        assert message == "tools.1.custom.defer_loading: Extra inputs are not permitted"
+        message = rejected(server, tools=[SEARCH, TIME], messages=search_exchange([{"type": "tool_reference", "tool_name": TIME["name"]}]))
+        assert "tool_reference" in message
+
+
+def test_it_rejects_a_tool_use_without_its_result():
+    messages = search_exchange("ok")[:2] + [{"role": "user", "content": "next"}]
+    with FakeMessagesAPI() as server:
+        message = rejected(server, tools=[SEARCH], messages=messages)
+    assert "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1" in message
+
+
+def test_server_side_search_blocks_round_trip_and_srvtoolu_results_are_rejected():
+    bm25 = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+    with FakeMessagesAPI() as server:
+        server.script(server_search_reply("time", [TIME["name"]], then=[{"type": "text", "text": "found"}]), text_reply("ok"))
+        first = ask(server, tools=[bm25, {**TIME, "defer_loading": True}], messages=[{"role": "user", "content": "time?"}])
+        assistant = [b.model_dump(mode="json", exclude_none=True) for b in first.content]
+        assert assistant[1]["content"]["tool_references"][0]["tool_name"] == TIME["name"]
+        history = [{"role": "user", "content": "time?"}, {"role": "assistant", "content": assistant}, {"role": "user", "content": "thanks"}]
+        assert ask(server, tools=[bm25, {**TIME, "defer_loading": True}], messages=history).content[0].text == "ok"
+        bad = [*history[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": assistant[0]["id"], "content": "x"}]}]
+        assert "server tool use" in rejected(server, tools=[bm25, {**TIME, "defer_loading": True}], messages=bad)
+
+
+def test_scripted_http_errors_are_retried_by_the_sdk():
+    with FakeMessagesAPI() as server:
+        server.script(ErrorReply(429), ErrorReply(529), text_reply("finally"))
+        assert ask(server, tools=[SEARCH], messages=[{"role": "user", "content": "hi"}], retries=2).content[0].text == "finally"
+        assert [r.status for r in server.message_requests] == [429, 529, 200]
+
+
+def test_an_unscripted_request_fails_loudly():
+    with FakeMessagesAPI() as server, pytest.raises(anthropic.APIStatusError) as info:
+        ask(server, tools=[SEARCH], messages=[{"role": "user", "content": "hi"}], retries=2)
+    assert info.value.status_code == 418 and len(server.message_requests) == 1

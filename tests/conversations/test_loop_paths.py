@@ -1,0 +1,203 @@
+"""Call-time permissions (deny, ask → once / always / timeout), cancel, subagents and compaction."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from playground.conversations import services
+from playground.conversations.models import Conversation, Event, Message
+from playground.conversations.testing.fake_api import text_reply, tool_use_reply
+from playground.engine.execution import ToolExecutor, ToolOutcome
+from playground.registry.models import PermissionRule
+from tests.conversations.conftest import converse, event_types, events_of
+
+TIME = "mcp__time__get_current_time"
+
+
+def last_result(fake_api, index=-1) -> dict:
+    return fake_api.message_requests[index].body["messages"][-1]["content"][0]
+
+
+def test_a_denied_tool_is_never_sent_and_a_call_to_it_is_refused(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="deny", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert "echo" not in [t["name"] for t in fake_api.message_requests[0].body["tools"]]
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "denied by a permission rule" in result["content"][0]["text"]
+    assert events_of(conversation, "tool_call")[0].payload["permission"] == "deny"
+    assert outcome.reason == "end_turn"
+
+
+def test_an_unanswered_prompt_times_out_as_a_denial(admin_user, tool_world, native_profile, fake_api, claude, settings):
+    settings.PERMISSION_PROMPT_TIMEOUT_SECONDS = 0.3
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, _ = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert event_types(conversation)[event_types(conversation).index("tool_call"):][:4] == [
+        "tool_call", "permission_prompt", "permission_answer", "tool_result"]
+    assert events_of(conversation, "permission_answer")[0].payload["choice"] == "timeout"
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "nobody answered within 0.3 seconds" in result["content"][0]["text"]
+    assert conversation.status == Conversation.Status.IDLE
+
+
+def run_in_thread(conversation_id, provider, executor=None):
+    from playground.conversations.loop import run_conversation
+
+    box = {}
+
+    def target():
+        try:
+            box["outcome"] = run_conversation(conversation_id, provider=provider, executor=executor)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, box
+
+
+def wait_for_event(conversation, kind, timeout=10.0) -> Event:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = Event.objects.filter(conversation=conversation, type=kind).order_by("-sequence").first()
+        if event is not None:
+            return event
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} event within {timeout} s: {event_types(conversation)}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_approve_once_runs_the_call_and_always_stops_asking(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "one"}), tool_use_reply("echo", {"text": "two"}),
+                    tool_use_reply("echo", {"text": "three"}), text_reply("done"))
+    conversation = services.start_conversation(admin_user, profile=native_profile)
+    services.send_message(conversation, "echo things", user=admin_user, enqueue=False)
+    thread, box = run_in_thread(conversation.pk, claude)
+    prompt = wait_for_event(conversation, "permission_prompt")
+    assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.WAITING
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    deadline = time.monotonic() + 10
+    while Event.objects.filter(conversation=conversation, type="permission_prompt").count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = Event.objects.filter(conversation=conversation, type="permission_prompt").order_by("-sequence").first()
+    assert second.sequence != prompt.sequence
+    with pytest.raises(services.ConversationError, match="already been answered"):
+        services.answer_permission(conversation, prompt.sequence, "deny", user=admin_user)
+    services.answer_permission(conversation, second.sequence, "always", user=admin_user)
+    thread.join(timeout=20)
+    assert box["outcome"].reason == "end_turn"
+    conversation.refresh_from_db()
+    assert conversation.always_allowed == ["echo"]
+    assert len(events_of(conversation, "permission_prompt")) == 2  # the third call did not ask
+    texts = [r["content"][0]["text"] for r in (last_result(fake_api, i) for i in (1, 2, 3))]
+    assert texts == ["one", "two", "three"]
+
+
+class CancellingExecutor(ToolExecutor):
+    """Runs like a tool that takes a while, during which the person presses cancel."""
+
+    def __init__(self, conversation):
+        self.conversation = conversation
+        self.calls = 0
+
+    def execute(self, tool, arguments, *, timeout=30.0):
+        self.calls += 1
+        services.request_cancel(self.conversation)
+        return ToolOutcome(content=[{"type": "text", "text": "partial"}])
+
+
+def test_cancel_stops_at_the_next_step_and_keeps_the_history_valid(admin_user, tool_world, native_profile, fake_api, claude):
+    fake_api.script(
+        message := None or tool_use_reply("echo", {"text": "a"}),
+        text_reply("after cancel"),
+    )
+    # Two tool calls in one response: the first runs, the second is cancelled before it starts.
+    message["content"].append({"type": "tool_use", "id": "toolu_second", "name": "echo", "input": {"text": "b"}})
+    conversation = services.start_conversation(admin_user, profile=native_profile)
+    executor = CancellingExecutor(conversation)
+    conversation, outcome = converse(admin_user, "echo", conversation=conversation, provider=claude, executor=executor)
+    assert outcome.reason == "cancelled" and executor.calls == 1
+    assert conversation.status == Conversation.Status.IDLE
+    stored = Message.objects.filter(conversation=conversation).order_by("position").last().content
+    assert [b["tool_use_id"] for b in stored] == [message["content"][0]["id"], "toolu_second"]
+    assert stored[1]["is_error"] is True
+    # The next message goes through: the fake API would reject a tool_use left without its result.
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn" and fake_api.message_requests[-1].status == 200
+
+
+def test_the_agent_tool_runs_a_subagent_whose_events_nest_under_the_call(admin_user, tool_world, native_profile, fake_api, claude):
+    fake_api.script(
+        tool_use_reply("Agent", {"description": "find time", "prompt": "What time is it in Tokyo?"}),
+        tool_use_reply("ToolSearch", {"query": f"select:{TIME}"}),
+        tool_use_reply(TIME, {"timezone": "Asia/Tokyo"}),
+        text_reply("Tokyo: noon."),
+        text_reply("The subagent says: noon."),
+    )
+    conversation, outcome = converse(admin_user, "Ask a helper for the time in Tokyo", profile=native_profile, provider=claude)
+    assert outcome.reason == "end_turn"
+    parent_tools = [t["name"] for t in fake_api.message_requests[0].body["tools"]]
+    sub_tools = [t["name"] for t in fake_api.message_requests[1].body["tools"]]
+    assert "Agent" in parent_tools and "Agent" not in sub_tools  # the denylist keeps agents from nesting
+    assert fake_api.message_requests[1].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "What time is it in Tokyo?"}]}]
+    call = next(e for e in events_of(conversation, "tool_call") if e.payload["name"] == "Agent")
+    nested = Event.objects.filter(conversation=conversation, parent_sequence=call.sequence)
+    assert {"turn_started", "toolsearch_query", "tool_call", "tool_result"} <= set(nested.values_list("type", flat=True))
+    agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
+    assert agent_result.payload["content"] == [{"type": "text", "text": "Tokyo: noon."}]
+    assert last_result(fake_api)["content"] == [{"type": "text", "text": "Tokyo: noon."}]
+
+
+def test_compaction_summarises_older_messages_and_carries_discovered_tools(admin_user, tool_world, native_profile, fake_api,
+                                                                           claude, settings):
+    fake_api.script(tool_use_reply("ToolSearch", {"query": f"select:{TIME}"}), text_reply("Loaded the time tool."))
+    conversation, _ = converse(admin_user, "load the time tool", profile=native_profile, provider=claude)
+    settings.COMPACTION_THRESHOLD = 0.0001  # 20 tokens of a 200k window: the next turn compacts
+    fake_api.script(text_reply("Summary: the person loaded the time tool."), tool_use_reply(TIME, {"timezone": "UTC"}),
+                    text_reply("It is noon UTC."))
+    conversation, outcome = converse(admin_user, "now call it", conversation=conversation, provider=claude)
+
+    assert outcome.reason == "end_turn"
+    compaction = events_of(conversation, "compaction")[0].payload
+    assert compaction["carried_tools"] == [TIME] and compaction["compacted_messages"] == 4
+    assert conversation.compaction["discovered_tools"] == [TIME]
+    assert Message.objects.filter(conversation=conversation, compacted=True).count() == 4
+    after = fake_api.message_requests[-2]  # the first request after compaction
+    assert after.status == 200
+    assert TIME in [t["name"] for t in after.body["tools"]]  # carried across the boundary
+    assert "<conversation-summary>" in after.body["messages"][0]["content"][0]["text"]
+    assert events_of(conversation, "tool_result")[-1].payload["is_error"] is False
+
+
+def test_a_named_subagent_profile_gets_its_own_narrowed_tools(admin_user, tool_world, native_profile, fake_api, claude):
+    from tests.conversations.conftest import make_profile
+
+    make_profile("researcher", is_subagent=True, disallowed_tools=["calculator", "ToolSearch"])
+    fake_api.script(
+        tool_use_reply("Agent", {"prompt": "Look around", "subagent_type": "researcher"}),
+        text_reply("Nothing to report."),
+        text_reply("The researcher found nothing."),
+    )
+    conversation, outcome = converse(admin_user, "research", profile=native_profile, provider=claude)
+    assert outcome.reason == "end_turn"
+    sub_tools = [t["name"] for t in fake_api.message_requests[1].body["tools"]]
+    assert "calculator" not in sub_tools and "Agent" not in sub_tools and "echo" in sub_tools
+    # ToolSearch disallowed: the engine turns search off, so the subagent gets its deferred tools in full.
+    assert "ToolSearch" not in sub_tools and TIME in sub_tools
+    sub_turn = Event.objects.filter(conversation=conversation, type="turn_started", parent_sequence__isnull=False).first()
+    assert sub_turn.payload["subagent"] == "researcher"
+
+
+def test_tool_search_called_while_search_is_off_is_refused(admin_user, tool_world, off_profile, fake_api, claude):
+    fake_api.script(tool_use_reply("ToolSearch", {"query": "time"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "time?", profile=off_profile, provider=claude)
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "ToolSearch" in result["content"][0]["text"]
+    assert not events_of(conversation, "toolsearch_query")

@@ -1,0 +1,135 @@
+"""Conversation pages: list, new, detail, the POST fallbacks (send, answer, cancel) and compare."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from playground.conversations import events as ev
+from playground.conversations import services
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation, Message
+from tests.conversations.conftest import converse, make_profile
+
+pytestmark = pytest.mark.urls("tests.conversations.urls")
+
+
+@pytest.fixture(autouse=True)
+def no_queue(monkeypatch):
+    from playground.conversations import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk: queued.append(pk))
+    return queued
+
+
+def test_the_list_shows_only_my_conversations_and_the_demo_label(viewer_client, viewer_user, admin_user):
+    mine = services.start_conversation(viewer_user, title="mine")
+    services.start_conversation(admin_user, title="someone else's")
+    response = viewer_client.get(reverse("conversations:list"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "mine" in body and "someone else" not in body and "offline demo agent" in body
+    assert f'data-conversation="{mine.pk}"' in body
+
+
+def test_it_needs_a_login(client):
+    response = client.get(reverse("conversations:list"))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_starting_a_conversation_with_a_first_message(viewer_client, viewer_user, no_queue, django_capture_on_commit_callbacks):
+    profile = make_profile("on")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = viewer_client.post(reverse("conversations:new"), {"profile": profile.pk, "provider": "demo", "message": "time in Tokyo?"})
+    conversation = Conversation.objects.get(owner=viewer_user)
+    assert response.status_code == 302 and response["Location"] == reverse("conversations:detail", args=[conversation.pk])
+    assert conversation.profile_snapshot["name"] == "on" and conversation.provider == "demo"
+    assert conversation.status == Conversation.Status.RUNNING and no_queue == [conversation.pk]
+
+
+def test_the_profile_snapshot_keeps_history_when_the_profile_changes(viewer_user):
+    profile = make_profile("mutable", wire_style="native")
+    conversation = services.start_conversation(viewer_user, profile=profile)
+    profile.wire_style = "client"
+    profile.save()
+    conversation.refresh_from_db()
+    assert conversation.profile_snapshot["wire_style"] == "native"
+
+
+def test_the_detail_page_renders_every_event_from_the_same_templates(admin_client, admin_user, tool_world, native_profile):
+    from playground.conversations.providers.demo import DemoAgentProvider
+
+    conversation, _ = converse(admin_user, "What time is it in Tokyo?", profile=native_profile, provider=DemoAgentProvider())
+    response = admin_client.get(reverse("conversations:detail", args=[conversation.pk]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    last = conversation.events.order_by("-sequence").first().sequence
+    assert f'data-last-sequence="{last}"' in body and 'data-status="idle"' in body
+    assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in body
+    for kind in ("turn_started", "toolsearch_query", "tool_call", "tool_result", "turn_finished", "message"):
+        assert f'data-event-type="{kind}"' in body
+    assert 'data-testid="chart-row"' in body and 'class="scorebar"' in body
+    assert 'data-testid="offline-badge"' in body
+    # Events of a turn are nested inside it.
+    turn = conversation.events.filter(type="turn_started").first()
+    assert f'id="turn-body-{conversation.pk}-{turn.sequence}"' in body
+
+
+def test_other_peoples_conversations_are_not_found(viewer_client, admin_user):
+    conversation = services.start_conversation(admin_user)
+    assert viewer_client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 404
+    assert viewer_client.post(reverse("conversations:send", args=[conversation.pk]), {"text": "hi"}).status_code == 404
+
+
+def test_staff_may_look_at_anyones_conversation(admin_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    assert admin_client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 200
+
+
+def test_send_fallback_stores_the_message_and_refuses_while_running(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    url = reverse("conversations:send", args=[conversation.pk])
+    assert viewer_client.post(url, {"text": "hello"}).status_code == 302
+    assert Message.objects.get(conversation=conversation).content == [{"type": "text", "text": "hello"}]
+    response = viewer_client.post(url, {"text": "again"}, follow=True)
+    assert "still working" in response.content.decode()
+    assert Message.objects.filter(conversation=conversation).count() == 1
+    assert viewer_client.post(url, {"text": "   "}, follow=True).status_code == 200
+
+
+def test_answer_fallback_records_the_choice(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    prompt = record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="echo", reason="rule 'ask echo'"),
+                          status=Conversation.Status.WAITING)
+    response = viewer_client.post(reverse("conversations:answer", args=[conversation.pk]), {"prompt": prompt.sequence, "choice": "always"})
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    answer = conversation.events.get(type="permission_answer")
+    assert answer.payload["choice"] == "always" and answer.payload["answered_by"] == "bob"
+    assert conversation.always_allowed == ["echo"] and conversation.status == Conversation.Status.RUNNING
+    bad = viewer_client.post(reverse("conversations:answer", args=[conversation.pk]), {"prompt": 999, "choice": "once"}, follow=True)
+    assert "no permission prompt #999" in bad.content.decode()
+
+
+def test_cancel_fallback_marks_a_running_conversation(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    services.send_message(conversation, "hi", user=viewer_user, enqueue=False)
+    assert viewer_client.post(reverse("conversations:cancel", args=[conversation.pk])).status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.CANCELLING
+    assert conversation.events.filter(type="status", payload__status="cancelling").exists()
+
+
+def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, no_queue, django_capture_on_commit_callbacks):
+    off, on = make_profile("Tool search off", tool_search_mode="false"), make_profile("Tool search on")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(reverse("conversations:compare"),
+                                     {"profile_a": off.pk, "profile_b": on.pk, "provider": "demo", "message": "time in Tokyo?"})
+    pair = list(Conversation.objects.filter(owner=admin_user).order_by("pk"))
+    assert len(pair) == 2 and pair[0].compare_group == pair[1].compare_group != ""
+    assert response["Location"] == reverse("conversations:compare_view", args=[pair[0].compare_group])
+    assert sorted(no_queue) == [c.pk for c in pair]
+    page = admin_client.get(response["Location"]).content.decode()
+    assert page.count('data-testid="conversation"') == 2 and 'data-testid="token-difference"' in page
+    for conversation in pair:
+        assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in page

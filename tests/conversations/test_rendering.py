@@ -1,0 +1,56 @@
+"""One event, two renderings: the page's nested timeline and the socket frame target the same containers."""
+from __future__ import annotations
+
+import pytest
+
+from playground.conversations import events as ev
+from playground.conversations.events import record_event
+from playground.conversations.fragments import container_id, render_event_frame
+from playground.conversations.models import Conversation
+from playground.conversations.selectors import event_tree, token_numbers
+
+
+@pytest.fixture
+def nested(db, admin_user):
+    """A turn with an Agent call whose subagent ran its own turn with a search."""
+    conversation = Conversation.objects.create(owner=admin_user)
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native",
+                                                     tokens={"sent_tokens": 300, "baseline_tokens": 1200}))
+    call = record_event(conversation, ev.ToolCall(tool_use_id="t1", name="Agent", arguments={"prompt": "p"}),
+                        turn_sequence=turn.sequence)
+    sub_turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native", subagent="helper"),
+                            parent_sequence=call.sequence)
+    search = record_event(conversation, ev.ToolSearchQuery(
+        tool_use_id="t2", query="time", backend="claude-code", loaded=["mcp__time__now"],
+        scored=[{"name": "mcp__time__now", "score": 8.0, "breakdown": [{"term": "time", "rule": "exact name part", "points": 8.0,
+                                                                        "field": "name", "detail": ""}]},
+                {"name": "mcp__x__y", "score": 2.0, "breakdown": []}]),
+        parent_sequence=call.sequence, turn_sequence=sub_turn.sequence)
+    return conversation, turn, call, sub_turn, search
+
+
+def test_the_tree_nests_turn_events_and_subagent_turns_under_their_call(nested):
+    conversation, turn, call, sub_turn, search = nested
+    roots = event_tree(list(conversation.events.order_by("sequence")))
+    assert [n.event.sequence for n in roots] == [turn.sequence]
+    assert [n.event.sequence for n in roots[0].children] == [call.sequence]
+    assert [n.event.sequence for n in roots[0].children[0].children] == [sub_turn.sequence]
+    assert [n.event.sequence for n in roots[0].children[0].children[0].children] == [search.sequence]
+    assert [s["pct"] for s in roots[0].children[0].children[0].children[0].view["scored"]] == [100.0, 25.0]
+
+
+def test_frames_go_into_the_containers_the_page_renders(nested, admin_client):
+    conversation, turn, call, sub_turn, search = nested
+    pk = conversation.pk
+    assert container_id(pk, turn) == f"timeline-{pk}"
+    assert container_id(pk, call) == f"turn-body-{pk}-{turn.sequence}"
+    assert container_id(pk, sub_turn) == f"children-{pk}-{call.sequence}"
+    assert container_id(pk, search) == f"turn-body-{pk}-{sub_turn.sequence}"
+    frame = render_event_frame(conversation, search)
+    assert f'<div id="turn-body-{pk}-{sub_turn.sequence}" hx-swap-oob="beforeend">' in frame
+    assert 'class="scorebar" style="width: 25.0%"' in frame and f'data-frame-sequence="{search.sequence}"' in frame
+
+
+def test_token_numbers_read_the_engine_accounting():
+    numbers = token_numbers({"sent_tokens": 300, "baseline_tokens": 1200, "saved_percent": 75.0})
+    assert numbers == {"sent": 300, "baseline": 1200, "sent_pct": 25.0, "baseline_pct": 100.0, "saved": 900, "saved_pct": 75.0}
