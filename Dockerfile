@@ -7,8 +7,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     DEBUG=false
 
-# Extras to install, e.g. --build-arg EXTRAS=semantic (dense embeddings; a much bigger image).
-ARG EXTRAS=""
+# Extras to install: `semantic` (NumPy MiniLM encoder, no torch) serves the default hybrid backend,
+# as `make run` does; --build-arg EXTRAS= builds a smaller image that falls back to BM25.
+ARG EXTRAS="semantic"
 
 WORKDIR /app
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin playground
