@@ -60,7 +60,9 @@ def chromium_executable() -> Path:
         unavailable(str(error))
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an asyncio loop running in this thread
+# while it is started, which breaks async_to_sync in the (non-browser) tests that run afterwards.
+@pytest.fixture(scope="module")
 def browser(chromium_executable):
     try:
         from playwright.sync_api import sync_playwright

@@ -18,12 +18,13 @@ def event_types(page, root: str = "") -> list[str]:
     return page.locator(selector).evaluate_all("els => els.map(e => e.dataset.eventType)")
 
 
-def wait_for_turns_finished(page, count: int, root: str = "") -> None:
+def wait_for_runs_finished(page, runs: int, root: str = "") -> None:
+    """Wait until `runs` agent runs have ended: each run's last event is a status change (→ idle)."""
     page.wait_for_function(
-        """([root, count]) => document.querySelectorAll(
-               `${root} [data-testid=timeline] [data-event-type=turn_finished]`.trim()).length >= count
+        """([root, runs]) => document.querySelectorAll(
+               `${root} [data-testid=timeline] [data-event-type=status]`.trim()).length >= runs
            && !!document.querySelector(`${root} [data-testid=status][data-status=idle]`.trim())""",
-        arg=[root, count],
+        arg=[root, runs],
         timeout=60_000,
     )
 
@@ -40,7 +41,7 @@ def test_demo_agent_events_stream_live_and_survive_a_reload(logged_in_page):
     page.wait_for_selector("body[data-page=conversation] [data-testid=conversation]")
     assert page.locator("[data-testid=offline-badge]").count() >= 1  # labelled as the demo agent
 
-    wait_for_turns_finished(page, 1)
+    wait_for_runs_finished(page, 1)
     first_types = event_types(page)
     assert "toolsearch_query" in first_types and "turn_finished" in first_types, first_types
 
@@ -55,7 +56,7 @@ def test_demo_agent_events_stream_live_and_survive_a_reload(logged_in_page):
         arg=last,
         timeout=60_000,
     )
-    wait_for_turns_finished(page, 2)
+    wait_for_runs_finished(page, 2)
     assert page.evaluate("window.__sameDocument") == "yes"  # arrived live, not through a reload
     live = timeline_sequences(page)
     assert live == sorted(live) and len(live) == len(set(live)), live  # in order, nothing twice
@@ -90,8 +91,8 @@ def test_compare_view_runs_both_profiles_side_by_side(logged_in_page):
     assert panels.count() == 2
     left = f"#conversation-{panels.nth(0).get_attribute('data-conversation')}"
     right = f"#conversation-{panels.nth(1).get_attribute('data-conversation')}"
-    wait_for_turns_finished(page, 1, left)
-    wait_for_turns_finished(page, 1, right)
+    wait_for_runs_finished(page, 1, left)
+    wait_for_runs_finished(page, 1, right)
     assert "toolsearch_query" not in event_types(page, left)  # every tool loaded: nothing to search
     assert "toolsearch_query" in event_types(page, right)
     page.wait_for_function(
