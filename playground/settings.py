@@ -144,6 +144,9 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The queue tasks go to by default. The browser tests give their live server and worker a queue of
+# their own, so other tests' in-process workers on the same Redis never take each other's tasks.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or "celery"
 # redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's blocking receive
 # (BZPOPMIN, 5 s): an idle consumer then dies with "Timeout reading from ...". Give reads headroom.
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": 30}]

@@ -108,7 +108,8 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
     from playground.runner.main import web_command, worker_command
 
     port = free_port()
-    worker_name = f"browser-tests-{uuid.uuid4().hex[:8]}@%h"
+    run_id = uuid.uuid4().hex[:8]
+    worker_name = f"browser-tests-{run_id}@%h"
     log_dir = tmp_path_factory.mktemp("live-server")
     env = {
         **os.environ,
@@ -116,7 +117,9 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "DEBUG": "true",  # static files through WhiteNoise's finders, no collectstatic needed
-        "CHANNELS_PREFIX": f"browser-{uuid.uuid4().hex[:8]}",  # no cross-talk with other runs on this Redis
+        # No cross-talk with other tests or runs on this Redis: own channel prefix, own task queue.
+        "CHANNELS_PREFIX": f"browser-{run_id}",
+        "CELERY_TASK_DEFAULT_QUEUE": f"browser-{run_id}",
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "tests.browser.live_settings",
     }
@@ -128,7 +131,7 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
     try:
         for name, argv in (
             ("web", web_command("127.0.0.1", port)),
-            ("worker", [*worker_command("solo", 1), "-n", worker_name]),
+            ("worker", [*worker_command("solo", 1), "-n", worker_name, "-Q", f"browser-{run_id}"]),
         ):
             with open(log_dir / f"{name}.log", "wb") as log:
                 processes.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
@@ -151,6 +154,20 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, 9)
                 process.wait(timeout=5)
+        _forget_queue(settings.REDIS_URL, f"browser-{run_id}")
+
+
+def _forget_queue(redis_url: str, queue: str) -> None:
+    """Remove this run's Celery queue and its binding from Redis (left-over tasks included)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.delete(queue, f"_kombu.binding.{queue}")
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
 
 
 @pytest.fixture

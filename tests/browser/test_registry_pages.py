@@ -66,13 +66,13 @@ def test_import_a_catalog_with_a_preview_first(logged_in_page):
     page.wait_for_selector("body[data-page=tool-import]")
     # An invalid catalog: the preview says so and nothing is imported.
     page.fill("[name=text]", CATALOG.read_text() + '{"name": "bad name with spaces", "input_schema": {"type": "object"}}\n')
-    page.click("[data-testid=import-preview]")
+    page.click("[data-testid=import-preview-button]")
     page.wait_for_selector("[data-testid=import-preview][data-state=invalid]")
     assert page.locator("[data-testid=invalid-item]").count() == 1
     assert page.locator("[data-testid=import-commit]").count() == 0
 
     page.fill("[name=text]", CATALOG.read_text())
-    page.click("[data-testid=import-preview]")
+    page.click("[data-testid=import-preview-button]")
     preview = page.wait_for_selector("[data-testid=import-preview][data-state=ready]")
     assert preview.get_attribute("data-new") == "12"
     screenshot(page, "tool-import-preview")
