@@ -154,58 +154,19 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, 9)
                 process.wait(timeout=5)
-        _forget_queue(settings.REDIS_URL, f"browser-{run_id}")
+        _forget_run_keys(settings.REDIS_URL, run_id)
 
 
-def _forget_queue(redis_url: str, queue: str) -> None:
-    """Remove this run's Celery queue and its binding from Redis (left-over tasks included)."""
+def _forget_run_keys(redis_url: str, run_id: str) -> None:
+    """Remove this run's keys from Redis: its Celery queue and bindings, its Channels groups."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
     try:
-        client.delete(queue, f"_kombu.binding.{queue}")
+        keys = list(client.scan_iter(match=f"*browser-{run_id}*", count=500))
+        if keys:
+            client.delete(*keys)
     except redis.RedisError:
         pass
     finally:
         client.close()
-
-
-@pytest.fixture
-def page(browser, asgi_server, transactional_db, request):
-    context = browser.new_context(base_url=asgi_server.url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(DEFAULT_WAIT_MS)
-    page = context.new_page()
-    console_errors: list[str] = []
-    page.on("pageerror", lambda error: console_errors.append(str(error)))
-    yield page
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
-    if failed:
-        screenshot(page, f"FAILED-{request.node.name}")
-    context.close()
-    if failed:
-        sys.stderr.write(f"\nJavaScript errors: {console_errors}\n{asgi_server.logs()}\n")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"rep_{report.when}", report)
-
-
-def screenshot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-@pytest.fixture
-def logged_in_page(page, admin_user):
-    """The admin from tests/conftest.py, logged in through the real login form."""
-    page.goto("/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_selector("body[data-page]:not([data-page=login])")
-    return page
