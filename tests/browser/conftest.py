@@ -38,14 +38,6 @@ DEFAULT_WAIT_MS = 20_000
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.browser)
-            item.add_marker(pytest.mark.slow)
-
-
 def unavailable(reason: str):
     if IN_CI:
         pytest.fail(f"browser tests cannot run under CI=true: {reason}")
@@ -170,3 +162,44 @@ def _forget_run_keys(redis_url: str, run_id: str) -> None:
         pass
     finally:
         client.close()
+
+
+@pytest.fixture
+def page(browser, asgi_server, transactional_db, request):
+    context = browser.new_context(base_url=asgi_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(DEFAULT_WAIT_MS)
+    page = context.new_page()
+    console_errors: list[str] = []
+    page.on("pageerror", lambda error: console_errors.append(str(error)))
+    yield page
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed:
+        screenshot(page, f"FAILED-{request.node.name}")
+    context.close()
+    if failed:
+        sys.stderr.write(f"\nJavaScript errors: {console_errors}\n{asgi_server.logs()}\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture
+def logged_in_page(page, admin_user):
+    """The admin from tests/conftest.py, logged in through the real login form."""
+    page.goto("/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw-alice-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-page]:not([data-page=login])")
+    return page

@@ -2,10 +2,14 @@
 Redis layer) from a real Celery worker, a reload shows the same timeline, and the compare view."""
 from __future__ import annotations
 
+import pytest
+
 from tests.browser.conftest import screenshot
 from tests.browser.test_registry_pages import seed_catalog
 
 TIMELINE = "[data-testid=conversation] [data-testid=timeline]"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def timeline_sequences(page, root: str = "") -> list[int]:

@@ -17,6 +17,8 @@ NAV_PAGES = [
     ("Evaluation", None),
 ]
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 
 @pytest.mark.parametrize(("link", "page_id"), NAV_PAGES, ids=[p[0] for p in NAV_PAGES])
 def test_nav_page_renders(logged_in_page, link, page_id):

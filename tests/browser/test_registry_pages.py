@@ -4,9 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.browser.conftest import screenshot
 
 CATALOG = Path(__file__).with_name("catalog.jsonl")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def seed_catalog() -> int:
