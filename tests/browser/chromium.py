@@ -41,15 +41,19 @@ def ensure_chromium() -> Path:
             "(run: sudo apt-get install -y chromium)"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    steps = [[*prefix, "apt-get", "install", "-y", "-q", "chromium"]]
-    # A fresh machine may have empty package lists: update once, then retry the install.
-    for attempt, step in enumerate(steps + [[*prefix, "apt-get", "update", "-q"], steps[0]]):
-        result = subprocess.run(step, env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_SECONDS)
-        if result.returncode == 0 and step is steps[0] and CHROMIUM_PATH.exists():
-            return CHROMIUM_PATH
-        if attempt == 2 and result.returncode != 0:
-            raise ChromiumUnavailable(f"apt-get install chromium failed: {result.stderr.strip()[-500:]}")
-    raise ChromiumUnavailable(f"apt-get reported success but {CHROMIUM_PATH} is still missing")
+
+    def apt_get(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*prefix, "apt-get", *args], env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_SECONDS)
+
+    result = apt_get("install", "-y", "-q", "chromium")
+    if result.returncode != 0:  # a fresh machine may have empty package lists: update once, retry
+        apt_get("update", "-q")
+        result = apt_get("install", "-y", "-q", "chromium")
+    if result.returncode != 0:
+        raise ChromiumUnavailable(f"apt-get install chromium failed: {result.stderr.strip()[-500:]}")
+    if not CHROMIUM_PATH.exists():
+        raise ChromiumUnavailable(f"apt-get installed chromium but {CHROMIUM_PATH} is still missing")
+    return CHROMIUM_PATH
 
 
 if __name__ == "__main__":
