@@ -100,6 +100,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Browser tests run Daphne in another process: it needs a file-based test database.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # `make run` has a web process and worker processes writing at once: IMMEDIATE transactions take
+    # the write lock at BEGIN and wait (timeout) instead of failing with "database is locked" when
+    # two read-then-write transactions collide.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -116,7 +120,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")  # empty in .env = default
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -127,19 +131,22 @@ STORAGES = {
 }
 
 # Redis: Celery broker and the Channels layer (cross-process: the worker broadcasts events).
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX", "asgi")},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX") or "asgi"},
     }
 }
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The queue tasks go to by default. The browser tests give their live server and worker a queue of
+# their own, so other tests' in-process workers on the same Redis never take each other's tasks.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or "celery"
 # redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's blocking receive
 # (BZPOPMIN, 5 s): an idle consumer then dies with "Timeout reading from ...". Give reads headroom.
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": 30}]

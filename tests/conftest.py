@@ -40,3 +40,128 @@ def admin_client(client, admin_user):
 def viewer_client(client, viewer_user):
     client.force_login(viewer_user)
     return client
+
+
+# --- Session services: which database and Redis this run uses (issue 6) ---------------------------
+# Under CI the suite must run on PostgreSQL with a real Redis: anything missing ends the run with a
+# failure before the first test. On a developer's machine SQLite is fine, PostgreSQL-only tests
+# (marker `postgres`) skip with a reason, and an embedded Redis is started when none answers —
+# the same code `make run` uses (playground/runner/embedded_redis.py).
+
+_SESSION_SERVICES: dict[str, object] = {}
+
+
+def _database_description() -> tuple[str, bool]:
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    is_postgres = "postgresql" in database["ENGINE"]
+    if is_postgres:
+        where = f"{database.get('HOST') or 'localhost'}:{database.get('PORT') or 5432}"
+        return f"PostgreSQL {where}/{database['NAME']} (tests create and drop test_{database['NAME']})", True
+    return f"SQLite {database.get('TEST', {}).get('NAME') or database['NAME']} (test database file)", False
+
+
+def postgres_answers(timeout: int = 3) -> tuple[bool, str]:
+    """Whether the configured PostgreSQL server accepts a connection (to its maintenance database)."""
+    from django.conf import settings
+
+    import psycopg
+
+    database = settings.DATABASES["default"]
+    try:
+        with psycopg.connect(
+            host=database.get("HOST") or "localhost",
+            port=int(database.get("PORT") or 5432),
+            user=database.get("USER") or None,
+            password=database.get("PASSWORD") or None,
+            dbname="postgres",
+            connect_timeout=timeout,
+        ):
+            return True, ""
+    except psycopg.Error as error:
+        return False, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def _use_redis_url(url: str) -> None:
+    """Point this process (settings, Celery, Channels) and every child it starts at `url`."""
+    from django.conf import settings
+
+    os.environ["REDIS_URL"] = url
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    for layer in settings.CHANNEL_LAYERS.values():
+        if "hosts" in layer.get("CONFIG", {}):
+            layer["CONFIG"]["hosts"] = [url]
+    from playground.celery_app import app
+
+    app.conf.broker_url = url
+
+
+def pytest_configure(config):
+    from django.conf import settings
+
+    from playground.runner.embedded_redis import ensure_redis, redis_answers
+
+    database, is_postgres = _database_description()
+    _SESSION_SERVICES["postgres"] = is_postgres
+    if IN_CI:
+        problems = []
+        if not is_postgres:
+            problems.append("DATABASE_URL must point to PostgreSQL under CI (.ci/run sets it)")
+        else:
+            ok, error = postgres_answers()
+            if not ok:
+                problems.append(f"PostgreSQL does not answer: {error}")
+        if not redis_answers(settings.REDIS_URL):
+            problems.append(f"Redis does not answer at {settings.REDIS_URL}")
+        if problems:
+            pytest.exit("CI=true and a required service is missing: " + "; ".join(problems), returncode=1)
+        _SESSION_SERVICES["redis"] = f"{settings.REDIS_URL} (the machine's Redis)"
+    else:
+        if is_postgres:
+            ok, error = postgres_answers()
+            if not ok:
+                pytest.exit(
+                    f"DATABASE_URL points to PostgreSQL but it does not answer ({error}). "
+                    "Unset DATABASE_URL to run on SQLite.",
+                    returncode=1,
+                )
+        url, embedded = ensure_redis(settings.REDIS_URL)
+        if embedded is not None:
+            _SESSION_SERVICES["embedded_redis"] = embedded
+            _use_redis_url(url)
+            _SESSION_SERVICES["redis"] = f"{url} (embedded {embedded.kind}: none answered at the configured URL)"
+        else:
+            _SESSION_SERVICES["redis"] = f"{url} (already running)"
+    _SESSION_SERVICES["database"] = database
+
+
+def pytest_unconfigure(config):
+    embedded = _SESSION_SERVICES.pop("embedded_redis", None)
+    if embedded is not None:
+        embedded.stop()
+
+
+def pytest_sessionstart(session):
+    """Say which services this run uses, even under -q (the report header is hidden there)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [
+        f"database: {_SESSION_SERVICES.get('database', '?')}",
+        f"redis: {_SESSION_SERVICES.get('redis', '?')}",
+        f"CI: {'yes (a missing service fails the run)' if IN_CI else 'no (PostgreSQL-only tests skip on SQLite)'}",
+    ]
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
+
+
+def pytest_collection_modifyitems(config, items):
+    if _SESSION_SERVICES.get("postgres"):
+        return
+    reason = "needs PostgreSQL: this run uses SQLite (set DATABASE_URL=postgres://…, as .ci/run does)"
+    for item in items:
+        if item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,205 @@
+"""Browser end-to-end fixtures: Debian's Chromium through Playwright against the live ASGI server.
+
+The live server is the real thing, not a test double: `daphne playground.asgi:application` and a
+Celery worker in subprocesses (the commands `make run` starts), pointed at the *test* database
+(PostgreSQL under CI, the file-based SQLite test database otherwise) and at this session's Redis.
+Tests use `transactional_db` so what they create is committed and visible to those processes.
+
+Waits are on `data-*` attributes the pages set (never on sleeps). Each main page is saved as a
+screenshot in test-artifacts/.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.browser.chromium import ChromiumUnavailable, ensure_chromium
+from tests.conftest import IN_CI
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+START_TIMEOUT_SECONDS = 90
+DEFAULT_WAIT_MS = 20_000
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
+# page actions are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"browser tests cannot run under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> Path:
+    try:
+        return ensure_chromium()
+    except ChromiumUnavailable as error:
+        unavailable(str(error))
+
+
+# Module scope, not session: Playwright's sync API keeps an asyncio loop running in this thread
+# while it is started, which breaks async_to_sync in the (non-browser) tests that run afterwards.
+@pytest.fixture(scope="module")
+def browser(chromium_executable):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed (it is in the project's dev extra)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(chromium_executable), args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+def database_url_for(settings_dict: dict) -> str:
+    """A DATABASE_URL that points another process at the database this test process uses."""
+    if "sqlite" in settings_dict["ENGINE"]:
+        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
+    credentials = quote(settings_dict.get("USER") or "", safe="")
+    if settings_dict.get("PASSWORD"):
+        credentials += ":" + quote(settings_dict["PASSWORD"], safe="")
+    host = settings_dict.get("HOST") or "localhost"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{credentials}@{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    worker_name: str
+    log_dir: Path
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}" for path in sorted(self.log_dir.glob("*.log")))
+
+
+@pytest.fixture(scope="session")
+def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Daphne + a Celery worker (solo pool) on the test database and this session's Redis."""
+    from django.conf import settings
+    from django.db import connection
+
+    from playground.celery_app import app
+    from playground.runner.embedded_redis import free_port
+    from playground.runner.health import healthz_status
+    from playground.runner.main import web_command, worker_command
+
+    port = free_port()
+    run_id = uuid.uuid4().hex[:8]
+    worker_name = f"browser-tests-{run_id}@%h"
+    log_dir = tmp_path_factory.mktemp("live-server")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for(connection.settings_dict),
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "DEBUG": "true",  # static files through WhiteNoise's finders, no collectstatic needed
+        # No cross-talk with other tests or runs on this Redis: own channel prefix, own task queue.
+        "CHANNELS_PREFIX": f"browser-{run_id}",
+        "CELERY_TASK_DEFAULT_QUEUE": f"browser-{run_id}",
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "tests.browser.live_settings",
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):  # conversations run the offline demo agent
+        env.pop(name, None)
+    processes: list[subprocess.Popen] = []
+    server = LiveServer(url=f"http://127.0.0.1:{port}", worker_name=worker_name.replace("%h", os.uname().nodename), log_dir=log_dir)
+    try:
+        for name, argv in (
+            ("web", web_command("127.0.0.1", port)),
+            ("worker", [*worker_command("solo", 1), "-n", worker_name, "-Q", f"browser-{run_id}"]),
+        ):
+            with open(log_dir / f"{name}.log", "wb") as log:
+                processes.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while healthz_status(server.url, timeout=2) != 200:
+            if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
+                pytest.fail(f"the live ASGI server did not start:\n{server.logs()}")
+            time.sleep(0.2)
+        while not app.control.ping(destination=[server.worker_name], timeout=1.0):
+            if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
+                pytest.fail(f"the Celery worker did not start:\n{server.logs()}")
+        yield server
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, 9)
+                process.wait(timeout=5)
+        _forget_run_keys(settings.REDIS_URL, run_id)
+
+
+def _forget_run_keys(redis_url: str, run_id: str) -> None:
+    """Remove this run's keys from Redis: its Celery queue and bindings, its Channels groups."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"*browser-{run_id}*", count=500))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def page(browser, asgi_server, transactional_db, request):
+    context = browser.new_context(base_url=asgi_server.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(DEFAULT_WAIT_MS)
+    page = context.new_page()
+    console_errors: list[str] = []
+    page.on("pageerror", lambda error: console_errors.append(str(error)))
+    yield page
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed:
+        screenshot(page, f"FAILED-{request.node.name}")
+    context.close()
+    if failed:
+        sys.stderr.write(f"\nJavaScript errors: {console_errors}\n{asgi_server.logs()}\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture
+def logged_in_page(page, admin_user):
+    """The admin from tests/conftest.py, logged in through the real login form."""
+    page.goto("/login/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw-alice-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-page]:not([data-page=login])")
+    return page

@@ -1,0 +1,110 @@
+"""Conversations in a real browser: the demo agent's events stream over the WebSocket (Channels,
+Redis layer) from a real Celery worker, a reload shows the same timeline, and the compare view."""
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import screenshot
+from tests.browser.test_registry_pages import seed_catalog
+
+TIMELINE = "[data-testid=conversation] [data-testid=timeline]"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def timeline_sequences(page, root: str = "") -> list[int]:
+    selector = f"{root} [data-testid=timeline] [data-testid=event]".strip()
+    return [int(s) for s in page.locator(selector).evaluate_all("els => els.map(e => e.dataset.sequence)")]
+
+
+def event_types(page, root: str = "") -> list[str]:
+    selector = f"{root} [data-testid=timeline] [data-testid=event]".strip()
+    return page.locator(selector).evaluate_all("els => els.map(e => e.dataset.eventType)")
+
+
+def wait_for_runs_finished(page, runs: int, root: str = "") -> None:
+    """Wait until `runs` agent runs have ended: each run's last event is a status change (→ idle)."""
+    page.wait_for_function(
+        """([root, runs]) => document.querySelectorAll(
+               `${root} [data-testid=timeline] [data-event-type=status]`.trim()).length >= runs
+           && !!document.querySelector(`${root} [data-testid=status][data-status=idle]`.trim())""",
+        arg=[root, runs],
+        timeout=60_000,
+    )
+
+
+def test_demo_agent_events_stream_live_and_survive_a_reload(logged_in_page):
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/conversations/")
+    page.wait_for_selector("body[data-page=conversations]")
+    screenshot(page, "conversations")
+    form = "[data-testid=new-conversation-form]"
+    page.fill(f"{form} [name=message]", "What is the weather forecast for Paris?")
+    page.click(f"{form} [data-testid=start]")
+    page.wait_for_selector("body[data-page=conversation] [data-testid=conversation]")
+    assert page.locator("[data-testid=offline-badge]").count() >= 1  # labelled as the demo agent
+
+    wait_for_runs_finished(page, 1)
+    first_types = event_types(page)
+    assert "toolsearch_query" in first_types and "turn_finished" in first_types, first_types
+
+    # Second message, sent over the socket: the new events must arrive with no page load.
+    page.evaluate("window.__sameDocument = 'yes'")
+    last = max(timeline_sequences(page))
+    page.fill("[data-testid=send-form] [data-testid=message-input]", "Post a message to the Slack channel general")
+    page.click("[data-testid=send-form] [data-testid=send]")
+    page.wait_for_function(
+        "last => Array.from(document.querySelectorAll('[data-testid=timeline] [data-event-type=toolsearch_query]'))"
+        ".some(e => Number(e.dataset.sequence) > last)",
+        arg=last,
+        timeout=60_000,
+    )
+    wait_for_runs_finished(page, 2)
+    assert page.evaluate("window.__sameDocument") == "yes"  # arrived live, not through a reload
+    live = timeline_sequences(page)
+    assert live == sorted(live) and len(live) == len(set(live)), live  # in order, nothing twice
+    assert int(page.get_attribute(TIMELINE, "data-last-sequence")) == max(live)
+    live_chat = page.locator("[data-testid=chat] [data-testid=chat-message]").count()
+    assert live_chat >= 4  # two messages from the person, two answers
+    screenshot(page, "conversation-live")
+
+    page.reload()
+    page.wait_for_selector("body[data-page=conversation] [data-testid=conversation][data-status=idle]")
+    assert page.evaluate("window.__sameDocument") is None  # a real reload
+    assert timeline_sequences(page) == live
+    assert page.locator("[data-testid=chat] [data-testid=chat-message]").count() == live_chat
+    screenshot(page, "conversation-reloaded")
+
+
+def test_compare_view_runs_both_profiles_side_by_side(logged_in_page):
+    from playground.registry.models import AgentProfile
+
+    seed_catalog()
+    everything = AgentProfile.objects.create(name="All tools loaded", tool_search_mode="false")
+    searching = AgentProfile.objects.create(name="Tool search on", tool_search_mode="true")
+    page = logged_in_page
+    page.goto("/conversations/compare/")
+    page.wait_for_selector("body[data-page=compare] [data-testid=compare-form]")
+    page.select_option("[name=profile_a]", str(everything.pk))
+    page.select_option("[name=profile_b]", str(searching.pk))
+    page.fill("[name=message]", "Create a GitHub issue about the failing build")
+    page.click("[data-testid=start-compare]")
+    page.wait_for_selector("body[data-page=compare-view]")
+    panels = page.locator("[data-testid=conversation]")
+    assert panels.count() == 2
+    left = f"#conversation-{panels.nth(0).get_attribute('data-conversation')}"
+    right = f"#conversation-{panels.nth(1).get_attribute('data-conversation')}"
+    wait_for_runs_finished(page, 1, left)
+    wait_for_runs_finished(page, 1, right)
+    assert "toolsearch_query" not in event_types(page, left)  # every tool loaded: nothing to search
+    assert "toolsearch_query" in event_types(page, right)
+    page.wait_for_function(
+        "() => { const t = document.querySelectorAll('[data-testid=tokens-total]');"
+        " return t.length === 2 && Array.from(t).every(e => Number(e.dataset.tokensSent) > 0); }",
+        timeout=60_000,
+    )
+    sent = [int(v) for v in page.locator("[data-testid=tokens-total]").evaluate_all("els => els.map(e => e.dataset.tokensSent)")]
+    page.wait_for_selector("[data-testid=token-difference][data-difference]")
+    assert int(page.get_attribute("[data-testid=token-difference]", "data-difference")) == sent[0] - sent[1]
+    screenshot(page, "compare")

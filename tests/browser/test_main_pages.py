@@ -1,0 +1,35 @@
+"""Every page in the navigation renders in the browser for an admin; a screenshot of each."""
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import screenshot
+from tests.browser.test_registry_pages import seed_catalog
+
+NAV_PAGES = [
+    ("Tools", "tool-list"),
+    ("MCP servers", "mcp-server-list"),
+    ("Inspector", "inspector"),
+    ("What the model sees", "model-view"),
+    ("Permissions", "permissions"),
+    ("Profiles", "profile-list"),
+    ("Conversations", "conversations"),
+    ("Evaluation", None),
+]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.mark.parametrize(("link", "page_id"), NAV_PAGES, ids=[p[0] for p in NAV_PAGES])
+def test_nav_page_renders(logged_in_page, link, page_id):
+    seed_catalog()
+    page = logged_in_page
+    with page.expect_navigation() as navigation:
+        page.click(f"header nav >> text='{link}'")
+    response = navigation.value
+    assert response is not None and response.status == 200, f"{link}: HTTP {response and response.status}"
+    body = page.wait_for_selector("body[data-page]")
+    if page_id is not None:
+        assert body.get_attribute("data-page") == page_id
+    assert page.locator("header nav").count() == 1
+    screenshot(page, "page-" + link.lower().replace(" ", "-"))

@@ -1,0 +1,172 @@
+"""Registry pages in a real browser: log in, tool form errors, catalog import, inspector, permissions."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import screenshot
+
+CATALOG = Path(__file__).with_name("catalog.jsonl")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def seed_catalog() -> int:
+    """Import the small test catalog through the registry's own service (committed: transactional_db)."""
+    from playground.registry import services
+
+    staged, preview = services.stage_import(CATALOG.read_text(), filename="catalog.jsonl")
+    assert preview.ok
+    return services.commit_import(staged)["new"]
+
+
+def test_log_in_and_see_the_dashboard(page, admin_user):
+    page.goto("/")
+    page.wait_for_selector("body[data-page=login]")
+    screenshot(page, "login")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "wrong password")
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-page=login] .errorlist, body[data-page=login] .errornote")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "pw-alice-123")
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-page=home]")
+    assert "alice" in page.inner_text("header .who")
+    screenshot(page, "home")
+
+
+def test_a_tool_with_an_invalid_schema_shows_the_error_and_saves_once_fixed(logged_in_page):
+    from playground.registry.models import Tool
+
+    page = logged_in_page
+    page.goto("/tools/new/")
+    page.wait_for_selector("[data-testid=tool-form][data-state=editing]")
+    page.fill("[name=name]", "mcp__demo__broken_tool")
+    page.fill("[name=description]", "A tool whose schema names a type JSON Schema does not have")
+    page.fill("[name=input_schema]", json.dumps({"type": "object", "properties": {"x": {"type": "banana"}}}))
+    page.click("[data-testid=save-tool]")
+    page.wait_for_selector("[data-testid=tool-form][data-state=invalid]")
+    error = page.locator("[data-testid=field-error][data-field=input_schema]")
+    assert "banana" in error.inner_text() or "valid" in error.inner_text().lower()
+    assert page.input_value("[name=name]") == "mcp__demo__broken_tool"  # nothing typed is lost
+    screenshot(page, "tool-form-invalid")
+    assert not Tool.objects.filter(name="mcp__demo__broken_tool").exists()
+
+    page.fill("[name=input_schema]", json.dumps({"type": "object", "properties": {"x": {"type": "string"}}}))
+    page.click("[data-testid=save-tool]")
+    page.wait_for_selector("body[data-page=tool-detail]")
+    assert Tool.objects.filter(name="mcp__demo__broken_tool").exists()
+    screenshot(page, "tool-detail")
+
+
+def test_import_a_catalog_with_a_preview_first(logged_in_page):
+    from playground.registry.models import Tool
+
+    page = logged_in_page
+    page.goto("/tools/import/")
+    page.wait_for_selector("body[data-page=tool-import]")
+    # An invalid catalog: the preview says so and nothing is imported.
+    page.fill("[name=text]", CATALOG.read_text() + '{"name": "bad name with spaces", "input_schema": {"type": "object"}}\n')
+    page.click("[data-testid=import-preview-button]")
+    page.wait_for_selector("[data-testid=import-preview][data-state=invalid]")
+    assert page.locator("[data-testid=invalid-item]").count() == 1
+    assert page.locator("[data-testid=import-commit]").count() == 0
+
+    page.fill("[name=text]", CATALOG.read_text())
+    page.click("[data-testid=import-preview-button]")
+    preview = page.wait_for_selector("[data-testid=import-preview][data-state=ready]")
+    assert preview.get_attribute("data-new") == "12"
+    screenshot(page, "tool-import-preview")
+    page.click("[data-testid=import-commit]")
+    table = page.wait_for_selector("body[data-page=tool-list] [data-testid=tool-table]")
+    assert table.get_attribute("data-result-count") == "12"
+    assert page.locator("[data-testid=tool-row][data-tool=mcp__github__create_issue]").count() == 1
+    assert Tool.objects.count() == 12
+    screenshot(page, "tool-list")
+
+
+def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    query = page.locator("[data-testid=inspector-query]")
+
+    query.fill("github pull request")
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-query="github pull request"]')
+    first = scores(page)
+    assert first and all(name.startswith("mcp__github__") for name in list(first)[:2]), first
+
+    query.fill("slack message")
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-query="slack message"]')
+    second = scores(page)
+    assert second and next(iter(second)).startswith("mcp__slack__"), second
+    assert first != second
+    assert page.locator("[data-testid=term-contribution]").count() > 0  # the term-by-term breakdown
+    screenshot(page, "inspector")
+
+    query.fill("+weather alerts")
+    page.wait_for_selector('[data-testid=inspector-results][data-query="+weather alerts"]')
+    assert list(scores(page)) == ["mcp__weather__get_alerts"] or next(iter(scores(page))) == "mcp__weather__get_alerts"
+
+
+def scores(page) -> dict[str, float]:
+    """Tool → score in rank order, read from the data-* attributes of the results."""
+    result = {}
+    for item in page.locator("[data-testid=scored-list] > [data-testid=scored-tool]").all():
+        result[item.get_attribute("data-tool")] = float(item.get_attribute("data-score") or 0)
+    return result
+
+
+def test_editing_a_permission_rule_changes_the_preview(logged_in_page):
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/permissions/")
+    preview = '[data-testid=permissions-preview] [data-testid=model-view][data-state=ready]'
+    before = page.wait_for_selector(preview)
+    total_before = visible_tool_total(before)
+    assert total_before >= 12
+
+    # Add: deny every GitHub tool. The preview reloads on the rulesChanged event.
+    page.select_option("[data-testid=rule-form] [name=effect]", "deny")
+    page.fill("[data-testid=rule-form] [name=pattern]", "mcp__github")
+    page.click("[data-testid=add-rule]")
+    row = page.wait_for_selector("[data-testid=rule-row][data-pattern=mcp__github][data-effect=deny]")
+    rule_id = row.get_attribute("data-rule-id")
+    after_add = wait_for_preview_total(page, preview, total_before - 4)
+    assert after_add == total_before - 4
+
+    # Edit the rule: deny Slack instead (3 tools) — GitHub's 4 come back.
+    page.click(f"[data-testid=rule-row][data-rule-id='{rule_id}'] [data-testid=edit-rule]")
+    page.wait_for_selector(f"[data-testid=rule-edit-row][data-rule-id='{rule_id}'][data-state=editing]")
+    page.fill(f"[data-testid=rule-edit-row][data-rule-id='{rule_id}'] [name=pattern]", "mcp__slack")
+    page.click(f"[data-testid=rule-edit-row][data-rule-id='{rule_id}'] [data-testid=save-rule]")
+    page.wait_for_selector(f"[data-testid=rule-row][data-rule-id='{rule_id}'][data-pattern=mcp__slack]")
+    after_edit = wait_for_preview_total(page, preview, total_before - 3)
+    assert after_edit == total_before - 3
+    assert page.locator("[data-testid=history-row]").count() >= 2
+    screenshot(page, "permissions")
+
+    page.goto("/model/")
+    page.wait_for_selector("body[data-page=model-view] [data-testid=model-view][data-state=ready]")
+    screenshot(page, "model-view")
+
+
+def visible_tool_total(model_view) -> int:
+    """Tools the model can see: sent with full schemas plus deferred (names only)."""
+    return int(model_view.get_attribute("data-tools-sent")) + int(model_view.get_attribute("data-deferred-count"))
+
+
+def wait_for_preview_total(page, selector: str, wanted: int) -> int:
+    """Wait until the preview (swapped in by htmx) shows `wanted` visible tools; return what it shows."""
+    page.wait_for_function(
+        """([selector, wanted]) => {
+            const view = document.querySelector(selector);
+            return !!view && Number(view.dataset.toolsSent) + Number(view.dataset.deferredCount) === wanted;
+        }""",
+        arg=[selector, wanted],
+    )
+    return visible_tool_total(page.wait_for_selector(selector))

@@ -1,0 +1,410 @@
+"""The run command, the embedded Redis, the production settings and the docker-compose shape.
+
+Docker cannot run on these machines, so docker-compose.yml and the Dockerfile are checked by
+parsing them: the commands they run must be the ones `make run` starts, and every environment
+variable the code reads must be documented in .env.example.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from playground.runner.embedded_redis import free_port, redis_answers, start_embedded_redis, with_address
+from playground.runner.main import web_command, worker_command
+from playground.runner.supervisor import Supervisor
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_READ = re.compile(
+    r"""(?:os\.environ\.get|os\.getenv|env(?:bool|int|list|str|float)?)\(\s*["']([A-Z][A-Z0-9_]*)["']"""
+    r"""|os\.environ\[\s*["']([A-Z][A-Z0-9_]*)["']\s*\]"""
+)
+
+
+def as_container_argv(argv: list[str]) -> list[str]:
+    """A command as `make run` starts it, spelled as in the image (`python` instead of the venv's path)."""
+    return ["python", *argv[1:]]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def documented_variables() -> set[str]:
+    names = set()
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        match = re.match(r"^\s*#?\s*([A-Z][A-Z0-9_]*)=", line)
+        if match:
+            names.add(match.group(1))
+    return names
+
+
+def variables_read_by(paths: list[Path]) -> set[str]:
+    names = set()
+    for path in paths:
+        for match in ENV_READ.finditer(path.read_text()):
+            names.add(match.group(1) or match.group(2))
+    return names
+
+
+# --- docker-compose.yml and Dockerfile -------------------------------------------------------------
+
+def test_compose_has_the_production_services(compose):
+    assert set(compose["services"]) == {"db", "redis", "migrate", "web", "worker"}
+    assert compose["services"]["db"]["image"].startswith("postgres:")
+    assert compose["services"]["redis"]["image"].startswith("redis:")
+    assert "pgdata:/var/lib/postgresql/data" in compose["services"]["db"]["volumes"]
+    assert "pgdata" in compose["volumes"]
+
+
+def test_compose_runs_what_make_run_runs(compose):
+    services = compose["services"]
+    assert services["web"]["command"] == as_container_argv(web_command("0.0.0.0", 8000))
+    assert services["worker"]["command"] == as_container_argv(worker_command("prefork", 2))
+    assert services["migrate"]["command"] == ["python", "-m", "playground.run", "--prepare-only"]
+    assert services["migrate"]["restart"] == "no"
+
+
+def test_compose_orders_start_up_and_checks_health(compose):
+    services = compose["services"]
+    for name in ("web", "worker"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+        assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert "healthcheck" in services[name]
+    assert services["migrate"]["depends_on"]["db"]["condition"] == "service_healthy"
+    assert services["web"]["healthcheck"]["test"] == ["CMD", "python", "scripts/healthcheck.py"]
+    assert (ROOT / "scripts" / "healthcheck.py").exists()
+    for name in ("db", "redis"):
+        assert "healthcheck" in services[name]
+
+
+def test_compose_workers_and_web_can_scale(compose):
+    worker = compose["services"]["worker"]
+    # A fixed container name or published port would make `--scale worker=3` fail.
+    assert "container_name" not in worker and "ports" not in worker
+    assert "container_name" not in compose["services"]["web"]
+    assert compose["services"]["web"]["ports"] == ["${WEB_PORTS:-8000}:8000"]
+
+
+def test_compose_services_share_postgres_and_redis(compose):
+    for name in ("migrate", "web", "worker"):
+        environment = compose["services"][name]["environment"]
+        assert environment["DATABASE_URL"].startswith("postgres://") and "@db:5432/" in environment["DATABASE_URL"]
+        assert environment["REDIS_URL"] == "redis://redis:6379/0"
+        assert environment["DEBUG"] == "${DEBUG:-false}"
+
+
+def test_dockerfile_builds_a_non_root_image_with_static_files():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
+    assert re.search(r"^USER playground$", dockerfile, re.M)
+    assert "collectstatic --noinput" in dockerfile
+    cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.M)
+    assert cmd is not None
+    assert yaml.safe_load(cmd.group(1)) == as_container_argv(web_command("0.0.0.0", 8000))
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".env", "db.sqlite3"} <= set(ignored)
+
+
+def test_env_example_documents_every_variable_the_code_reads(compose):
+    code = [ROOT / "playground" / "settings.py", *sorted((ROOT / "playground" / "runner").glob("*.py"))]
+    read = variables_read_by(code)
+    assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "HOST", "PORT"} <= read  # the scan itself works
+    missing = read - documented_variables()
+    assert not missing, f".env.example does not document: {sorted(missing)}"
+
+
+def test_env_example_documents_every_compose_variable(compose):
+    text = (ROOT / "docker-compose.yml").read_text()
+    used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+    assert used, "the scan found no ${VAR} in docker-compose.yml"
+    missing = used - documented_variables()
+    assert not missing, f".env.example does not document: {sorted(missing)}"
+
+
+# --- production settings -----------------------------------------------------------------------------
+
+def settings_in_subprocess(env: dict[str, str], expression: str) -> subprocess.CompletedProcess:
+    code = f"import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup(); from django.conf import settings as s; print({expression})"
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS"}}
+    return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_production_settings_turn_security_on():
+    result = settings_in_subprocess(
+        {"DEBUG": "false", "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "play.example.com", "CSRF_TRUSTED_ORIGINS": "https://play.example.com"},
+        "[s.DEBUG, s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS > 0,"
+        " s.SECURE_PROXY_SSL_HEADER, s.ALLOWED_HOSTS, s.CSRF_TRUSTED_ORIGINS, s.STORAGES['staticfiles']['BACKEND']]",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([
+        False, True, True, True, True, ("HTTP_X_FORWARDED_PROTO", "https"), ["play.example.com"],
+        ["https://play.example.com"], "whitenoise.storage.CompressedManifestStaticFilesStorage",
+    ])
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    result = settings_in_subprocess({"DEBUG": "false", "SECRET_KEY": ""}, "s.SECRET_KEY")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_empty_variables_from_an_env_file_mean_the_defaults():
+    result = settings_in_subprocess(
+        {"STATIC_ROOT": "", "CELERY_BROKER_URL": "", "REDIS_URL": "", "CHANNELS_PREFIX": ""},
+        "[str(s.STATIC_ROOT).endswith('staticfiles'), s.CELERY_BROKER_URL, s.CHANNEL_LAYERS['default']['CONFIG']['prefix']]",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[True, 'redis://127.0.0.1:6379/0', 'asgi']"
+
+
+# --- embedded Redis ---------------------------------------------------------------------------------
+
+def test_with_address_keeps_credentials_and_database():
+    assert with_address("redis://:secret@example.org:6379/4", "127.0.0.1", 7001) == "redis://:secret@127.0.0.1:7001/4"
+    assert with_address("redis://localhost/2", "127.0.0.1", 7002) == "redis://127.0.0.1:7002/2"
+
+
+def test_nothing_answers_on_a_free_port():
+    assert redis_answers(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5) is False
+
+
+@pytest.mark.parametrize("kind", ["redis-server", "fakeredis"])
+def test_embedded_redis_serves_celery_and_the_channel_layer(kind):
+    if kind == "redis-server" and shutil.which("redis-server") is None:
+        pytest.skip("no redis-server binary on PATH (the fakeredis case covers the fallback)")
+    wanted = free_port()
+    embedded = start_embedded_redis(f"redis://127.0.0.1:{wanted}/3", prefer=kind)
+    try:
+        assert embedded.kind == kind
+        assert embedded.url == f"redis://127.0.0.1:{wanted}/3"  # the URL's own port when it is free
+        # channels-redis uses EVAL (Lua): fakeredis needs its `lua` extra for this to work.
+        from asgiref.sync import async_to_sync
+        from channels_redis.core import RedisChannelLayer
+
+        layer = RedisChannelLayer(hosts=[embedded.url], prefix=f"test-{kind}")
+
+        async def round_trip():
+            channel = await layer.new_channel()
+            await layer.group_add("room", channel)
+            await layer.group_send("room", {"type": "hello", "n": 1})
+            message = await layer.receive(channel)
+            await layer.flush()
+            return message
+
+        assert async_to_sync(round_trip)() == {"type": "hello", "n": 1}
+    finally:
+        embedded.stop()
+    assert not redis_answers(embedded.url, timeout=0.5)
+    assert not os.path.exists(embedded.workdir)
+
+
+def test_embedded_redis_moves_to_a_free_port_when_the_wanted_one_is_taken():
+    first = start_embedded_redis(f"redis://127.0.0.1:{free_port()}/0", prefer="fakeredis")
+    try:
+        second = start_embedded_redis(first.url, prefer="fakeredis")
+        try:
+            assert second.url != first.url
+            assert redis_answers(second.url)
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def process_gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once `pid` no longer runs (a zombie waiting for an init that does not reap counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        status = Path(f"/proc/{pid}/status")
+        try:
+            if "State:\tZ" in status.read_text():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+# --- supervisor -------------------------------------------------------------------------------------
+
+def test_supervisor_stops_the_whole_process_group(tmp_path):
+    import io
+
+    pid_file = tmp_path / "grandchild.pid"
+    # The child starts a grandchild (like a Celery worker's pool) and both ignore nothing special.
+    script = f"import subprocess,sys,time; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']); open({str(pid_file)!r},'w').write(str(p.pid)); print('up', flush=True); time.sleep(60)"
+    out = io.StringIO()
+    supervisor = Supervisor(out=out, stop_timeout=5)
+    child = supervisor.start("sleeper", [sys.executable, "-c", script])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, out.getvalue()
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    supervisor.stop_all()
+    assert child.returncode is not None
+    assert process_gone(grandchild)
+    assert "all children stopped" in out.getvalue()
+
+
+def test_supervisor_reports_a_crashed_child_and_returns_non_zero():
+    import io
+
+    out = io.StringIO()
+    supervisor = Supervisor(out=out)
+    supervisor.start("steady", [sys.executable, "-c", "import time; time.sleep(60)"])
+    supervisor.start("fragile", [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"])
+    try:
+        assert supervisor.wait(poll_interval=0.05) == 1
+    finally:
+        supervisor.stop_all()
+    log = out.getvalue()
+    assert "[fragile] boom" in log
+    assert "fragile exited unexpectedly with code 3" in log
+
+
+# --- the run command, end to end ------------------------------------------------------------------------
+
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, dict]:
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10) as response:
+            return response.status, response.read(), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read(), dict(error.headers)
+
+
+@pytest.mark.slow
+def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
+    """`python -m playground.run` in production mode with no Redis at REDIS_URL: it embeds one
+    (fakeredis here; the redis-server case is covered above), migrates a fresh SQLite database,
+    collects static files for WhiteNoise, starts daphne and a Celery worker, prints the address,
+    and stops every child on SIGTERM."""
+    port = free_port()
+    redis_port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "EMBEDDED_REDIS": "fakeredis",
+        "PORT": str(port),
+        "HOST": "127.0.0.1",
+        "DEBUG": "false",
+        "SECRET_KEY": "test-only-" + "x" * 40,
+        "STATIC_ROOT": str(tmp_path / "static"),
+        "CELERY_POOL": "solo",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("CI", None)  # the run command does not care; keep the child's output plain
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "playground.run"], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "is running at" not in log_path.read_text(errors="replace"):
+            assert process.poll() is None, log_path.read_text(errors="replace")
+            assert time.monotonic() < deadline, log_path.read_text(errors="replace")
+            time.sleep(0.2)
+        log = log_path.read_text(errors="replace")
+        assert f"http://127.0.0.1:{port}/" in log
+        assert "started an embedded fakeredis" in log
+        assert "Celery worker answers" in log
+        assert (tmp_path / "run.sqlite3").exists()
+
+        # Production security: plain http is redirected to https; behind the TLS proxy it answers.
+        status, _, headers = http_get(f"http://127.0.0.1:{port}/healthz")
+        assert status == 301 and headers["Location"].startswith("https://")
+        behind_proxy = {"X-Forwarded-Proto": "https"}
+        status, body, _ = http_get(f"http://127.0.0.1:{port}/healthz", behind_proxy)
+        assert (status, body) == (200, b'{"ok": true}')
+        status, body, headers = http_get(f"http://127.0.0.1:{port}/static/css/app.css", behind_proxy)
+        assert status == 200 and len(body) > 0  # WhiteNoise serves collected files with DEBUG off
+        assert (tmp_path / "static" / "staticfiles.json").exists()
+        probe = subprocess.run([sys.executable, "scripts/healthcheck.py"], cwd=ROOT, env={**env, "PORT": str(port)}, capture_output=True, text=True, timeout=30)
+        assert probe.returncode == 0, probe.stderr
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    log = log_path.read_text(errors="replace")
+    assert "SIGTERM received" in log and "all children stopped" in log and "embedded fakeredis stopped" in log
+    for pid in map(int, re.findall(r"started \w+ \(pid (\d+)\)", log)):
+        assert process_gone(pid)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    assert not redis_answers(f"redis://127.0.0.1:{redis_port}/0", timeout=0.5)
+
+
+# --- MCP sync at start --------------------------------------------------------------------------------
+
+class FakeTask:
+    def __init__(self, name, run):
+        self.name, self.run, self.queued = name, run, []
+
+    def delay(self, *args):
+        self.queued.append(args)
+
+
+def fake_tasks_module(monkeypatch, **tasks):
+    import types
+
+    import playground.mcp_servers as package
+
+    module = types.ModuleType("playground.mcp_servers.tasks")
+    for attribute, task in tasks.items():
+        setattr(module, attribute, task)
+    monkeypatch.setitem(sys.modules, "playground.mcp_servers.tasks", module)
+    monkeypatch.setattr(package, "tasks", module, raising=False)
+
+
+def test_mcp_sync_prefers_a_task_that_syncs_every_server(monkeypatch):
+    from playground.runner.main import find_mcp_sync_tasks
+
+    one = FakeTask("mcp.sync_server", lambda server_id: None)
+    everything = FakeTask("mcp.sync_all", lambda force=False: None)
+    fake_tasks_module(monkeypatch, sync_server_task=one, sync_all_servers=everything)
+    assert find_mcp_sync_tasks() == (everything, one)
+
+
+def test_mcp_sync_falls_back_to_one_task_per_server(monkeypatch):
+    from playground.runner.main import find_mcp_sync_tasks
+
+    one = FakeTask("mcp.sync_server", lambda server_id: None)
+    unrelated = FakeTask("mcp.sync_other", lambda a, b: None)
+    fake_tasks_module(monkeypatch, sync_server_task=one, resync_many=unrelated)
+    assert find_mcp_sync_tasks() == (None, one)
+
+
+def test_no_mcp_sync_task_means_nothing_is_queued(monkeypatch):
+    import io
+
+    from playground.runner.main import find_mcp_sync_tasks, trigger_mcp_sync
+
+    fake_tasks_module(monkeypatch)
+    assert find_mcp_sync_tasks() == (None, None)
+    out = io.StringIO()
+    trigger_mcp_sync(Supervisor(out=out))
+    assert "no MCP sync task" in out.getvalue()
