@@ -195,8 +195,8 @@ class AgentProfileForm(forms.ModelForm):
     class Meta:
         model = AgentProfile
         fields = [
-            "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
-            "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+            "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
+            "max_results", "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 
