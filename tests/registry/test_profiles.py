@@ -87,7 +87,7 @@ def test_detail_resolves_the_subagent_tool_set(viewer_client, tools, subagent_pr
 
 
 def test_a_profile_the_engine_cannot_run_shows_why(viewer_client, tools, profile):
-    profile.wire_style = "server"
+    profile.announcement_style = "sometimes"  # only possible through the admin or raw SQL
     profile.save()
     response = viewer_client.get(reverse("registry:profile_detail", args=[profile.pk]))
     assert response.status_code == 200
