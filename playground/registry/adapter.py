@@ -274,12 +274,13 @@ def search_backend(name: str | None = None) -> SearchBackend:
 
 
 def pending_mcp_servers() -> list[str]:
-    """Enabled MCP servers still connecting: a ToolSearch with no match names them."""
-    from playground.mcp_servers.models import McpServer
+    """Enabled MCP servers still connecting: a ToolSearch with no match names them.
 
-    return list(
-        McpServer.objects.filter(enabled=True, status=McpServer.Status.PENDING).order_by("name").values_list("name", flat=True)
-    )
+    The MCP app owns server status; this is its `pending_server_names` under the adapter's name.
+    """
+    from playground.mcp_servers.services import pending_server_names
+
+    return pending_server_names()
 
 
 def token_counter() -> TokenCounter:

@@ -12,7 +12,6 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
-from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
@@ -195,15 +194,13 @@ class AgentProfileForm(forms.ModelForm):
     class Meta:
         model = AgentProfile
         fields = [
-            "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
-            "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+            "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
+            "max_results", "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # The engine runs the native and client-side wire styles.
-        self.fields["wire_style"].choices = [c for c in AgentProfile.WireStyle.choices if c[0] in WIRE_STYLES]
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]
@@ -216,6 +213,13 @@ class AgentProfileForm(forms.ModelForm):
             except ValueError as exc:
                 raise forms.ValidationError(str(exc)) from exc
         return mode
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("wire_style") == AgentProfile.WireStyle.SERVER and cleaned.get("provider") == AgentProfile.Provider.DEMO:
+            self.add_error("wire_style", "The offline demo agent cannot run Anthropic's server-side search: "
+                                         "choose native or client, or another provider.")
+        return cleaned
 
     def clean_max_results(self) -> int:
         value = self.cleaned_data["max_results"]

@@ -9,10 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings as django_settings
+
+from playground.conversations.server_search import (
+    SERVER_SEARCH_TOOLS,
+    SERVER_STYLE,
+    server_search_request,
+    server_search_tool,
+)
 from playground.engine.modes import ModeDecision, decide_mode
 from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
-from playground.engine.requests import ConversationState, RequestPlan, build_request
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
@@ -24,6 +32,7 @@ from playground.registry import adapter
 from playground.registry.models import AgentProfile
 
 EXCLUDED_SHOWN = 100
+SERVER_SEARCH_NAMES = frozenset(t["name"] for t in SERVER_SEARCH_TOOLS.values())
 PREVIEW_TOOL_USE_ID = "toolu_preview_discovery"
 INSPECTOR_TOOL_USE_ID = "toolu_inspector"
 
@@ -138,14 +147,63 @@ class ModelPreview:
     plan: RequestPlan
     discovered_requested: list[str]
     unknown_discovered: list[str]
+    # The wire request: the plan's, or for the "server" style the conversations loop's rewrite of it.
+    request: dict[str, Any] = field(default_factory=dict)
+    server_search: str = ""  # "bm25" / "regex" when Anthropic's server-side search replaces ToolSearch
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.request.get("tools", [])
+
+    @property
+    def loaded_tools(self) -> list[dict[str, Any]]:
+        """Tools the model sees in full (the server search tool and defer_loading stubs excluded)."""
+        return [t for t in self.tools if not t.get("defer_loading") and t.get("name") not in SERVER_SEARCH_NAMES]
+
+    @property
+    def defer_loading_tools(self) -> list[dict[str, Any]]:
+        return [t for t in self.tools if t.get("defer_loading")]
+
+    @property
+    def server_search_tool(self) -> dict[str, Any] | None:
+        return next((t for t in self.tools if t.get("name") in SERVER_SEARCH_NAMES), None)
+
+    @property
+    def server_search_tool_json(self) -> str:
+        return json.dumps(self.server_search_tool, indent=2)
 
     @property
     def api_kwargs_json(self) -> str:
-        return json.dumps(self.plan.to_api_kwargs(), indent=2, ensure_ascii=False, default=str)
+        return json.dumps(self.request, indent=2, ensure_ascii=False, default=str)
 
     @property
     def tools_json(self) -> str:
-        return json.dumps(self.plan.tools, indent=2, ensure_ascii=False)
+        return json.dumps(self.tools, indent=2, ensure_ascii=False)
+
+
+@dataclass
+class ProfileSettings:
+    """What a profile runs with: the engine's settings, plus Anthropic's server-side search variant for
+    the "server" wire style (the engine then plans as for native, as the conversations loop does)."""
+
+    agent: AgentSettings
+    server_search: str = ""
+
+    @property
+    def wire_style_label(self) -> str:
+        if self.server_search:
+            return f"{SERVER_STYLE} ({server_search_tool(self.server_search)['type']})"
+        return self.agent.wire_style
+
+
+def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
+    """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
+    requested = wire_style or (profile.wire_style if profile else "")
+    if requested == SERVER_STYLE:
+        variant = django_settings.ANTHROPIC_SERVER_SEARCH_TOOL
+        server_search_tool(variant)  # a bad setting fails here, with its name
+        return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style="native"), server_search=variant)
+    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=wire_style))
 
 
 def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:
@@ -175,7 +233,8 @@ def model_preview(
     mode: str = "",
     wire_style: str = "",
 ) -> ModelPreview:
-    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
+    resolved = profile_settings(profile, mode=mode, wire_style=wire_style)
+    settings = resolved.agent
     catalog = adapter.profile_catalog(profile)
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
@@ -188,4 +247,9 @@ def model_preview(
         token_counter=adapter.token_counter(),
         pending_mcp_servers=adapter.pending_mcp_servers(),
     )
-    return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown)
+    request = dict(plan.to_api_kwargs())
+    if resolved.server_search:
+        # The loop's own rewrite (playground.conversations.server_search), not a second copy of it.
+        request = server_search_request(request, plan, resolved.server_search)
+    return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
+                        request=request, server_search=resolved.server_search if plan.decision.enabled else "")

@@ -151,3 +151,11 @@ def test_pending_mcp_servers_lists_enabled_pending_servers():
     McpServer.objects.create(name="beta", status=McpServer.Status.CONNECTED)
     McpServer.objects.create(name="gamma", status=McpServer.Status.PENDING, enabled=False)
     assert adapter.pending_mcp_servers() == ["alpha"]
+
+
+def test_pending_mcp_servers_is_the_mcp_apps_answer(monkeypatch):
+    """One implementation: the adapter asks playground.mcp_servers.services."""
+    from playground.mcp_servers import services as mcp_services
+
+    monkeypatch.setattr(mcp_services, "pending_server_names", lambda: ["from-mcp-services"])
+    assert adapter.pending_mcp_servers() == ["from-mcp-services"]

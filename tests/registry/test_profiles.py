@@ -87,8 +87,31 @@ def test_detail_resolves_the_subagent_tool_set(viewer_client, tools, subagent_pr
 
 
 def test_a_profile_the_engine_cannot_run_shows_why(viewer_client, tools, profile):
-    profile.wire_style = "server"
+    profile.announcement_style = "sometimes"  # only possible through the admin or raw SQL
     profile.save()
     response = viewer_client.get(reverse("registry:profile_detail", args=[profile.pk]))
     assert response.status_code == 200
     assert 'data-testid="profile-error"' in response.content.decode()
+
+
+def test_the_form_offers_every_provider_and_defaults_to_automatic(admin_client):
+    body = admin_client.get(reverse("registry:profile_create")).content.decode()
+    for value in ("", "anthropic", "demo"):
+        assert f'<option value="{value}"' in body
+    admin_client.post(reverse("registry:profile_create"), form_data())
+    assert AgentProfile.objects.get(name="New profile").provider == ""
+
+
+def test_staff_sets_the_provider_and_the_detail_shows_it(admin_client, profile):
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Native", provider="demo"))
+    profile.refresh_from_db()
+    assert profile.provider == "demo"
+    body = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert 'data-provider="demo"' in body and "Offline demo agent" in body
+
+
+def test_an_unknown_provider_is_rejected(admin_client, profile):
+    response = admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Native", provider="openai"))
+    assert response.status_code == 400 and "provider" in response.context["form"].errors
+    profile.refresh_from_db()
+    assert profile.provider == ""

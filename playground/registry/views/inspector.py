@@ -11,6 +11,8 @@ from playground.registry.access import staff_for_writes
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
+# The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
+MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, ("server", "server-side search (Anthropic)")]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
 
 
@@ -86,7 +88,7 @@ def model_view(request):
             profile,
             discovered,
             mode=mode if mode in MODES else "",
-            wire_style=wire_style if wire_style in ("native", "client") else "",
+            wire_style=wire_style if wire_style in dict(MODEL_VIEW_WIRE_STYLES) else "",
         )
     except ValueError as exc:  # e.g. a mode string the engine rejects
         error = str(exc)
@@ -96,7 +98,7 @@ def model_view(request):
     context.update(
         profiles=AgentProfile.objects.all(),
         modes=MODES,
-        wire_styles=WIRE_STYLES,
+        wire_styles=MODEL_VIEW_WIRE_STYLES,
         params=request.GET,
         discovered_text=", ".join(discovered),
     )

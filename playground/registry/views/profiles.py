@@ -28,15 +28,17 @@ def profile_detail(request, pk: int):
     narrowed, filtered = adapter.filtered_catalog(profile)
     removed_by_profile = [tool.name for tool in catalog if tool.name not in narrowed]
     error = ""
-    preview = settings_obj = None
+    preview = settings_obj = resolved = None
     try:
-        settings_obj = adapter.agent_settings(profile)
+        resolved = previews.profile_settings(profile)
+        settings_obj = resolved.agent
         preview = previews.model_preview(profile)
     except ValueError as exc:  # settings the engine cannot run: shown, not a server error
         error = str(exc)
     context = {
         "profile": profile,
         "settings_obj": settings_obj,
+        "wire_style_label": resolved.wire_style_label if resolved else profile.wire_style,
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,
