@@ -94,3 +94,12 @@ def test_the_demo_agent_searches_loads_and_calls_the_real_time_server(admin_user
     assert answer["role"] == "assistant" and "Asia/Tokyo" in answer["text"]
     kinds = event_types(conversation)
     assert kinds.index("toolsearch_query") < kinds.index("tool_call") < kinds.index("tool_result") < len(kinds) - 1
+
+
+def test_place_properties_get_the_place_the_person_named_not_the_whole_sentence():
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    assert fill_arguments(schema, "What is the weather forecast for Paris?") == {"city": "Paris"}
+    assert fill_arguments(schema, "Weather in Ouagadougou tomorrow?") == {"city": "Ouagadougou"}  # a tz city
+    assert fill_arguments(schema, "Any rain expected in Springfield Gardens today?") == {"city": "Springfield Gardens"}
+    # No place at all: a required string still gets the message, as before.
+    assert fill_arguments(schema, "what is the weather like?") == {"city": "what is the weather like?"}

@@ -32,6 +32,9 @@ STOPWORDS = frozenset(
 )
 QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
 EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
+PLACE_PROPERTY_NAMES = {"city", "location", "place", "destination", "origin", "town", "address", "region", "country"}
+# A capitalised word (or run of them) that does not open a sentence: "weather in Paris" → Paris.
+PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
 ARITHMETIC = re.compile(r"[-+*/%^().\d\s]*\d[-+*/%^().\d\s]*[-+*/%^][-+*/%^().\d\s]*\d[-+*/%^().\d\s]*")
 ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
@@ -121,6 +124,7 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     numbers = re.findall(r"(?<![\w:.])-?\d+(?:\.\d+)?(?![\w:])", text)
     quoted = re.findall(r"[\"“']([^\"”']+)[\"”']", text)
     clock_times = re.findall(r"\b([01]?\d|2[0-3]):([0-5]\d)\b", text)
+    places = _places(text, [c for _, c in sorted(mentioned)])
     arguments: dict[str, Any] = {}
     for name, prop in properties.items():
         prop = prop if isinstance(prop, dict) else {}
@@ -140,6 +144,8 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
         elif kind in ("integer", "number") and numbers:
             raw = numbers.pop(0)
             value = int(float(raw)) if kind == "integer" else float(raw)
+        elif kind == "string" and name.lower() in PLACE_PROPERTY_NAMES and places:
+            value = places.pop(0)
         elif kind == "string" and quoted:
             value = quoted.pop(0)
         elif kind == "string" and name.lower() in QUERY_PROPERTY_NAMES:
@@ -151,6 +157,16 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
         if value is not None:
             arguments[name] = value
     return arguments
+
+
+def _places(text: str, known_cities: list[str]) -> list[str]:
+    """Place names in the order written: known cities (as the person spelled them), else proper nouns."""
+    found: list[str] = []
+    for city in known_cities:
+        match = re.search(rf"\b{re.escape(city)}\b", text, re.IGNORECASE)
+        if match and match.group(0) not in found:
+            found.append(match.group(0))
+    return found or [m for m in PROPER_NOUN.findall(text) if m != "I"]
 
 
 def fillable(schema: dict[str, Any], text: str) -> bool:
