@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings as django_settings
 
 from playground.conversations.server_search import (
     SERVER_SEARCH_TOOLS,
     SERVER_STYLE,
+    engine_wire_style,
     server_search_request,
     server_search_tool,
 )
@@ -208,12 +208,8 @@ class ProfileSettings:
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    requested = wire_style or (profile.wire_style if profile else "")
-    if requested == SERVER_STYLE:
-        variant = django_settings.ANTHROPIC_SERVER_SEARCH_TOOL
-        server_search_tool(variant)  # a bad setting fails here, with its name
-        return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style="native"), server_search=variant)
-    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=wire_style))
+    planned, variant = engine_wire_style(wire_style or (profile.wire_style if profile else ""))
+    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=planned), server_search=variant)
 
 
 def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:
