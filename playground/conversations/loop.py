@@ -23,7 +23,13 @@ from django.db.models import Max
 from playground.conversations import events as ev
 from playground.conversations.events import lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
-from playground.conversations.providers import ModelProvider, ProviderError, ProviderResponse, get_provider, provider_key_for
+from playground.conversations.providers import (
+    ModelProvider,
+    ProviderError,
+    ProviderResponse,
+    conversation_provider_key,
+    get_provider,
+)
 from playground.conversations.services import answer_permission, pending_answer
 from playground.conversations.server_search import (
     SERVER_STYLE,
@@ -505,8 +511,7 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
     profile = snapshot_profile(conversation)
     if provider is None:
-        provider = get_provider(provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""),
-                                                 conversation.profile))
+        provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
         from playground.mcp_servers.executor import PlaygroundExecutor
 
