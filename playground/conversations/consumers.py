@@ -18,7 +18,7 @@ from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
-from playground.conversations.selectors import can_view
+from playground.conversations.selectors import can_view, tokens_total_for
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +91,12 @@ class ConversationConsumer(WebsocketConsumer):
         if not events:
             return
         conversation = Conversation.objects.get(pk=self.conversation_id)
+        # One totals read for the whole catch-up (the totals element is replaced by each turn's frame,
+        # so the last one wins), not one scan of every turn per turn.
+        turns = sum(1 for e in events if e.type == "turn_started" and not e.parent_sequence)
+        total = tokens_total_for(self.conversation_id) if turns > 1 else None
         for event in events:
-            self.send(text_data=render_event_frame(conversation, event))
+            self.send(text_data=render_event_frame(conversation, event, total=total))
             self.last_sent = event.sequence
 
 

@@ -21,8 +21,10 @@ def container_id(conversation_id: int, event: Event) -> str:
     return f"timeline-{conversation_id}"
 
 
-def render_event_frame(conversation: Conversation, event: Event) -> str:
+def render_event_frame(conversation: Conversation, event: Event, *, total: dict[str, int] | None = None) -> str:
+    """`total`: the conversation's token totals, when the caller already has them (a catch-up of many turns)."""
     node = EventNode(event, event_view(event))
+    top_level_turn = event.type == "turn_started" and not event.parent_sequence
     context = {
         "conv": conversation,
         "node": node,
@@ -30,9 +32,8 @@ def render_event_frame(conversation: Conversation, event: Event) -> str:
         "container": container_id(conversation.pk, event),
         "in_timeline": event.type != "message",
         "in_chat": event.type in ("message", "permission_prompt"),
-        "chart_row": {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {})}
-        if event.type == "turn_started" and not event.parent_sequence else None,
-        "total": tokens_total_for(conversation.pk) if event.type == "turn_started" and not event.parent_sequence else None,
+        "chart_row": {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {})} if top_level_turn else None,
+        "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
         # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page
         # load renders the POST fallbacks with a real token. Django's own "no token" value.

@@ -23,9 +23,20 @@ from django.db.models import Max
 from playground.conversations import events as ev
 from playground.conversations.events import lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
-from playground.conversations.providers import ModelProvider, ProviderError, ProviderResponse, get_provider, provider_key_for
+from playground.conversations.providers import (
+    ModelProvider,
+    ProviderError,
+    ProviderResponse,
+    conversation_provider_key,
+    get_provider,
+)
 from playground.conversations.services import answer_permission, pending_answer
-from playground.conversations.server_search import SERVER_STYLE, sent_tool_names, server_search_request, server_search_tool
+from playground.conversations.server_search import (
+    SERVER_STYLE,
+    engine_wire_style,
+    sent_tool_names,
+    server_search_request,
+)
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.engine.execution import ToolExecutor
 from playground.engine import toolsearch_tool as ts
@@ -500,22 +511,19 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
     profile = snapshot_profile(conversation)
     if provider is None:
-        provider = get_provider(provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""),
-                                                 conversation.profile))
+        provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
         from playground.mcp_servers.executor import PlaygroundExecutor
 
         executor = PlaygroundExecutor()
     wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
-    server_search = ""
     if wire_style == SERVER_STYLE:
         if SERVER_STYLE not in provider.wire_styles:
             raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
-        server_search, wire_style = settings.ANTHROPIC_SERVER_SEARCH_TOOL, "native"
-        server_search_tool(server_search)  # a bad setting fails here, with its name
     elif wire_style not in WIRE_STYLES:
         raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
+    wire_style, server_search = engine_wire_style(wire_style)
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,

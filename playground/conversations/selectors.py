@@ -25,9 +25,9 @@ def conversations_for(user) -> QuerySet[Conversation]:
 
 
 def provider_label(conversation: Conversation) -> str:
-    from playground.conversations.providers import ProviderError, provider_class, provider_key_for
+    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
-    key = provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""), conversation.profile)
+    key = conversation_provider_key(conversation)
     try:
         return provider_class(key).label
     except (ProviderError, ImportError):
@@ -133,9 +133,9 @@ def panel_context(conversation: Conversation) -> dict[str, Any]:
 
 
 def _is_offline(conversation: Conversation) -> bool:
-    from playground.conversations.providers import ProviderError, provider_class, provider_key_for
+    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
-    key = provider_key_for(conversation.provider or (conversation.profile_snapshot or {}).get("provider", ""), conversation.profile)
+    key = conversation_provider_key(conversation)
     try:
         return bool(provider_class(key).offline)
     except (ProviderError, ImportError):

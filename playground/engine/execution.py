@@ -35,10 +35,6 @@ class ToolOutcome:
         }
 
 
-class ToolExecutionError(Exception):
-    """The call could not be made at all (server gone, timeout); the loop turns it into an error result."""
-
-
 class ToolExecutor(ABC):
     @abstractmethod
     def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0) -> ToolOutcome:

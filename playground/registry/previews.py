@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings as django_settings
 
 from playground.conversations.server_search import (
     SERVER_SEARCH_TOOLS,
     SERVER_STYLE,
+    engine_wire_style,
     server_search_request,
     server_search_tool,
 )
@@ -54,6 +54,7 @@ class InspectorAnswer:
     deferred_count: int = 0
     decision: ModeDecision | None = None
     ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
+    note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
 
     @property
     def content_json(self) -> str:
@@ -107,6 +108,14 @@ def inspect_query(
     backend_name = backend or (profile.search_backend if profile else "") or ""
     search_backend = adapter.search_backend(backend_name)
     max_results = max_results or (profile.max_results if profile else 5)
+    note = ""
+    if (wire_style or (profile.wire_style if profile else "")) == SERVER_STYLE:
+        # Anthropic's own search tool answers such profiles, so there is no ToolSearch of ours to mirror;
+        # the inspector still shows our ranking, as the native style would get it.
+        note = (f"This profile uses Anthropic's server-side search tool, so the model never calls our ToolSearch. "
+                f"Shown: our ranking with {'the profile' if profile and profile.search_backend else 'the default'} "
+                f"search backend, as the native wire style would receive it.")
+        wire_style = "native"
     settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
     wire_style = settings.wire_style
     unfiltered, filtered = adapter.filtered_catalog(profile)
@@ -121,6 +130,7 @@ def inspect_query(
         deferred_count=len(filtered.permitted.deferred),
         decision=mode_decision(filtered.permitted, settings, adapter.permission_policy(profile)),
         ask=frozenset(filtered.ask),
+        note=note,
     )
     if not query.strip():
         return answer
@@ -198,12 +208,8 @@ class ProfileSettings:
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    requested = wire_style or (profile.wire_style if profile else "")
-    if requested == SERVER_STYLE:
-        variant = django_settings.ANTHROPIC_SERVER_SEARCH_TOOL
-        server_search_tool(variant)  # a bad setting fails here, with its name
-        return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style="native"), server_search=variant)
-    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=wire_style))
+    planned, variant = engine_wire_style(wire_style or (profile.wire_style if profile else ""))
+    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=planned), server_search=variant)
 
 
 def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:

@@ -113,7 +113,7 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "CHANNELS_PREFIX": f"browser-{run_id}",
         "CELERY_TASK_DEFAULT_QUEUE": f"browser-{run_id}",
         "PYTHONUNBUFFERED": "1",
-        "DJANGO_SETTINGS_MODULE": "tests.browser.live_settings",
+        "DJANGO_SETTINGS_MODULE": "playground.settings",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):  # conversations run the offline demo agent

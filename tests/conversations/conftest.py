@@ -12,29 +12,15 @@ from playground.conversations.loop import run_conversation
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers.anthropic_api import AnthropicProvider
 from playground.conversations.testing.fake_api import FakeMessagesAPI
-from playground.registry import adapter
 from playground.registry.models import AgentProfile, Tool
 from tests.conftest import require_service
+from tests.registry.conftest import fresh_adapter_caches, make_tool  # noqa: F401 (autouse fixture; one row helper)
 
 TIME_SCHEMA = {
     "type": "object",
     "properties": {"timezone": {"type": "string", "description": "IANA timezone name (e.g., 'America/New_York')."}},
     "required": ["timezone"],
 }
-
-
-@pytest.fixture(autouse=True)
-def fresh_adapter_caches():
-    adapter.reset_caches()
-    yield
-    adapter.reset_caches()
-
-
-def make_tool(name: str, description: str = "", **fields) -> Tool:
-    fields.setdefault("input_schema", {"type": "object", "properties": {}})
-    if name.startswith("mcp__") and "server_name" not in fields and "server" not in fields:
-        fields["server_name"] = name.split("__")[1]
-    return Tool.objects.create(name=name, description=description, **fields)
 
 
 @pytest.fixture

@@ -10,9 +10,6 @@ from playground.conversations.events import record_event
 from playground.conversations.models import Conversation, Message
 from tests.conversations.conftest import converse, make_profile
 
-pytestmark = pytest.mark.urls("tests.conversations.urls")
-
-
 @pytest.fixture(autouse=True)
 def no_queue(monkeypatch):
     from playground.conversations import tasks

@@ -54,3 +54,15 @@ def test_frames_go_into_the_containers_the_page_renders(nested, admin_client):
 def test_token_numbers_read_the_engine_accounting():
     numbers = token_numbers({"sent_tokens": 300, "baseline_tokens": 1200, "saved_percent": 75.0})
     assert numbers == {"sent": 300, "baseline": 1200, "sent_pct": 25.0, "baseline_pct": 100.0, "saved": 900, "saved_pct": 75.0}
+
+
+def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_queries):
+    conversation, turn, *_ = nested
+    second = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire_style="native",
+                                                       tokens={"sent_tokens": 100, "baseline_tokens": 1200}))
+    frame = render_event_frame(conversation, second)
+    assert 'data-tokens-sent="400" data-tokens-baseline="2400"' in frame  # both top-level turns, not the subagent's
+    # A catch-up passes the totals it read once; the frame then reads nothing more.
+    with django_assert_num_queries(0):
+        frame = render_event_frame(conversation, turn, total={"sent": 7, "baseline": 9, "turns": 2})
+    assert 'data-tokens-sent="7" data-tokens-baseline="9"' in frame

@@ -5,15 +5,6 @@ import json
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def urls_with_other_apps_pages(settings):
-    """Render the shared navigation even before the other apps' pages are merged into this branch."""
-    from tests.evaluation.urls import missing_namespaces
-
-    if missing_namespaces():
-        settings.ROOT_URLCONF = "tests.evaluation.urls"
-
-
 @pytest.fixture
 def toy_toolsets(tmp_path, monkeypatch):
     """A three-tool toolset with twelve labelled queries, as TOOLSETS_DIR."""

@@ -127,16 +127,6 @@ def stdio_demo_row(db):
 
 
 @pytest.fixture(autouse=True)
-def _page_urls(settings):
-    """Render pages on branches where other apps' nav URLs are not merged yet (see stub_urls)."""
-    from tests.mcp_servers.stub_urls import missing_nav_names
-
-    if missing_nav_names():
-        settings.ROOT_URLCONF = "tests.mcp_servers.stub_urls"
-    yield
-
-
-@pytest.fixture(autouse=True)
 def _close_pooled_sessions():
     """Tests share one process: close pooled sessions so each test starts (and ends) clean."""
     yield

@@ -66,12 +66,3 @@ def bulk_tools(count: int, server: str = "bulk") -> None:
         row.refresh_derived_fields()
         rows.append(row)
     Tool.objects.bulk_create(rows, batch_size=1000)
-
-
-@pytest.fixture(autouse=True)
-def urls_with_other_apps_pages(settings):
-    """Render the shared navigation even before the other apps' pages are merged into this branch."""
-    from tests.registry.urls import missing_namespaces
-
-    if missing_namespaces():
-        settings.ROOT_URLCONF = "tests.registry.urls"

@@ -129,13 +129,28 @@ def test_it_shows_the_mode_decision(viewer_client, tools, profile):
     assert off.context["answer"].result.matches  # still shows what a search would return
 
 
+def test_a_server_search_profile_still_shows_our_ranking(viewer_client, tools, profile):
+    profile.wire_style = "server"  # Anthropic's server-side tool answers; the inspector shows ours instead
+    profile.search_backend = "claude-code"
+    profile.save()
+    response = viewer_client.get(URL, {"q": "github issue", "profile": profile.pk}, headers=HTMX)
+    body = response.content.decode()
+    answer = response.context["answer"]
+    assert response.status_code == 200
+    assert 'data-state="ready"' in body and not answer.error
+    assert answer.result.matches[0] == "mcp__github__create_issue"
+    assert answer.backend == "claude-code" and answer.wire_style == "native"
+    assert "server-side search tool" in answer.note and 'data-testid="inspector-note"' in body
+
+
 def test_a_profile_the_engine_cannot_run_shows_an_error(viewer_client, tools, profile):
-    profile.wire_style = "server"  # Anthropic's server-side tool: not run by this engine
+    profile.wire_style = "carrier-pigeon"  # a row no form would save
     profile.save()
     response = viewer_client.get(URL, {"q": "github", "profile": profile.pk}, headers=HTMX)
     assert response.status_code == 200
     assert 'data-state="error"' in response.content.decode()
     assert "wire style" in response.context["answer"].error
+    assert 'data-testid="inspector-note"' not in response.content.decode()
 
 
 def test_viewers_get_403_on_posts(viewer_client, tools):

@@ -1,13 +1,15 @@
 """Model providers by key (settings.MODEL_PROVIDERS: key → dotted path of a ModelProvider subclass)."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
 
 __all__ = ["ModelProvider", "ProviderError", "ProviderResponse", "plain_extract", "get_provider", "provider_key_for",
-           "provider_class"]
+           "conversation_provider_key", "provider_class"]
 
 AUTO = ""
 
@@ -27,6 +29,12 @@ def provider_key_for(requested: str = AUTO, profile: object | None = None) -> st
     if forced:
         return forced
     return "anthropic" if settings.ANTHROPIC_API_KEY else "demo"
+
+
+def conversation_provider_key(conversation: Any) -> str:
+    """A conversation's provider: its own choice, then the one its profile had when it started."""
+    snapshot = conversation.profile_snapshot or {}
+    return provider_key_for(conversation.provider or snapshot.get("provider", ""), conversation.profile)
 
 
 def get_provider(key: str) -> ModelProvider:

@@ -21,9 +21,12 @@ from functools import lru_cache
 from typing import Any
 
 from playground.conversations.providers.base import ModelProvider, ProviderResponse
+from playground.conversations.subagents import AGENT_TOOL_NAME
+from playground.engine.tokens import CharEstimateCounter
+from playground.engine.tools import TOOL_SEARCH_NAME
 
-TOOL_SEARCH = "ToolSearch"
-NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, "Agent"}
+TOOL_SEARCH = TOOL_SEARCH_NAME
+NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, AGENT_TOOL_NAME}
 MAX_TOOL_CALLS_PER_RUN = 4
 STOPWORDS = frozenset(
     """a about an and any are as at be can could do does for from get give have how i in is it its me my
@@ -38,6 +41,8 @@ PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)"
 ARITHMETIC = re.compile(r"[-+*/%^().\d\s]*\d[-+*/%^().\d\s]*[-+*/%^][-+*/%^().\d\s]*\d[-+*/%^().\d\s]*")
 ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
+
+_ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo reports usage the same way
 
 
 @lru_cache(maxsize=1)
@@ -286,8 +291,8 @@ class DemoAgentProvider(ModelProvider):
     @staticmethod
     def _usage(request_kwargs: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         return {
-            "input": int(len(json.dumps(request_kwargs, default=str)) / 2.5),
-            "output": int(len(json.dumps(content)) / 2.5),
+            "input": _ESTIMATE.count_text(json.dumps(request_kwargs, default=str)),
+            "output": _ESTIMATE.count_text(json.dumps(content)),
             "cache_read": 0,
             "cache_write": 0,
         }

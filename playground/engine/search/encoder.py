@@ -201,12 +201,3 @@ def shared_encoder() -> MiniLMEncoder:
             assert _shared_error is not None
             raise _shared_error
         return _shared
-
-
-def semantic_available() -> tuple[bool, str]:
-    """(available, reason) without raising — for fallbacks and the UI."""
-    try:
-        shared_encoder()
-    except EncoderUnavailable as exc:
-        return False, str(exc)
-    return True, ""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import statistics
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playground.engine.evaluate import percentile
 from playground.engine.search import text
 from playground.engine.search.backends import get_backend
 from playground.engine.search.base import SearchBackend
@@ -113,14 +113,6 @@ class RunResult:
         return asdict(self)
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[position]
-
-
 def evaluate_backend(
     backend: SearchBackend,
     catalog: ToolCatalog,
@@ -170,8 +162,8 @@ def evaluate_backend(
         queries=len(labelled),
         tools=len(catalog.deferred),
         metrics=metrics,
-        p50_ms=round(statistics.median(latencies), 3) if latencies else 0.0,
-        p95_ms=round(percentile(latencies, 0.95), 3),
+        p50_ms=round(percentile(latencies, 50), 3),
+        p95_ms=round(percentile(latencies, 95), 3),
         build_s=round(build_s, 3),
         index_mb=round(index_mb, 2),
         notes="; ".join(notes),

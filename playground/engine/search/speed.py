@@ -18,7 +18,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from playground.engine.benchmark import BenchRow, keyword_queries, natural_queries, scaled_catalog, source_tools
 from playground.engine.evaluate import percentile
@@ -124,7 +123,3 @@ def encode_rate(toolsets: Path, count: int = 64) -> float:
     started = time.perf_counter()
     encoder.encode(docs)
     return round(len(docs) / (time.perf_counter() - started), 1)
-
-
-def rows_as_dicts(rows: Sequence[BenchRow], details: bool = False) -> list[dict[str, Any]]:
-    return [row.to_dict(details=details) for row in rows]

@@ -20,6 +20,7 @@ from django.test.utils import setup_test_environment, teardown_test_environment
 from django.urls import reverse
 
 from playground.engine.catalog_io import load_tools
+from playground.engine.evaluate import percentile
 from playground.registry.management.commands.load_demo_data import CATALOGS
 from playground.registry.models import Tool
 
@@ -78,9 +79,9 @@ class Command(BaseCommand):
             lists.append(time.perf_counter() - started)
         self.stdout.write(f"inspector with {total} enabled tools, {len(pages)} requests each:")
         self.stdout.write(f"  first request (cold caches, builds catalog and index): {cold * 1000:.0f} ms")
-        self.stdout.write(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(_p90(pages))}")
-        self.stdout.write(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(_p90(fragments))}")
-        self.stdout.write(f"tool list page   median {_ms(statistics.median(lists))}  p90 {_ms(_p90(lists))} ({len(lists)} requests)")
+        self.stdout.write(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(percentile(pages, 90))}")
+        self.stdout.write(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(percentile(fragments, 90))}")
+        self.stdout.write(f"tool list page   median {_ms(statistics.median(lists))}  p90 {_ms(percentile(lists, 90))} ({len(lists)} requests)")
 
     def _grow(self, target: int) -> None:
         base = [t for path in CATALOGS for t in load_tools(path)]
@@ -105,11 +106,6 @@ class Command(BaseCommand):
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
-
-
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
 
 
 class _Null:
