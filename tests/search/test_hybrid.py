@@ -59,3 +59,17 @@ def test_without_the_semantic_extra_hybrid_falls_back_to_bm25_and_says_why(small
     result = backend.search("weather forecast", small_catalog)
     assert result.matches[0] == "mcp__weather__get_forecast"
     assert any(c.rule == "dense side unavailable" and "not installed" in c.detail for c in result.scored[0].breakdown)
+
+
+def test_long_queries_weigh_the_bm25_side_more():
+    backend = HybridBackend.__new__(HybridBackend)
+    backend.fusion, backend.bm25_weight, backend.dense_weight = "weighted", 0.2, 1.0
+    backend.bm25_weight_long, backend.long_query_terms = 0.4, 15
+    assert backend.lexical_weight(14) == 0.2 and backend.lexical_weight(15) == 0.4
+    lexical = np.array([0.0, 2.0, 4.0], dtype=np.float32)
+    dense = np.array([0.5, 0.1, -0.2], dtype=np.float32)
+    short_part, _ = backend.fuse(lexical, dense, backend.lexical_weight(3))
+    long_part, dense_part = backend.fuse(lexical, dense, backend.lexical_weight(20))
+    assert short_part.tolist() == pytest.approx([0.0, 0.1, 0.2])
+    assert long_part.tolist() == pytest.approx([0.0, 0.2, 0.4])
+    assert dense_part.tolist() == pytest.approx([0.5, 0.1, 0.0])
