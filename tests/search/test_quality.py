@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-import json
 
 import pytest
 
+from playground.engine.catalog_io import LabelledQuery
 from playground.engine.search import quality
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend
 from playground.engine.tools import Tool, ToolCatalog
+from tests.toolset_fixtures import write_toy_toolsets
 
 
 class FixedRanking(SearchBackend):
@@ -30,7 +31,7 @@ def toy_catalog() -> ToolCatalog:
 
 
 def test_score_query_counts_equivalents_recall_completeness_and_rr():
-    q = quality.Labelled(id="q", query="x", gold=("a", "b"), equivalents={"b": ("b2",)})
+    q = LabelledQuery(id="q", query="x", expected_tool_names=("a", "b"), equivalent_names={"b": ("b2",)})
     scores = quality.score_query(["z", "b2", "y", "x", "w", "v", "a"], q)
     assert scores["recall@1"] == 0.0 and scores["recall@3"] == 0.5 and scores["recall@5"] == 0.5
     assert scores["recall@10"] == 1.0 and scores["complete@10"] == 1.0 and scores["complete@5"] == 0.0
@@ -59,7 +60,7 @@ def test_split_is_fixed_by_query_id_and_about_thirty_percent_dev():
     dev = [i for i in ids if quality.split_of(i) == "dev"]
     assert 0.25 < len(dev) / len(ids) < 0.35
     assert [quality.split_of(i) for i in ids] == [quality.split_of(i) for i in ids]
-    labelled = [quality.Labelled(id=i, query="q", gold=("g",)) for i in ids]
+    labelled = [LabelledQuery(id=i, query="q", expected_tool_names=("g",)) for i in ids]
     assert len(quality.select_queries(labelled, "dev")) + len(quality.select_queries(labelled, "test")) == len(ids)
     assert len(quality.select_queries(labelled, "all", limit=7)) == 7
     with pytest.raises(ValueError, match="unknown split"):
@@ -75,24 +76,7 @@ def test_styles():
 
 @pytest.fixture
 def toy_toolsets(tmp_path):
-    folder = tmp_path / "toy"
-    folder.mkdir()
-    tools = [
-        {"name": "mcp__weather__get_forecast", "description": "Weather forecast for a city", "input_schema": {"type": "object", "properties": {}}, "server": "weather"},
-        {"name": "mcp__mail__send_email", "description": "Send an email", "input_schema": {"type": "object", "properties": {}}, "server": "mail"},
-        {"name": "mcp__files__read_file", "description": "Read a file from disk", "input_schema": {"type": "object", "properties": {}}, "server": "files"},
-    ]
-    (folder / "catalog.jsonl").write_text("\n".join(json.dumps(t) for t in tools) + "\n")
-    queries = [
-        {"id": f"q{i}", "query": text, "expected_tool_names": [gold]}
-        for i, (text, gold) in enumerate(
-            [("What is the weather forecast in Rome?", "mcp__weather__get_forecast"),
-             ("Please send an email to Bob", "mcp__mail__send_email"),
-             ("read the file notes.txt", "mcp__files__read_file")] * 4
-        )
-    ]
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
-    return tmp_path
+    return write_toy_toolsets(tmp_path)
 
 
 def test_run_suite_covers_every_backend_and_style_with_progress(toy_toolsets):

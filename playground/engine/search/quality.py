@@ -20,11 +20,12 @@ import json
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.engine.evaluate import percentile
+from playground.engine.catalog_io import LabelledQuery
+from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
 from playground.engine.search.backends import get_backend
 from playground.engine.search.base import SearchBackend
@@ -52,45 +53,28 @@ def styled_query(query: str, style: str) -> str:
     raise ValueError(f"unknown query style {style!r} (styles: {', '.join(STYLES)})")
 
 
-@dataclass(frozen=True)
-class Labelled:
-    """One labelled query, independent of the file format that carried it."""
-
-    id: str
-    query: str
-    gold: tuple[str, ...]
-    equivalents: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def accepted(self, gold: str) -> set[str]:
-        return {gold, *self.equivalents.get(gold, ())}
-
-    @classmethod
-    def from_any(cls, item: Any) -> Labelled:
-        if isinstance(item, Labelled):
-            return item
-        if isinstance(item, dict):
-            return cls(
-                id=str(item["id"]),
-                query=item["query"],
-                gold=tuple(item["expected_tool_names"]),
-                equivalents={k: tuple(v) for k, v in (item.get("equivalent_names") or {}).items()},
-            )
-        return cls(  # catalog_io.LabelledQuery
-            id=item.id, query=item.query, gold=tuple(item.expected_tool_names),
-            equivalents={k: tuple(v) for k, v in item.equivalent_names.items()},
-        )
+def labelled_query(item: LabelledQuery | Mapping[str, Any]) -> LabelledQuery:
+    """A labelled query from a queries.jsonl record (dict) or an already loaded one."""
+    if isinstance(item, LabelledQuery):
+        return item
+    return LabelledQuery(
+        id=str(item["id"]),
+        query=item["query"],
+        expected_tool_names=tuple(item["expected_tool_names"]),
+        equivalent_names={k: tuple(v) for k, v in (item.get("equivalent_names") or {}).items()},
+    )
 
 
-def score_query(top: Sequence[str], query: Labelled) -> dict[str, float]:
-    """recall@k, complete@k for k in K_VALUES and the reciprocal rank, for one ranked list."""
+def score_query(top: Sequence[str], query: LabelledQuery) -> dict[str, float]:
+    """recall@k, complete@k for k in K_VALUES and the reciprocal rank, for one ranked list
+    (the same counting as the CLI's `eval`: `evaluate.hits` and `evaluate.reciprocal_rank`)."""
+    gold = len(query.expected_tool_names)
     scores: dict[str, float] = {}
     for k in K_VALUES:
-        head = set(top[:k])
-        hits = sum(1 for g in query.gold if query.accepted(g) & head)
-        scores[f"recall@{k}"] = hits / len(query.gold)
-        scores[f"complete@{k}"] = float(hits == len(query.gold))
-    accepted = set().union(*(query.accepted(g) for g in query.gold))
-    scores["rr"] = next((1.0 / rank for rank, name in enumerate(top[:10], start=1) if name in accepted), 0.0)
+        hit = hits(query, top[:k])
+        scores[f"recall@{k}"] = hit / gold
+        scores[f"complete@{k}"] = float(hit == gold)
+    scores["rr"] = reciprocal_rank(query, top[:RANKED_DEPTH])
     return scores
 
 
@@ -123,7 +107,7 @@ def evaluate_backend(
     split: str = "all",
     progress: Progress | None = None,
 ) -> RunResult:
-    labelled = [Labelled.from_any(q) for q in queries]
+    labelled = [labelled_query(q) for q in queries]
     tracemalloc.start()
     started = time.perf_counter()
     index = backend.index_for(catalog)
@@ -170,7 +154,7 @@ def evaluate_backend(
     )
 
 
-def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[Labelled]]:
+def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:
     from playground.engine.catalog_io import load_catalog, load_queries, toolsets_dir
 
     folder = (root or toolsets_dir()) / name
@@ -178,10 +162,10 @@ def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list
         raise ValueError(f"toolset {name!r} not found in {folder.parent} (set TOOLSETS_DIR)")
     if not (folder / "queries.jsonl").is_file():
         raise ValueError(f"toolset {name!r} has no queries.jsonl")
-    return load_catalog(folder / "catalog.jsonl"), [Labelled.from_any(q) for q in load_queries(folder / "queries.jsonl")]
+    return load_catalog(folder / "catalog.jsonl"), load_queries(folder / "queries.jsonl")
 
 
-def select_queries(queries: Sequence[Labelled], split: str, limit: int | None = None) -> list[Labelled]:
+def select_queries(queries: Sequence[LabelledQuery], split: str, limit: int | None = None) -> list[LabelledQuery]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} (splits: {', '.join(SPLITS)})")
     chosen = [q for q in queries if split == "all" or split_of(q.id) == split]
