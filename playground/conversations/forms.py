@@ -1,21 +1,9 @@
 from __future__ import annotations
 
 from django import forms
-from django.conf import settings
 
+from playground.conversations.providers import provider_choices
 from playground.registry.models import AgentProfile
-
-
-def provider_choices() -> list[tuple[str, str]]:
-    from playground.conversations.providers import provider_class
-
-    choices = [("", "Automatic (Claude with an API key, else the offline demo agent)")]
-    for key in settings.MODEL_PROVIDERS:
-        try:
-            choices.append((key, provider_class(key).label))
-        except ImportError:
-            continue
-    return choices
 
 
 class NewConversationForm(forms.Form):

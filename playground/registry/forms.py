@@ -13,6 +13,7 @@ from jsonschema.validators import validator_for
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
+from playground.conversations.providers import provider_choices, provider_class
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -190,6 +191,7 @@ class AgentProfileForm(forms.ModelForm):
     allowed_tools = ToolNameListField(required=False, help_text="Empty: every tool. One name or pattern per line.")
     disallowed_tools = ToolNameListField(required=False)
     search_backend = forms.ChoiceField(required=False)
+    provider = forms.ChoiceField(required=False)
 
     class Meta:
         model = AgentProfile
@@ -204,6 +206,7 @@ class AgentProfileForm(forms.ModelForm):
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]
+        self.fields["provider"].choices = provider_choices()
 
     def clean_tool_search_mode(self) -> str:
         mode = self.cleaned_data["tool_search_mode"].strip()
@@ -216,9 +219,10 @@ class AgentProfileForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if cleaned.get("wire_style") == AgentProfile.WireStyle.SERVER and cleaned.get("provider") == AgentProfile.Provider.DEMO:
-            self.add_error("wire_style", "The offline demo agent cannot run Anthropic's server-side search: "
-                                         "choose native or client, or another provider.")
+        wire_style, provider = cleaned.get("wire_style"), cleaned.get("provider")
+        if wire_style and provider and wire_style not in provider_class(provider).wire_styles:
+            self.add_error("wire_style", f"The {provider_class(provider).label} cannot run the {wire_style!r} wire style: "
+                                         "choose another wire style or another provider.")
         return cleaned
 
     def clean_max_results(self) -> int:

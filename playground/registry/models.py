@@ -76,12 +76,6 @@ class AgentProfile(models.Model):
         FULL = "full", "Full list every request"
         DELTA = "delta", "Deltas since the last announcement"
 
-    class Provider(models.TextChoices):
-        # Keys of settings.MODEL_PROVIDERS; the conversations app resolves "" at start time.
-        AUTOMATIC = "", "Automatic (Anthropic when ANTHROPIC_API_KEY is set, else the offline demo agent)"
-        ANTHROPIC = "anthropic", "Anthropic Messages API"
-        DEMO = "demo", "Offline demo agent"
-
     name = models.CharField(max_length=100, unique=True)
     system_prompt = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
@@ -89,7 +83,8 @@ class AgentProfile(models.Model):
         max_length=10, blank=True, help_text="true, false, auto or auto:N; empty = unset (the environment's default)."
     )
     wire_style = models.CharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
-    provider = models.CharField(max_length=40, choices=Provider.choices, default=Provider.AUTOMATIC, blank=True)
+    # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.
+    provider = models.CharField(max_length=40, blank=True)
     search_backend = models.CharField(max_length=50, blank=True, help_text="Empty: the default backend.")
     max_results = models.PositiveSmallIntegerField(default=5)
     announcement_style = models.CharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)

@@ -9,9 +9,10 @@ from django.utils.module_loading import import_string
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
 
 __all__ = ["ModelProvider", "ProviderError", "ProviderResponse", "plain_extract", "get_provider", "provider_key_for",
-           "conversation_provider_key", "provider_class"]
+           "conversation_provider_key", "provider_class", "provider_choices", "provider_label"]
 
 AUTO = ""
+AUTO_LABEL = "Automatic (Claude with an API key, else the offline demo agent)"
 
 
 def provider_class(key: str) -> type[ModelProvider]:
@@ -39,3 +40,18 @@ def conversation_provider_key(conversation: Any) -> str:
 
 def get_provider(key: str) -> ModelProvider:
     return provider_class(key).from_settings()
+
+
+def provider_choices() -> list[tuple[str, str]]:
+    """Form choices: automatic, then every configured provider that can be imported."""
+    choices = [(AUTO, AUTO_LABEL)]
+    for key in settings.MODEL_PROVIDERS:
+        try:
+            choices.append((key, provider_class(key).label))
+        except ImportError:
+            continue
+    return choices
+
+
+def provider_label(key: str) -> str:
+    return dict(provider_choices()).get(key, key)

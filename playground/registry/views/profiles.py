@@ -7,6 +7,7 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
+from playground.conversations.providers import provider_label
 from playground.registry import adapter, previews
 from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.forms import AgentProfileForm
@@ -39,6 +40,7 @@ def profile_detail(request, pk: int):
         "profile": profile,
         "settings_obj": settings_obj,
         "wire_style_label": resolved.wire_style_label if resolved else profile.wire_style,
+        "provider_label": provider_label(profile.provider),
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,
