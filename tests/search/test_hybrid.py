@@ -7,7 +7,7 @@ import pytest
 
 from playground.engine.search import hybrid as hybrid_module
 from playground.engine.search.encoder import EncoderUnavailable
-from playground.engine.search.hybrid import HybridBackend
+from playground.engine.search.hybrid import HybridBackend, cover_aspects, split_aspects
 
 
 def test_hybrid_ranks_and_explains_both_sides(encoder, embeddings_dir, small_catalog):
@@ -73,3 +73,46 @@ def test_long_queries_weigh_the_bm25_side_more():
     assert short_part.tolist() == pytest.approx([0.0, 0.1, 0.2])
     assert long_part.tolist() == pytest.approx([0.0, 0.2, 0.4])
     assert dense_part.tolist() == pytest.approx([0.5, 0.1, 0.0])
+
+
+def test_a_request_is_split_into_clauses_only_when_it_lists_several_things():
+    clauses = split_aspects("Get the stock profile, balance sheet data, cash flow statements and recommendation trends for Apple.")
+    assert clauses == ["Get the stock profile", "balance sheet data", "cash flow statements", "recommendation trends for Apple."]
+    assert split_aspects("weather forecast for Paris") == []
+    # a fragment of fewer than two content words joins the clause before it
+    assert split_aspects("Find flights to Rome, then hotels.") == []
+    assert split_aspects("Find flights to Rome, then book hotels near the station") == ["Find flights to Rome", "book hotels near the station"]
+
+
+def test_cover_aspects_gives_an_uncovered_clause_the_next_slot():
+    # tools 0 and 1 both answer clause A best; tool 2 is the only one that answers clause B
+    fused = np.array([1.0, 0.95, 0.8, 0.1], dtype=np.float32)
+    clause_a = np.array([1.0, 0.98, 0.1, 0.0], dtype=np.float32)
+    clause_b = np.array([0.1, 0.1, 1.0, 0.2], dtype=np.float32)
+    picks = cover_aspects(fused, [clause_a, clause_b], ["A", "B"], [0, 1, 2, 3], k=3, weight=0.3, sharpness=2.0)
+    assert [i for i, _, _ in picks] == [0, 2, 1]
+    gains = [gain for _, gain, _ in picks]
+    assert gains == sorted(gains, reverse=True)
+    assert picks[1][2].clause == "B" and picks[1][2].coverage > 0
+    # without coverage the fused order stands
+    plain = cover_aspects(fused, [clause_a, clause_b], ["A", "B"], [0, 1, 2, 3], k=3, weight=0.0, sharpness=2.0)
+    assert [i for i, _, _ in plain] == [0, 1, 2]
+
+
+def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embeddings_dir, small_catalog):
+    query = "read the file report.txt and email it to the team"
+    without = HybridBackend(aspect_weight=0.0).search(query, small_catalog, max_results=4)
+    # fused alone, write_file (a "file" tool, like read_file) takes a slot before the e-mail clause gets one
+    assert without.matches[:3] == ["mcp__files__write_file", "mcp__files__read_file", "mcp__mail__send_email"]
+    assert all(c.term != "(aspects)" for s in without.scored for c in s.breakdown)
+    result = HybridBackend().search(query, small_catalog, max_results=4)
+    assert result.matches[:2] == ["mcp__files__read_file", "mcp__mail__send_email"]
+    scores = [s.score for s in result.scored]
+    assert scores == sorted(scores, reverse=True)
+    for scored in result.scored:
+        aspects = [c for c in scored.breakdown if c.term == "(aspects)"]
+        assert len(aspects) == 1 and "best for" in aspects[0].detail
+        assert sum(c.points for c in scored.breakdown) == pytest.approx(scored.score, abs=2e-3)
+    assert "email it to the team" in result.scored[1].breakdown[-1].detail
+    with pytest.raises(ValueError, match="aspect_weight"):
+        HybridBackend(aspect_weight=1.0)

@@ -13,6 +13,10 @@ Two general refinements, both tuned on the development split only:
     server's tools — a multi-step request usually needs several tools of one server. Catalogs of
     one-tool servers, or of a single server, keep their order.
   - query length: from 15 distinct stems on, the BM25 side weighs 0.4 instead of 0.2.
+  - aspect coverage (`aspect_weight`): a request that lists several things ("the balance sheet,
+    cash flow statements and recommendation trends") is split into clauses, and the top k is
+    picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
+    score + λ × how much it covers clauses the tools already picked do not. One clause: no change.
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +37,7 @@ from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
-from playground.engine.search.semantic import dense_may_answer
+from playground.engine.search.semantic import dense_may_answer, query_text
 from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -52,6 +56,11 @@ DEFAULTS: dict[str, Any] = {
     # `bm25_weight_long` instead of `bm25_weight` (None = no change).
     "bm25_weight_long": 0.4,
     "long_query_terms": 15,
+    # xQuAD over the clauses of the request: λ, the exponent that turns a clause's (max-normalised)
+    # score into "this tool covers it", and how many of the fused ranking's best are re-picked.
+    "aspect_weight": 0.3,
+    "aspect_sharpness": 2.0,
+    "aspect_pool": 50,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -70,6 +79,67 @@ def split_intents(query: str) -> list[str]:
         else:
             pieces.append(piece)
     return pieces if len(pieces) > 1 else []
+
+# Clause boundaries of a request: sentence ends, commas, and the words that join sub-requests.
+_CLAUSE_BREAK = re.compile(
+    r"(?<=[.!?;。！？；])\s+|\n+|,?\s+(?:and then|then|and also|also|additionally|as well as|and)\s+|,\s+",
+    re.IGNORECASE,
+)
+MIN_ASPECT_WORDS = 2
+
+
+def split_aspects(query: str) -> list[str]:
+    """The clauses of a request that asks for several things (a fragment under 2 content words
+    joins the previous clause). One clause → [] (nothing to cover)."""
+    pieces: list[str] = []
+    for piece in _CLAUSE_BREAK.split(query.strip()):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < MIN_ASPECT_WORDS:
+            pieces[-1] = f"{pieces[-1]} {piece}"
+        else:
+            pieces.append(piece)
+    return pieces if len(pieces) > 1 else []
+
+
+@dataclass
+class AspectPick:
+    """Why xQuAD put a tool where it is: its share of relevance and of clause coverage."""
+
+    relevance_scale: float  # (1 − λ) / best fused score: what the fused parts are multiplied by
+    coverage: float  # λ × the clause coverage it added when it was picked
+    clause: str  # the clause it covers best
+
+
+def cover_aspects(
+    fused: np.ndarray, clause_scores: list[np.ndarray], clauses: list[str], candidates: list[int],
+    k: int, weight: float, sharpness: float,
+) -> list[tuple[int, float, AspectPick]]:
+    """xQuAD greedy selection of k of `candidates` (tool indices, best fused first).
+
+    A clause's score is normalised by its best candidate and raised to `sharpness`: P(tool covers
+    clause). Each pick multiplies every clause's remaining need by (1 − P). Gains never grow from
+    one pick to the next, so the returned scores are in descending order."""
+    cand = np.asarray(candidates)
+    top = float(fused[cand].max())
+    relevance = fused[cand] / top
+    covers = np.stack([scores[cand] for scores in clause_scores]).astype(np.float64)
+    covers = np.clip(covers, 0.0, None) / np.maximum(covers.max(axis=1, keepdims=True), 1e-12)
+    covers **= sharpness
+    need = np.ones(len(clause_scores))
+    free = np.ones(cand.size, dtype=bool)
+    picks: list[tuple[int, float, AspectPick]] = []
+    for _ in range(min(k, cand.size)):
+        coverage = weight * (need[:, None] * covers).mean(axis=0)
+        gain = np.where(free, (1 - weight) * relevance + coverage, -np.inf)
+        j = int(np.argmax(gain))  # first best: ties keep the fused order
+        free[j] = False
+        best_clause = int(np.argmax(need * covers[:, j]))
+        picks.append((int(cand[j]), float(gain[j]), AspectPick((1 - weight) / top, float(coverage[j]), clauses[best_clause])))
+        need *= 1 - covers[:, j]
+    return picks
+
 
 _warned: set[str] = set()
 
@@ -102,6 +172,11 @@ class HybridBackend(SearchBackend):
         long_weight = settings["bm25_weight_long"]
         self.bm25_weight_long = self.bm25_weight if long_weight is None else float(long_weight)
         self.long_query_terms = int(settings["long_query_terms"])
+        self.aspect_weight = float(settings["aspect_weight"])
+        self.aspect_sharpness = float(settings["aspect_sharpness"])
+        self.aspect_pool = int(settings["aspect_pool"])
+        if not 0.0 <= self.aspect_weight < 1.0:
+            raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
         self.bm25 = BM25Backend(**{"server_weight": 0.0, **(options.get("bm25") or {})})
         self.semantic = None
@@ -136,35 +211,48 @@ class HybridBackend(SearchBackend):
         if index.bm25.size == 0:
             return []
         mask = index.bm25.required.mask(reading.required)
+        intents = split_intents(reading.raw) if self.intent_weight > 0 else []
+        aspects = split_aspects(reading.raw) if self.aspect_weight > 0 else []
+        self.prefetch_queries([reading.raw, *intents, *aspects])
         pairs, lexical, dense = self.side_scores(reading, index, mask)
         weight = self.lexical_weight(len(pairs))
         gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0)
         if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
             dense = np.zeros_like(dense)
+            intents, aspects = [], []
         lexical_part, dense_part = self.fuse(lexical, dense, weight)
         fused = lexical_part + dense_part
         extras: dict[str, np.ndarray] = {}
-        if self.intent_weight > 0 and not gated:
-            intents = split_intents(reading.raw)
-            if intents:
-                best = np.zeros_like(fused)
-                for sentence in intents:
-                    _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask)
-                    sub = np.add(*self.fuse(sub_lexical, sub_dense, weight))
-                    top = float(sub.max())
-                    if top > 0:
-                        np.maximum(best, sub / top, out=best)
-                top = float(fused.max())
-                scale = top if top > 0 else 1.0
-                extras["intent"] = self.intent_weight * scale * best
-                fused = (1 - self.intent_weight) * fused + extras["intent"]
-                lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
+        if intents:
+            best = np.zeros_like(fused)
+            for sentence in intents:
+                _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask)
+                sub = np.add(*self.fuse(sub_lexical, sub_dense, weight))
+                top = float(sub.max())
+                if top > 0:
+                    np.maximum(best, sub / top, out=best)
+            top = float(fused.max())
+            scale = top if top > 0 else 1.0
+            extras["intent"] = self.intent_weight * scale * best
+            fused = (1 - self.intent_weight) * fused + extras["intent"]
+            lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
         if self.server_weight > 0:
             extras["server"] = index.bm25.servers.boost(fused, self.server_weight)
             fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
-        order = top_indices(fused, max_results)
+        picks: dict[int, AspectPick] = {}
+        if aspects:
+            candidates = top_indices(fused, max(self.aspect_pool, max_results))
+            if candidates:
+                clause_scores = [self.clause_scores(clause, index, candidates) for clause in aspects]
+                chosen = cover_aspects(fused, clause_scores, aspects, candidates, max_results, self.aspect_weight, self.aspect_sharpness)
+                order = [i for i, _, _ in chosen]
+                fused = fused.copy()
+                for i, gain, pick in chosen:
+                    fused[i], picks[i] = gain, pick
+        if not picks:
+            order = top_indices(fused, max_results)
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
         results: list[ScoredTool] = []
@@ -206,8 +294,38 @@ class HybridBackend(SearchBackend):
                 breakdown.append(
                     TermContribution(term=term, rule="required term matched", points=REQUIRED_TERM_POINTS, field="name/description/search_hint")
                 )
+            pick = picks.get(i)
+            if pick is not None:  # xQuAD: the parts above count (1 − λ)/best; coverage is added
+                breakdown = [replace(c, points=round(c.points * pick.relevance_scale, 4)) for c in breakdown]
+                breakdown.append(
+                    TermContribution(
+                        term="(aspects)", rule="covers a clause not yet covered", points=round(pick.coverage, 4), field="query",
+                        detail=f"best for \u201c{pick.clause}\u201d; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}",
+                    )
+                )
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
         return results
+
+    def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int]) -> np.ndarray:
+        """A clause's fused score (BM25 normalised over the catalog + cosine), filled in for the
+        candidates only: at 100k tools a full dense product per clause would cost ~10 ms."""
+        reading = read_query(clause)
+        lexical = self.bm25.score_all([token for token, _ in self.bm25.query_tokens(reading)], index.bm25)
+        top = float(lexical.max()) if lexical.size else 0.0
+        cand = np.asarray(candidates)
+        scores = np.zeros(index.bm25.size, dtype=np.float32)
+        scores[cand] = self.bm25_weight * (lexical[cand] / top if top > 0 else lexical[cand])
+        if index.semantic is not None:
+            vector = self.semantic.embed_query(query_text(reading))
+            scores[cand] += self.dense_weight * np.clip(index.semantic.vectors[cand] @ vector, 0.0, None)
+        return scores
+
+    def prefetch_queries(self, texts: list[str]) -> None:
+        """Encode a request, its sentences and its clauses in one batch: per call, the encoder
+        streams all its weights (~40 MB), so a batch of short texts costs about one; later lookups
+        hit the query cache."""
+        if self.semantic is not None and texts:
+            self.semantic.embed_query.prefetch([query_text(read_query(t)) for t in texts])
 
     def lexical_weight(self, stems: int) -> float:
         """The BM25 side's weight for a query of this many distinct stems."""

@@ -67,6 +67,19 @@ class QueryEmbedder:
         with self._lock:
             self._cache.clear()
 
+    def prefetch(self, texts: list[str]) -> None:
+        """Encode, in one batch, those of `texts` not cached yet."""
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if not missing:
+            return
+        vectors = self.encoder.encode(missing)
+        with self._lock:
+            for text_, vector in zip(missing, vectors):
+                self._cache[text_] = vector
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
             vector = self._cache.get(text)
