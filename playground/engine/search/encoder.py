@@ -128,7 +128,7 @@ class MiniLMEncoder:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths per batch: less padding
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths per batch: similar attention sizes
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
@@ -140,43 +140,44 @@ class MiniLMEncoder:
 
     # -- the network ---------------------------------------------------------------------------
     def _encode_batch(self, batch: list[np.ndarray]) -> np.ndarray:
+        """The texts' real tokens packed into one (tokens, dim) matrix: the dense layers — nearly
+        all the work — never compute padding (a query's short clauses would otherwise cost as much
+        as the query itself); attention runs per text, each text attending to its own tokens only."""
         w = self.weights
-        n, length = len(batch), max(len(x) for x in batch)
-        input_ids = np.zeros((n, length), dtype=np.int64)
-        mask = np.zeros((n, length), dtype=np.float32)
-        for row, ids in enumerate(batch):
-            input_ids[row, : len(ids)] = ids
-            mask[row, : len(ids)] = 1.0
+        lengths = np.array([len(x) for x in batch])
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        positions = np.concatenate([np.arange(n) for n in lengths])
         x = (
-            w["embeddings.word_embeddings.weight"][input_ids]
-            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
-            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+            w["embeddings.word_embeddings.weight"][np.concatenate(batch)]
+            + w["embeddings.position_embeddings.weight"][positions]
+            + w["embeddings.token_type_embeddings.weight"][0][None, :]
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
-        # Padding keys get a large negative score (as in BERT's extended attention mask).
-        attention_bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
         head_dim = self.dim // self.heads
         scale = np.float32(1.0 / np.sqrt(head_dim))
+        context = np.empty_like(x)
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}."
-
-            def heads(t: np.ndarray) -> np.ndarray:
-                return t.reshape(n, length, self.heads, head_dim).transpose(0, 2, 1, 3)
-
-            q = heads(x @ w[p + "attention.self.query.weight"] + w[p + "attention.self.query.bias"])
-            k = heads(x @ w[p + "attention.self.key.weight"] + w[p + "attention.self.key.bias"])
-            v = heads(x @ w[p + "attention.self.value.weight"] + w[p + "attention.self.value.bias"])
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + attention_bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            probs = np.exp(scores)
-            probs /= probs.sum(axis=-1, keepdims=True)
-            context = (probs @ v).transpose(0, 2, 1, 3).reshape(n, length, self.dim)
+            q = x @ w[p + "attention.self.query.weight"] + w[p + "attention.self.query.bias"]
+            k = x @ w[p + "attention.self.key.weight"] + w[p + "attention.self.key.bias"]
+            v = x @ w[p + "attention.self.value.weight"] + w[p + "attention.self.value.bias"]
+            for start, end in spans:
+                size = end - start
+                qh = q[start:end].reshape(size, self.heads, head_dim).transpose(1, 0, 2)
+                kh = k[start:end].reshape(size, self.heads, head_dim).transpose(1, 2, 0)
+                vh = v[start:end].reshape(size, self.heads, head_dim).transpose(1, 0, 2)
+                scores = (qh @ kh) * scale
+                scores -= scores.max(axis=-1, keepdims=True)
+                probs = np.exp(scores)
+                probs /= probs.sum(axis=-1, keepdims=True)
+                context[start:end] = (probs @ vh).transpose(1, 0, 2).reshape(size, self.dim)
             attn = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
             x = _layer_norm(attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self.eps)
             hidden = _gelu(x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"])
             out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
             x = _layer_norm(out + x, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
-        pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        pooled = np.add.reduceat(x, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)  # mean over each text's tokens
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
