@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true")
     # The search-quality suite (issue 7): shared toolsets × backends × query styles on a fixed split.
     evaluation.add_argument("--toolsets", help="shared toolset names, comma-separated, or 'all' (instead of --catalog/--queries)")
-    evaluation.add_argument("--backends", help="comma-separated backends for --toolsets (default: --backend)")
+    evaluation.add_argument("--backends", help="comma-separated backends for --toolsets (default: --backend); NAME:option=value[:option=value] runs a backend with other settings, e.g. hybrid,hybrid:aspect_weight=0")
     evaluation.add_argument("--style", choices=["natural", "keyword", "both"], default="natural", help="query style; keyword = derived by text.keyword_query")
     evaluation.add_argument("--split", choices=["test", "dev", "all"], default="test", help="with --toolsets: dev = sha1(id) bucket < 3 of 10 (tuning), test = the rest")
     evaluation.add_argument("--limit", type=_positive, help="with --toolsets: evenly sample this many queries of the split per toolset")
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
     bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
-    bench.add_argument("--search-backends", default="bm25,hybrid", help="retrieval backends to add rows for (comma-separated; '' for none)")
+    bench.add_argument("--search-backends", default="bm25,hybrid", help="retrieval backends to add rows for (comma-separated; '' for none; NAME:option=value for other settings, e.g. hybrid:aspect_weight=0)")
     bench.set_defaults(handler=cmd_bench)
     return parser
 

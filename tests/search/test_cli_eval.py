@@ -54,3 +54,25 @@ def test_eval_single_catalog_accepts_the_style(toy_toolsets, style):  # noqa: F8
                    "--backend", "bm25", "--style", style, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["recall_at_k"] == 1.0
+
+
+def test_eval_runs_one_backend_with_two_settings_side_by_side(toy_toolsets):  # noqa: F811
+    done = run_cli("eval", "--toolsets", "toy", "--backends", "bm25,bm25:server_weight=0:k1=1.5", "--split", "all",
+                   "--json", "--toolsets-dir", str(toy_toolsets))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["results"]
+    assert [r["backend"] for r in rows] == ["bm25", "bm25:server_weight=0:k1=1.5"]
+    typo = run_cli("eval", "--toolsets", "toy", "--backends", "bm25:k=1.5", "--toolsets-dir", str(toy_toolsets))
+    assert typo.returncode == 2 and "unknown option(s) k for backend 'bm25'" in typo.stderr
+    not_a_pair = run_cli("eval", "--toolsets", "toy", "--backends", "bm25:k1", "--toolsets-dir", str(toy_toolsets))
+    assert not_a_pair.returncode == 2 and "not key=value" in not_a_pair.stderr
+
+
+def test_backend_specs_read_json_values_and_name_the_instance():
+    from playground.engine.search.backends import backend_from_spec, parse_backend_spec
+
+    assert parse_backend_spec("hybrid") == ("hybrid", {})
+    assert parse_backend_spec("hybrid:aspect_weight=0:fusion=rrf") == ("hybrid", {"aspect_weight": 0, "fusion": "rrf"})
+    backend = backend_from_spec("bm25:field_weights={\"schema\":0}")
+    assert backend.name == 'bm25:field_weights={"schema":0}' and backend.field_weights["schema"] == 0
+    assert backend_from_spec("bm25").name == "bm25"

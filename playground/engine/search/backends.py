@@ -5,6 +5,8 @@ Django settings (`TOOLSEARCH_BACKENDS`) start from this mapping; the engine CLI 
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from playground.engine.search.base import SearchBackend, load_backend
@@ -30,3 +32,36 @@ def get_backend(name: str, registry: dict[str, str] | None = None, default: str 
     if name in ("", "default"):
         name = default or DEFAULT_BACKEND
     return load_backend(name, registry, **options)
+
+
+def parse_backend_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`hybrid` → ("hybrid", {}); `hybrid:aspect_weight=0:intent_weight=0.5` → the name and its
+    options (values read as JSON, else kept as text). For side-by-side runs of one backend with
+    different settings in `eval --backends` and `bench --search-backends`."""
+    name, _, rest = spec.partition(":")
+    # A ':' starts the next option only before `key=`: a JSON value may hold ':' itself.
+    pairs = re.split(r":(?=\w+=)", rest) if rest else []
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"backend option {pair!r} in {spec!r} is not key=value")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return name.strip(), options
+
+
+def backend_from_spec(spec: str, registry: dict[str, str] | None = None, **options: Any) -> SearchBackend:
+    """A backend from a spec (see `parse_backend_spec`); with options, its `name` is the spec so
+    results of two settings of one backend stay apart. Unknown options are an error."""
+    name, spec_options = parse_backend_spec(spec)
+    backend = get_backend(name, registry, **{**options, **spec_options})
+    known = type(backend).option_names
+    unknown = sorted(set(spec_options) - known) if known is not None else []
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)} for backend {name!r} (options: {', '.join(sorted(known))})")
+    if spec_options:
+        backend.name = spec
+    return backend

@@ -156,6 +156,9 @@ class SearchBackend(ABC):
     name: str = "base"
     label: str = "Base"
     description: str = ""
+    # The keyword options the constructor reads; None = not declared (nothing is checked). A
+    # backend spec on the CLI (`hybrid:aspect_weight=0`) is checked against it, so a typo fails.
+    option_names: frozenset[str] | None = None
     _index_cache_size = 4
 
     def __init__(self, **options: Any) -> None:

@@ -140,6 +140,7 @@ class BM25Backend(SearchBackend):
     name = "bm25"
     label = "BM25 (fielded)"
     description = "bm25s per field (name parts, server, description, hint, schema), stopwords and stemming"
+    option_names = frozenset({"field_weights", "k1", "b", "server_weight"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -5,7 +5,7 @@ Two fusions (option `fusion`):
     + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
     the query length.
   - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
-Two general refinements, both tuned on the development split only:
+General refinements, all tuned on the development split only (README "Search quality"):
   - sentences (`intent_weight`): a query of several sentences asks for several things; each
     sentence is also scored alone and the best per-sentence score (normalised) is mixed in, so a
     tool that answers one sub-request well is not drowned by the others' words.
@@ -16,10 +16,12 @@ Two general refinements, both tuned on the development split only:
   - aspect coverage (`aspect_weight`): a request that lists several things ("the balance sheet,
     cash flow statements and recommendation trends") is split into clauses, and the top k is
     picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
-    score + λ × how much it covers clauses the tools already picked do not. One clause: no change.
+    score / the best + λ × how much it covers clauses the tools already picked do not. A request
+    of one clause, and every keyword-style query, ranks as without it.
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
-terms behind it.
+terms behind it; after aspect coverage, the parts are scaled to their share and the clause the
+tool covers best is named, so the points still add up to the score.
 
 Without the `semantic` extra the backend still answers — BM25 only — and logs why once; the
 explanation says so too. That is what keeps the default backend working on a light install.
@@ -156,6 +158,7 @@ class HybridBackend(SearchBackend):
     name = "hybrid"
     label = "Hybrid (BM25 + MiniLM)"
     description = "fielded BM25 and all-MiniLM-L6-v2 cosine, fused; BM25 only when the semantic extra is missing"
+    option_names = frozenset({*DEFAULTS, "bm25", "semantic"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

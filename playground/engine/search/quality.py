@@ -27,7 +27,7 @@ from typing import Any
 from playground.engine.catalog_io import LabelledQuery
 from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
-from playground.engine.search.backends import get_backend
+from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.tools import ToolCatalog
 
@@ -192,7 +192,7 @@ def run_suite(
     for style in styles:
         styled_query("", style)  # validate early
     instances = {
-        name: get_backend(name, dict(registry) if registry else None, **((backend_options or {}).get(name) or {}))
+        name: backend_from_spec(name, dict(registry) if registry else None, **((backend_options or {}).get(name) or {}))
         for name in backends
     }
     steps = max(1, len(toolsets) * len(backends) * len(styles))

@@ -110,6 +110,7 @@ class SemanticBackend(SearchBackend):
     name = "semantic"
     label = "Semantic (MiniLM)"
     description = "all-MiniLM-L6-v2 sentence embeddings (NumPy, offline), cosine similarity"
+    option_names = frozenset({"encoder", "cache"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

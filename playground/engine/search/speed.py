@@ -21,7 +21,7 @@ from pathlib import Path
 
 from playground.engine.benchmark import BenchRow, keyword_queries, natural_queries, scaled_catalog, source_tools
 from playground.engine.evaluate import percentile
-from playground.engine.search.backends import get_backend
+from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.tools import Tool, ToolCatalog
 
@@ -94,7 +94,7 @@ def run(
         catalog = scaled_catalog(base, size)
         catalog.fingerprint
         for name in backends:
-            backend = get_backend(name)
+            backend = backend_from_spec(name)
             prefill_embeddings(backend, catalog, base)
             progress(f"{size} tools: {name} index")
             started = time.perf_counter()
