@@ -55,6 +55,7 @@ class InspectorAnswer:
     decision: ModeDecision | None = None
     ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
+    query_notes: list[str] = field(default_factory=list)  # the backend's own reading (hybrid: sentences, clauses)
 
     @property
     def content_json(self) -> str:
@@ -142,6 +143,7 @@ def inspect_query(
         answer.error = str(exc)
         return answer
     answer.content = tool_search_user_blocks(INSPECTOR_TOOL_USE_ID, answer.result, wire_style)
+    answer.query_notes = search_backend.describe_query(query) if answer.result.reading.kind == "keyword" else []
     answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?

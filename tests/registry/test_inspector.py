@@ -168,3 +168,19 @@ def test_matches_that_need_confirmation_are_marked(viewer_client, tools):
     response = viewer_client.get(URL, {"q": "slack message"}, headers=HTMX)
     assert "mcp__slack__post_message" in response.context["answer"].ask
     assert 'data-testid="ask-badge"' in response.content.decode()
+
+
+def test_it_shows_how_the_hybrid_backend_split_a_request(viewer_client, tools):
+    query = "create a github issue about the outage, then post a message to the team on slack"
+    response = viewer_client.get(URL, {"q": query, "backend": "hybrid"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert answer.query_notes == [
+        "2 clauses for aspect coverage (xQuAD, \u03bb 0.3): \u201ccreate a github issue about the outage\u201d · "
+        "\u201cpost a message to the team on slack\u201d"
+    ]
+    body = response.content.decode()
+    assert body.count('data-testid="query-note"') == 1 and "aspect coverage" in body
+    assert set(answer.result.matches[:2]) == {"mcp__github__create_issue", "mcp__slack__post_message"}
+    assert 'data-term="(aspects)"' in body
+    plain = viewer_client.get(URL, {"q": query, "backend": "bm25"}, headers=HTMX)
+    assert plain.context["answer"].query_notes == [] and 'data-testid="query-note"' not in plain.content.decode()

@@ -116,3 +116,15 @@ def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embedding
     assert "email it to the team" in result.scored[1].breakdown[-1].detail
     with pytest.raises(ValueError, match="aspect_weight"):
         HybridBackend(aspect_weight=1.0)
+
+
+def test_describe_query_names_the_sentences_and_clauses_it_scores():
+    backend = HybridBackend.__new__(HybridBackend)
+    backend.intent_weight, backend.aspect_weight = 0.3, 0.3
+    lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
+    assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")
+    assert lines[1].startswith("2 clauses for aspect coverage") and "\u201cThen email the forecast to my team\u201d" in lines[1]
+    assert backend.describe_query("weather forecast") == []
+    assert backend.describe_query("select:a,b") == []
+    backend.intent_weight = backend.aspect_weight = 0.0
+    assert backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team") == []

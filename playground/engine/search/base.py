@@ -213,6 +213,11 @@ class SearchBackend(ABC):
             result.pending_mcp_servers = list(pending_mcp_servers)
         return result
 
+    def describe_query(self, query: str) -> list[str]:
+        """How this backend reads a keyword query beyond its terms, for people (the inspector):
+        e.g. the sentences and clauses the hybrid backend scores on their own. Default: nothing."""
+        return []
+
     def _answer_select(self, reading: QueryReading, catalog: ToolCatalog, result: ToolSearchResult) -> None:
         for name in reading.selected_names:
             tool = catalog.get(name)

@@ -194,6 +194,17 @@ class HybridBackend(SearchBackend):
                 _warned.add(self.degraded_reason)
                 logger.warning("hybrid ToolSearch backend: %s", self.degraded_reason)
 
+    def describe_query(self, query: str) -> list[str]:
+        reading = read_query(query)
+        if reading.kind != "keyword":
+            return []
+        lines = []
+        if self.intent_weight > 0 and (intents := split_intents(reading.raw)):
+            lines.append(f"{len(intents)} sentences, each also scored alone (share {self.intent_weight:g}): " + " · ".join(f"\u201c{s}\u201d" for s in intents))
+        if self.aspect_weight > 0 and (aspects := split_aspects(reading.raw)):
+            lines.append(f"{len(aspects)} clauses for aspect coverage (xQuAD, \u03bb {self.aspect_weight:g}): " + " · ".join(f"\u201c{a}\u201d" for a in aspects))
+        return lines
+
     def build_index(self, catalog: ToolCatalog) -> HybridIndex:
         return HybridIndex(
             bm25=self.bm25.build_index(catalog),
