@@ -112,6 +112,16 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     page.wait_for_selector('[data-testid=inspector-results][data-query="+weather alerts"]')
     assert list(scores(page)) == ["mcp__weather__get_alerts"] or next(iter(scores(page))) == "mcp__weather__get_alerts"
 
+    # A request of two parts: the hybrid backend says how it split it, and covers both parts.
+    request = "open a github issue about the outage and post a slack message to the team"
+    query.fill(request)
+    page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
+    note = page.locator("[data-testid=query-note]").last.inner_text()
+    assert "2 clauses for aspect coverage" in note and "post a slack message to the team" in note, note
+    top_two = list(scores(page))[:2]
+    assert {name.split("__")[1] for name in top_two} == {"github", "slack"}, top_two
+    screenshot(page, "inspector-clauses")
+
 
 def scores(page) -> dict[str, float]:
     """Tool → score in rank order, read from the data-* attributes of the results."""

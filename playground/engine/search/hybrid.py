@@ -314,7 +314,10 @@ class HybridBackend(SearchBackend):
                 breakdown.append(
                     TermContribution(
                         term="(aspects)", rule="covers a clause not yet covered", points=round(pick.coverage, 4), field="query",
-                        detail=f"best for \u201c{pick.clause}\u201d; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}",
+                        detail=(
+                            f"best for \u201c{pick.clause}\u201d" if pick.coverage >= 0.0005
+                            else f"nothing left to cover (its best clause, \u201c{pick.clause}\u201d, is covered above)"
+                        ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}",
                     )
                 )
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
