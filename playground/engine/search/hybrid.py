@@ -17,7 +17,7 @@ General refinements, all tuned on the development split only (README "Search qua
     cash flow statements and recommendation trends") is split into clauses, and the top k is
     picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
     score / the best + λ × how much it covers clauses the tools already picked do not. A request
-    of one clause, and every keyword-style query, ranks as without it.
+    of one clause ranks as without it.
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it; after aspect coverage, the parts are scaled to their share and the clause the
