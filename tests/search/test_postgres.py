@@ -9,7 +9,7 @@ import pytest
 
 from playground.engine.search.backends import get_backend
 from playground.engine.tools import ToolCatalog
-from tests.conftest import require_service
+from tests.conftest import IN_CI, require_service
 from tests.search.conftest import mcp
 
 pytestmark = pytest.mark.postgres
@@ -81,19 +81,50 @@ def test_ties_keep_catalog_order(pg_table):
     assert backend.search("widgets", catalog, max_results=4).matches == [f"mcp__a__tool_{i}" for i in range(4)]
 
 
-def test_pgvector_similarity_where_the_extension_exists(pg_table, small_catalog, encoder, embeddings_dir):
+@pytest.fixture(scope="session")
+def bundled_postgres(tmp_path_factory):
+    """PostgreSQL 16 with pgvector from the `pgserver` wheel (the dev extra), on a socket in a
+    temporary folder, stopped and deleted at the end of the session."""
+    try:
+        import pgserver
+    except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"the dev extra (pgserver) is required under CI=true: {exc}")
+        pytest.skip(f"pgserver is not installed: {exc}")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pgserver"), cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
+def test_pgvector_similarity(pg_table, small_catalog, encoder, embeddings_dir, request):
+    """On the configured PostgreSQL when it has pgvector, else on the bundled PostgreSQL + pgvector."""
+    import psycopg
+
     from playground.engine.search.postgres import PostgresToolIndex
 
     dsn, table = pg_table
     probe = PostgresToolIndex(dsn, table=table)
-    if not probe.has_vector:
-        probe.close()
-        pytest.skip(f"pgvector is not available on this PostgreSQL: {probe.vector_error}")
+    has_vector, reason = probe.has_vector, probe.vector_error
     probe.close()
+    if not has_vector:
+        dsn = request.getfixturevalue("bundled_postgres")
+    index = PostgresToolIndex(dsn, table=table)
+    assert index.has_vector, f"pgvector is not available (configured server: {reason}; bundled: {index.vector_error})"
+    index.close()
     backend = get_backend("postgres", dsn=dsn, table=table)
+    # Dense evidence only: no query word occurs in the forecast tool's text.
     result = backend.search("is it going to rain tomorrow", small_catalog)
     assert result.matches[0] == "mcp__weather__get_forecast"
-    assert any(c.rule == "pgvector cosine" for c in result.scored[0].breakdown)
+    top = result.scored[0]
+    cosine = next(c for c in top.breakdown if c.rule == "pgvector cosine")
+    assert cosine.points > 0
+    with psycopg.connect(dsn) as conn:
+        kinds = {row[0] for row in conn.execute(
+            "SELECT am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+            "WHERE i.indrelid = %s::regclass", (table,))}
+    assert "hnsw" in kinds and "gin" in kinds, kinds
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def test_no_postgres_configured_is_a_clear_error(monkeypatch):
