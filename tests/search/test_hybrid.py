@@ -130,3 +130,13 @@ def test_describe_query_names_the_sentences_and_clauses_it_scores():
     assert backend.describe_query("select:a,b") == []
     backend.intent_weight = backend.aspect_weight = 0.0
     assert backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team") == []
+
+
+def test_a_pasted_document_is_read_whole_not_as_hundreds_of_clauses():
+    from playground.engine.search.hybrid import MAX_PIECES, split_intents
+
+    many = ", ".join(f"check item number {i}" for i in range(MAX_PIECES + 1))
+    assert split_aspects(many) == []
+    assert len(split_aspects(", ".join(f"check item number {i}" for i in range(MAX_PIECES)))) == MAX_PIECES
+    sentences = " ".join(f"Please check the item number {i}." for i in range(MAX_PIECES + 1))
+    assert split_intents(sentences) == []
