@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= dev,semantic
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: run test setup bench clean lint
+.PHONY: run test setup bench clean
 
 # Create or reuse .venv and install the project (uv when it can be had: much faster than pip).
 $(STAMP): pyproject.toml

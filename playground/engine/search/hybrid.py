@@ -85,6 +85,7 @@ def split_intents(query: str) -> list[str]:
             pieces.append(piece)
     return pieces if 1 < len(pieces) <= MAX_PIECES else []
 
+
 # Clause boundaries of a request: sentence ends, commas, and the words that join sub-requests.
 _CLAUSE_BREAK = re.compile(
     r"(?<=[.!?;。！？；])\s+|\n+|,?\s+(?:and then|then|and also|also|additionally|as well as|and)\s+|,\s+",
