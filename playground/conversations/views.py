@@ -62,13 +62,7 @@ def conversation_send(request, pk: int):
     if not form.is_valid():
         messages.error(request, "Write a message first (at most 20,000 characters).")
         return redirect("conversations:detail", pk=pk)
-    try:
-        services.send_message(conversation, form.cleaned_data["text"], user=request.user)
-    except services.ConversationError as exc:
-        if request.htmx:
-            return HttpResponse(str(exc), status=409)
-        messages.error(request, str(exc))
-    return _done(request, conversation)
+    return _carry_out(request, conversation, lambda: services.send_message(conversation, form.cleaned_data["text"], user=request.user))
 
 
 @login_required
@@ -79,8 +73,17 @@ def conversation_answer(request, pk: int):
     if not form.is_valid():
         messages.error(request, "That answer is not one of approve once, always or deny.")
         return redirect("conversations:detail", pk=pk)
+    return _carry_out(
+        request, conversation,
+        lambda: services.answer_permission(conversation, form.cleaned_data["prompt"], form.cleaned_data["choice"], user=request.user),
+    )
+
+
+def _carry_out(request, conversation, action):
+    """Run a service call for a POST; one the conversation's state refuses (ConversationError) is a
+    409 with the reason for htmx, a flash message otherwise."""
     try:
-        services.answer_permission(conversation, form.cleaned_data["prompt"], form.cleaned_data["choice"], user=request.user)
+        action()
     except services.ConversationError as exc:
         if request.htmx:
             return HttpResponse(str(exc), status=409)

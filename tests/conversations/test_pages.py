@@ -91,6 +91,9 @@ def test_send_fallback_stores_the_message_and_refuses_while_running(viewer_clien
     response = viewer_client.post(url, {"text": "again"}, follow=True)
     assert "still working" in response.content.decode()
     assert Message.objects.filter(conversation=conversation).count() == 1
+    refused = viewer_client.post(url, {"text": "again"}, headers={"HX-Request": "true"})
+    assert refused.status_code == 409 and "still working" in refused.content.decode()
+    assert Message.objects.filter(conversation=conversation).count() == 1
     assert viewer_client.post(url, {"text": "   "}, follow=True).status_code == 200
 
 
@@ -106,6 +109,9 @@ def test_answer_fallback_records_the_choice(viewer_client, viewer_user):
     assert conversation.always_allowed == ["echo"] and conversation.status == Conversation.Status.RUNNING
     bad = viewer_client.post(reverse("conversations:answer", args=[conversation.pk]), {"prompt": 999, "choice": "once"}, follow=True)
     assert "no permission prompt #999" in bad.content.decode()
+    again = viewer_client.post(reverse("conversations:answer", args=[conversation.pk]), {"prompt": prompt.sequence, "choice": "deny"},
+                               headers={"HX-Request": "true"})
+    assert again.status_code == 409 and "already been answered" in again.content.decode()
 
 
 def test_cancel_fallback_marks_a_running_conversation(viewer_client, viewer_user):
