@@ -89,13 +89,13 @@ def test_cover_aspects_gives_an_uncovered_clause_the_next_slot():
     fused = np.array([1.0, 0.95, 0.8, 0.1], dtype=np.float32)
     clause_a = np.array([1.0, 0.98, 0.1, 0.0], dtype=np.float32)
     clause_b = np.array([0.1, 0.1, 1.0, 0.2], dtype=np.float32)
-    picks = cover_aspects(fused, [clause_a, clause_b], ["A", "B"], [0, 1, 2, 3], k=3, weight=0.3, sharpness=2.0)
+    picks = cover_aspects(fused, np.stack([clause_a, clause_b]), ["A", "B"], [0, 1, 2, 3], k=3, weight=0.3, sharpness=2.0)
     assert [i for i, _, _ in picks] == [0, 2, 1]
     gains = [gain for _, gain, _ in picks]
     assert gains == sorted(gains, reverse=True)
     assert picks[1][2].clause == "B" and picks[1][2].coverage > 0
     # without coverage the fused order stands
-    plain = cover_aspects(fused, [clause_a, clause_b], ["A", "B"], [0, 1, 2, 3], k=3, weight=0.0, sharpness=2.0)
+    plain = cover_aspects(fused, np.stack([clause_a, clause_b]), ["A", "B"], [0, 1, 2, 3], k=3, weight=0.0, sharpness=2.0)
     assert [i for i, _, _ in plain] == [0, 1, 2]
 
 

@@ -119,21 +119,22 @@ class AspectPick:
 
 
 def cover_aspects(
-    fused: np.ndarray, clause_scores: list[np.ndarray], clauses: list[str], candidates: list[int],
+    fused: np.ndarray, clause_scores: np.ndarray, clauses: list[str], candidates: list[int],
     k: int, weight: float, sharpness: float,
 ) -> list[tuple[int, float, AspectPick]]:
     """xQuAD greedy selection of k of `candidates` (tool indices, best fused first).
 
-    A clause's score is normalised by its best candidate and raised to `sharpness`: P(tool covers
-    clause). Each pick multiplies every clause's remaining need by (1 − P). Gains never grow from
-    one pick to the next, so the returned scores are in descending order."""
+    `clause_scores[c, j]` is clause c's score of candidate j. Normalised by its best candidate and
+    raised to `sharpness` it is P(candidate covers clause). Each pick multiplies every clause's
+    remaining need by (1 − P). Gains never grow from one pick to the next, so the returned scores
+    are in descending order."""
     cand = np.asarray(candidates)
     top = float(fused[cand].max())
     relevance = fused[cand] / top
-    covers = np.stack([scores[cand] for scores in clause_scores]).astype(np.float64)
-    covers = np.clip(covers, 0.0, None) / np.maximum(covers.max(axis=1, keepdims=True), 1e-12)
+    covers = np.clip(np.asarray(clause_scores, dtype=np.float64), 0.0, None)
+    covers = covers / np.maximum(covers.max(axis=1, keepdims=True), 1e-12)
     covers **= sharpness
-    need = np.ones(len(clause_scores))
+    need = np.ones(len(clauses))
     free = np.ones(cand.size, dtype=bool)
     picks: list[tuple[int, float, AspectPick]] = []
     for _ in range(min(k, cand.size)):
@@ -263,7 +264,7 @@ class HybridBackend(SearchBackend):
         if aspects:
             candidates = top_indices(fused, max(self.aspect_pool, max_results))
             if candidates:
-                clause_scores = [self.clause_scores(clause, index, candidates) for clause in aspects]
+                clause_scores = np.stack([self.clause_scores(clause, index, candidates) for clause in aspects])
                 chosen = cover_aspects(fused, clause_scores, aspects, candidates, max_results, self.aspect_weight, self.aspect_sharpness)
                 order = [i for i, _, _ in chosen]
                 fused = fused.copy()
@@ -328,18 +329,16 @@ class HybridBackend(SearchBackend):
         return results
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int]) -> np.ndarray:
-        """A clause's fused score (BM25 normalised over the catalog + cosine), filled in for the
-        candidates only: at 100k tools a full dense product per clause would cost ~10 ms."""
+        """A clause's weighted fused score of each candidate (BM25 normalised over the whole
+        catalog, as in `fuse`). The dense side is computed for the candidates only: at 100k tools a
+        full product per clause would cost ~10 ms."""
         reading = read_query(clause)
         lexical = self.bm25.score_all([token for token, _ in self.bm25.query_tokens(reading)], index.bm25)
-        top = float(lexical.max()) if lexical.size else 0.0
         cand = np.asarray(candidates)
-        scores = np.zeros(index.bm25.size, dtype=np.float32)
-        scores[cand] = self.bm25_weight * (lexical[cand] / top if top > 0 else lexical[cand])
+        dense = None
         if index.semantic is not None:
-            vector = self.semantic.embed_query(query_text(reading))
-            scores[cand] += self.dense_weight * np.clip(index.semantic.vectors[cand] @ vector, 0.0, None)
-        return scores
+            dense = index.semantic.vectors[cand] @ self.semantic.embed_query(query_text(reading))
+        return np.add(*self._weighted(lexical[cand], dense, self.bm25_weight, _top(lexical)))
 
     def prefetch_queries(self, texts: list[str]) -> None:
         """Encode a request, its sentences and its clauses in one batch: per call, the encoder
@@ -358,9 +357,12 @@ class HybridBackend(SearchBackend):
             return lexical.astype(np.float32), np.zeros_like(lexical, dtype=np.float32)
         if self.fusion == "rrf":
             return self._rrf(lexical, positive_only=True), self._rrf(dense, positive_only=False)
-        top = float(lexical.max()) if lexical.size else 0.0
-        lexical_part = (self.bm25_weight if bm25_weight is None else bm25_weight) * (lexical / top if top > 0 else lexical)
-        dense_part = self.dense_weight * np.clip(dense, 0.0, None)
+        return self._weighted(lexical, dense, self.bm25_weight if bm25_weight is None else bm25_weight, _top(lexical))
+
+    def _weighted(self, lexical: np.ndarray, dense: np.ndarray | None, bm25_weight: float, lexical_top: float) -> tuple[np.ndarray, np.ndarray]:
+        """bm25_weight × BM25 / lexical_top and dense_weight × max(cosine, 0), per tool."""
+        lexical_part = bm25_weight * (lexical / lexical_top if lexical_top > 0 else lexical)
+        dense_part = self.dense_weight * np.clip(dense, 0.0, None) if dense is not None else np.zeros_like(lexical)
         return lexical_part.astype(np.float32), dense_part.astype(np.float32)
 
     def _rrf(self, scores: np.ndarray, *, positive_only: bool) -> np.ndarray:
@@ -375,6 +377,10 @@ class HybridBackend(SearchBackend):
         ranked = candidates[best]
         out[ranked] = weight / (self.rrf_k + np.arange(1, depth + 1, dtype=np.float32))
         return out
+
+
+def _top(scores: np.ndarray) -> float:
+    return float(scores.max()) if scores.size else 0.0
 
 
 def _ranks(scores: np.ndarray | None, wanted: list[int]) -> dict[int, int]:
