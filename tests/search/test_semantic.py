@@ -112,3 +112,21 @@ def test_dense_alone_needs_a_shared_word_or_a_clear_match(encoder, embeddings_di
     backend = SemanticBackend()
     assert backend.search("do I need an umbrella tomorrow", small_catalog).matches == []
     assert backend.search("do I need an umbrella tomorrow in my city", small_catalog).matches[0] == "mcp__weather__get_forecast"
+
+
+def test_in_place_gelu_and_layer_norm_match_their_definitions():
+    """The encoder's in-place activations against plain formulas (math.erf; mean/variance)."""
+    import math
+
+    from playground.engine.search.encoder import _gelu_, _layer_norm_
+
+    x = np.linspace(-8, 8, 4001, dtype=np.float32).reshape(-1, 1)
+    expected = np.array([[v * 0.5 * (1 + math.erf(v / math.sqrt(2)))] for v in x[:, 0].astype(np.float64)])
+    got = _gelu_(x.copy())
+    assert np.abs(got - expected).max() < 2e-6
+
+    rows = np.random.default_rng(0).standard_normal((5, 384)).astype(np.float32) * 3 + 1
+    weight, bias = np.full(384, 2.0, np.float32), np.full(384, 0.5, np.float32)
+    mean = rows.mean(axis=1, keepdims=True)
+    plain = (rows - mean) / np.sqrt(((rows - mean) ** 2).mean(axis=1, keepdims=True) + 1e-12) * weight + bias
+    assert np.allclose(_layer_norm_(rows.copy(), weight, bias, 1e-12), plain, atol=1e-5)

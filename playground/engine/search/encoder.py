@@ -69,23 +69,41 @@ def _pin_blas_threads(threads: int) -> None:
     _pinned = True
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): NumPy has no erf, SciPy is not a dependency."""
-    sign = np.sign(x)
+_INV_SQRT2 = np.float32(1.0 / np.sqrt(2.0))
+
+
+def _gelu_(x: np.ndarray) -> np.ndarray:
+    """Exact (erf) GELU, in place: x · ½(1 + erf(x/√2)). erf by Abramowitz & Stegun 7.1.26
+    (|error| < 1.5e-7): NumPy has no erf, SciPy is not a dependency. In place with two scratch
+    arrays, because the feed-forward activations are the largest arrays of a pass."""
     a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))
+    a *= _INV_SQRT2  # |z|, z = x/√2
+    t = a * np.float32(0.3275911)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for coefficient in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += coefficient
+        poly *= t
+    np.square(a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a  # 1 − erf(|z|)
+    # ½(1 + erf(z)) = 1 − ½(1 − erf(|z|)) for z ≥ 0, and ½(1 − erf(|z|)) for z < 0
+    poly *= 0.5
+    half = np.where(x >= 0, 1.0 - poly, poly)
+    x *= half
+    return x
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))
-
-
-def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
+def _layer_norm_(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNorm over the last axis, in place (x is always a fresh residual sum here)."""
+    x -= x.mean(axis=-1, keepdims=True)
+    var = np.einsum("ij,ij->i", x, x) / np.float32(x.shape[-1])
+    x *= (1.0 / np.sqrt(var + eps)).astype(np.float32)[:, None]
+    x *= weight
+    x += bias
+    return x
 
 
 class MiniLMEncoder:
@@ -112,9 +130,15 @@ class MiniLMEncoder:
             k: np.ascontiguousarray(v, dtype=np.float32) for k, v in load_file(str(self.model_dir / "model.safetensors")).items()
             if not k.endswith("position_ids")
         }
-        # Pre-transpose the dense layers once (x @ W.T is the hot path).
-        for key in [k for k in self.weights if k.endswith("dense.weight") or k.endswith(("query.weight", "key.weight", "value.weight"))]:
+        # Pre-transpose the dense layers once (x @ W.T is the hot path), and join each layer's
+        # query, key and value projections into one matrix: one product instead of three.
+        for key in [k for k in self.weights if k.endswith("dense.weight")]:
             self.weights[key] = np.ascontiguousarray(self.weights[key].T)
+        for layer in range(self.layers):
+            p = f"encoder.layer.{layer}.attention.self."
+            parts = ("query", "key", "value")
+            self.weights[p + "qkv.weight"] = np.ascontiguousarray(np.concatenate([self.weights.pop(p + f"{n}.weight").T for n in parts], axis=1))
+            self.weights[p + "qkv.bias"] = np.concatenate([self.weights.pop(p + f"{n}.bias") for n in parts])
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()
@@ -153,15 +177,15 @@ class MiniLMEncoder:
             + w["embeddings.position_embeddings.weight"][positions]
             + w["embeddings.token_type_embeddings.weight"][0][None, :]
         )
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        x = _layer_norm_(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
         head_dim = self.dim // self.heads
         scale = np.float32(1.0 / np.sqrt(head_dim))
         context = np.empty_like(x)
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}."
-            q = x @ w[p + "attention.self.query.weight"] + w[p + "attention.self.query.bias"]
-            k = x @ w[p + "attention.self.key.weight"] + w[p + "attention.self.key.bias"]
-            v = x @ w[p + "attention.self.value.weight"] + w[p + "attention.self.value.bias"]
+            qkv = x @ w[p + "attention.self.qkv.weight"]
+            qkv += w[p + "attention.self.qkv.bias"]
+            q, k, v = qkv[:, : self.dim], qkv[:, self.dim : 2 * self.dim], qkv[:, 2 * self.dim :]
             for start, end in spans:
                 size = end - start
                 qh = q[start:end].reshape(size, self.heads, head_dim).transpose(1, 0, 2)
@@ -172,11 +196,17 @@ class MiniLMEncoder:
                 probs = np.exp(scores)
                 probs /= probs.sum(axis=-1, keepdims=True)
                 context[start:end] = (probs @ vh).transpose(1, 0, 2).reshape(size, self.dim)
-            attn = context @ w[p + "attention.output.dense.weight"] + w[p + "attention.output.dense.bias"]
-            x = _layer_norm(attn + x, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self.eps)
-            hidden = _gelu(x @ w[p + "intermediate.dense.weight"] + w[p + "intermediate.dense.bias"])
-            out = hidden @ w[p + "output.dense.weight"] + w[p + "output.dense.bias"]
-            x = _layer_norm(out + x, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
+            attn = context @ w[p + "attention.output.dense.weight"]
+            attn += w[p + "attention.output.dense.bias"]
+            attn += x
+            x = _layer_norm_(attn, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self.eps)
+            hidden = x @ w[p + "intermediate.dense.weight"]
+            hidden += w[p + "intermediate.dense.bias"]
+            _gelu_(hidden)
+            out = hidden @ w[p + "output.dense.weight"]
+            out += w[p + "output.dense.bias"]
+            out += x
+            x = _layer_norm_(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
         pooled = np.add.reduceat(x, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)  # mean over each text's tokens
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
