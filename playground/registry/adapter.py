@@ -200,10 +200,14 @@ def profile_catalog(profile: AgentProfile | None, catalog: ToolCatalog | None = 
     )
 
 
-def filtered_catalog(profile: AgentProfile | None = None) -> tuple[ToolCatalog, PermissionFilterResult]:
-    """(the profile's catalog, the policy's filter of it), cached so backends keep their index."""
+def filtered_catalog(
+    profile: AgentProfile | None = None, *, policy: PermissionPolicy | None = None
+) -> tuple[ToolCatalog, PermissionFilterResult]:
+    """(the profile's catalog, the policy's filter of it), cached so backends keep their index.
+    A caller that needs the policy too passes it in (`permission_policy(profile)`): the rules are
+    then read once."""
     catalog = engine_catalog()
-    policy = permission_policy(profile)
+    policy = policy if policy is not None else permission_policy(profile)
     key = (
         id(catalog),
         tuple((r.effect, r.pattern, r.scope) for r in policy.rules),

@@ -119,7 +119,8 @@ def inspect_query(
         wire_style = "native"
     settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
     wire_style = settings.wire_style
-    unfiltered, filtered = adapter.filtered_catalog(profile)
+    policy = adapter.permission_policy(profile)
+    unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
     answer = InspectorAnswer(
         query=query,
         backend=search_backend.name,
@@ -129,7 +130,7 @@ def inspect_query(
         excluded_total=len(filtered.excluded),
         searchable_count=len(filtered.permitted),
         deferred_count=len(filtered.permitted.deferred),
-        decision=mode_decision(filtered.permitted, settings, adapter.permission_policy(profile)),
+        decision=mode_decision(filtered.permitted, settings, policy),
         ask=frozenset(filtered.ask),
         note=note,
     )

@@ -76,6 +76,20 @@ def test_profile_rules_apply(viewer_client, tools, profile):
     assert "mcp__slack__post_message" not in with_profile.result.matches
 
 
+def test_one_inspection_reads_the_permission_rules_once(viewer_client, tools, profile, monkeypatch):
+    """The filter and the mode decision share one policy: one read of the rules per request."""
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="deny", pattern="mcp__slack", profile=profile)
+    reads = []
+    real = adapter.permission_rules
+    monkeypatch.setattr(adapter, "permission_rules", lambda p=None: reads.append(p) or real(p))
+    answer = viewer_client.get(URL, {"q": "slack message", "profile": profile.pk}, headers=HTMX).context["answer"]
+    assert reads == [profile]
+    assert "mcp__slack__post_message" not in answer.result.matches
+    assert answer.decision is not None and answer.excluded_total >= 1
+
+
 def test_native_and_client_wire_styles_show_what_the_model_receives(viewer_client, tools):
     native = viewer_client.get(URL, {"q": "slack message", "wire_style": "native"}, headers=HTMX).context["answer"]
     tool_result, sibling = native.content
