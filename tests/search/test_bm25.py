@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from playground.engine.search.base import read_query
 from playground.engine.search.bm25 import BM25Backend, top_indices
 from playground.engine.tools import ToolCatalog
 
@@ -32,6 +33,23 @@ def test_explanation_is_per_term_per_field_and_adds_up_to_the_score(small_catalo
     server = next(c for c in top.breakdown if c.term == "(server)")
     assert server.rule == "server's best tool" and "weather" in server.detail
     assert sum(c.points for c in top.breakdown) == pytest.approx(top.score, abs=1e-3)
+
+
+def test_every_result_is_explained_by_its_own_terms(small_catalog):
+    """The explanations of all results come from one batched posting lookup: each must equal the
+    lookup for that tool alone, and add up to its own score."""
+    backend = BM25Backend()
+    result = backend.search("create a new file or an issue in a repository", small_catalog, max_results=10)
+    assert len(result.scored) >= 4
+    index = backend.index_for(small_catalog)
+    pairs = backend.query_tokens(read_query("create a new file or an issue in a repository"))
+    docs = [[t.name for t in index.tools].index(s.name) for s in result.scored]
+    batched = backend.term_contributions(docs, pairs, index)
+    for doc, scored, terms in zip(docs, result.scored, batched):
+        assert terms == backend.term_contributions([doc], pairs, index)[0]
+        assert [c for c in scored.breakdown if c.term != "(server)"] == terms
+        assert sum(c.points for c in scored.breakdown) == pytest.approx(scored.score, abs=1e-3)
+    assert len({tuple(c.detail for c in t) for t in batched}) >= 4  # not one tool's terms repeated
 
 
 def test_field_weights_decide_which_fields_count(small_catalog):

@@ -59,15 +59,17 @@ class FieldIndex:
             return None
         return self.indices[start:end], self.data[start:end]
 
-    def score_of(self, token: str, doc: int) -> float:
+    def scores_of(self, token: str, docs: np.ndarray) -> list[tuple[int, float]]:
+        """(position in `docs`, raw BM25 score) for each of `docs` the token scores on: one
+        binary search over the posting for all of them."""
         hit = self.postings(token)
         if hit is None:
-            return 0.0
-        docs, scores = hit
-        position = int(np.searchsorted(docs, doc))
-        if position < len(docs) and docs[position] == doc:
-            return float(scores[position])
-        return 0.0
+            return []
+        posting_docs, posting_scores = hit
+        positions = posting_docs.searchsorted(docs)
+        positions[positions >= len(posting_docs)] = len(posting_docs) - 1
+        found = np.flatnonzero(posting_docs[positions] == docs)
+        return [(j, float(posting_scores[positions[j]])) for j in found.tolist()]
 
 
 @dataclass
@@ -201,31 +203,38 @@ class BM25Backend(SearchBackend):
         if mask is not None:
             scores = np.where(mask, scores + REQUIRED_TERM_POINTS * len(reading.required), 0.0).astype(np.float32)
         order = top_indices(scores, max_results)
-        return [self.explain(int(i), float(scores[i]), pairs, reading, index, server=float(server[i])) for i in order]
+        terms = self.term_contributions(order, pairs, index)
+        return [
+            self.explain(i, float(scores[i]), reading, index, terms=found, server=float(server[i])) for i, found in zip(order, terms)
+        ]
 
-    def term_contributions(self, doc: int, pairs: Sequence[tuple[str, str]], index: BM25Index) -> list[TermContribution]:
-        """Every (query term, field) that scored on this tool, with its weighted points."""
-        breakdown: list[TermContribution] = []
+    def term_contributions(self, docs: Sequence[int], pairs: Sequence[tuple[str, str]], index: BM25Index) -> list[list[TermContribution]]:
+        """For each of `docs`: every (query term, field) that scored on it, with its weighted points
+        (term by term, fields in index order). One posting lookup per (term, field) serves all docs."""
+        wanted = np.asarray(docs, dtype=np.int64)
+        breakdowns: list[list[TermContribution]] = [[] for _ in docs]
+        if wanted.size == 0:
+            return breakdowns
         for token, term in pairs:
             for field_name, field_index in index.fields.items():
-                raw = field_index.score_of(token, doc)
-                if raw > 0:
-                    breakdown.append(
-                        TermContribution(
-                            term=term,
-                            rule=f"bm25 {field_name}",
-                            points=round(field_index.weight * raw, 4),
-                            field=field_name,
-                            detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
+                for j, raw in field_index.scores_of(token, wanted):
+                    if raw > 0:
+                        breakdowns[j].append(
+                            TermContribution(
+                                term=term,
+                                rule=f"bm25 {field_name}",
+                                points=round(field_index.weight * raw, 4),
+                                field=field_name,
+                                detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
+                            )
                         )
-                    )
-        return breakdown
+        return breakdowns
 
     def explain(
-        self, doc: int, score: float, pairs: Sequence[tuple[str, str]], reading: QueryReading, index: BM25Index,
-        *, server: float = 0.0,
+        self, doc: int, score: float, reading: QueryReading, index: BM25Index,
+        *, terms: list[TermContribution], server: float = 0.0,
     ) -> ScoredTool:
-        breakdown = self.term_contributions(doc, pairs, index)
+        breakdown = list(terms)
         if server > 0:
             breakdown.append(
                 TermContribution(

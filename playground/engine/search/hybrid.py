@@ -275,8 +275,7 @@ class HybridBackend(SearchBackend):
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
         results: list[ScoredTool] = []
-        for i in order:
-            terms = self.bm25.term_contributions(i, pairs, index.bm25)
+        for i, terms in zip(order, self.bm25.term_contributions(order, pairs, index.bm25)):
             term_summary = ", ".join(f"{c.term}→{c.field} {c.points:g}" for c in terms[:6]) or "no term matched"
             breakdown = [
                 TermContribution(
