@@ -71,19 +71,25 @@ MIN_INTENT_WORDS = 3
 MAX_PIECES = 24
 
 
-def split_intents(query: str) -> list[str]:
-    """The sentences of a query that asks for several things (fragments under 3 content words
-    join the previous one). One sentence, or more than MAX_PIECES → [] (read whole)."""
+def _split_request(query: str, breaks: re.Pattern[str], min_words: int) -> list[str]:
+    """The pieces of `query` between `breaks`; a piece under `min_words` content words joins the
+    previous one. One piece, or more than MAX_PIECES → [] (the query is read whole)."""
     pieces: list[str] = []
-    for piece in _SENTENCE_END.split(query.strip()):
+    for piece in breaks.split(query.strip()):
         piece = piece.strip()
         if not piece:
             continue
-        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < MIN_INTENT_WORDS:
+        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < min_words:
             pieces[-1] = f"{pieces[-1]} {piece}"
         else:
             pieces.append(piece)
     return pieces if 1 < len(pieces) <= MAX_PIECES else []
+
+
+def split_intents(query: str) -> list[str]:
+    """The sentences of a query that asks for several things (fragments under 3 content words
+    join the previous one); [] when it is one sentence."""
+    return _split_request(query, _SENTENCE_END, MIN_INTENT_WORDS)
 
 
 # Clause boundaries of a request: sentence ends, commas, and the words that join sub-requests.
@@ -96,17 +102,8 @@ MIN_ASPECT_WORDS = 2
 
 def split_aspects(query: str) -> list[str]:
     """The clauses of a request that asks for several things (a fragment under 2 content words
-    joins the previous clause). One clause, or more than MAX_PIECES → [] (nothing to cover)."""
-    pieces: list[str] = []
-    for piece in _CLAUSE_BREAK.split(query.strip()):
-        piece = piece.strip()
-        if not piece:
-            continue
-        if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < MIN_ASPECT_WORDS:
-            pieces[-1] = f"{pieces[-1]} {piece}"
-        else:
-            pieces.append(piece)
-    return pieces if 1 < len(pieces) <= MAX_PIECES else []
+    joins the previous clause); [] when it is one clause (nothing to cover)."""
+    return _split_request(query, _CLAUSE_BREAK, MIN_ASPECT_WORDS)
 
 
 @dataclass
