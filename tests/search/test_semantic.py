@@ -130,3 +130,28 @@ def test_in_place_gelu_and_layer_norm_match_their_definitions():
     mean = rows.mean(axis=1, keepdims=True)
     plain = (rows - mean) / np.sqrt(((rows - mean) ** 2).mean(axis=1, keepdims=True) + 1e-12) * weight + bias
     assert np.allclose(_layer_norm_(rows.copy(), weight, bias, 1e-12), plain, atol=1e-5)
+
+
+def test_query_embedder_batches_misses_and_keeps_what_a_prefetch_touched():
+    from playground.engine.search.semantic import QueryEmbedder
+
+    class FakeEncoder:
+        calls: list[list[str]] = []
+
+        def encode(self, texts):
+            self.calls.append(list(texts))
+            return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+        def encode_one(self, text):
+            return self.encode([text])[0]
+
+    encoder = FakeEncoder()
+    embedder = QueryEmbedder(encoder, size=2)
+    embedder.prefetch(["a", "bb", "a"])
+    assert encoder.calls == [["a", "bb"]]  # one batch, each text once
+    embedder.prefetch(["a", "ccc"])  # "a" is used again, so "bb" is the one to go
+    assert encoder.calls[-1] == ["ccc"]
+    assert embedder("a")[0] == 1.0 and embedder("ccc")[0] == 3.0
+    assert len(encoder.calls) == 2  # both answered from the cache
+    embedder("bb")
+    assert encoder.calls[-1] == ["bb"]  # evicted, so encoded again

@@ -68,17 +68,17 @@ class QueryEmbedder:
             self._cache.clear()
 
     def prefetch(self, texts: list[str]) -> None:
-        """Encode, in one batch, those of `texts` not cached yet."""
+        """Encode, in one batch, those of `texts` not cached yet; the cached ones count as used, so
+        the new vectors do not push out what the caller is about to read."""
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if not missing:
-            return
-        vectors = self.encoder.encode(missing)
-        with self._lock:
-            for text_, vector in zip(missing, vectors):
-                self._cache[text_] = vector
-            while len(self._cache) > self.size:
-                self._cache.popitem(last=False)
+            missing = []
+            for text_ in dict.fromkeys(texts):
+                if text_ in self._cache:
+                    self._cache.move_to_end(text_)
+                else:
+                    missing.append(text_)
+        if missing:
+            self._remember(missing, self.encoder.encode(missing))
 
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
@@ -87,11 +87,16 @@ class QueryEmbedder:
                 self._cache.move_to_end(text)
                 return vector
         vector = self.encoder.encode_one(text)
+        self._remember([text], [vector])
+        return vector
+
+    def _remember(self, texts: list[str], vectors) -> None:
         with self._lock:
-            self._cache[text] = vector
+            for text_, vector in zip(texts, vectors):
+                self._cache[text_] = vector
+                self._cache.move_to_end(text_)
             while len(self._cache) > self.size:
                 self._cache.popitem(last=False)
-        return vector
 
 
 _query_embedders: dict[int, QueryEmbedder] = {}
