@@ -204,7 +204,17 @@ AGENT_MAX_TURNS = envint("AGENT_MAX_TURNS", 12)
 AGENT_MAX_TOKENS = envint("AGENT_MAX_TOKENS", 4096)
 TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or 30)
 PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
-# A second cancel frees a conversation whose worker has written nothing for this long (it died).
+# A worker running a conversation marks it alive this often; a run whose mark is older than
+# AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
+AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)
+AGENT_LOST_SECONDS = float(os.environ.get("AGENT_LOST_SECONDS") or 60)
+if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_SECONDS:
+    # A lost-after shorter than a few heartbeats would release runs that are only a little late.
+    raise RuntimeError(
+        f"AGENT_LOST_SECONDS ({AGENT_LOST_SECONDS:g}) must be at least 3 x AGENT_HEARTBEAT_SECONDS "
+        f"({AGENT_HEARTBEAT_SECONDS:g}), and the heartbeat above 0"
+    )
+# A message no worker has picked up (no heartbeat yet): a second cancel frees it after this long.
 AGENT_STALE_SECONDS = float(os.environ.get("AGENT_STALE_SECONDS") or 600)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)

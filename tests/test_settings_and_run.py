@@ -160,6 +160,15 @@ def test_production_refuses_to_start_without_a_secret_key():
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
 
 
+@pytest.mark.parametrize("heartbeat, lost", [("10", "20"), ("0", "60")])
+def test_a_lost_worker_timeout_of_under_three_heartbeats_is_refused(heartbeat, lost):
+    result = settings_in_subprocess({"AGENT_HEARTBEAT_SECONDS": heartbeat, "AGENT_LOST_SECONDS": lost}, "s.AGENT_LOST_SECONDS")
+    assert result.returncode != 0
+    assert "AGENT_LOST_SECONDS" in result.stderr and "at least 3 x AGENT_HEARTBEAT_SECONDS" in result.stderr
+    accepted = settings_in_subprocess({"AGENT_HEARTBEAT_SECONDS": "5", "AGENT_LOST_SECONDS": "15"}, "s.AGENT_LOST_SECONDS")
+    assert accepted.returncode == 0 and accepted.stdout.strip() == "15.0"
+
+
 def test_empty_variables_from_an_env_file_mean_the_defaults():
     result = settings_in_subprocess(
         {"STATIC_ROOT": "", "CELERY_BROKER_URL": "", "REDIS_URL": "", "CHANNELS_PREFIX": ""},

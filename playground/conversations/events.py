@@ -188,6 +188,10 @@ EVENT_TYPES: dict[str, type[LoopEvent]] = {
 }
 
 
+class RunReleased(Exception):
+    """The run no longer owns its conversation: its worker was given up on, or a newer message took over."""
+
+
 def record_event(
     conversation: Conversation | int,
     event: LoopEvent,
@@ -195,6 +199,7 @@ def record_event(
     parent_sequence: int | None = None,
     turn_sequence: int | None = None,
     status: str | None = None,
+    run_token: str = "",
 ) -> Event:
     """Save one event with the next sequence number, then broadcast it once the row is committed.
 
@@ -203,7 +208,8 @@ def record_event(
     lock (a read-then-upgrade would fail with "database is locked" instead of waiting), so concurrent
     writers queue up and each reads its own number. The unique (conversation, sequence) constraint
     backs this up. `status`, when given, is written in the same UPDATE so the event and the status the
-    page shows agree.
+    page shows agree. `run_token`, when given, must still own the conversation (lease.py), or nothing
+    is written and RunReleased is raised: a worker given up on cannot write into a newer run.
     """
     if not event.type or event.type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event.type!r}")
@@ -212,7 +218,10 @@ def record_event(
         updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
         if status is not None:
             updates["status"] = status
-        if not Conversation.objects.filter(pk=conversation_id).update(**updates):
+        rows = Conversation.objects.filter(pk=conversation_id)
+        if not (rows.filter(run_token=run_token) if run_token else rows).update(**updates):
+            if run_token and rows.exists():
+                raise RunReleased(f"conversation {conversation_id} is no longer owned by run {run_token}")
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
         sequence = Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", flat=True).get() - 1
         row = Event.objects.create(

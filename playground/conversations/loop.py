@@ -21,7 +21,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.conversations import events as ev
-from playground.conversations.events import lock_conversation, record_event
+from playground.conversations.events import RunReleased, lock_conversation, record_event
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import (
     ModelProvider,
@@ -70,8 +70,17 @@ class MessageStore:
 
 
 class ConversationMessages(MessageStore):
-    def __init__(self, conversation_id: int) -> None:
+    """The conversation's messages in the database. With a run token, writes happen only while that
+    run still owns the conversation (checked under the row lock, as `services._release` takes it)."""
+
+    def __init__(self, conversation_id: int, run_token: str = "") -> None:
         self.conversation_id = conversation_id
+        self.run_token = run_token
+
+    def _lock(self) -> None:
+        locked = lock_conversation(self.conversation_id)
+        if self.run_token and locked.run_token != self.run_token:
+            raise RunReleased(f"conversation {self.conversation_id} is no longer owned by run {self.run_token}")
 
     def load(self) -> list[dict[str, Any]]:
         rows = Message.objects.filter(conversation_id=self.conversation_id, compacted=False).order_by("position")
@@ -79,15 +88,17 @@ class ConversationMessages(MessageStore):
 
     def append(self, role: str, content: list[dict[str, Any]]) -> None:
         with transaction.atomic():
-            lock_conversation(self.conversation_id)
+            self._lock()
             position = (Message.objects.filter(conversation_id=self.conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
             Message.objects.create(conversation_id=self.conversation_id, position=position, role=role, content=content)
 
     def extend_last_user(self, block: dict[str, Any]) -> None:
-        row = Message.objects.filter(conversation_id=self.conversation_id, role="user", compacted=False).order_by("-position").first()
-        if row is not None:
-            row.content = [*row.content, block]
-            row.save(update_fields=["content"])
+        with transaction.atomic():
+            self._lock()
+            row = Message.objects.filter(conversation_id=self.conversation_id, role="user", compacted=False).order_by("-position").first()
+            if row is not None:
+                row.content = [*row.content, block]
+                row.save(update_fields=["content"])
 
 
 class MemoryMessages(MessageStore):
@@ -135,11 +146,14 @@ class AgentRun:
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
         row = record_event(self.conversation, event, parent_sequence=self.parent_sequence,
-                           turn_sequence=turn_sequence, status=status)
+                           turn_sequence=turn_sequence, status=status, run_token=self.conversation.run_token)
         return row.sequence
 
     def check_cancel(self) -> None:
-        status = Conversation.objects.filter(pk=self.conversation.pk).values_list("status", flat=True).first()
+        """Stop here if the person cancelled, or if this run no longer owns the conversation (lease.py)."""
+        status, run_token = Conversation.objects.filter(pk=self.conversation.pk).values_list("status", "run_token").get()
+        if run_token != self.conversation.run_token:
+            raise RunReleased(f"conversation {self.conversation.pk} is no longer owned by this run")
         if status == Conversation.Status.CANCELLING:
             raise Cancelled()
 
@@ -529,34 +543,47 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,
         policy=adapter.permission_policy(conversation.profile),
         agent_settings=adapter.agent_settings(profile, wire_style=wire_style),
-        store=ConversationMessages(conversation.pk), server_search=server_search,
+        store=ConversationMessages(conversation.pk, conversation.run_token), server_search=server_search,
     )
 
 
 def run_conversation(conversation_id: int, *, provider: ModelProvider | None = None,
                      executor: ToolExecutor | None = None) -> RunOutcome:
-    """Run the loop for the person's latest message. Always leaves the conversation idle or failed."""
+    """Run the loop for the person's latest message. Always leaves the conversation idle or failed,
+    unless the run no longer owns it (released as lost, or superseded): then it writes nothing more."""
     conversation = Conversation.objects.get(pk=conversation_id)
+    try:
+        return _run_owned(conversation, provider=provider, executor=executor)
+    except RunReleased:
+        logger.warning("conversation %s: this run was released while it ran; it stops without writing", conversation_id)
+        return RunOutcome("released")
+
+
+def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
+               executor: ToolExecutor | None) -> RunOutcome:
+    def finish(event: ev.LoopEvent, status: str) -> None:
+        record_event(conversation, event, status=status, run_token=conversation.run_token)
+
     if conversation.status == Conversation.Status.CANCELLING:
-        record_event(conversation, ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
-                     status=Conversation.Status.IDLE)
+        finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
+               Conversation.Status.IDLE)
         return RunOutcome("cancelled")
     try:
         run = build_run(conversation, provider=provider, executor=executor)
         outcome = run.run()
+    except RunReleased:
+        raise  # not a failure of this conversation: a newer run or the release owns it now
     except Cancelled:
-        record_event(conversation, ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
-                     status=Conversation.Status.IDLE)
+        finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
+               Conversation.Status.IDLE)
         return RunOutcome("cancelled")
     except ProviderError as exc:
-        record_event(conversation, ev.ErrorEvent(message=exc.message, kind=exc.kind, status_code=exc.status_code),
-                     status=Conversation.Status.FAILED)
+        finish(ev.ErrorEvent(message=exc.message, kind=exc.kind, status_code=exc.status_code), Conversation.Status.FAILED)
         return RunOutcome("error", exc.message)
     except Exception as exc:  # noqa: BLE001 - never leave a conversation hanging in "running"
-        logger.exception("conversation %s: the loop failed", conversation_id)
-        record_event(conversation, ev.ErrorEvent(message=f"{exc.__class__.__name__}: {exc}", kind="internal"),
-                     status=Conversation.Status.FAILED)
+        logger.exception("conversation %s: the loop failed", conversation.pk)
+        finish(ev.ErrorEvent(message=f"{exc.__class__.__name__}: {exc}", kind="internal"), Conversation.Status.FAILED)
         return RunOutcome("error", str(exc))
     final_status = Conversation.Status.FAILED if outcome.reason == "error" else Conversation.Status.IDLE
-    record_event(conversation, ev.StatusChanged(status=final_status, note=outcome.reason), status=final_status)
+    finish(ev.StatusChanged(status=final_status, note=outcome.reason), final_status)
     return outcome

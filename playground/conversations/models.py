@@ -27,6 +27,10 @@ class Conversation(models.Model):
     provider = models.CharField(max_length=40, blank=True)
     # Tools the person approved "always" in this conversation (call-time `ask` no longer prompts).
     always_allowed = models.JSONField(default=list, blank=True)
+    # The lease of the run in progress (lease.py): which run owns the conversation, and when its
+    # worker last said it is alive. A run whose heartbeat stops is released (services.release_lost_run).
+    run_token = models.CharField(max_length=32, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -73,6 +74,8 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         raise ConversationError(f"The message is too long ({len(text)} characters; at most {MAX_MESSAGE_CHARS}).")
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
+        if run_is_lost(locked):
+            _release(locked)  # its worker is gone: the person need not cancel first
         if locked.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED):
             raise ConversationError(f"The agent is still working ({locked.get_status_display().lower()}); wait or cancel first.")
         position = (locked.messages.aggregate(m=Max("position"))["m"] or 0) + 1
@@ -81,20 +84,24 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         )
         if not locked.title:
             Conversation.objects.filter(pk=locked.pk).update(title=text[:80])
+        # A new run owns the conversation from here; no worker has claimed it yet (lease.py).
+        run_token = uuid.uuid4().hex
+        Conversation.objects.filter(pk=locked.pk).update(run_token=run_token, heartbeat_at=None)
         record_event(locked, ChatMessage(role="user", text=text, author=getattr(user, "username", "")),
                      status=Conversation.Status.RUNNING)
         if enqueue:
-            transaction.on_commit(lambda: queue_run(locked.pk))
+            transaction.on_commit(lambda: queue_run(locked.pk, run_token))
     conversation.status = Conversation.Status.RUNNING
+    conversation.run_token, conversation.heartbeat_at = run_token, None
     return message
 
 
-def queue_run(conversation_id: int) -> None:
+def queue_run(conversation_id: int, run_token: str = "") -> None:
     """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever."""
     from playground.conversations.tasks import run_conversation_task
 
     try:
-        run_conversation_task.delay(conversation_id)
+        run_conversation_task.delay(conversation_id, run_token)
     except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; the page must show one clear error
         logger.exception("could not queue the run of conversation %s", conversation_id)
         record_event(conversation_id, ErrorEvent(message=f"Could not hand the message to a worker (is Redis running?): {exc}",
@@ -141,6 +148,10 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
     """Ask the loop to stop at its next step. False when nothing is running."""
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
+        if run_is_lost(locked):
+            _release(locked)  # the worker is gone: nobody would act on the cancel
+            conversation.status = locked.status
+            return True
         if locked.status == Conversation.Status.CANCELLING and _run_is_stale(locked):
             # Nobody acted on the first cancel for a long time: the worker died. Free the conversation.
             record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
@@ -158,5 +169,85 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
 
 
 def _run_is_stale(conversation: Conversation) -> bool:
+    """No worker has claimed this run (no heartbeat yet) and nothing happened for AGENT_STALE_SECONDS."""
+    if conversation.heartbeat_at is not None:
+        return False  # a worker claimed it: its heartbeat decides (run_is_lost)
     last = conversation.events.order_by("-sequence").values_list("created_at", flat=True).first()
     return last is None or (timezone.now() - last).total_seconds() > settings.AGENT_STALE_SECONDS
+
+
+# -- lost workers (lease.py) ------------------------------------------------------------------------
+ACTIVE_STATUSES = (Conversation.Status.RUNNING, Conversation.Status.WAITING, Conversation.Status.CANCELLING)
+
+
+def run_is_lost(conversation: Conversation) -> bool:
+    """A worker claimed this run, and its heartbeat is older than AGENT_LOST_SECONDS."""
+    return (
+        conversation.status in ACTIVE_STATUSES
+        and conversation.heartbeat_at is not None
+        and timezone.now() - conversation.heartbeat_at > timedelta(seconds=settings.AGENT_LOST_SECONDS)
+    )
+
+
+def release_lost_run(conversation: Conversation) -> bool:
+    """Free `conversation` when its worker is gone; True when it was released now."""
+    if not run_is_lost(conversation):
+        return False
+    with transaction.atomic():
+        locked = lock_conversation(conversation.pk)
+        if not run_is_lost(locked):
+            return False  # the worker wrote a heartbeat meanwhile, or someone else released it
+        _release(locked)
+    conversation.status, conversation.run_token, conversation.heartbeat_at = locked.status, "", None
+    return True
+
+
+def release_lost_runs() -> int:
+    """Release every conversation whose worker is gone; how many were."""
+    cutoff = timezone.now() - timedelta(seconds=settings.AGENT_LOST_SECONDS)
+    released = 0
+    for pk in Conversation.objects.filter(status__in=ACTIVE_STATUSES, heartbeat_at__lt=cutoff).values_list("pk", flat=True):
+        conversation = Conversation.objects.filter(pk=pk).first()
+        if conversation is not None and release_lost_run(conversation):
+            logger.warning("conversation %s: its worker stopped answering; the run was released", pk)
+            released += 1
+    return released
+
+
+def _release(locked: Conversation) -> None:
+    """Inside the caller's transaction, with the row locked: end a run whose worker is gone.
+
+    The history stays valid for the next message (every tool_use gets a tool_result), an open
+    permission prompt is closed, and the page is told why. A cancel that was waiting ends idle,
+    anything else failed.
+    """
+    silent = int((timezone.now() - locked.heartbeat_at).total_seconds()) if locked.heartbeat_at else 0
+    was_cancelling = locked.status == Conversation.Status.CANCELLING
+    Conversation.objects.filter(pk=locked.pk).update(run_token="", heartbeat_at=None)
+    locked.run_token, locked.heartbeat_at = "", None
+    _answer_unanswered_calls(locked.pk, "Not run: the worker running this conversation stopped answering.")
+    for prompt in locked.events.filter(type="permission_prompt").order_by("sequence"):
+        if pending_answer(locked.pk, prompt.sequence) is None:
+            answer_permission(locked, prompt.sequence, "cancelled", note="the worker running this conversation was lost")
+    record_event(
+        locked,
+        ErrorEvent(message=f"The worker running this conversation stopped answering (no heartbeat for {silent} s), "
+                           "so the run was stopped." + ("" if was_cancelling else " Send the message again to retry."),
+                   kind="worker_lost"),
+        status=Conversation.Status.IDLE if was_cancelling else Conversation.Status.FAILED,
+    )
+
+
+def _answer_unanswered_calls(conversation_id: int, text: str) -> None:
+    """If the last message is the model's tool calls with no results yet, store error results for them."""
+    last = Message.objects.filter(conversation_id=conversation_id, compacted=False).order_by("-position").first()
+    if last is None or last.role != "assistant":
+        return
+    calls = [block for block in last.content if isinstance(block, dict) and block.get("type") == "tool_use"]
+    if calls:
+        position = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"] + 1
+        Message.objects.create(
+            conversation_id=conversation_id, position=position, role="user",
+            content=[{"type": "tool_result", "tool_use_id": block["id"], "is_error": True,
+                      "content": [{"type": "text", "text": text}]} for block in calls],
+        )

@@ -51,6 +51,8 @@ def conversation_new(request):
 @login_required
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
+    # A page that says "running" for a run whose worker is gone would be a lie: release it first.
+    services.release_lost_run(conversation)
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
 
 

@@ -119,7 +119,7 @@ async def test_messages_answers_and_cancel_go_through_the_socket(redis, admin_us
     from playground.conversations import tasks
 
     queued = []
-    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk: queued.append(pk))
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk, run_token="": queued.append(pk))
     conversation = await database_sync_to_async(services.start_conversation)(admin_user)
     communicator = await connect_as(admin_user, conversation.pk)
     await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))

@@ -15,7 +15,7 @@ def no_queue(monkeypatch):
     from playground.conversations import tasks
 
     queued = []
-    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk: queued.append(pk))
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk, run_token="": queued.append(pk))
     return queued
 
 
@@ -142,7 +142,7 @@ def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_
                                                                       django_capture_on_commit_callbacks):
     from playground.conversations import tasks
 
-    def broker_down(pk):
+    def broker_down(pk, run_token=""):
         raise ConnectionRefusedError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
     monkeypatch.setattr(tasks.run_conversation_task, "delay", broker_down)
