@@ -8,6 +8,8 @@ Whoever meets a running conversation whose heartbeat is older than AGENT_LOST_SE
 error results, and the conversation takes messages again. Who looks: every heartbeat thread (once per
 AGENT_LOST_SECONDS, for all conversations), a worker when it starts (`tasks.py`), the conversation
 page, and cancel and send on that conversation. No scheduler of our own and no Celery beat is needed.
+Heartbeats carry the writer's clock: hosts must agree within seconds (NTP), far under the minute of
+AGENT_LOST_SECONDS.
 
 `run_token` names the run that owns the conversation: `send_message` draws a new one, the task claims
 the conversation only while its token is the current one, and a released run's token is cleared. So a
