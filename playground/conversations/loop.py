@@ -43,7 +43,7 @@ from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
-from playground.engine.tokens import TokenCounter
+from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 
@@ -440,7 +440,7 @@ class AgentRun:
                       counter: TokenCounter) -> tuple[list[dict[str, Any]], CompactionBoundary | None]:
         window = self.agent_settings.context_window
         threshold = int(window * float(settings.COMPACTION_THRESHOLD))
-        tokens = counter.count_text(json.dumps(messages, ensure_ascii=False))
+        tokens = count_messages(counter, messages)
         if tokens < threshold:
             return messages, boundary
         keep_from = _last_person_message(messages)

@@ -14,7 +14,7 @@ from playground.engine.tools import Tool
 
 @dataclass
 class ToolOutcome:
-    """A tool's result, keeping MCP content types: text blocks, images (as notes), structured content."""
+    """A tool's result, keeping MCP content types: text blocks, image blocks, structured content."""
 
     content: list[dict[str, Any]]  # Messages API tool_result content blocks (text / image)
     is_error: bool = False

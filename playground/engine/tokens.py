@@ -16,6 +16,10 @@ from typing import Any
 from playground.engine.tools import Tool
 
 CHARS_PER_TOKEN = 2.5  # Claude Code's estimate when the count-tokens API is not available
+# An image block costs about width × height / 750 tokens after the API scales it to fit 1568 px on
+# its long edge, so about 1,600 at most. Counting its base64 text instead would call a 1 MB
+# screenshot 500,000 tokens and compact the conversation for nothing; we count the upper bound.
+IMAGE_TOKENS = 1600
 
 
 class TokenCounter(ABC):
@@ -167,3 +171,24 @@ class AnthropicTokenCounter(TokenCounter):
         self._cache[key] = value
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+
+
+def without_image_data(value: Any) -> tuple[Any, int]:
+    """A copy of Messages API content with every image block's base64 data emptied, and how many
+    image blocks there were (for counting: see IMAGE_TOKENS)."""
+    if isinstance(value, list):
+        pairs = [without_image_data(item) for item in value]
+        return [item for item, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        if value.get("type") == "image" and isinstance(value.get("source"), dict):
+            return {**value, "source": {**value["source"], "data": ""}}, 1
+        pairs = {key: without_image_data(item) for key, item in value.items()}
+        return {key: item for key, (item, _) in pairs.items()}, sum(n for _, n in pairs.values())
+    return value, 0
+
+
+def count_messages(counter: TokenCounter, messages: Any) -> int:
+    """Tokens of a request's messages (or any Messages API content): the text by `counter`, each
+    image as IMAGE_TOKENS."""
+    stripped, images = without_image_data(messages)
+    return counter.count_text(json.dumps(stripped, ensure_ascii=False, default=str)) + IMAGE_TOKENS * images

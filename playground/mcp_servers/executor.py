@@ -31,6 +31,10 @@ from playground.mcp_servers.transports import ServerConfig
 logger = logging.getLogger(__name__)
 
 SIMULATED_PREFIX = "[SIMULATED RESULT]"
+# What the Messages API takes as an image block (its base64 source's media types and size limit);
+# anything else reaches the model as a note saying what was left out and why.
+API_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_API_IMAGE_BYTES = 5 * 1024 * 1024
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -51,15 +55,19 @@ def simulated_outcome(tool: Tool, arguments: dict[str, Any], reason: str) -> Too
 
 
 def outcome_from_mcp(result: McpCallResult) -> ToolOutcome:
-    """MCP content → Messages API tool_result blocks: text kept, images and other media as notes."""
+    """MCP content → Messages API tool_result blocks: text kept, images the API takes forwarded as
+    image blocks (the model sees them), other media as notes."""
     blocks: list[dict[str, Any]] = []
     for item in result.content:
         kind = item.get("type")
         if kind == "text":
             blocks.append(text_block(item.get("text", "")))
-        elif kind in ("image", "audio"):
+        elif kind == "image":
+            blocks.append(image_block(item.get("data", ""), item.get("mimeType", "")))
+        elif kind == "audio":
             size = _decoded_size(item.get("data", ""))
-            blocks.append(text_block(f"[{kind} returned by the tool: {item.get('mimeType', 'unknown type')}, {size} bytes; not forwarded]"))
+            blocks.append(text_block(f"[audio returned by the tool: {item.get('mimeType', 'unknown type')}, {size} bytes; "
+                                     "not forwarded: the Messages API takes no audio]"))
         elif kind == "resource_link":
             blocks.append(text_block(f"[resource link: {item.get('name', '')} {item.get('uri', '')}]".replace("  ", " ")))
         elif kind == "resource":
@@ -78,6 +86,30 @@ def outcome_from_mcp(result: McpCallResult) -> ToolOutcome:
     if not blocks:
         blocks.append(text_block("(the tool returned no content)"))
     return ToolOutcome(content=blocks, is_error=result.is_error, structured=structured)
+
+
+def image_block(data: str, mime_type: str) -> dict[str, Any]:
+    """An MCP image as a Messages API image block, or a note when the API would refuse it."""
+    size = _decoded_size(data)
+    media_type = (mime_type or "").lower()
+    if media_type == "image/jpg":
+        media_type = "image/jpeg"  # a common misspelling; the bytes are the same
+    if media_type not in API_IMAGE_TYPES:
+        why = f"the Messages API takes only {', '.join(API_IMAGE_TYPES)}"
+    elif size > MAX_API_IMAGE_BYTES:
+        why = f"over the Messages API's {MAX_API_IMAGE_BYTES // (1024 * 1024)} MB limit per image"
+    elif not _is_base64(data):
+        why = "its data is not valid base64"
+    else:
+        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    return text_block(f"[image returned by the tool: {mime_type or 'unknown type'}, {size} bytes; not forwarded: {why}]")
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        return bool(data) and bool(base64.b64decode(data, validate=True))
+    except (ValueError, TypeError):
+        return False
 
 
 def _decoded_size(data: str) -> int:

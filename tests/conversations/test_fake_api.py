@@ -1,6 +1,8 @@
 """The fake Messages API rejects what the real API rejects, with the real error shape, through the real SDK."""
 from __future__ import annotations
 
+import base64
+
 import anthropic
 import pytest
 
@@ -101,3 +103,34 @@ def test_an_unscripted_request_fails_loudly():
     with FakeMessagesAPI() as server, pytest.raises(anthropic.APIStatusError) as info:
         ask(server, tools=[SEARCH], messages=[{"role": "user", "content": "hi"}], retries=2)
     assert info.value.status_code == 418 and len(server.message_requests) == 1
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+
+
+def image_result(source):
+    return [
+        {"role": "user", "content": "badge?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "mcp__time__get_current_time", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                      "content": [{"type": "text", "text": "here"}, {"type": "image", "source": source}]}]},
+    ]
+
+
+def test_an_image_in_a_tool_result_is_accepted():
+    with FakeMessagesAPI() as server:
+        server.script(text_reply("a red badge"))
+        answer = ask(server, tools=[TIME], messages=image_result({"type": "base64", "media_type": "image/png", "data": PIXEL}))
+        assert answer.content[0].text == "a red badge"
+
+
+@pytest.mark.parametrize("source, message", [
+    ({"type": "base64", "media_type": "image/bmp", "data": PIXEL},
+     "tool_result.content.1.image.source.base64.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"),
+    ({"type": "base64", "media_type": "image/png", "data": "%%%"}, "image.source.base64: invalid base64 data"),
+    ({"type": "base64", "media_type": "image/png", "data": base64.b64encode(b"\0" * (5 * 1024 * 1024 + 1)).decode()},
+     "image exceeds 5 MB maximum: 5242881 bytes > 5242880 bytes"),
+])
+def test_an_image_the_real_api_would_refuse_is_refused(source, message):
+    with FakeMessagesAPI() as server:
+        assert message in rejected(server, tools=[TIME], messages=image_result(source))

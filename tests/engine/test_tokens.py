@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anthropic
 import pytest
 
-from playground.engine.tokens import AnthropicTokenCounter, CharEstimateCounter
+from playground.engine.tokens import IMAGE_TOKENS, AnthropicTokenCounter, CharEstimateCounter, count_messages, without_image_data
 
 TOOLS = [{"name": "alpha", "description": "x" * 100, "input_schema": {"type": "object", "properties": {}}}]
 
@@ -115,3 +115,16 @@ def test_the_api_counter_caches_engine_tool_counts_by_content(count_tokens_serve
     calls = handler.calls
     assert counter.count_engine_tools([Tool(name="alpha", description="x" * 100)]) == first and handler.calls == calls
     assert first == counter.count_tools([t.to_api() for t in tools])
+
+
+def test_an_image_counts_as_its_upper_bound_not_as_its_base64_text():
+    counter = CharEstimateCounter()
+    screenshot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 1_000_000}}
+    text = [{"role": "user", "content": [{"type": "text", "text": "look"}]}]
+    with_image = [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                                {"type": "tool_result", "tool_use_id": "t", "content": [screenshot]}]}]
+    stripped, images = without_image_data(with_image)
+    assert images == 1 and stripped[0]["content"][1]["content"][0]["source"]["data"] == ""
+    assert with_image[0]["content"][1]["content"][0]["source"]["data"] == "A" * 1_000_000  # the input is not changed
+    assert count_messages(counter, text) == counter.count_text(json.dumps(text))
+    assert IMAGE_TOKENS < count_messages(counter, with_image) < IMAGE_TOKENS + 100

@@ -1,6 +1,7 @@
 """PlaygroundExecutor: MCP tools through pooled sessions, built-ins in-process, catalog-only simulated."""
 from __future__ import annotations
 
+import base64
 import sys
 
 import pytest
@@ -9,7 +10,8 @@ from playground.engine.execution import ToolOutcome
 from playground.engine.tools import Tool
 from playground.mcp_servers import services
 from playground.mcp_servers.connection import McpCallResult
-from playground.mcp_servers.executor import SIMULATED_PREFIX, PlaygroundExecutor, outcome_from_mcp
+from playground.conversations.testing.fake_api import validate_image_block
+from playground.mcp_servers.executor import MAX_API_IMAGE_BYTES, SIMULATED_PREFIX, PlaygroundExecutor, outcome_from_mcp
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.session_pool import session_pool
 from tests.mcp_servers.conftest import child_pids
@@ -64,10 +66,35 @@ def test_a_tool_error_keeps_is_error(stdio_demo_row, executor):
     assert outcome.is_error and "quota exceeded" in outcome.text()
 
 
-def test_an_image_becomes_a_note(stdio_demo_row, executor):
+def test_an_image_is_forwarded_as_a_messages_api_image_block(stdio_demo_row, executor):
     outcome = executor.execute(mcp_tool("render_badge"), {"color": "red"})
-    assert outcome.content[0]["type"] == "text"
-    assert "image/png" in outcome.text() and "bytes" in outcome.text()
+    image = outcome.content[0]
+    assert image["type"] == "image" and image["source"]["type"] == "base64"
+    assert image["source"]["media_type"] == "image/png"
+    assert base64.b64decode(image["source"]["data"]).startswith(b"\x89PNG\r\n\x1a\n")
+    validate_image_block(image, "messages.2.content.0.tool_result.content.0")  # what the API would accept
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
+
+
+@pytest.mark.parametrize("item, reason", [
+    ({"type": "image", "mimeType": "image/bmp", "data": PNG}, "takes only image/jpeg, image/png, image/gif, image/webp"),
+    ({"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\0" * (MAX_API_IMAGE_BYTES + 1)).decode()},
+     "over the Messages API's 5 MB limit"),
+    ({"type": "image", "mimeType": "image/png", "data": "not base64!"}, "not valid base64"),
+    ({"type": "image", "mimeType": "image/png", "data": ""}, "not valid base64"),
+    ({"type": "audio", "mimeType": "audio/wav", "data": PNG}, "the Messages API takes no audio"),
+])
+def test_media_the_api_would_refuse_become_a_note_saying_why(item, reason):
+    outcome = outcome_from_mcp(McpCallResult(content=[item, {"type": "text", "text": "done"}]))
+    assert [b["type"] for b in outcome.content] == ["text", "text"]
+    assert reason in outcome.content[0]["text"] and item["mimeType"] in outcome.content[0]["text"]
+
+
+def test_an_image_jpg_media_type_is_sent_as_jpeg():
+    outcome = outcome_from_mcp(McpCallResult(content=[{"type": "image", "mimeType": "image/jpg", "data": PNG}]))
+    assert outcome.content[0]["source"]["media_type"] == "image/jpeg"
 
 
 def test_a_sanitised_name_calls_the_servers_original_tool(stdio_demo_row, executor):

@@ -132,6 +132,7 @@ def test_an_image_result_is_shown(admin_client, synced_demo):
     url, p = call_url(synced_demo, "mcp__demo__render_badge")
     html = admin_client.post(url, {f"{p}-mode": "form", f"{p}-arg__color": "red", f"{p}-timeout": "10"}, **HTMX).content.decode()
     assert 'data-testid="call-image"' in html and "data:image/png;base64," in html
+    assert 'data-testid="call-text"' not in html  # the image block is not also shown as an empty text box
 
 
 def test_without_htmx_the_result_gets_a_full_page(admin_client, synced_demo):

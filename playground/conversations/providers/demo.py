@@ -22,7 +22,7 @@ from typing import Any
 
 from playground.conversations.providers.base import ModelProvider, ProviderResponse
 from playground.conversations.subagents import AGENT_TOOL_NAME
-from playground.engine.tokens import CharEstimateCounter
+from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.tools import TOOL_SEARCH_NAME
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
@@ -291,7 +291,7 @@ class DemoAgentProvider(ModelProvider):
     @staticmethod
     def _usage(request_kwargs: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         return {
-            "input": _ESTIMATE.count_text(json.dumps(request_kwargs, default=str)),
+            "input": count_messages(_ESTIMATE, request_kwargs),
             "output": _ESTIMATE.count_text(json.dumps(content)),
             "cache_read": 0,
             "cache_write": 0,

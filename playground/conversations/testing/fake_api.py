@@ -19,6 +19,7 @@ Scripted replies may also be HTTP errors (429, 529, 500…) to exercise the SDK'
 """
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import re
@@ -217,6 +218,15 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
                         for ref in inner:
                             if ref.get("tool_name") not in names:
                                 raise InvalidRequest(f"Tool reference '{ref.get('tool_name')}' not found in available tools")
+                    for c_index, inner_block in enumerate(inner):
+                        where = f"messages.{m_index}.content.{b_index}.tool_result.content.{c_index}"
+                        if inner_block.get("type") not in ("text", "image", "search_result", "document", "tool_reference"):
+                            raise InvalidRequest(
+                                f"{where}: Input tag '{inner_block.get('type')}' found using 'type' does not match any of "
+                                "the expected tags: 'text', 'image', 'search_result', 'document'"
+                            )
+                        if inner_block.get("type") == "image":
+                            validate_image_block(inner_block, where)
             pending_tool_uses = []
         else:
             pending_tool_uses = [b.get("id", "") for b in blocks if b.get("type") == "tool_use"]
@@ -227,6 +237,29 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
             "messages: the final assistant message has `tool_use` blocks without `tool_result` blocks: "
             + ", ".join(pending_tool_uses)
         )
+
+
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+
+
+def validate_image_block(block: dict[str, Any], where: str) -> None:
+    """An image block's base64 source as the real API checks it: media type, decodable data, 5 MB."""
+    source = block.get("source") or {}
+    if source.get("type") != "base64":
+        raise InvalidRequest(f"{where}.image.source: Input tag '{source.get('type')}' found using 'type' does not match "
+                             "any of the expected tags: 'base64', 'url', 'file'")
+    if source.get("media_type") not in IMAGE_MEDIA_TYPES:
+        raise InvalidRequest(f"{where}.image.source.base64.media_type: Input should be 'image/jpeg', 'image/png', "
+                             "'image/gif' or 'image/webp'")
+    try:
+        size = len(base64.b64decode(source.get("data") or "", validate=True))
+    except (ValueError, TypeError):
+        raise InvalidRequest(f"{where}.image.source.base64: invalid base64 data") from None
+    if size == 0:
+        raise InvalidRequest(f"{where}.image.source.base64: image cannot be empty")
+    if size > MAX_IMAGE_BYTES:
+        raise InvalidRequest(f"{where}.image.source.base64: image exceeds 5 MB maximum: {size} bytes > {MAX_IMAGE_BYTES} bytes")
 
 
 class FakeMessagesAPI:
