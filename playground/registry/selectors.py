@@ -1,12 +1,18 @@
-"""Registry reads shared by pages: the filtered tool list and its totals."""
+"""Registry reads shared by pages: the filtered tool list and its totals, a tool's fate per profile."""
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet, Sum
 
+from playground.engine.permissions import PermissionDecision, PermissionRule
+from playground.engine.tools import Tool as EngineTool
+from playground.engine.tools import ToolCatalog
 from playground.mcp_servers.models import McpServer
-from playground.registry.models import Tool
+from playground.registry.models import AgentProfile, Tool
+from playground.registry.models import PermissionRule as RuleRow
 
 YES_NO = {"yes": True, "no": False}
 
@@ -41,3 +47,45 @@ def server_names() -> list[str]:
     registered = set(McpServer.objects.values_list("name", flat=True))
     imported = set(Tool.objects.exclude(server_name="").order_by().values_list("server_name", flat=True).distinct())
     return sorted(registered | imported)
+
+
+@dataclass(frozen=True)
+class ProfileVerdict:
+    """What one profile's model gets of one tool: kept off its tool list, or the rules' decision."""
+
+    profile: AgentProfile
+    in_tool_list: bool  # False: its allowed / disallowed lists (or the subagent denylist) leave it out
+    decision: PermissionDecision | None  # None when it is not on the tool list
+
+    @property
+    def effect(self) -> str:
+        return self.decision.effect if self.decision is not None else "excluded"
+
+    @property
+    def reason(self) -> str:
+        if self.decision is None:
+            return "not on this profile's tool list (allowed / disallowed tools" + (
+                ", or the subagent denylist)" if self.profile.is_subagent else ")")
+        return self.decision.reason
+
+
+def tool_verdicts(engine_tool: EngineTool) -> list[ProfileVerdict]:
+    """Per agent profile, whether its model can see `engine_tool` and why: the same adapter calls a
+    conversation makes (`profile_catalog`, `permission_policy`), with every rule read in one query."""
+    from playground.registry import adapter
+
+    global_rules: list[PermissionRule] = []
+    by_profile: dict[int, list[PermissionRule]] = defaultdict(list)
+    for row in RuleRow.objects.select_related("profile").order_by("profile_id", "pattern", "id"):
+        rule = PermissionRule(effect=row.effect, pattern=row.pattern,
+                              scope=row.profile.name if row.profile_id else "global", rule_id=row.pk)
+        (by_profile[row.profile_id] if row.profile_id else global_rules).append(rule)
+    verdicts = []
+    for profile in AgentProfile.objects.order_by("name"):
+        in_tool_list = engine_tool.name in adapter.profile_catalog(profile, ToolCatalog([engine_tool]))
+        decision = None
+        if in_tool_list:
+            policy = adapter.permission_policy(profile, rules=global_rules + by_profile.get(profile.pk, []))
+            decision = policy.decide(engine_tool.name)
+        verdicts.append(ProfileVerdict(profile=profile, in_tool_list=in_tool_list, decision=decision))
+    return verdicts

@@ -67,10 +67,13 @@ def tool_bulk(request):
 @require_safe
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
+    verdicts: list = []
     try:
         engine_tool = adapter.tool_to_engine(tool)
         api_definition = json.dumps(engine_tool.to_api(defer_loading=tool.deferred), indent=2, ensure_ascii=False)
         definition_error = ""
+        if tool.enabled:
+            verdicts = selectors.tool_verdicts(engine_tool)
     except ToolDefinitionError as exc:
         api_definition, definition_error = "", str(exc)
     decision = adapter.permission_policy().decide(tool.name)
@@ -80,6 +83,7 @@ def tool_detail(request, pk: int):
         "api_definition": api_definition,
         "definition_error": definition_error,
         "global_decision": decision,
+        "verdicts": verdicts,
     }
     return render(request, "registry/tool_detail.html", context)
 

@@ -1,0 +1,75 @@
+"""The tool detail page: what each agent profile's model gets of the tool, as a conversation decides it."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from playground.registry import adapter
+from playground.registry.models import AgentProfile, PermissionRule, Tool
+
+ROW = re.compile(r'<tr data-profile="([^"]+)" data-effect="(\w+)">')
+
+
+@pytest.fixture
+def profiles(db, tools, deny_delete_rule):
+    """Four profiles whose models get the github tools differently."""
+    open_profile = AgentProfile.objects.create(name="Open", tool_search_mode="true")
+    careful = AgentProfile.objects.create(name="Careful", tool_search_mode="true")
+    PermissionRule.objects.create(effect="ask", pattern="mcp__github__*", profile=careful)
+    slack_only = AgentProfile.objects.create(name="Slack only", tool_search_mode="true", allowed_tools=["mcp__slack__*"])
+    sub = AgentProfile.objects.create(name="Sub", tool_search_mode="true", is_subagent=True,
+                                      disallowed_tools=["mcp__github__create_issue"])
+    return [open_profile, careful, slack_only, sub]
+
+
+def verdicts(client, name: str) -> dict[str, str]:
+    tool = Tool.objects.get(name=name)
+    body = client.get(reverse("registry:tool_detail", args=[tool.pk])).content.decode()
+    return dict(ROW.findall(body))
+
+
+def test_each_profile_shows_whether_its_model_sees_the_tool_and_why(viewer_client, profiles):
+    assert verdicts(viewer_client, "mcp__github__create_issue") == {
+        "Open": "allow", "Careful": "ask", "Slack only": "excluded", "Sub": "excluded"}
+    assert verdicts(viewer_client, "mcp__github__delete_repo") == {
+        "Open": "deny", "Careful": "deny", "Slack only": "excluded", "Sub": "deny"}
+    body = viewer_client.get(reverse("registry:tool_detail", args=[Tool.objects.get(name="mcp__github__delete_repo").pk])).content.decode()
+    assert "deny mcp__github__delete_repo" in body and "not on this profile&#x27;s tool list" in body
+
+
+def test_the_page_agrees_with_what_a_conversation_sends(viewer_client, profiles):
+    for tool in Tool.objects.filter(enabled=True):
+        shown = verdicts(viewer_client, tool.name)
+        for profile in profiles:
+            catalog, filtered = adapter.filtered_catalog(profile)
+            kept = {t.name for t in filtered.permitted}
+            expected = ("excluded" if tool.name not in catalog
+                        else "deny" if tool.name not in kept
+                        else "ask" if tool.name in filtered.ask else "allow")
+            assert shown[profile.name] == expected, (tool.name, profile.name)
+
+
+def test_a_disabled_tool_says_no_model_sees_it(viewer_client, profiles):
+    tool = Tool.objects.get(name="mcp__slack__list_channels")
+    body = viewer_client.get(reverse("registry:tool_detail", args=[tool.pk])).content.decode()
+    assert 'data-testid="profile-verdicts-disabled"' in body and not ROW.search(body)
+
+
+def test_queries_do_not_grow_with_the_number_of_profiles(viewer_client, profiles):
+    url = reverse("registry:tool_detail", args=[Tool.objects.get(name="mcp__github__create_issue").pk])
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert viewer_client.get(url).status_code == 200
+        return len(queries)
+
+    few = count()
+    for index in range(6):
+        profile = AgentProfile.objects.create(name=f"Extra {index}", tool_search_mode="true")
+        PermissionRule.objects.create(effect="ask", pattern="mcp__github", profile=profile)
+    assert count() == few
+    assert len(verdicts(viewer_client, "mcp__github__create_issue")) == 10
