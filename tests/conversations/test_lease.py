@@ -199,3 +199,17 @@ def test_a_run_released_while_it_ran_stops_without_writing(admin_user, tool_worl
     assert last.type == "error" and last.payload["kind"] == "worker_lost"  # nothing written after the release
     assert list(conversation.messages.values_list("role", flat=True)) == ["user"]  # the late reply was not stored
     assert len(fake_api.message_requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_completes_under_a_heartbeat_every_few_milliseconds(admin_user, tool_world, native_profile, settings, caplog):
+    # The heartbeat thread writes while the loop writes: on SQLite both take the one write lock.
+    settings.AGENT_HEARTBEAT_SECONDS = 0.005
+    conversation = services.start_conversation(admin_user, profile=native_profile, provider="demo")
+    services.send_message(conversation, "What time is it in Tokyo?", user=admin_user, enqueue=False)
+    conversation.refresh_from_db()
+    assert run_conversation_task.apply(args=(conversation.pk, conversation.run_token)).get() == "end_turn"
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    assert "tool_result" in event_types(conversation) and "error" not in event_types(conversation)
+    assert "could not write the heartbeat" not in caplog.text
