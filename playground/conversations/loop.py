@@ -38,7 +38,7 @@ from playground.conversations.server_search import (
     server_search_request,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
-from playground.engine.execution import ToolExecutor
+from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
@@ -204,9 +204,7 @@ class AgentRun:
                 # Cut off (max_tokens…) mid-call: answer the calls without running them, or the next
                 # request would carry tool_use blocks without results (a 400).
                 self.store.append("user", [
-                    {"type": "tool_result", "tool_use_id": b["id"], "is_error": True,
-                     "content": [{"type": "text", "text": f"Not run: the response ended with {response.stop_reason}."}]}
-                    for b in tool_uses
+                    error_tool_result(b["id"], f"Not run: the response ended with {response.stop_reason}.") for b in tool_uses
                 ])
             if response.stop_reason != "tool_use" or not tool_uses:
                 self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.IDLE,
@@ -224,8 +222,7 @@ class AgentRun:
                 # Keep the history valid for the next message: every tool_use gets its tool_result.
                 answered = {r["tool_use_id"] for r in results}
                 results.extend(
-                    {"type": "tool_result", "tool_use_id": b["id"], "is_error": True,
-                     "content": [{"type": "text", "text": "Cancelled by the person before this call ran."}]}
+                    error_tool_result(b["id"], "Cancelled by the person before this call ran.")
                     for b in tool_uses if b["id"] not in answered
                 )
                 self.store.append("user", results + siblings)
@@ -348,10 +345,10 @@ class AgentRun:
         return result, []
 
     def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int) -> dict[str, Any]:
-        content = [{"type": "text", "text": message}]
-        self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=content, is_error=True, error=message),
+        result = error_tool_result(tool_use_id, message)
+        self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True, error=message),
                   turn_sequence=turn_seq)
-        return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": content}
+        return result
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:

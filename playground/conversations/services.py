@@ -23,6 +23,7 @@ from playground.conversations.events import (
     record_event,
 )
 from playground.conversations.models import Conversation, Event, Message
+from playground.engine.execution import error_tool_result
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,5 @@ def _answer_unanswered_calls(conversation_id: int, text: str) -> None:
         position = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"] + 1
         Message.objects.create(
             conversation_id=conversation_id, position=position, role="user",
-            content=[{"type": "tool_result", "tool_use_id": block["id"], "is_error": True,
-                      "content": [{"type": "text", "text": text}]} for block in calls],
+            content=[error_tool_result(block["id"], text) for block in calls],
         )

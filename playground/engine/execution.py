@@ -35,6 +35,12 @@ class ToolOutcome:
         }
 
 
+def error_tool_result(tool_use_id: str, text: str) -> dict[str, Any]:
+    """The tool_result block that answers a call with an error the model can read (a call that failed,
+    was refused, or was never run: every tool_use needs its tool_result in the next message)."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [{"type": "text", "text": text}]}
+
+
 class ToolExecutor(ABC):
     @abstractmethod
     def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0) -> ToolOutcome:

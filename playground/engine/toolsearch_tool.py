@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from playground.engine.execution import error_tool_result
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
@@ -137,7 +138,7 @@ def tool_search_user_blocks(tool_use_id: str, result: ToolSearchResult, wire_sty
 
 
 def tool_search_error_result(tool_use_id: str, error: Exception) -> dict[str, Any]:
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [{"type": "text", "text": str(error)}]}
+    return error_tool_result(tool_use_id, str(error))
 
 
 def deferred_tool_not_loaded_message(tool_name: str) -> str:
@@ -149,12 +150,7 @@ def deferred_tool_not_loaded_message(tool_name: str) -> str:
 
 def deferred_tool_not_loaded_result(tool_use_id: str, tool_name: str) -> dict[str, Any]:
     """The tool_result error for a model that called a deferred tool before loading it."""
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        "is_error": True,
-        "content": [{"type": "text", "text": deferred_tool_not_loaded_message(tool_name)}],
-    }
+    return error_tool_result(tool_use_id, deferred_tool_not_loaded_message(tool_name))
 
 
 def _check_wire_style(wire_style: str) -> None:

@@ -154,15 +154,24 @@ def permission_rules(profile: AgentProfile | None = None) -> list[PermissionRule
     if profile is not None and profile.pk:
         scope |= Q(profile=profile)
     rows = RuleRow.objects.filter(scope).select_related("profile").order_by("profile_id", "pattern", "id")
-    return [
-        PermissionRule(
-            effect=row.effect,
-            pattern=row.pattern,
-            scope=row.profile.name if row.profile_id else "global",
-            rule_id=row.pk,
-        )
-        for row in rows
-    ]
+    return [_engine_rule(row) for row in rows]
+
+
+def rules_by_profile() -> tuple[list[PermissionRule], dict[int, list[PermissionRule]]]:
+    """Every rule in one query: the global ones, and each profile's own by profile id (for pages
+    that decide for all profiles at once; `permission_policy(profile, rules=global + own)`)."""
+    from playground.registry.models import PermissionRule as RuleRow
+
+    global_rules: list[PermissionRule] = []
+    own: dict[int, list[PermissionRule]] = {}
+    for row in RuleRow.objects.select_related("profile").order_by("profile_id", "pattern", "id"):
+        (own.setdefault(row.profile_id, []) if row.profile_id else global_rules).append(_engine_rule(row))
+    return global_rules, own
+
+
+def _engine_rule(row: Any) -> PermissionRule:
+    return PermissionRule(effect=row.effect, pattern=row.pattern,
+                          scope=row.profile.name if row.profile_id else "global", rule_id=row.pk)
 
 
 def permission_policy(profile: AgentProfile | None = None, *, rules: Sequence[PermissionRule] | None = None) -> PermissionPolicy:

@@ -1,18 +1,17 @@
 """Registry reads shared by pages: the filtered tool list and its totals, a tool's fate per profile."""
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from playground.engine.permissions import PermissionDecision, PermissionRule
+from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog
 from playground.mcp_servers.models import McpServer
+from playground.registry import adapter
 from playground.registry.models import AgentProfile, Tool
-from playground.registry.models import PermissionRule as RuleRow
 
 YES_NO = {"yes": True, "no": False}
 
@@ -72,14 +71,7 @@ class ProfileVerdict:
 def tool_verdicts(engine_tool: EngineTool) -> list[ProfileVerdict]:
     """Per agent profile, whether its model can see `engine_tool` and why: the same adapter calls a
     conversation makes (`profile_catalog`, `permission_policy`), with every rule read in one query."""
-    from playground.registry import adapter
-
-    global_rules: list[PermissionRule] = []
-    by_profile: dict[int, list[PermissionRule]] = defaultdict(list)
-    for row in RuleRow.objects.select_related("profile").order_by("profile_id", "pattern", "id"):
-        rule = PermissionRule(effect=row.effect, pattern=row.pattern,
-                              scope=row.profile.name if row.profile_id else "global", rule_id=row.pk)
-        (by_profile[row.profile_id] if row.profile_id else global_rules).append(rule)
+    global_rules, by_profile = adapter.rules_by_profile()
     verdicts = []
     for profile in AgentProfile.objects.order_by("name"):
         in_tool_list = engine_tool.name in adapter.profile_catalog(profile, ToolCatalog([engine_tool]))
