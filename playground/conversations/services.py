@@ -109,10 +109,12 @@ def queue_run(conversation_id: int, run_token: str = "") -> None:
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
-def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "") -> Event:
+def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "",
+                      resume: bool = True) -> Event:
     """Record the answer to a permission prompt; the first answer wins (the loop's timeout included).
 
-    `always` also remembers the tool for this conversation, so later calls do not ask again.
+    `always` also remembers the tool for this conversation, so later calls do not ask again. A waiting
+    conversation goes back to running, unless `resume=False` (the run is ending: its caller sets the status).
     """
     if choice not in (*PERMISSION_CHOICES, *LOOP_CHOICES):
         raise ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
@@ -133,7 +135,7 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
             PermissionAnswer(prompt_sequence=prompt_sequence, choice=choice, answered_by=getattr(user, "username", ""), note=note),
             parent_sequence=prompt.parent_sequence,
             turn_sequence=prompt.turn_sequence,
-            status=Conversation.Status.RUNNING if locked.status == Conversation.Status.WAITING else None,
+            status=Conversation.Status.RUNNING if resume and locked.status == Conversation.Status.WAITING else None,
         )
 
 
@@ -229,7 +231,8 @@ def _release(locked: Conversation) -> None:
     _answer_unanswered_calls(locked.pk, "Not run: the worker running this conversation stopped answering.")
     for prompt in locked.events.filter(type="permission_prompt").order_by("sequence"):
         if pending_answer(locked.pk, prompt.sequence) is None:
-            answer_permission(locked, prompt.sequence, "cancelled", note="the worker running this conversation was lost")
+            answer_permission(locked, prompt.sequence, "cancelled", note="the worker running this conversation was lost",
+                              resume=False)
     record_event(
         locked,
         ErrorEvent(message=f"The worker running this conversation stopped answering (no heartbeat for {silent} s), "

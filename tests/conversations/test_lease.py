@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_save
 from django.urls import reverse
 from django.utils import timezone
 
@@ -99,7 +100,18 @@ def test_release_closes_an_open_permission_prompt(viewer_user):
                                                          timeout_seconds=300), status=Conversation.Status.WAITING)
     Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=LOST + 1))
     conversation.refresh_from_db()
-    assert services.release_lost_run(conversation)
+    seen: list[tuple[str, str]] = []  # (event type, the conversation's status when the event was saved)
+
+    def note_status(sender, instance, created, **kwargs):
+        seen.append((instance.type, Conversation.objects.values_list("status", flat=True).get(pk=instance.conversation_id)))
+
+    post_save.connect(note_status, sender=Event)
+    try:
+        assert services.release_lost_run(conversation)
+    finally:
+        post_save.disconnect(note_status, sender=Event)
+    # The page is never told "running" on the way: the prompt closes while waiting, then the run fails.
+    assert seen == [("permission_answer", "waiting"), ("error", "failed")]
     answer = events_of(conversation, "permission_answer")[0].payload
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "cancelled"
     with pytest.raises(services.ConversationError, match="already been answered"):
