@@ -113,12 +113,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def split_specs(text: str) -> list[str]:
+    """Comma-separated backend specs; a comma inside a JSON value ({...} or [...]) does not split."""
+    specs, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            specs.append(text[start:i])
+            start = i + 1
+    specs.append(text[start:])
+    return [s.strip() for s in specs if s.strip()]
+
+
 def cmd_eval_suite(args: argparse.Namespace) -> int:
     """Every toolset × backend × query style on one split: the search-quality table (issue 7)."""
     from playground.engine.search import quality
 
     names = list(quality.TOOLSETS) if args.toolsets == "all" else [t.strip() for t in args.toolsets.split(",") if t.strip()]
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()] if args.backends else [args.backend]
+    backends = split_specs(args.backends) if args.backends else [args.backend]
     styles = list(quality.STYLES) if args.style == "both" else [args.style]
     root = Path(args.toolsets_dir) if args.toolsets_dir else None
     progress = (lambda fraction, message: print(f"... {fraction:5.1%} {message}", file=sys.stderr, flush=True)) if args.progress else None
@@ -153,7 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         rows = run_bench(folder, config, progress)
     except FileNotFoundError as exc:
         raise BadInput(str(exc)) from None
-    search_backends = [b.strip() for b in (args.search_backends or "").split(",") if b.strip()]
+    search_backends = split_specs(args.search_backends or "")
     if search_backends:  # the retrieval backends, same catalogs, queries and row shape (issue 7)
         from playground.engine.search import speed
 

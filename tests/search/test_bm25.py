@@ -97,3 +97,74 @@ def test_server_routing_lifts_siblings_of_the_best_match(small_catalog):
     assert "mcp__github__search_code" in routed.matches
     sibling = next(s for s in routed.scored if s.name == "mcp__github__search_code")
     assert [c.rule for c in sibling.breakdown] == ["server's best tool"]
+
+
+# -- BM25F (scoring="bm25f") -------------------------------------------------------------------
+
+
+def _bm25f_by_hand(backend: BM25Backend, catalog: ToolCatalog, tokens: list[str]) -> np.ndarray:
+    """Robertson, Zaragoza & Taylor (2004), written out plainly: per tool, Σ over query stems of
+    idf(t) × tf~ / (k1 + tf~), tf~ = Σ_f w_f × tf_f / (1 − b_f + b_f × len_f / avglen_f)."""
+    import math
+
+    from playground.engine.search.bm25 import analyzed_fields
+
+    tools = list(catalog.deferred)
+    fields = [analyzed_fields(t) for t in tools]
+    weights = {f: w for f, w in backend.field_weights.items() if w > 0}
+    n = len(tools)
+    average = {f: sum(len(a[f]) for a in fields) / n for f in weights}
+    out = np.zeros(n)
+    for token in tokens:
+        df = sum(1 for a in fields if any(token in a[f] for f in weights))
+        if df == 0:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for d, a in enumerate(fields):
+            b = backend.field_b
+            tf = sum(w * a[f].count(token) / (1 - b[f] + b[f] * len(a[f]) / average[f]) for f, w in weights.items() if average[f] > 0)
+            out[d] += idf * tf / (backend.k1 + tf)
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"k1": 2.0, "field_weights": {"name": 2.0}, "field_b": {"name": 0.3}}])
+def test_bm25f_scores_are_the_textbook_formula(small_catalog, options):
+    backend = BM25Backend(scoring="bm25f", **options)
+    index = backend.index_for(small_catalog)
+    for query in ("weather forecast city", "create a new file or an issue in a repository", "time zone"):
+        tokens = [t for t, _ in backend.query_tokens(read_query(query))]
+        assert backend.score_all(tokens, index) == pytest.approx(_bm25f_by_hand(backend, small_catalog, tokens), abs=1e-5)
+
+
+def test_bm25f_saturates_a_term_once_across_fields(small_catalog):
+    """'weather' is in the server and the description of both weather tools (same document
+    frequency in each field and overall): saturated once it scores less than two saturated fields."""
+    same = {"k1": 1.2, "field_weights": {"name": 1.0}, "server_weight": 0}  # the two scorings' defaults differ
+    fields = BM25Backend(scoring="fields", **same).search("weather", small_catalog)
+    bm25f = BM25Backend(scoring="bm25f", **same).search("weather", small_catalog)
+    assert set(bm25f.matches) == set(fields.matches) == {"mcp__weather__get_forecast", "mcp__weather__get_alerts"}
+    assert bm25f.scored[0].score < fields.scored[0].score
+
+
+def test_bm25f_explanation_shares_each_term_among_its_fields(small_catalog):
+    backend = BM25Backend(scoring="bm25f")
+    result = backend.search("create a new file or an issue in a repository", small_catalog, max_results=10)
+    assert len(result.scored) >= 4
+    for scored in result.scored:
+        assert sum(c.points for c in scored.breakdown) == pytest.approx(scored.score, abs=1e-3)
+        assert all(c.rule.startswith("bm25f ") or c.term == "(server)" for c in scored.breakdown)
+    top = BM25Backend(scoring="bm25f").search("weather forecast city", small_catalog).scored[0]
+    assert {"name", "description", "server", "schema"} <= {c.field for c in top.breakdown}
+    index = backend.index_for(small_catalog)
+    pairs = backend.query_tokens(read_query("create a new file or an issue in a repository"))
+    docs = [[t.name for t in index.tools].index(s.name) for s in result.scored]
+    batched = backend.term_contributions(docs, pairs, index)
+    for doc, terms in zip(docs, batched):
+        assert terms == backend.term_contributions([doc], pairs, index)[0]
+
+
+def test_bm25f_options_are_checked():
+    with pytest.raises(ValueError, match="scoring"):
+        BM25Backend(scoring="bm42")
+    with pytest.raises(ValueError, match="unknown BM25 field"):
+        BM25Backend(scoring="bm25f", field_b={"title": 0.5})

@@ -76,3 +76,12 @@ def test_backend_specs_read_json_values_and_name_the_instance():
     backend = backend_from_spec("bm25:field_weights={\"schema\":0}")
     assert backend.name == 'bm25:field_weights={"schema":0}' and backend.field_weights["schema"] == 0
     assert backend_from_spec("bm25").name == "bm25"
+
+
+def test_backend_lists_split_on_commas_outside_json_values():
+    from playground.engine.cli import split_specs
+
+    assert split_specs("bm25, hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5},bm25:field_weights={\"name\":2,\"schema\":0.3}") == [
+        "bm25", "hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5}", "bm25:field_weights={\"name\":2,\"schema\":0.3}",
+    ]
+    assert split_specs("") == [] and split_specs("a,,b") == ["a", "b"]

@@ -1,10 +1,16 @@
-"""BM25 ToolSearch backend: one `bm25s` index per field, fused with field weights.
+"""BM25 ToolSearch backend over a tool's fields, with field weights.
 
 Each field of a tool (`text.tool_fields`: name parts, server, description, search hint, input-schema
 property names and descriptions) is analysed by `text.analyze` (split identifiers, stopwords,
-Snowball stems) and indexed by its own BM25 (Lucene variant), so a term's rarity is judged within
-its field. A tool's score is the weighted sum of its field scores. The explanation of a ranked tool
-lists every (query term, field) that contributed, with its weighted points.
+Snowball stems). Two ways to score (option `scoring`):
+  - "bm25f" (default, the evaluation's winner): BM25F (Robertson, Zaragoza & Taylor 2004). A term's
+    frequencies in all fields are weighted, length-normalised per field and added, then saturated
+    once with k1, times one IDF over whole tools. A term found in the name and the description is
+    not counted as two independent matches, and its repetition still counts.
+  - "fields": one `bm25s` index per field (Lucene variant), a tool's score the weighted sum of its
+    field scores: each field saturates on its own.
+The explanation of a ranked tool lists every (query term, field) that contributed, with its points
+(under BM25F, a term's score shared among its fields by their weighted tf).
 
 Required terms (`+term`) filter candidates by the Claude Code rule (`names.matches_required_term`),
 as the CC backend does; every surviving candidate gets the same small constant per required term so
@@ -28,13 +34,12 @@ from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
-# Tuned on the development split of every toolset (see README "Search quality").
-DEFAULT_FIELD_WEIGHTS: dict[str, float] = {
-    "name": 1.0,
-    "server": 1.0,
-    "description": 1.0,
-    "search_hint": 1.0,
-    "schema": 0.6,
+# Tuned on the development split of every toolset (see README "Search quality"), per scoring.
+SCORINGS = ("bm25f", "fields")
+DEFAULT_SCORING = "bm25f"
+SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bm25f": {"k1": 0.8, "field_weights": {"name": 2.0, "server": 1.0, "description": 1.0, "search_hint": 1.0, "schema": 0.6}},
+    "fields": {"k1": 1.2, "field_weights": {"name": 1.0, "server": 1.0, "description": 1.0, "search_hint": 1.0, "schema": 0.6}},
 }
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
@@ -73,11 +78,85 @@ class FieldIndex:
 
 
 @dataclass
+class BM25FIndex:
+    """BM25F (Robertson, Zaragoza & Taylor 2004) postings: per (term, tool) the final score
+    idf(t) × tf~ / (k1 + tf~), with tf~ = Σ_field weight × tf / (1 − b_f + b_f × len_f / avglen_f)
+    and one idf over whole tools. Weights, b and k1 are fixed at build time, so a query costs one
+    posting per term. The per-field shares (explanations) are recomputed for the shown tools
+    from their analysed fields and the field length norms kept here."""
+
+    k1: float
+    weights: dict[str, float]
+    norms: dict[str, np.ndarray]  # per field: 1 − b_f + b_f × len_f / avglen_f, per tool
+    analysed: list[dict[str, list[str]]]  # per tool, its analysed fields (shared with the cache)
+    vocab: dict[str, int]
+    idf: np.ndarray
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    def postings(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        token_id = self.vocab.get(token)
+        if token_id is None:
+            return None
+        start, end = self.indptr[token_id], self.indptr[token_id + 1]
+        if start == end:
+            return None
+        return self.indices[start:end], self.data[start:end]
+
+    def field_tfs(self, token: str, doc: int) -> dict[str, float]:
+        """The token's weighted, length-normalised tf in each field of `doc` (only fields with one)."""
+        out: dict[str, float] = {}
+        for field_name, weight in self.weights.items():
+            tf = self.analysed[doc][field_name].count(token)
+            if tf:
+                out[field_name] = weight * tf / float(self.norms[field_name][doc])
+        return out
+
+
+def build_bm25f_index(
+    analysed: list[dict[str, list[str]]], weights: dict[str, float], field_b: dict[str, float], *, k1: float
+) -> BM25FIndex:
+    n = len(analysed)
+    vocab: dict[str, int] = {}
+    lookup = vocab.setdefault
+    all_keys: list[np.ndarray] = []
+    all_tf: list[np.ndarray] = []
+    norms: dict[str, np.ndarray] = {}
+    for field_name, weight in weights.items():
+        lengths = np.fromiter((len(a[field_name]) for a in analysed), dtype=np.int64, count=n)
+        total = int(lengths.sum())
+        average = total / n if n else 0.0
+        b = field_b[field_name]
+        norm = (1.0 - b + b * lengths / average) if average > 0 else np.ones(n)
+        norms[field_name] = norm.astype(np.float64)
+        if total == 0:
+            continue
+        terms = np.fromiter((lookup(t, len(vocab)) for a in analysed for t in a[field_name]), dtype=np.int64, count=total)
+        docs = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        keys, counts = np.unique(terms * n + docs, return_counts=True)
+        all_keys.append(keys)
+        all_tf.append(weight * counts / norm[keys % n])
+    if not all_keys:
+        empty = np.zeros(0)
+        return BM25FIndex(k1, weights, norms, analysed, vocab, empty, empty.astype(np.float32), empty.astype(np.int64), np.zeros(1, dtype=np.int64))
+    keys, inverse = np.unique(np.concatenate(all_keys), return_inverse=True)
+    pseudo_tf = np.bincount(inverse, weights=np.concatenate(all_tf), minlength=keys.size)
+    term_ids, doc_ids = keys // n, keys % n
+    df = np.bincount(term_ids, minlength=len(vocab))
+    idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    data = (idf[term_ids] * pseudo_tf / (k1 + pseudo_tf)).astype(np.float32)
+    indptr = np.searchsorted(term_ids, np.arange(len(vocab) + 1))
+    return BM25FIndex(k1, weights, norms, analysed, vocab, idf, data, doc_ids.astype(np.int32), indptr)
+
+
+@dataclass
 class BM25Index:
     tools: tuple[Tool, ...]  # the catalog's deferred tools, in catalog order
-    fields: dict[str, FieldIndex]
+    fields: dict[str, FieldIndex]  # scoring "fields": one BM25 per field ({} under "bm25f")
     required: RequiredTermFilter
     servers: ServerGroups
+    bm25f: BM25FIndex | None = None  # scoring "bm25f"
 
     @property
     def size(self) -> int:
@@ -140,26 +219,41 @@ class BM25Backend(SearchBackend):
     """Field-weighted BM25 over name parts, server, description, search hint and schema."""
 
     name = "bm25"
-    label = "BM25 (fielded)"
-    description = "bm25s per field (name parts, server, description, hint, schema), stopwords and stemming"
-    option_names = frozenset({"field_weights", "k1", "b", "server_weight"})
+    label = "BM25F (fielded)"
+    description = "BM25F over name parts, server, description, hint and schema (or bm25s per field), stopwords and stemming"
+    option_names = frozenset({"field_weights", "k1", "b", "server_weight", "scoring", "field_b"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        weights = dict(DEFAULT_FIELD_WEIGHTS)
+        # "bm25f": tfs combined across fields, saturated once; "fields": each field its own BM25, summed.
+        self.scoring = str(options.get("scoring", DEFAULT_SCORING))
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"BM25 scoring must be one of {', '.join(SCORINGS)}, not {self.scoring!r}")
+        defaults = SCORING_DEFAULTS[self.scoring]
+        weights = dict(defaults["field_weights"])
         weights.update(options.get("field_weights") or {})
         unknown = set(weights) - set(text.FIELDS)
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
         self.field_weights = weights
-        self.k1 = float(options.get("k1", 1.2))
+        self.k1 = float(options.get("k1", defaults["k1"]))
         self.b = float(options.get("b", 0.75))
         self.server_weight = float(options.get("server_weight", DEFAULT_SERVER_WEIGHT))
+        field_b = {name: self.b for name in text.FIELDS}
+        field_b.update({k: float(v) for k, v in (options.get("field_b") or {}).items()})
+        unknown = set(field_b) - set(text.FIELDS)
+        if unknown:
+            raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
+        self.field_b = field_b
 
     # -- index ---------------------------------------------------------------------------------
     def build_index(self, catalog: ToolCatalog) -> BM25Index:
         tools = tuple(catalog.deferred)
         analysed = [analyzed_fields(tool) for tool in tools]
+        if self.scoring == "bm25f":
+            weights = {name: w for name, w in self.field_weights.items() if w > 0}
+            bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
+            return BM25Index(tools, {}, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
         fields = {
             name: build_field_index([a[name] for a in analysed], weight, k1=self.k1, b=self.b)
             for name, weight in self.field_weights.items()
@@ -182,6 +276,13 @@ class BM25Backend(SearchBackend):
     def score_all(self, tokens: Sequence[str], index: BM25Index) -> np.ndarray:
         """The fused BM25 score of every deferred tool (postings are added, never a dense scan)."""
         total = np.zeros(index.size, dtype=np.float32)
+        if index.bm25f is not None:
+            for token in tokens:
+                hit = index.bm25f.postings(token)
+                if hit is not None:
+                    docs, scores = hit
+                    total[docs] += scores
+            return total
         for field_index in index.fields.values():
             for token in tokens:
                 hit = field_index.postings(token)
@@ -215,6 +316,8 @@ class BM25Backend(SearchBackend):
         breakdowns: list[list[TermContribution]] = [[] for _ in docs]
         if wanted.size == 0:
             return breakdowns
+        if index.bm25f is not None:
+            return self.bm25f_contributions(wanted, pairs, index.bm25f)
         for token, term in pairs:
             for field_name, field_index in index.fields.items():
                 for j, raw in field_index.scores_of(token, wanted):
@@ -228,6 +331,38 @@ class BM25Backend(SearchBackend):
                                 detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
                             )
                         )
+        return breakdowns
+
+    def bm25f_contributions(self, wanted: np.ndarray, pairs: Sequence[tuple[str, str]], index: BM25FIndex) -> list[list[TermContribution]]:
+        """BM25F: a term's score on a tool, shared among its fields in proportion to each field's
+        weighted, length-normalised tf (the shares add up to the term's score)."""
+        breakdowns: list[list[TermContribution]] = [[] for _ in range(wanted.size)]
+        for token, term in pairs:
+            hit = index.postings(token)
+            if hit is None:
+                continue
+            posting_docs, posting_scores = hit
+            positions = posting_docs.searchsorted(wanted)
+            positions[positions >= len(posting_docs)] = len(posting_docs) - 1
+            for j in np.flatnonzero(posting_docs[positions] == wanted).tolist():
+                raw = float(posting_scores[positions[j]])
+                if raw <= 0:
+                    continue
+                tfs = index.field_tfs(token, int(wanted[j]))
+                pseudo_tf = sum(tfs.values())
+                for field_name, tf in tfs.items():
+                    breakdowns[j].append(
+                        TermContribution(
+                            term=term,
+                            rule=f"bm25f {field_name}",
+                            points=round(raw * tf / pseudo_tf, 4),
+                            field=field_name,
+                            detail=(
+                                f"stem '{token}': bm25f {raw:.3f} (tf~ {pseudo_tf:.2f}, k1 {index.k1:g}), "
+                                f"{field_name} share {tf / pseudo_tf:.0%} (weight {index.weights[field_name]:g})"
+                            ),
+                        )
+                    )
         return breakdowns
 
     def explain(
