@@ -45,11 +45,10 @@ REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
 
 
-@dataclass
-class FieldIndex:
-    """One field's BM25 postings (bm25s' eager CSC score matrix) and vocabulary."""
+class Postings:
+    """Lookups over compressed postings: `vocab` (token → id), and for token id t the tools
+    `indices[indptr[t]:indptr[t+1]]` (ascending) with their scores in `data`."""
 
-    weight: float
     vocab: dict[str, int]
     data: np.ndarray
     indices: np.ndarray
@@ -78,7 +77,18 @@ class FieldIndex:
 
 
 @dataclass
-class BM25FIndex:
+class FieldIndex(Postings):
+    """One field's BM25 postings (bm25s' eager CSC score matrix) and vocabulary."""
+
+    weight: float
+    vocab: dict[str, int]
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+
+@dataclass
+class BM25FIndex(Postings):
     """BM25F (Robertson, Zaragoza & Taylor 2004) postings: per (term, tool) the final score
     idf(t) × tf~ / (k1 + tf~), with tf~ = Σ_field weight × tf / (1 − b_f + b_f × len_f / avglen_f)
     and one idf over whole tools. Weights, b and k1 are fixed at build time, so a query costs one
@@ -94,15 +104,6 @@ class BM25FIndex:
     data: np.ndarray
     indices: np.ndarray
     indptr: np.ndarray
-
-    def postings(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
-        token_id = self.vocab.get(token)
-        if token_id is None:
-            return None
-        start, end = self.indptr[token_id], self.indptr[token_id + 1]
-        if start == end:
-            return None
-        return self.indices[start:end], self.data[start:end]
 
     def field_tfs(self, token: str, doc: int) -> dict[str, float]:
         """The token's weighted, length-normalised tf in each field of `doc` (only fields with one)."""
@@ -338,14 +339,7 @@ class BM25Backend(SearchBackend):
         weighted, length-normalised tf (the shares add up to the term's score)."""
         breakdowns: list[list[TermContribution]] = [[] for _ in range(wanted.size)]
         for token, term in pairs:
-            hit = index.postings(token)
-            if hit is None:
-                continue
-            posting_docs, posting_scores = hit
-            positions = posting_docs.searchsorted(wanted)
-            positions[positions >= len(posting_docs)] = len(posting_docs) - 1
-            for j in np.flatnonzero(posting_docs[positions] == wanted).tolist():
-                raw = float(posting_scores[positions[j]])
+            for j, raw in index.scores_of(token, wanted):
                 if raw <= 0:
                     continue
                 tfs = index.field_tfs(token, int(wanted[j]))
