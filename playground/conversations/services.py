@@ -209,10 +209,9 @@ def release_lost_runs() -> int:
     """Release every conversation whose worker is gone; how many were."""
     cutoff = timezone.now() - timedelta(seconds=settings.AGENT_LOST_SECONDS)
     released = 0
-    for pk in Conversation.objects.filter(status__in=ACTIVE_STATUSES, heartbeat_at__lt=cutoff).values_list("pk", flat=True):
-        conversation = Conversation.objects.filter(pk=pk).first()
-        if conversation is not None and release_lost_run(conversation):
-            logger.warning("conversation %s: its worker stopped answering; the run was released", pk)
+    for conversation in Conversation.objects.filter(status__in=ACTIVE_STATUSES, heartbeat_at__lt=cutoff):
+        if release_lost_run(conversation):  # re-checked under the row lock
+            logger.warning("conversation %s: its worker stopped answering; the run was released", conversation.pk)
             released += 1
     return released
 

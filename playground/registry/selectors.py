@@ -53,8 +53,8 @@ class ProfileVerdict:
     """What one profile's model gets of one tool: kept off its tool list, or the rules' decision."""
 
     profile: AgentProfile
-    in_tool_list: bool  # False: its allowed / disallowed lists (or the subagent denylist) leave it out
-    decision: PermissionDecision | None  # None when it is not on the tool list
+    # None: its allowed / disallowed lists (or the subagent denylist) leave the tool out
+    decision: PermissionDecision | None
 
     @property
     def effect(self) -> str:
@@ -74,10 +74,9 @@ def tool_verdicts(engine_tool: EngineTool) -> list[ProfileVerdict]:
     global_rules, by_profile = adapter.rules_by_profile()
     verdicts = []
     for profile in AgentProfile.objects.order_by("name"):
-        in_tool_list = engine_tool.name in adapter.profile_catalog(profile, ToolCatalog([engine_tool]))
         decision = None
-        if in_tool_list:
+        if engine_tool.name in adapter.profile_catalog(profile, ToolCatalog([engine_tool])):
             policy = adapter.permission_policy(profile, rules=global_rules + by_profile.get(profile.pk, []))
             decision = policy.decide(engine_tool.name)
-        verdicts.append(ProfileVerdict(profile=profile, in_tool_list=in_tool_list, decision=decision))
+        verdicts.append(ProfileVerdict(profile=profile, decision=decision))
     return verdicts
