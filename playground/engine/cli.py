@@ -138,13 +138,17 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     root = Path(args.toolsets_dir) if args.toolsets_dir else None
     progress = (lambda fraction, message: print(f"... {fraction:5.1%} {message}", file=sys.stderr, flush=True)) if args.progress else None
     try:
-        results = quality.run_suite(names, backends, styles, split=args.split, limit=args.limit, root=root, progress=progress)
+        results = quality.run_suite(names, backends, styles, split=args.split, limit=args.limit, root=root, progress=progress,
+                                    usage_from=args.usage_from)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if args.json:
-        print(quality.results_json(results, split=args.split, limit=args.limit, toolsets=names, backends=backends, styles=styles))
+        print(quality.results_json(results, split=args.split, limit=args.limit, toolsets=names, backends=backends, styles=styles,
+                                   usage_from=args.usage_from))
         return 0
     print(f"split {args.split}{f', {args.limit} sampled queries per toolset' if args.limit else ''}; recall/full hit at 5 and 10, MRR@10; latency per search")
+    if args.usage_from != "none":
+        print(f"learned from usage: the {args.usage_from} split's queries are the log of past searches (+usage rows; not zero-shot)")
     print(quality.format_table(results))
     return 0
 
@@ -210,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--limit", type=_positive, help="with --toolsets: evenly sample this many queries of the split per toolset")
     evaluation.add_argument("--toolsets-dir", help="folder holding the shared toolsets (default: $TOOLSETS_DIR or ../shared/toolsets)")
     evaluation.add_argument("--progress", action="store_true", help="with --toolsets: progress lines on stderr")
+    evaluation.add_argument("--usage-from", choices=["none", "dev"], default="none",
+                            help="with --toolsets and --split test: use the dev split's queries as a log of past searches (learning from usage; reported as '+usage', not zero-shot)")
     evaluation.set_defaults(handler=cmd_eval)
 
     bench = commands.add_parser("bench", help="claude-code vs its plain transcription at 1k/10k/100k tools")

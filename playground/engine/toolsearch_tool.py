@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from playground.engine.execution import error_tool_result
 from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.search.usage import UsageLog
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
 WireStyle = Literal["native", "client"]
@@ -93,10 +94,12 @@ def run_tool_search(
     *,
     pending_mcp_servers: Sequence[str] = (),
     default_max_results: int = DEFAULT_MAX_RESULTS,
+    usage: UsageLog | None = None,
 ) -> ToolSearchResult:
-    """Run one ToolSearch call over `catalog` (pass `RequestPlan.searchable`: permitted tools only)."""
+    """Run one ToolSearch call over `catalog` (pass `RequestPlan.searchable`: permitted tools only).
+    `usage`: past searches that led to tools (search/usage.py), for backends that learn from it."""
     query, max_results = read_arguments(arguments, default_max_results)
-    return backend.search(query, catalog, max_results=max_results, pending_mcp_servers=pending_mcp_servers)
+    return backend.search(query, catalog, max_results=max_results, pending_mcp_servers=pending_mcp_servers, usage=usage)
 
 
 def no_match_text(result: ToolSearchResult) -> str:

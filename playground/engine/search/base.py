@@ -15,9 +15,12 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
+
+if TYPE_CHECKING:
+    from playground.engine.search.usage import UsageLog
 
 QueryKind = Literal["select", "exact", "prefix", "keyword", "empty"]
 SELECT_PREFIX = "select:"
@@ -159,6 +162,9 @@ class SearchBackend(ABC):
     # The keyword options the constructor reads; None = not declared (nothing is checked). A
     # backend spec on the CLI (`hybrid:aspect_weight=0`) is checked against it, so a typo fails.
     option_names: frozenset[str] | None = None
+    # Whether `build_index` reads a `UsageLog` (past queries that led to each tool, usage.py). The
+    # others ignore it, and their index stays keyed on the catalog alone.
+    reads_usage: bool = False
     _index_cache_size = 4
 
     def __init__(self, **options: Any) -> None:
@@ -174,6 +180,7 @@ class SearchBackend(ABC):
         *,
         max_results: int = 5,
         pending_mcp_servers: Sequence[str] = (),
+        usage: UsageLog | None = None,
     ) -> ToolSearchResult:
         max_results = max(1, int(max_results))
         reading = read_query(query)
@@ -206,7 +213,7 @@ class SearchBackend(ABC):
                         result.reading = _replace(
                             reading, note="mcp__ prefix matched no deferred tool; fell through to keyword scoring"
                         )
-                    scored = self.rank(result.reading, self.index_for(catalog), catalog, max_results)
+                    scored = self.rank(result.reading, self.index_for(catalog, usage), catalog, max_results)
                     result.scored = scored[:max_results]
                     result.matches = [s.name for s in result.scored]
         if not result.matches:
@@ -229,12 +236,13 @@ class SearchBackend(ABC):
                 result.already_loaded.append(tool.name)
 
     # -- what backends provide --------------------------------------------------------------------
-    def index_for(self, catalog: ToolCatalog) -> Any:
-        key = catalog.fingerprint
+    def index_for(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> Any:
+        learned = usage if self.reads_usage and usage else None
+        key = catalog.fingerprint if learned is None else f"{catalog.fingerprint}:{learned.fingerprint}"
         with self._lock:  # one backend may serve several threads (ASGI, thread pools)
             index = self._indexes.get(key)
             if index is None:
-                index = self.build_index(catalog)
+                index = self.build_index(catalog) if learned is None else self.build_index(catalog, usage=learned)
                 self._indexes[key] = index
                 while len(self._indexes) > self._index_cache_size:
                     self._indexes.popitem(last=False)
@@ -244,7 +252,8 @@ class SearchBackend(ABC):
 
     @abstractmethod
     def build_index(self, catalog: ToolCatalog) -> Any:
-        """Precompute what ranking needs for this catalog's deferred tools."""
+        """Precompute what ranking needs for this catalog's deferred tools. A backend with
+        `reads_usage` also takes `usage=` (a non-empty UsageLog)."""
 
     @abstractmethod
     def rank(self, reading: QueryReading, index: Any, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:

@@ -30,6 +30,7 @@ import numpy as np
 from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
 from playground.engine.search.required import RequiredTermFilter
+from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,11 @@ SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
+# The "usage" field (past queries that led to the tool, usage.py): weighed like the description.
+# Chosen by 5-fold cross-validation within the development split (README "Learning from usage").
+USAGE_FIELD = "usage"
+DEFAULT_USAGE_WEIGHT = 1.0
+USAGE_NOTE = "; learned: past searches that led to this tool"
 
 
 class Postings:
@@ -181,6 +187,23 @@ def analyzed_fields(tool: Tool) -> dict[str, list[str]]:
     return cached
 
 
+_usage_cache: dict[tuple[str, ...], list[str]] = {}
+
+
+def analyzed_usage(queries: tuple[str, ...]) -> list[str]:
+    """A tool's past queries, analysed like its other fields (memoised: a new log entry for one
+    tool re-analyses only that tool's queries)."""
+    if not queries:
+        return []
+    cached = _usage_cache.get(queries)
+    if cached is None:
+        cached = [token for query in queries for token in text.analyze(query)]
+        if len(_usage_cache) >= _ANALYSIS_CACHE_MAX:
+            _usage_cache.clear()
+        _usage_cache[queries] = cached
+    return cached
+
+
 class ServerGroups:
     """Tools grouped by server, for server-level routing: a tool also scores by how well its
     server's best tool matches (multi-step requests mostly need several tools of one server).
@@ -222,7 +245,8 @@ class BM25Backend(SearchBackend):
     name = "bm25"
     label = "BM25F (fielded)"
     description = "BM25F over name parts, server, description, hint and schema (or bm25s per field), stopwords and stemming"
-    option_names = frozenset({"field_weights", "k1", "b", "server_weight", "scoring", "field_b"})
+    option_names = frozenset({"field_weights", "k1", "b", "server_weight", "scoring", "field_b", "usage_weight"})
+    reads_usage = True
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -242,22 +266,31 @@ class BM25Backend(SearchBackend):
         self.server_weight = float(options.get("server_weight", DEFAULT_SERVER_WEIGHT))
         field_b = {name: self.b for name in text.FIELDS}
         field_b.update({k: float(v) for k, v in (options.get("field_b") or {}).items()})
-        unknown = set(field_b) - set(text.FIELDS)
+        unknown = set(field_b) - set(text.FIELDS) - {USAGE_FIELD}
         if unknown:
-            raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
+            raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)} and {USAGE_FIELD!r}")
+        field_b.setdefault(USAGE_FIELD, self.b)
         self.field_b = field_b
+        self.usage_weight = float(options.get("usage_weight", DEFAULT_USAGE_WEIGHT))
+        if self.usage_weight < 0:
+            raise ValueError(f"BM25 usage_weight must be 0 (off) or more, not {self.usage_weight!r}")
 
     # -- index ---------------------------------------------------------------------------------
-    def build_index(self, catalog: ToolCatalog) -> BM25Index:
+    def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> BM25Index:
         tools = tuple(catalog.deferred)
         analysed = [analyzed_fields(tool) for tool in tools]
+        field_weights = dict(self.field_weights)
+        if usage and self.usage_weight > 0 and any(usage.for_tool(t.name) for t in tools):
+            # A copy per tool: the analysed fields are shared with the cache, the log is not.
+            analysed = [{**a, USAGE_FIELD: analyzed_usage(usage.for_tool(t.name))} for a, t in zip(analysed, tools)]
+            field_weights[USAGE_FIELD] = self.usage_weight
         if self.scoring == "bm25f":
-            weights = {name: w for name, w in self.field_weights.items() if w > 0}
+            weights = {name: w for name, w in field_weights.items() if w > 0}
             bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
             return BM25Index(tools, {}, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
         fields = {
             name: build_field_index([a[name] for a in analysed], weight, k1=self.k1, b=self.b)
-            for name, weight in self.field_weights.items()
+            for name, weight in field_weights.items()
             if weight > 0
         }
         return BM25Index(tools, fields, RequiredTermFilter(tools), ServerGroups(tools))
@@ -329,7 +362,8 @@ class BM25Backend(SearchBackend):
                                 rule=f"bm25 {field_name}",
                                 points=round(field_index.weight * raw, 4),
                                 field=field_name,
-                                detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
+                                detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}"
+                                + (USAGE_NOTE if field_name == USAGE_FIELD else ""),
                             )
                         )
         return breakdowns
@@ -354,6 +388,7 @@ class BM25Backend(SearchBackend):
                             detail=(
                                 f"stem '{token}': bm25f {raw:.3f} (tf~ {pseudo_tf:.2f}, k1 {index.k1:g}), "
                                 f"{field_name} share {tf / pseudo_tf:.0%} (weight {index.weights[field_name]:g})"
+                                + (USAGE_NOTE if field_name == USAGE_FIELD else "")
                             ),
                         )
                     )

@@ -40,6 +40,7 @@ from playground.engine.search.base import QueryReading, ScoredTool, SearchBacken
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.semantic import dense_may_answer, query_text
+from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ class HybridBackend(SearchBackend):
     label = "Hybrid (BM25 + MiniLM)"
     description = "fielded BM25 and all-MiniLM-L6-v2 cosine, fused; BM25 only when the semantic extra is missing"
     option_names = frozenset({*DEFAULTS, "bm25", "semantic"})
+    reads_usage = True  # through its BM25 side (the "usage" field)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -207,10 +209,12 @@ class HybridBackend(SearchBackend):
             lines.append(f"{len(aspects)} clauses for aspect coverage (xQuAD, \u03bb {self.aspect_weight:g}): " + " · ".join(f"\u201c{a}\u201d" for a in aspects))
         return lines
 
-    def build_index(self, catalog: ToolCatalog) -> HybridIndex:
+    def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> HybridIndex:
+        # The dense side through its own cache (keyed on the catalog alone): a new usage log
+        # rebuilds the BM25 side only.
         return HybridIndex(
-            bm25=self.bm25.build_index(catalog),
-            semantic=self.semantic.build_index(catalog) if self.semantic is not None else None,
+            bm25=self.bm25.build_index(catalog, usage),
+            semantic=self.semantic.index_for(catalog) if self.semantic is not None else None,
         )
 
     def side_scores(self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:

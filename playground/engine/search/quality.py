@@ -12,6 +12,12 @@ for the short keyword queries a model writes.
 
 Split: a query is in the development split when int(sha1(id)[:8], 16) % 10 < 3 (≈30 %), else in
 the test split. Tuning uses only "dev"; reported figures use "test".
+
+Learned from usage (`usage_from="dev"`): the development split's queries of the same toolset, in
+the evaluated style, stand in for a log of past searches that led to their gold tools (usage.py),
+and the test split is searched with that log. These figures answer "how well does search do once
+the deployment has seen this kind of request before" — not the zero-shot question; they are
+labelled "+usage" and reported apart.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciproca
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
 STYLES: tuple[str, ...] = ("natural", "keyword")
@@ -36,6 +43,7 @@ SPLITS: tuple[str, ...] = ("test", "dev", "all")
 K_VALUES: tuple[int, ...] = (1, 3, 5, 10)
 DEV_BUCKETS = 3  # of 10
 TOOLSETS: tuple[str, ...] = ("livemcpbench", "mcp-combined", "stabletoolbench", "bfcl", "metatool")
+USAGE_SOURCES: tuple[str, ...] = ("none", "dev")
 
 Progress = Callable[[float, str], None]
 
@@ -106,11 +114,12 @@ def evaluate_backend(
     toolset: str = "",
     split: str = "all",
     progress: Progress | None = None,
+    usage: UsageLog | None = None,
 ) -> RunResult:
     labelled = [labelled_query(q) for q in queries]
     tracemalloc.start()
     started = time.perf_counter()
-    index = backend.index_for(catalog)
+    index = backend.index_for(catalog, usage)
     build_s = time.perf_counter() - started
     index_mb = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
@@ -120,6 +129,9 @@ def evaluate_backend(
         notes.append(f"embeddings: {stats.encoded} encoded, {stats.reused} from cache")
     if getattr(backend, "degraded_reason", ""):
         notes.append(backend.degraded_reason)
+    learned = bool(usage) and backend.reads_usage
+    if learned:
+        notes.append(f"learned from usage: {usage.entries} past queries for {sum(1 for q in usage.queries.values() if q)} tools")
 
     # Query vectors are cached by text; another backend's run must not make this one look fast.
     embedder = getattr(getattr(backend, "semantic", None) or backend, "embed_query", None)
@@ -130,7 +142,7 @@ def evaluate_backend(
     for n, query in enumerate(labelled, start=1):
         text_ = styled_query(query.query, style)
         started = time.perf_counter()
-        result = backend.search(text_, catalog, max_results=10)
+        result = backend.search(text_, catalog, max_results=10, usage=usage)
         latencies.append((time.perf_counter() - started) * 1000)
         for key, value in score_query(result.matches, query).items():
             totals[key] = totals.get(key, 0.0) + value
@@ -140,7 +152,7 @@ def evaluate_backend(
     metrics = {("mrr" if key == "rr" else key): round(value / count, 4) for key, value in totals.items()}
     return RunResult(
         toolset=toolset,
-        backend=backend.name,
+        backend=f"{backend.name} +usage" if learned else backend.name,
         style=style,
         split=split,
         queries=len(labelled),
@@ -165,6 +177,14 @@ def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list
     return load_catalog(folder / "catalog.jsonl"), load_queries(folder / "queries.jsonl")
 
 
+def usage_from_queries(queries: Iterable[LabelledQuery], style: str) -> UsageLog:
+    """A usage log standing in for a deployment's history: each query (in `style`) led to each of
+    its gold tools."""
+    return UsageLog.from_pairs(
+        (styled_query(q.query, style), tool) for q in queries for tool in q.expected_tool_names
+    )
+
+
 def select_queries(queries: Sequence[LabelledQuery], split: str, limit: int | None = None) -> list[LabelledQuery]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} (splits: {', '.join(SPLITS)})")
@@ -187,10 +207,16 @@ def run_suite(
     progress: Progress | None = None,
     backend_options: dict[str, dict[str, Any]] | None = None,
     registry: Mapping[str, str] | None = None,
+    usage_from: str = "none",
 ) -> list[RunResult]:
-    """Every toolset × backend × style. Backends are built once and reused across toolsets."""
+    """Every toolset × backend × style. Backends are built once and reused across toolsets.
+    `usage_from="dev"`: search the test split with the dev split as the log of past searches."""
     for style in styles:
         styled_query("", style)  # validate early
+    if usage_from not in USAGE_SOURCES:
+        raise ValueError(f"unknown usage source {usage_from!r} (sources: {', '.join(USAGE_SOURCES)})")
+    if usage_from == "dev" and split != "test":
+        raise ValueError("usage from the dev split is only measured on the test split (a query must not find itself in the log)")
     instances = {
         name: backend_from_spec(name, dict(registry) if registry else None, **((backend_options or {}).get(name) or {}))
         for name in backends
@@ -201,15 +227,18 @@ def run_suite(
     for toolset in toolsets:
         catalog, queries = load_toolset(toolset, root)
         chosen = select_queries(queries, split, limit)
+        dev = select_queries(queries, "dev") if usage_from == "dev" else []
         for name, backend in instances.items():
             for style in styles:
+                usage = usage_from_queries(dev, style) if dev else None
                 def step_progress(fraction: float, message: str, _done: int = done) -> None:
                     if progress:
                         progress((_done + fraction) / steps, message)
 
-                result = evaluate_backend(backend, catalog, chosen, style=style, toolset=toolset, split=split, progress=step_progress)
-                first = next((r for r in results if r.toolset == toolset and r.backend == backend.name), None)
-                if first is not None:  # the index was built for the first style; report that build
+                result = evaluate_backend(backend, catalog, chosen, style=style, toolset=toolset, split=split,
+                                          progress=step_progress, usage=usage)
+                first = next((r for r in results if r.toolset == toolset and r.backend == result.backend), None)
+                if first is not None and not usage:  # the index was built for the first style; report that build
                     result.build_s, result.index_mb, result.notes = first.build_s, first.index_mb, first.notes
                 results.append(result)
                 done += 1
