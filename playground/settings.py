@@ -165,6 +165,10 @@ TOOL_SEARCH_UNSUPPORTED_MODELS = envlist("TOOL_SEARCH_UNSUPPORTED_MODELS", "haik
 # Search backends by name → dotted path (django-debug-toolbar style). "default" names one of them.
 TOOLSEARCH_BACKENDS = {**BUILTIN_BACKENDS}
 TOOLSEARCH_DEFAULT_BACKEND = os.environ.get("TOOLSEARCH_DEFAULT_BACKEND", DEFAULT_BACKEND)
+# Learning from usage: a keyword ToolSearch query followed by a successful call of a tool it returned
+# is kept, and the BM25 and hybrid backends index such queries as the tool's "usage" field.
+TOOLSEARCH_LEARN_FROM_USAGE = envbool("TOOLSEARCH_LEARN_FROM_USAGE", True)
+TOOLSEARCH_USAGE_MAX_ENTRIES = envint("TOOLSEARCH_USAGE_MAX_ENTRIES", 50_000)  # the most recent are read
 
 # Tools never given to subagents (Claude Code keeps the agent tool itself out, so agents do not nest).
 AGENT_TOOL_DENYLIST = envlist("AGENT_TOOL_DENYLIST", "Agent")

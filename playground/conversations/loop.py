@@ -38,6 +38,7 @@ from playground.conversations.server_search import (
     server_search_request,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
+from playground.conversations.usage import record_conversation_usage, record_usage_safely, usage_log
 from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
@@ -355,7 +356,7 @@ class AgentRun:
         wire_style = self.agent_settings.wire_style
         try:
             result = ts.run_tool_search(arguments, plan.searchable, backend, pending_mcp_servers=pending,
-                                        default_max_results=self.agent_settings.max_results)
+                                        default_max_results=self.agent_settings.max_results, usage=usage_log())
         except ts.ToolSearchInputError as exc:
             self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=str(arguments.get("query", "")) if isinstance(arguments, dict) else "",
                                          backend=getattr(backend, "name", ""), error=str(exc)), turn_sequence=turn_seq)
@@ -421,7 +422,15 @@ class AgentRun:
             store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
             parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
-        outcome = child.run()
+        released = False
+        try:
+            outcome = child.run()
+        except RunReleased:
+            released = True  # this run no longer owns the conversation: it writes nothing more
+            raise
+        finally:  # a subagent's history lives in memory only: learn from it now (cancelled too)
+            if not released:
+                record_usage_safely(self.conversation.pk, child.store.load())
         is_error = outcome.reason != "end_turn"
         text = outcome.final_text or f"The subagent ended without an answer ({outcome.reason})."
         content = [{"type": "text", "text": text}]
@@ -550,10 +559,12 @@ def run_conversation(conversation_id: int, *, provider: ModelProvider | None = N
     unless the run no longer owns it (released as lost, or superseded): then it writes nothing more."""
     conversation = Conversation.objects.get(pk=conversation_id)
     try:
-        return _run_owned(conversation, provider=provider, executor=executor)
+        outcome = _run_owned(conversation, provider=provider, executor=executor)
     except RunReleased:
         logger.warning("conversation %s: this run was released while it ran; it stops without writing", conversation_id)
         return RunOutcome("released")
+    record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+    return outcome
 
 
 def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,

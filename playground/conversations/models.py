@@ -71,3 +71,25 @@ class Event(models.Model):
     class Meta:
         ordering = ["conversation_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["conversation", "sequence"], name="unique_event_sequence")]
+
+
+class ToolSearchUsage(models.Model):
+    """One piece of evidence for learning from usage: a keyword ToolSearch query of this
+    conversation returned `tool_name`, and the model then called it successfully. The search
+    backends index these queries as the tool's "usage" field (engine/search/usage.py)."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="search_usage")
+    query = models.TextField()
+    # sha1 of the query: the uniqueness key (a B-tree index cannot hold an arbitrarily long text).
+    query_hash = models.CharField(max_length=40)
+    tool_name = models.CharField(max_length=255, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "tool_name", "query_hash"], name="unique_search_usage"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.query!r} → {self.tool_name}"

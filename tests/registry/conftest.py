@@ -9,10 +9,14 @@ from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 @pytest.fixture(autouse=True)
 def fresh_adapter_caches():
-    """Per-process catalog caches must not leak between tests (each test has its own rows)."""
+    """Per-process catalog (and usage log) caches must not leak between tests (each test has its own rows)."""
+    from playground.conversations.usage import reset_usage_cache
+
     adapter.reset_caches()
+    reset_usage_cache()
     yield
     adapter.reset_caches()
+    reset_usage_cache()
 
 
 def make_tool(name: str, description: str = "", **fields) -> Tool:
