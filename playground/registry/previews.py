@@ -17,6 +17,7 @@ from playground.conversations.server_search import (
     server_search_request,
     server_search_tool,
 )
+from playground.conversations.usage import learning_enabled, usage_log
 from playground.engine.modes import ModeDecision, decide_mode
 from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
@@ -56,6 +57,11 @@ class InspectorAnswer:
     ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
     query_notes: list[str] = field(default_factory=list)  # the backend's own reading (hybrid: sentences, clauses)
+    # Learning from usage (conversations/usage.py): what the log holds, and whether this backend reads it.
+    learning_enabled: bool = False
+    usage_entries: int = 0
+    usage_tools: int = 0
+    backend_learns: bool = False
 
     @property
     def content_json(self) -> str:
@@ -134,12 +140,18 @@ def inspect_query(
         ask=frozenset(filtered.ask),
         note=note,
     )
+    usage = usage_log()
+    answer.learning_enabled = learning_enabled()
+    answer.backend_learns = search_backend.reads_usage
+    if usage:
+        answer.usage_entries = usage.entries
+        answer.usage_tools = sum(1 for queries in usage.queries.values() if queries)
     if not query.strip():
         return answer
     pending = adapter.pending_mcp_servers()
     arguments = {"query": query, "max_results": max_results}
     try:
-        answer.result = run_tool_search(arguments, filtered.permitted, search_backend, pending_mcp_servers=pending)
+        answer.result = run_tool_search(arguments, filtered.permitted, search_backend, pending_mcp_servers=pending, usage=usage)
     except ToolSearchInputError as exc:
         answer.error = str(exc)
         return answer
@@ -149,7 +161,7 @@ def inspect_query(
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
         decisions = dict(filtered.excluded)
-        unfiltered_result = run_tool_search(arguments, unfiltered, search_backend, pending_mcp_servers=pending)
+        unfiltered_result = run_tool_search(arguments, unfiltered, search_backend, pending_mcp_servers=pending, usage=usage)
         answer.excluded_matches = [(name, decisions[name]) for name in unfiltered_result.matches if name in decisions]
     return answer
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("tools/<int:pk>/", tools.tool_detail, name="tool_detail"),
     path("tools/<int:pk>/edit/", tools.tool_edit, name="tool_edit"),
     path("inspector/", inspector.inspector, name="inspector"),
+    path("inspector/usage/forget/", inspector.usage_forget, name="usage_forget"),
     path("model/", inspector.model_view, name="model_view"),
     path("permissions/", permissions.permissions, name="permissions"),
     path("permissions/rules/new/", permissions.rule_create, name="rule_create"),

@@ -198,3 +198,39 @@ def test_it_shows_how_the_hybrid_backend_split_a_request(viewer_client, tools):
     assert 'data-term="(aspects)"' in body
     plain = viewer_client.get(URL, {"q": query, "backend": "bm25"}, headers=HTMX)
     assert plain.context["answer"].query_notes == [] and 'data-testid="query-note"' not in plain.content.decode()
+
+
+def _learned(user, query: str, tool: str):
+    from playground.conversations.models import Conversation, ToolSearchUsage
+
+    conversation = Conversation.objects.create(owner=user, title=f"{user.username}'s")
+    return ToolSearchUsage.objects.create(conversation=conversation, query=query, tool_name=tool, query_hash=query)
+
+
+def test_the_inspector_scores_learned_usage_and_says_so(viewer_client, viewer_user, tools):
+    _learned(viewer_user, "file a bug ticket", "mcp__github__create_issue")
+    response = viewer_client.get(URL, {"q": "bug ticket", "backend": "bm25"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert answer.result.matches[0] == "mcp__github__create_issue"  # only the learned words match (its server's tools follow)
+    assert {c.field for c in answer.result.scored[0].breakdown} >= {"usage"}
+    body = response.content.decode()
+    assert 'data-testid="usage-line" data-entries="1" data-learns="yes"' in body
+    assert 'data-testid="usage-forget"' not in body  # staff only
+    plain = viewer_client.get(URL, {"q": "bug ticket", "backend": "claude-code"}, headers=HTMX)
+    assert plain.context["answer"].result.matches == [] and 'data-learns="no"' in plain.content.decode()
+    assert "claude-code does not learn from usage" in plain.content.decode()
+
+
+def test_only_staff_can_forget_what_was_learned(viewer_client, viewer_user, admin_user, client, tools):
+    from playground.conversations.models import ToolSearchUsage
+
+    _learned(viewer_user, "file a bug ticket", "mcp__github__create_issue")
+    forget = reverse("registry:usage_forget")
+    assert viewer_client.post(forget).status_code == 403 and ToolSearchUsage.objects.count() == 1
+    client.force_login(admin_user)
+    page = client.get(URL, {"q": "bug ticket", "backend": "bm25"}, headers=HTMX)
+    assert 'data-testid="usage-forget"' in page.content.decode()
+    response = client.post(forget, follow=True)
+    assert response.redirect_chain[-1][0] == URL and not ToolSearchUsage.objects.exists()
+    assert "Forgot 1 learned search;" in response.content.decode()
+    assert client.get(forget).status_code == 405

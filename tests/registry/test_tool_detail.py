@@ -73,3 +73,24 @@ def test_queries_do_not_grow_with_the_number_of_profiles(viewer_client, profiles
         PermissionRule.objects.create(effect="ask", pattern="mcp__github", profile=profile)
     assert count() == few
     assert len(verdicts(viewer_client, "mcp__github__create_issue")) == 10
+
+
+def test_past_searches_show_to_their_owner_and_staff_only(viewer_client, viewer_user, admin_user, django_user_model, tools):
+    from django.test import Client
+
+    from playground.conversations.models import Conversation, ToolSearchUsage
+
+    admin_client = Client()  # the `client` fixture is viewer_client itself
+    admin_client.force_login(admin_user)
+    tool = Tool.objects.get(name="mcp__github__create_issue")
+    carol = django_user_model.objects.create_user("carol", "carol@example.com", "pw-carol-123")
+    for owner, query in ((viewer_user, "file a bug ticket"), (carol, "carol's private request")):
+        conversation = Conversation.objects.create(owner=owner)
+        ToolSearchUsage.objects.create(conversation=conversation, query=query, tool_name=tool.name, query_hash=query)
+    url = reverse("registry:tool_detail", args=[tool.pk])
+    own = viewer_client.get(url).content.decode()
+    assert "file a bug ticket" in own and "carol" not in own
+    everything = admin_client.get(url).content.decode()
+    assert "file a bug ticket" in everything and "carol&#x27;s private request" in everything
+    other = Tool.objects.get(name="mcp__slack__post_message")
+    assert 'data-testid="no-past-searches"' in viewer_client.get(reverse("registry:tool_detail", args=[other.pk])).content.decode()

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import re
 
-from django.shortcuts import render
-from django.views.decorators.http import require_safe
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from playground.conversations.usage import forget_usage
 
 from playground.registry import adapter, previews
-from playground.registry.access import staff_for_writes
+from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
@@ -64,6 +68,15 @@ def _inspect(request, query: str, profile: AgentProfile | None, backend: str) ->
         wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
         mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
     )
+
+
+@staff_only
+@require_POST
+def usage_forget(request):
+    """Forget everything learned from usage (the past searches behind each tool's "usage" field)."""
+    deleted = forget_usage()
+    messages.success(request, f"Forgot {deleted} learned search{'es' if deleted != 1 else ''}; ranking is back to the tools' own text.")
+    return redirect(reverse("registry:inspector"))
 
 
 def parse_names(text: str) -> list[str]:

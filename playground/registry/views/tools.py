@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from playground.conversations.usage import queries_for_tool
 from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, selectors, services
 from playground.registry.access import staff_for_writes, staff_only
@@ -84,6 +85,8 @@ def tool_detail(request, pk: int):
         "definition_error": definition_error,
         "global_decision": decision,
         "verdicts": verdicts,
+        # A query may quote a person's request: others' conversations only for staff.
+        "past_searches": queries_for_tool(tool.name, user=None if request.user.is_staff else request.user),
     }
     return render(request, "registry/tool_detail.html", context)
 
