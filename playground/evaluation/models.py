@@ -28,6 +28,8 @@ class EvaluationRun(models.Model):
     progress_message = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # "dev": the dev split's queries stand in for a log of past searches (learning from usage, 0003).
+    usage_from = models.CharField(max_length=10, default="none")
 
     class Meta:
         ordering = ["-created_at"]

@@ -16,7 +16,8 @@ logger = logging.getLogger(__name__)
 PROGRESS_SAVE_INTERVAL_S = 0.5  # do not write the row on every query
 
 
-def start_run(*, toolset: str, backends: list[str], query_style: str, split: str, query_limit: int | None, user=None) -> EvaluationRun:
+def start_run(*, toolset: str, backends: list[str], query_style: str, split: str, query_limit: int | None, user=None,
+              usage_from: str = "none") -> EvaluationRun:
     """Create the run and queue its task once the row is committed (the worker must see it)."""
     from playground.evaluation.tasks import run_evaluation
 
@@ -26,6 +27,7 @@ def start_run(*, toolset: str, backends: list[str], query_style: str, split: str
         query_style=query_style,
         split=split,
         query_limit=query_limit,
+        usage_from=usage_from,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         progress_message="queued",
     )
@@ -64,6 +66,7 @@ def execute_run(run_id: int) -> EvaluationRun:
             limit=run.query_limit,
             progress=progress,
             registry=registry,
+            usage_from=run.usage_from,
         )
     except Exception as exc:  # the page shows what went wrong; the worker keeps going
         logger.exception("evaluation run %s failed", run_id)

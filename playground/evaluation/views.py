@@ -28,7 +28,7 @@ def index(request):
             data = form.cleaned_data
             run = services.start_run(
                 toolset=data["toolset"], backends=data["backends"], query_style=data["query_style"],
-                split=data["split"], query_limit=data["query_limit"], user=request.user,
+                split=data["split"], query_limit=data["query_limit"], user=request.user, usage_from=data["usage_from"],
             )
             messages.success(request, f"Evaluation run #{run.pk} queued.")
             return redirect("evaluation:detail", pk=run.pk)

@@ -54,3 +54,18 @@ def test_invalid_form_is_shown_not_queued(admin_client, toy_toolsets):
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode() or "This field is required" in response.content.decode()
     assert not EvaluationRun.objects.exists()
+
+
+def test_a_run_can_learn_from_usage_on_the_test_split_only(admin_client, toy_toolsets, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setattr(tasks.run_evaluation, "delay", lambda pk: tasks.run_evaluation.apply(args=(pk,)))
+    fields = {"toolset": "toy", "backends": ["claude-code", "bm25"], "query_style": "natural", "query_limit": "", "usage_from": "dev"}
+    refused = admin_client.post(reverse("evaluation:index"), {**fields, "split": "all"})
+    assert refused.status_code == 200 and "test split only" in refused.content.decode()
+    assert not EvaluationRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("evaluation:index"), {**fields, "split": "test"})
+    run = EvaluationRun.objects.get()
+    assert run.usage_from == "dev" and run.status == "done", run.error
+    assert [r["backend"] for r in run.results["rows"]] == ["claude-code", "bm25 +usage"]
+    page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
+    assert "learned from usage (dev split as the log)" in page
