@@ -7,7 +7,6 @@ import statistics
 import time
 
 import pytest
-from asgiref.sync import sync_to_async
 from celery.contrib.testing.worker import start_worker
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
@@ -61,6 +60,6 @@ async def test_a_worker_streams_the_demo_agent_run_to_the_socket(celery_worker, 
     assert "mcp__time__get_current_time" in "".join(frames)
     conversation = await database_sync_to_async(Conversation.objects.get)(pk=conversation.pk)
     assert conversation.status == Conversation.Status.IDLE
-    written = await sync_to_async(lambda: {e.sequence: e.created_at.timestamp() for e in Event.objects.filter(conversation=conversation)})()
+    written = await database_sync_to_async(lambda: {e.sequence: e.created_at.timestamp() for e in Event.objects.filter(conversation=conversation)})()
     latencies = [1000 * (arrivals[s] - written[s]) for s in arrivals]
     print(f"\nworker → socket: {len(latencies)} events, median {statistics.median(latencies):.1f} ms, max {max(latencies):.1f} ms")
