@@ -3,7 +3,7 @@ hx-swap-oob fragments over the real Redis channel layer."""
 from __future__ import annotations
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
@@ -41,15 +41,15 @@ async def test_anonymous_sockets_are_refused():
 
 async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, caplog):
     require_service(redis_answers(), "Redis (channel layer)")
-    user = await sync_to_async(django_user_model.objects.create_user)("carol", password="pw-carol-123")
-    server = await sync_to_async(McpServer.objects.create)(
+    user = await database_sync_to_async(django_user_model.objects.create_user)("carol", password="pw-carol-123")
+    server = await database_sync_to_async(McpServer.objects.create)(
         name="demo", command=__import__("sys").executable, args=["-m", "playground.mcp_servers.demo_server"]
     )
     listing = await connect(user)
     detail = await connect(user, f"/ws/mcp/status/{server.pk}/")
     assert (await listing.connect(timeout=5))[0] and (await detail.connect(timeout=5))[0]
     try:
-        result = await sync_to_async(services.sync_server, thread_sensitive=False)(server)
+        result = await database_sync_to_async(services.sync_server, thread_sensitive=False)(server)
         assert result.ok, result.error
         assert "could not broadcast" not in caplog.text, caplog.text
         # Generous timeouts: the machine running the suite may be busy; the messages are already queued.
@@ -75,13 +75,13 @@ async def test_an_idle_socket_outlives_the_channel_layers_blocking_receive(djang
     from playground.mcp_servers.status import broadcast_server_status
 
     require_service(redis_answers(), "Redis (channel layer)")
-    user = await sync_to_async(django_user_model.objects.create_user)("dave", password="pw-dave-1234")
-    server = await sync_to_async(McpServer.objects.create)(name="idle", command="x", status="connected")
+    user = await database_sync_to_async(django_user_model.objects.create_user)("dave", password="pw-dave-1234")
+    server = await database_sync_to_async(McpServer.objects.create)(name="idle", command="x", status="connected")
     listing = await connect(user)
     assert (await listing.connect(timeout=5))[0]
     try:
         await asyncio.sleep(7)
-        await sync_to_async(broadcast_server_status, thread_sensitive=False)(server.pk)
+        await database_sync_to_async(broadcast_server_status, thread_sensitive=False)(server.pk)
         message = await listing.receive_from(timeout=30)
     finally:
         await listing.disconnect()
