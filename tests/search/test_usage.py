@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from playground.engine.search import quality
+from playground.engine.search.base import read_query
 from playground.engine.search.bm25 import USAGE_NOTE, BM25Backend
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.usage import UsageLog, is_usage_evidence, usage_pairs
@@ -125,6 +128,8 @@ def test_each_log_gets_its_own_index_and_backends_that_do_not_learn_ignore_it(sm
     log = UsageLog.from_pairs([("report a bug ticket", ISSUE)])
     plain, learned = backend.index_for(small_catalog), backend.index_for(small_catalog, log)
     assert plain is not learned and backend.index_for(small_catalog, log) is learned
+    # the learned index is the catalog's own plus the log's postings: a new log re-indexes no tool
+    assert learned.bm25f is plain.bm25f and plain.usage is None and set(learned.usage.indices.tolist()) == {2}  # one posting per learned stem, all of create_issue
     assert backend.index_for(small_catalog, UsageLog()) is plain  # an empty log is no log
     cc = ClaudeCodeKeywordBackend()
     assert cc.index_for(small_catalog, log) is cc.index_for(small_catalog)
@@ -166,3 +171,34 @@ def test_the_evaluation_can_use_the_dev_split_as_the_log(tmp_path):
         quality.run_suite(["toy"], ["bm25"], root=root, usage_from="prod")
     log = quality.usage_from_queries(quality.select_queries(quality.load_toolset("toy", root)[1], "dev"), "keyword")
     assert log and all(q == quality.styled_query(q, "keyword") for qs in log.queries.values() for q in qs)
+
+
+def test_the_usage_index_scores_exactly_as_a_bm25f_field_would(small_catalog):
+    """Kept apart so that an update costs the log's size, the usage field still joins each term's
+    saturation like any BM25F field, and a term it adds to tools that lacked it lowers the term's
+    idf on every tool: the scores equal a BM25F index built with "usage" as one more field."""
+    from playground.engine.search.bm25 import analyzed_fields, analyzed_usage, build_bm25f_index
+
+    backend = BM25Backend(server_weight=0)
+    log = UsageLog.from_pairs([
+        ("create github issue for a bug", ISSUE), ("bug report", ISSUE), ("city forecast rain", FORECAST),
+        # terms the catalog has, on tools that lack them: their df rises, so their idf falls everywhere
+        ("read the weather file", "mcp__mail__send_email"), ("github forecast", "mcp__files__read_file"),
+    ])
+    index = backend.index_for(small_catalog, log)
+    tools = index.tools
+    analysed = [{**analyzed_fields(t), "usage": analyzed_usage(log.for_tool(t.name))} for t in tools]
+    weights = {**backend.field_weights, "usage": backend.usage_weight}
+    reference = build_bm25f_index(analysed, weights, {**backend.field_b, "usage": backend.b}, k1=backend.k1)
+    assert index.usage.rescale and all(0 < f < 1 for f in index.usage.rescale.values())
+    for query in ("github bug", "rain forecast for a city", "create an issue", "bug", "read weather file", "github"):
+        tokens = [token for token, _ in backend.query_tokens(read_query(query))]
+        expected = np.zeros(len(tools))
+        for token in tokens:
+            hit = reference.postings(token)
+            if hit is not None:
+                expected[hit[0]] += hit[1]
+        assert backend.score_all(tokens, index) == pytest.approx(expected, rel=1e-5, abs=1e-6), query
+        ranked = backend.search(query, small_catalog, usage=log, max_results=3)
+        for tool in ranked.scored:  # the explanation still adds up, rescaled shares included
+            assert sum(c.points for c in tool.breakdown) == pytest.approx(tool.score, abs=1e-3)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import bm25s
@@ -44,8 +44,9 @@ SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
-# The "usage" field (past queries that led to the tool, usage.py): weighed like the description.
-# Chosen by 5-fold cross-validation within the development split (README "Learning from usage").
+# The "usage" field (past queries that led to the tool, usage.py): its own small BM25 index, added
+# to the tool's score × this weight (chosen by 5-fold cross-validation within the development split,
+# README "Learning from usage"). Its own index, so a new log entry rebuilds only the log's postings.
 USAGE_FIELD = "usage"
 DEFAULT_USAGE_WEIGHT = 1.0
 USAGE_NOTE = "; learned: past searches that led to this tool"
@@ -158,16 +159,124 @@ def build_bm25f_index(
 
 
 @dataclass
+class UsageIndex(Postings):
+    """The tools' past queries (usage.py) as a BM25F field kept apart from the catalog's index, so
+    that a new log entry costs the log's size, not a re-index of the catalog.
+
+    Scores are exactly those of a BM25F index with "usage" as one more field: postings hold the
+    field's weighted, length-normalised tf (`data`) for the tools with a past query; at query time
+    a term's usage tf joins the tool's tf~ from the other fields before the one saturation
+    (`gains`), and a term the log adds to tools that lacked it gets the lower idf BM25F would give
+    it — on every tool (`scale`: the catalog index's scores of that term × new idf / old idf).
+    Under the "fields" scoring the usage field is one more field, saturated on its own."""
+
+    weight: float
+    k1: float
+    vocab: dict[str, int]
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    idf: np.ndarray  # per usage term id: the idf with the log's tools counted
+    main_idf: np.ndarray  # per usage term id: the catalog index's idf (0: not there)
+    rescale: dict[str, float]  # token → new idf / old idf, for catalog terms whose df the log raised
+
+    def scale(self, token: str) -> float:
+        return self.rescale.get(token, 1.0)
+
+    def gains(self, token: str, docs: np.ndarray | None, main: Postings | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(tools, what the usage field adds to this term's score on each, beyond the catalog
+        index's rescaled score) for the tools with the term in their past queries (all, or those
+        in `docs`). `main`: the BM25F postings the usage tf joins (None: the field on its own)."""
+        hit = self.postings(token)
+        if hit is None:
+            return None
+        tools, usage_tf = hit
+        if docs is not None:
+            keep = np.isin(tools, docs)
+            tools, usage_tf = tools[keep], usage_tf[keep]
+            if tools.size == 0:
+                return None
+        term_id = self.vocab[token]
+        idf, old_idf = float(self.idf[term_id]), float(self.main_idf[term_id])
+        before = np.zeros(tools.size, dtype=np.float64)
+        main_hit = main.postings(token) if main is not None and old_idf > 0 else None
+        if main_hit is not None:
+            main_docs, main_scores = main_hit
+            at = np.minimum(main_docs.searchsorted(tools), main_docs.size - 1)
+            found = main_docs[at] == tools
+            before[found] = main_scores[at[found]]
+        # The catalog index's s = old idf × tf~ / (k1 + tf~) gives back the other fields' tf~.
+        tf_main = self.k1 * before / np.maximum(old_idf - before, 1e-9) if old_idf > 0 else before
+        tf_all = tf_main + usage_tf
+        return tools, idf * tf_all / (self.k1 + tf_all) - before * (idf / old_idf if old_idf > 0 else 0.0)
+
+
+def build_usage_index(index: BM25Index, usage: UsageLog, *, weight: float, k1: float, b: float) -> UsageIndex | None:
+    """The usage field of `index`'s tools; None when the log names none of them. Its length norm
+    averages over every tool (a tool without a past query has an empty field), as in BM25F."""
+    positions = index.positions
+    found = sorted(
+        (positions[name], tokens) for name, queries in usage.queries.items()
+        if name in positions and (tokens := analyzed_usage(queries))
+    )
+    if not found:
+        return None
+    count, total = len(found), index.size
+    docs = np.fromiter((doc for doc, _ in found), dtype=np.int64, count=count)
+    lengths = np.fromiter((len(tokens) for _, tokens in found), dtype=np.int64, count=count)
+    norm = 1.0 - b + b * lengths / (lengths.sum() / total)
+    vocab: dict[str, int] = {}
+    lookup = vocab.setdefault
+    terms = np.fromiter((lookup(t, len(vocab)) for _, tokens in found for t in tokens), dtype=np.int64, count=int(lengths.sum()))
+    local = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    keys, tf = np.unique(terms * count + local, return_counts=True)
+    term_ids, local_ids = keys // count, keys % count
+    tools = docs[local_ids]
+    indptr = np.searchsorted(term_ids, np.arange(len(vocab) + 1))
+    df = np.diff(indptr).astype(np.float64)  # tools with the term in their past queries
+    main_idf = np.zeros(len(vocab))
+    main = index.bm25f
+    if main is not None:
+        # With the log, a term's df is the catalog's (read back from its idf) plus the tools that
+        # have it only in their past queries.
+        for token, term_id in vocab.items():
+            main_id = main.vocab.get(token)
+            if main_id is None:
+                continue
+            main_idf[term_id] = old = float(main.idf[main_id])
+            main_df = (total + 0.5 - 0.5 * np.expm1(old)) / np.exp(old)
+            posting = main.postings(token)
+            mine = tools[indptr[term_id]:indptr[term_id + 1]]
+            df[term_id] = main_df + mine.size - (np.isin(mine, posting[0]).sum() if posting is not None else 0)
+    idf = np.log(1.0 + (total - df + 0.5) / (df + 0.5))
+    rescale = {
+        token: float(idf[term_id] / main_idf[term_id]) for token, term_id in vocab.items()
+        if main_idf[term_id] > 0 and abs(idf[term_id] - main_idf[term_id]) > 1e-12
+    }
+    data = (weight * tf / norm[local_ids]).astype(np.float64)
+    return UsageIndex(weight, k1, vocab, data, tools.astype(np.int32), indptr, idf, main_idf, rescale)
+
+
+@dataclass
 class BM25Index:
     tools: tuple[Tool, ...]  # the catalog's deferred tools, in catalog order
     fields: dict[str, FieldIndex]  # scoring "fields": one BM25 per field ({} under "bm25f")
     required: RequiredTermFilter
     servers: ServerGroups
     bm25f: BM25FIndex | None = None  # scoring "bm25f"
+    usage: UsageIndex | None = None  # past queries (learning from usage), added to either scoring
+    _positions: dict[str, int] | None = None
 
     @property
     def size(self) -> int:
         return len(self.tools)
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Tool name → its position (built once per catalog index, shared by its usage indexes)."""
+        if self._positions is None:
+            self._positions = {tool.name: i for i, tool in enumerate(self.tools)}
+        return self._positions
 
 
 _analysis_cache: dict[str, dict[str, list[str]]] = {}
@@ -277,20 +386,23 @@ class BM25Backend(SearchBackend):
 
     # -- index ---------------------------------------------------------------------------------
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> BM25Index:
+        if usage is not None:
+            # The catalog's own index (cached) plus the log's postings: a new log entry costs the
+            # log's size, not a re-index of the catalog.
+            index = self.index_for(catalog)
+            learned = None
+            if self.usage_weight > 0:
+                learned = build_usage_index(index, usage, weight=self.usage_weight, k1=self.k1, b=self.field_b[USAGE_FIELD])
+            return replace(index, usage=learned) if learned is not None else index
         tools = tuple(catalog.deferred)
         analysed = [analyzed_fields(tool) for tool in tools]
-        field_weights = dict(self.field_weights)
-        if usage and self.usage_weight > 0 and any(usage.for_tool(t.name) for t in tools):
-            # A copy per tool: the analysed fields are shared with the cache, the log is not.
-            analysed = [{**a, USAGE_FIELD: analyzed_usage(usage.for_tool(t.name))} for a, t in zip(analysed, tools)]
-            field_weights[USAGE_FIELD] = self.usage_weight
         if self.scoring == "bm25f":
-            weights = {name: w for name, w in field_weights.items() if w > 0}
+            weights = {name: w for name, w in self.field_weights.items() if w > 0}
             bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
             return BM25Index(tools, {}, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
         fields = {
             name: build_field_index([a[name] for a in analysed], weight, k1=self.k1, b=self.b)
-            for name, weight in field_weights.items()
+            for name, weight in self.field_weights.items()
             if weight > 0
         }
         return BM25Index(tools, fields, RequiredTermFilter(tools), ServerGroups(tools))
@@ -310,19 +422,24 @@ class BM25Backend(SearchBackend):
     def score_all(self, tokens: Sequence[str], index: BM25Index) -> np.ndarray:
         """The fused BM25 score of every deferred tool (postings are added, never a dense scan)."""
         total = np.zeros(index.size, dtype=np.float32)
-        if index.bm25f is not None:
+        weighted: list[tuple[Postings, float]] = (
+            [(index.bm25f, 1.0)] if index.bm25f is not None else [(f, f.weight) for f in index.fields.values()]
+        )
+        usage = index.usage
+        rescaled = usage is not None and index.bm25f is not None  # the log may lower a term's BM25F idf
+        for postings, weight in weighted:
             for token in tokens:
-                hit = index.bm25f.postings(token)
+                hit = postings.postings(token)
                 if hit is not None:
                     docs, scores = hit
-                    total[docs] += scores
-            return total
-        for field_index in index.fields.values():
+                    factor = weight * usage.scale(token) if rescaled else weight
+                    total[docs] += factor * scores  # doc ids are unique within a posting
+        if index.usage is not None:
             for token in tokens:
-                hit = field_index.postings(token)
-                if hit is not None:
-                    docs, scores = hit
-                    total[docs] += field_index.weight * scores  # doc ids are unique within a posting
+                gained = index.usage.gains(token, None, index.bm25f)
+                if gained is not None:
+                    docs, gains = gained
+                    total[docs] += gains
         return total
 
     def rank(self, reading: QueryReading, index: BM25Index, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
@@ -351,29 +468,47 @@ class BM25Backend(SearchBackend):
         if wanted.size == 0:
             return breakdowns
         if index.bm25f is not None:
-            return self.bm25f_contributions(wanted, pairs, index.bm25f)
-        for token, term in pairs:
-            for field_name, field_index in index.fields.items():
-                for j, raw in field_index.scores_of(token, wanted):
-                    if raw > 0:
-                        breakdowns[j].append(
-                            TermContribution(
-                                term=term,
-                                rule=f"bm25 {field_name}",
-                                points=round(field_index.weight * raw, 4),
-                                field=field_name,
-                                detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}"
-                                + (USAGE_NOTE if field_name == USAGE_FIELD else ""),
+            breakdowns = self.bm25f_contributions(wanted, pairs, index.bm25f, index.usage)
+        else:
+            for token, term in pairs:
+                for field_name, field_index in index.fields.items():
+                    for j, raw in field_index.scores_of(token, wanted):
+                        if raw > 0:
+                            breakdowns[j].append(
+                                TermContribution(
+                                    term=term,
+                                    rule=f"bm25 {field_name}",
+                                    points=round(field_index.weight * raw, 4),
+                                    field=field_name,
+                                    detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
+                                )
                             )
+        if index.usage is not None:
+            row = {doc: j for j, doc in enumerate(wanted.tolist())}
+            for token, term in pairs:
+                gained = index.usage.gains(token, wanted, index.bm25f)
+                if gained is None:
+                    continue
+                for doc, points in zip(*gained):
+                    breakdowns[row[int(doc)]].append(
+                        TermContribution(
+                            term=term, rule=f"bm25 {USAGE_FIELD}", points=round(float(points), 4), field=USAGE_FIELD,
+                            detail=f"stem '{token}': what the usage field (weight {index.usage.weight:g}) adds to the term's score{USAGE_NOTE}",
                         )
+                    )
         return breakdowns
 
-    def bm25f_contributions(self, wanted: np.ndarray, pairs: Sequence[tuple[str, str]], index: BM25FIndex) -> list[list[TermContribution]]:
+    def bm25f_contributions(
+        self, wanted: np.ndarray, pairs: Sequence[tuple[str, str]], index: BM25FIndex, usage: UsageIndex | None = None,
+    ) -> list[list[TermContribution]]:
         """BM25F: a term's score on a tool, shared among its fields in proportion to each field's
-        weighted, length-normalised tf (the shares add up to the term's score)."""
+        weighted, length-normalised tf (the shares add up to the term's score). With a usage log,
+        the catalog fields' scores carry the idf the log gives the term."""
         breakdowns: list[list[TermContribution]] = [[] for _ in range(wanted.size)]
         for token, term in pairs:
+            factor = usage.scale(token) if usage is not None else 1.0
             for j, raw in index.scores_of(token, wanted):
+                raw *= factor
                 if raw <= 0:
                     continue
                 tfs = index.field_tfs(token, int(wanted[j]))
@@ -388,7 +523,6 @@ class BM25Backend(SearchBackend):
                             detail=(
                                 f"stem '{token}': bm25f {raw:.3f} (tf~ {pseudo_tf:.2f}, k1 {index.k1:g}), "
                                 f"{field_name} share {tf / pseudo_tf:.0%} (weight {index.weights[field_name]:g})"
-                                + (USAGE_NOTE if field_name == USAGE_FIELD else "")
                             ),
                         )
                     )
