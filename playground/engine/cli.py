@@ -30,6 +30,16 @@ def _backend(name: str) -> SearchBackend:
         raise BadInput(f"{exc} (built in: default, {', '.join(BUILTIN_BACKENDS)}; or a dotted path)") from None
 
 
+def _not_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -177,7 +187,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from playground.engine.search import speed
 
         try:
-            rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat, progress=progress)
+            rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat,
+                              usage_entries=args.usage_entries, progress=progress)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     if args.json:
@@ -228,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeat", type=_positive, default=3, help="claude-code: best of N runs per query")
     bench.add_argument("--no-memory", action="store_true", help="skip the tracemalloc index-size measurement")
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    bench.add_argument("--usage-entries", type=_not_negative, default=0,
+                       help="also time the backends that learn from usage with a log of N past searches ('NAME +usage' rows; build s = the index update when the log changes)")
     bench.add_argument("--search-backends", default="bm25,hybrid", help="retrieval backends to add rows for (comma-separated; '' for none; NAME:option=value for other settings, e.g. hybrid:aspect_weight=0)")
     bench.set_defaults(handler=cmd_bench)
     return parser

@@ -118,6 +118,15 @@ def test_bench_json_rows_compare_both_backends_and_rankings_match(shared_toolset
     assert all(r["identical"] for r in rows if r["backend"] == "naive")
 
 
+def test_bench_times_learning_from_usage_when_asked(shared_toolsets):
+    done = run_cli("bench", "--json", "--sizes", "300", "--queries", "4", "--repeat", "1", "--no-memory", "--search-backends", "bm25",
+                   "--usage-entries", "50", env={"TOOLSETS_DIR": str(shared_toolsets)})
+    assert done.returncode == 0, done.stderr
+    learned = [r for r in json.loads(done.stdout) if r["backend"] == "bm25 +usage"]
+    assert [r["style"] for r in learned] == ["keyword", "natural"] and all(r["p50_ms"] > 0 and r["build_s"] >= 0 for r in learned)
+    assert run_cli("bench", "--usage-entries", "-1").returncode == 2
+
+
 def test_bench_plain_json_rows_have_exactly_the_documented_keys(shared_toolsets):
     done = run_cli("bench", "--json", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", "--search-backends", "bm25", env={"TOOLSETS_DIR": str(shared_toolsets)})
     assert done.returncode == 0, done.stderr

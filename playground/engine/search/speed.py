@@ -10,6 +10,12 @@ costs the same whatever the values). They go into a memory-only embedding cache,
 runs its real code path without encoding 100,000 documents on a shared 2-core machine; the dense
 side's build time is therefore cache reads. Encoding throughput is measured apart
 (`encode_rate`, documents per second).
+
+Learning from usage (`usage_entries` > 0): backends that read a usage log get a second set of rows,
+"NAME +usage", searched with a log of that many past searches (the natural queries, each credited
+to a tool spread over the catalog). Their `build_s` is the index update when the log changes (the
+catalog's own index is already built): what the first search after a conversation taught
+something pays.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from playground.engine.benchmark import BenchRow, keyword_queries, natural_queri
 from playground.engine.evaluate import percentile
 from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
 
 DEFAULT_BACKENDS = ("bm25", "hybrid")
@@ -59,7 +66,14 @@ def prefill_embeddings(backend: SearchBackend, catalog: ToolCatalog, base: Seque
     return stats.encoded
 
 
-def _timed(backend: SearchBackend, catalog: ToolCatalog, queries: Sequence[str], repeat: int) -> list[float]:
+def synthetic_usage(catalog: ToolCatalog, queries: Sequence[str], entries: int) -> UsageLog:
+    """`entries` past searches: query i (cycled) credited to a tool spread over the catalog."""
+    tools = catalog.deferred
+    return UsageLog.from_pairs((queries[i % len(queries)], tools[(i * 7919) % len(tools)].name) for i in range(entries))
+
+
+def _timed(backend: SearchBackend, catalog: ToolCatalog, queries: Sequence[str], repeat: int,
+           usage: UsageLog | None = None) -> list[float]:
     """Per-query ms, best of `repeat` (shared machine: another process's stall should not count).
     Query vectors are cached by text, so only the first run of a query pays its encoding: the
     best-of is taken over runs that each encode — the cache is cleared between runs."""
@@ -71,7 +85,7 @@ def _timed(backend: SearchBackend, catalog: ToolCatalog, queries: Sequence[str],
             if embedder is not None:
                 embedder.clear()
             started = time.perf_counter()
-            backend.search(query, catalog, max_results=5)
+            backend.search(query, catalog, max_results=5, usage=usage)
             best = min(best, time.perf_counter() - started)
         times.append(best * 1000)
     return times
@@ -84,6 +98,7 @@ def run(
     sizes: Sequence[int] = (10_000, 100_000),
     queries: int = 40,
     repeat: int = 3,
+    usage_entries: int = 0,
     progress: Callable[[str], None] = lambda message: None,
 ) -> list[BenchRow]:
     base = source_tools(toolsets)
@@ -106,6 +121,17 @@ def run(
                 rows.append(
                     BenchRow(size, style, name, percentile(times, 50), percentile(times, 95), build_s, len(texts), sum(times) / len(times))
                 )
+            if usage_entries > 0 and backend.reads_usage:
+                usage = synthetic_usage(catalog, styles["natural"], usage_entries)
+                progress(f"{size} tools: {name} +usage index update")
+                started = time.perf_counter()
+                backend.index_for(catalog, usage)
+                update_s = time.perf_counter() - started
+                for style, texts in styles.items():
+                    progress(f"{size} tools: {name} +usage {style} queries")
+                    times = _timed(backend, catalog, texts, repeat, usage)
+                    rows.append(BenchRow(size, style, f"{name} +usage", percentile(times, 50), percentile(times, 95), update_s,
+                                         len(texts), sum(times) / len(times)))
             del backend
             gc.collect()
         del catalog
