@@ -155,7 +155,8 @@ def test_hybrid_learns_through_its_bm25_side_and_keeps_its_dense_index(encoder, 
     bm25_side = next(c for c in next(s for s in learned.scored if s.name == ISSUE).breakdown if c.field == "bm25")
     assert "→usage" in bm25_side.detail
     # a new log rebuilds the BM25 side only: the dense side's index is the catalog's, shared
-    assert backend.index_for(small_catalog, log).semantic is backend.index_for(small_catalog).semantic
+    learned, plain = backend.index_for(small_catalog, log), backend.index_for(small_catalog)
+    assert learned.semantic is plain.semantic and learned.bm25.bm25f is plain.bm25.bm25f and plain.bm25.usage is None
 
 
 def test_the_evaluation_can_use_the_dev_split_as_the_log(tmp_path):

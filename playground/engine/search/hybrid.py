@@ -210,10 +210,10 @@ class HybridBackend(SearchBackend):
         return lines
 
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> HybridIndex:
-        # The dense side through its own cache (keyed on the catalog alone): a new usage log
-        # rebuilds the BM25 side only.
+        # Each side through its own backend's cache: a new usage log adds the log's postings to
+        # the BM25 side's catalog index and reuses the dense side's.
         return HybridIndex(
-            bm25=self.bm25.build_index(catalog, usage),
+            bm25=self.bm25.index_for(catalog, usage),
             semantic=self.semantic.index_for(catalog) if self.semantic is not None else None,
         )
 

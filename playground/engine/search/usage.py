@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from playground.engine.history import Message, blocks_of, client_style_matches
@@ -63,7 +64,7 @@ class UsageLog:
     def entries(self) -> int:
         return sum(len(q) for q in self.queries.values())
 
-    @property
+    @cached_property  # every search keys its index on it: hash the log once
     def fingerprint(self) -> str:
         digest = hashlib.sha1()
         for tool in sorted(self.queries):
