@@ -58,3 +58,36 @@ def test_a_failure_to_record_does_not_fail_the_run(admin_user, tool_world, learn
     conversation, outcome = converse(admin_user, "What is the weather forecast for Paris?", profile=learner, provider=DemoAgentProvider())
     assert outcome.reason == "end_turn" and conversation.status == Conversation.Status.IDLE
     assert "could not record ToolSearch usage" in caplog.text
+
+
+TIME = "mcp__time__get_current_time"
+
+
+def test_a_subagents_searches_teach_too(admin_user, tool_world, native_profile, fake_api, claude):
+    from playground.conversations.testing.fake_api import text_reply, tool_use_reply
+
+    fake_api.script(
+        tool_use_reply("Agent", {"description": "find time", "prompt": "What time is it in Tokyo?"}),
+        tool_use_reply("ToolSearch", {"query": "current time in a timezone"}),
+        tool_use_reply(TIME, {"timezone": "Asia/Tokyo"}),
+        text_reply("Tokyo: noon."),
+        text_reply("The subagent says: noon."),
+    )
+    conversation, outcome = converse(admin_user, "Ask a helper for the time in Tokyo", profile=native_profile, provider=claude)
+    assert outcome.reason == "end_turn"
+    assert list(ToolSearchUsage.objects.values_list("conversation", "query", "tool_name")) == [
+        (conversation.pk, "current time in a timezone", TIME)]
+
+
+def test_a_search_before_a_compaction_still_teaches_the_call_after_it(admin_user, tool_world, native_profile, fake_api, claude,
+                                                                      settings):
+    from playground.conversations.testing.fake_api import text_reply, tool_use_reply
+
+    fake_api.script(tool_use_reply("ToolSearch", {"query": "clock timezone"}), text_reply("Found a time tool."))
+    conversation, _ = converse(admin_user, "find a time tool", profile=native_profile, provider=claude)
+    assert not ToolSearchUsage.objects.exists()  # found, not used yet
+    settings.COMPACTION_THRESHOLD = 0.0001  # the next turn compacts the search away
+    fake_api.script(text_reply("Summary: a time tool was found."), tool_use_reply(TIME, {"timezone": "UTC"}), text_reply("Noon UTC."))
+    conversation, outcome = converse(admin_user, "now call it", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn" and events_of(conversation, "compaction")
+    assert list(ToolSearchUsage.objects.values_list("query", "tool_name")) == [("clock timezone", TIME)]
