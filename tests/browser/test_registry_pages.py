@@ -123,6 +123,28 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     screenshot(page, "inspector-clauses")
 
 
+def test_the_inspector_shows_what_was_learned_and_staff_can_forget_it(logged_in_page, admin_user):
+    from playground.conversations.models import Conversation, ToolSearchUsage
+
+    seed_catalog()
+    conversation = Conversation.objects.create(owner=admin_user, title="taught")
+    ToolSearchUsage.objects.create(conversation=conversation, query="file a bug ticket", tool_name="mcp__github__create_issue",
+                                   query_hash="file a bug ticket")
+    page = logged_in_page
+    page.goto("/inspector/?q=bug+ticket&backend=bm25")
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-query="bug ticket"]')
+    assert next(iter(scores(page))) == "mcp__github__create_issue"  # only the learned words match it
+    assert page.locator('[data-testid=term-contribution][data-rule="bm25 usage"]').count() == 2  # bug, ticket
+    line = page.locator("[data-testid=usage-line]")
+    assert line.get_attribute("data-entries") == "1" and "1 past search for 1 tool" in line.inner_text()
+    screenshot(page, "inspector-usage")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("[data-testid=usage-forget] button")
+    page.wait_for_selector("body[data-page=inspector]")
+    assert "Forgot 1 learned search" in page.inner_text("body")
+    assert not ToolSearchUsage.objects.exists()
+
+
 def scores(page) -> dict[str, float]:
     """Tool → score in rank order, read from the data-* attributes of the results."""
     result = {}
