@@ -30,24 +30,23 @@ def _backend(name: str) -> SearchBackend:
         raise BadInput(f"{exc} (built in: default, {', '.join(BUILTIN_BACKENDS)}; or a dotted path)") from None
 
 
-def _not_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
+def _int_at_least(low: int):
+    """An argparse type: an integer of at least `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {low}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+_positive = _int_at_least(1)
+_not_negative = _int_at_least(0)
 
 
 def _sizes(text: str) -> list[int]:
