@@ -91,3 +91,15 @@ def test_a_search_before_a_compaction_still_teaches_the_call_after_it(admin_user
     conversation, outcome = converse(admin_user, "now call it", conversation=conversation, provider=claude)
     assert outcome.reason == "end_turn" and events_of(conversation, "compaction")
     assert list(ToolSearchUsage.objects.values_list("query", "tool_name")) == [("clock timezone", TIME)]
+
+
+def test_an_admin_removes_one_misleading_search_in_the_django_admin(admin_client, admin_user, tool_world, learner):
+    from django.urls import reverse
+
+    converse(admin_user, "What is the weather forecast for Paris?", profile=learner, provider=DemoAgentProvider())
+    row = ToolSearchUsage.objects.get()
+    listing = admin_client.get(reverse("admin:conversations_toolsearchusage_changelist"))
+    assert listing.status_code == 200 and row.query in listing.content.decode()
+    assert admin_client.get(reverse("admin:conversations_toolsearchusage_add")).status_code == 403
+    admin_client.post(reverse("admin:conversations_toolsearchusage_delete", args=[row.pk]), {"post": "yes"})
+    assert not ToolSearchUsage.objects.exists() and usage_log() is None
