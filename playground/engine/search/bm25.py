@@ -12,6 +12,9 @@ Snowball stems). Two ways to score (option `scoring`):
 The explanation of a ranked tool lists every (query term, field) that contributed, with its points
 (under BM25F, a term's score shared among its fields by their weighted tf).
 
+Learning from usage (`search(..., usage=UsageLog)`): the past queries that led to a tool are one
+more field, "usage" (`UsageIndex`: the same scores as a BM25F field, in an index of its own).
+
 Required terms (`+term`) filter candidates by the Claude Code rule (`names.matches_required_term`),
 as the CC backend does; every surviving candidate gets the same small constant per required term so
 a tool that matches only by the CC rule (e.g. `+git` inside `github`) still ranks, without changing
@@ -44,9 +47,9 @@ SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
-# The "usage" field (past queries that led to the tool, usage.py): its own small BM25 index, added
-# to the tool's score × this weight (chosen by 5-fold cross-validation within the development split,
-# README "Learning from usage"). Its own index, so a new log entry rebuilds only the log's postings.
+# The "usage" field (past queries that led to the tool, usage.py): a BM25F field with this weight
+# (chosen by 5-fold cross-validation within the development split, README "Learning from usage"),
+# kept in its own small index (UsageIndex) so that a new log entry rebuilds only the log's postings.
 USAGE_FIELD = "usage"
 DEFAULT_USAGE_WEIGHT = 1.0
 USAGE_NOTE = "; learned: past searches that led to this tool"
