@@ -28,6 +28,10 @@ def test_every_deferred_tool_goes_with_defer_loading_and_server_blocks_round_tri
     assert search["server_side"] is True and search["loaded"] == [TIME]
     assert events_of(conversation, "tool_result")[0].payload["is_error"] is False
     assert events_of(conversation, "turn_started")[0].payload["server_search"] == "bm25"
+    # the server's search, then a call of what it found: learned like our own ToolSearch's
+    from playground.conversations.models import ToolSearchUsage
+
+    assert list(ToolSearchUsage.objects.values_list("query", "tool_name")) == [("time", TIME)]
 
 
 def test_the_demo_agent_refuses_the_server_mode_with_a_clear_error(admin_user, tool_world):

@@ -78,6 +78,21 @@ def test_what_is_not_evidence(messages):
     assert usage_pairs(messages) == []
 
 
+def test_anthropics_server_side_bm25_search_teaches_too_and_its_regex_search_does_not():
+    def server_search(name: str, field: str, text: str, *found: str) -> dict:
+        return {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": name, "input": {field: text}},
+            {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1",
+             "content": {"type": "tool_search_tool_search_result", "tool_references": [{"type": "tool_reference", "tool_name": n} for n in found]}},
+            {"type": "tool_use", "id": "c1", "name": ISSUE, "input": {}},
+        ]}
+
+    assert usage_pairs([server_search("tool_search_tool_bm25", "query", "open bug report", ISSUE), result("c1")]) == [
+        ("open bug report", ISSUE)]
+    assert usage_pairs([server_search("tool_search_tool_regex", "pattern", "(?i)issue", ISSUE), result("c1")]) == []
+    assert usage_pairs([server_search("tool_search_tool_bm25", "query", "open bug report"), result("c1")]) == []  # not returned
+
+
 def test_a_later_search_that_returned_the_tool_is_the_one_credited():
     messages = [
         search_use("s1", "bug tracker"), references("s1", ISSUE),

@@ -6,8 +6,9 @@ the hybrid backend's BM25 side) index those queries as one more field of the too
 its own weight (`usage_weight`, 0 = off); the inspector shows its points like any other field.
 
 - `usage_pairs(messages)` reads (query, tool) pairs from a conversation's history: a keyword
-  ToolSearch query, then a call of a tool that search returned. `select:` picks, exact names and
-  `mcp__` prefixes are not evidence (the model already knew the name), nor are failed calls.
+  ToolSearch query (or a query of Anthropic's server-side BM25 search tool), then a call of a tool
+  that search returned. `select:` picks, exact names and `mcp__` prefixes are not evidence (the
+  model already knew the name), nor are failed calls.
 - `UsageLog` is what a backend reads: per tool, its most recent distinct queries (capped, so a
   popular tool's field does not grow without bound). It is immutable and has a fingerprint;
   backends key their index on (catalog, log), so a new log entry means a new index.
@@ -30,6 +31,8 @@ from playground.engine.search.base import js_trim, read_query
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 
 MAX_QUERIES_PER_TOOL = 25
+# Anthropic's server-side BM25 search tool (its `query` is words; the regex variant's `pattern` is not).
+SERVER_BM25_SEARCH = "tool_search_tool_bm25"
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,17 @@ def usage_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
         role = message.get("role")
         for block in blocks_of(message):
             kind = block.get("type")
-            if role == "assistant" and kind == "tool_use" and isinstance(block.get("id"), str):
+            if role == "assistant" and kind == "server_tool_use" and block.get("name") == SERVER_BM25_SEARCH:
+                query = (block.get("input") or {}).get("query") if isinstance(block.get("input"), dict) else None
+                if isinstance(query, str) and is_usage_evidence(query) and isinstance(block.get("id"), str):
+                    queries[block["id"]] = query
+            elif role == "assistant" and kind == "tool_search_tool_result" and block.get("tool_use_id") in queries:
+                content = block.get("content")
+                references = content.get("tool_references") if isinstance(content, dict) else None
+                for reference in references or []:  # an error result has none
+                    if isinstance(reference, dict) and isinstance(reference.get("tool_name"), str):
+                        found_by[reference["tool_name"]] = queries[block["tool_use_id"]]
+            elif role == "assistant" and kind == "tool_use" and isinstance(block.get("id"), str):
                 name = block.get("name")
                 if name == TOOL_SEARCH_NAME:
                     query = (block.get("input") or {}).get("query") if isinstance(block.get("input"), dict) else None
