@@ -57,7 +57,8 @@ def _tool_results(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
                 yield block
 
 
-def _result_content(block: dict[str, Any]) -> list[dict[str, Any]]:
+def result_content(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tool_result's content as a list of blocks (a plain string becomes one text block)."""
     content = block.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -99,7 +100,7 @@ def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBound
         if result.get("is_error"):
             continue
         from_search = result.get("tool_use_id") in search_ids
-        for block in _result_content(result):
+        for block in result_content(result):
             if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
                 found.setdefault(block["tool_name"], None)
             elif from_search and block.get("type") == "text" and isinstance(block.get("text"), str):
@@ -111,7 +112,7 @@ def referenced_tool_names(messages: Sequence[Message]) -> list[str]:
     """Every tool named by a tool_reference block, in order."""
     names: dict[str, None] = {}
     for result in _tool_results(messages):
-        for block in _result_content(result):
+        for block in result_content(result):
             if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
                 names.setdefault(block["tool_name"], None)
     return list(names)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from playground.engine.history import Message, blocks_of, client_style_matches
+from playground.engine.history import Message, blocks_of, client_style_matches, result_content
 from playground.engine.search.base import js_trim, read_query
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 
@@ -130,10 +130,8 @@ def usage_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 
 def _returned_names(result: dict[str, Any]) -> list[str]:
-    content = result.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [b for b in content or [] if isinstance(b, dict)]
     names: list[str] = []
-    for block in blocks:
+    for block in result_content(result):
         if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
             names.append(block["tool_name"])
         elif block.get("type") == "text" and isinstance(block.get("text"), str):
