@@ -145,7 +145,7 @@ def inspect_query(
     answer.backend_learns = search_backend.reads_usage
     if usage:
         answer.usage_entries = usage.entries
-        answer.usage_tools = sum(1 for queries in usage.queries.values() if queries)
+        answer.usage_tools = usage.tools
     if not query.strip():
         return answer
     pending = adapter.pending_mcp_servers()

@@ -107,7 +107,7 @@ def test_the_log_keeps_each_tools_most_recent_distinct_queries():
     log = UsageLog.from_pairs([("a  b", "t"), ("c", "t"), ("a b", "t"), ("d", "t"), ("x", "u"), ("", "u")], limit=2)
     assert log.for_tool("t") == ("a b", "d")  # "a b" moved to its last use; "c" fell out
     assert log.for_tool("u") == ("x",) and log.for_tool("nope") == ()
-    assert log.entries == 3 and bool(log) and not UsageLog()
+    assert log.entries == 3 and log.tools == 2 and bool(log) and not UsageLog()
     assert log.fingerprint == UsageLog.from_pairs([("x", "u"), ("a b", "t"), ("d", "t")]).fingerprint
     assert log.fingerprint != UsageLog.from_pairs([("x", "u"), ("a b", "t")]).fingerprint
     with pytest.raises(ValueError, match="at least one"):

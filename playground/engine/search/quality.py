@@ -131,7 +131,7 @@ def evaluate_backend(
         notes.append(backend.degraded_reason)
     learned = bool(usage) and backend.reads_usage
     if learned:
-        notes.append(f"learned from usage: {usage.entries} past queries for {sum(1 for q in usage.queries.values() if q)} tools")
+        notes.append(f"learned from usage: {usage.entries} past queries for {usage.tools} tools")
 
     # Query vectors are cached by text; another backend's run must not make this one look fast.
     embedder = getattr(getattr(backend, "semantic", None) or backend, "embed_query", None)
@@ -227,10 +227,12 @@ def run_suite(
     for toolset in toolsets:
         catalog, queries = load_toolset(toolset, root)
         chosen = select_queries(queries, split, limit)
+        # One log per style (the dev queries in that style), shared by every backend.
         dev = select_queries(queries, "dev") if usage_from == "dev" else []
+        logs = {style: usage_from_queries(dev, style) for style in styles} if dev else {}
         for name, backend in instances.items():
             for style in styles:
-                usage = usage_from_queries(dev, style) if dev else None
+                usage = logs.get(style)
                 def step_progress(fraction: float, message: str, _done: int = done) -> None:
                     if progress:
                         progress((_done + fraction) / steps, message)

@@ -64,6 +64,11 @@ class UsageLog:
         return any(self.queries.values())
 
     @property
+    def tools(self) -> int:
+        """How many tools have a past query."""
+        return sum(1 for queries in self.queries.values() if queries)
+
+    @property
     def entries(self) -> int:
         return sum(len(q) for q in self.queries.values())
 
