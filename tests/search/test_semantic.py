@@ -155,3 +155,18 @@ def test_query_embedder_batches_misses_and_keeps_what_a_prefetch_touched():
     assert len(encoder.calls) == 2  # both answered from the cache
     embedder("bb")
     assert encoder.calls[-1] == ["bb"]  # evicted, so encoded again
+
+
+def test_a_model_folder_other_than_the_packaged_one_gets_its_own_cache_key(encoder, tmp_path):
+    """Vectors are cached by (model id, text): a fine-tuned or replaced model in
+    TOOLSEARCH_EMBEDDING_MODEL_DIR must not be served the packaged model's vectors."""
+    from playground.engine.search.encoder import MODEL_ID, model_id_of
+
+    assert model_id_of(encoder.model_dir) == MODEL_ID
+    first, second, same = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder, content in ((first, b"weights one"), (second, b"weights two"), (same, b"weights one")):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(content)
+    assert model_id_of(first) != MODEL_ID
+    assert model_id_of(first) != model_id_of(second)
+    assert model_id_of(first) == model_id_of(same)  # named by content, not by path

@@ -13,6 +13,7 @@ worker does not take every core of a shared machine.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -39,6 +40,10 @@ def find_model_dir() -> Path:
         if not (path / "model.safetensors").is_file():
             raise EncoderUnavailable(f"{MODEL_DIR_ENV}={configured} has no model.safetensors")
         return path
+    return find_packaged_model_dir()
+
+
+def find_packaged_model_dir() -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)  # finds the package without importing it
     if spec is None or not spec.origin:
         raise EncoderUnavailable(
@@ -49,6 +54,24 @@ def find_model_dir() -> Path:
     if not (path / "model.safetensors").is_file():
         raise EncoderUnavailable(f"{path} has no model.safetensors")
     return path
+
+
+def model_id_of(model_dir: Path) -> str:
+    """The embedding cache's model key. The packaged model keeps its public name (caches filled
+    before this rule stay valid); any other folder (TOOLSEARCH_EMBEDDING_MODEL_DIR, a fine-tuned
+    copy) is named by its weights' content hash, so two models never share cached vectors."""
+    weights = model_dir / "model.safetensors"
+    try:
+        packaged = find_packaged_model_dir()
+    except EncoderUnavailable:
+        packaged = None
+    if packaged is not None and packaged.resolve() == model_dir.resolve():
+        return MODEL_ID
+    digest = hashlib.sha1()
+    with weights.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"{MODEL_ID}@{digest.hexdigest()[:16]}"
 
 
 _pinned = False
@@ -144,7 +167,7 @@ class MiniLMEncoder:
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()
         self.threads = threads if threads is not None else int(os.environ.get(THREADS_ENV, "1") or 1)
-        self.model_id = MODEL_ID
+        self.model_id = model_id_of(self.model_dir)
         _pin_blas_threads(self.threads)
 
     # -- public --------------------------------------------------------------------------------
