@@ -67,11 +67,8 @@ def model_id_of(model_dir: Path) -> str:
         packaged = None
     if packaged is not None and packaged.resolve() == model_dir.resolve():
         return MODEL_ID
-    digest = hashlib.sha1()
     with weights.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return f"{MODEL_ID}@{digest.hexdigest()[:16]}"
+        return f"{MODEL_ID}@{hashlib.file_digest(handle, 'sha1').hexdigest()[:16]}"
 
 
 _pinned = False
