@@ -124,10 +124,15 @@ def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embedding
 
 def test_describe_query_names_the_sentences_and_clauses_it_scores():
     backend = HybridBackend.__new__(HybridBackend)
-    backend.intent_weight, backend.aspect_weight = 0.3, 0.3
+    backend.intent_weight, backend.aspect_weight, backend.piece_vectors = 0.3, 0.3, "alone"
     lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
+    assert len(lines) == 2
     assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")
     assert lines[1].startswith("2 clauses for aspect coverage") and "\u201cThen email the forecast to my team\u201d" in lines[1]
+    backend.piece_vectors = "pooled"
+    assert backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")[2] == (
+        "sentence and clause vectors pooled from one pass over the request (late chunking)"
+    )
     assert backend.describe_query("weather forecast") == []
     assert backend.describe_query("select:a,b") == []
     backend.intent_weight = backend.aspect_weight = 0.0
@@ -142,3 +147,40 @@ def test_a_pasted_document_is_read_whole_not_as_hundreds_of_clauses():
     assert len(split_aspects(", ".join(f"check item number {i}" for i in range(MAX_PIECES)))) == MAX_PIECES
     sentences = " ".join(f"Please check the item number {i}." for i in range(MAX_PIECES + 1))
     assert split_intents(sentences) == []
+
+
+def test_pieces_carry_their_spans_in_the_request():
+    from playground.engine.search.hybrid import _CLAUSE_BREAK, _split_pieces
+
+    query = "  Find flights to Rome, then book hotels near the station, and the cars."
+    pieces = _split_pieces(query, _CLAUSE_BREAK, 2)
+    stripped = query.strip()
+    assert [text for text, _ in pieces] == ["Find flights to Rome", "book hotels near the station the cars."]
+    # a short fragment joins the piece before it: the text is joined by a space, the span reaches over the break
+    assert [stripped[start:end] for _, (start, end) in pieces] == ["Find flights to Rome", "book hotels near the station, and the cars."]
+
+
+def test_pooled_piece_vectors_encode_a_request_once_and_say_so(encoder, embeddings_dir, small_catalog, monkeypatch):
+    query = "read the file report.txt and email it to the team"
+    bm25 = {"scoring": "fields"}
+    alone = HybridBackend(bm25=bm25)
+    pooled = HybridBackend(bm25=bm25, piece_vectors="pooled")
+    calls: list[str] = []
+    for method in ("encode", "encode_pooled"):
+        original = getattr(encoder, method)
+        monkeypatch.setattr(encoder, method, lambda *args, _original=original, _method=method: calls.append(_method) or _original(*args))
+    alone.search("warm up the catalog vectors", small_catalog)
+    pooled.semantic.embed_query.clear()
+    calls.clear()
+    result = pooled.search(query, small_catalog, max_results=4)
+    assert calls == ["encode_pooled"]  # the request and its two clauses: one pass
+    assert result.matches[:2] == ["mcp__files__read_file", "mcp__mail__send_email"]
+    assert "clause vectors pooled from the request's tokens" in result.scored[0].breakdown[-1].detail
+    for scored in result.scored:
+        assert sum(c.points for c in scored.breakdown) == pytest.approx(scored.score, abs=2e-3)
+    pooled.semantic.embed_query.clear()
+    calls.clear()
+    alone.search(query, small_catalog, max_results=4)
+    assert calls == ["encode"]  # one batch too, but of the request and each clause as texts of their own
+    with pytest.raises(ValueError, match="piece_vectors"):
+        HybridBackend(piece_vectors="late")

@@ -170,3 +170,63 @@ def test_a_model_folder_other_than_the_packaged_one_gets_its_own_cache_key(encod
     assert model_id_of(first) != MODEL_ID
     assert model_id_of(first) != model_id_of(second)
     assert model_id_of(first) == model_id_of(same)  # named by content, not by path
+
+
+def test_pooled_pieces_come_from_one_pass_over_the_whole_text(encoder):
+    from playground.engine.search.encoder import MiniLMEncoder
+
+    text = "Get the weather forecast for Paris, and then book a flight to Rome."
+    weather, flight = (0, text.index(",")), (text.index("book"), len(text))
+    rows = encoder.encode_pooled(text, [weather, flight])
+    assert rows.shape == (3, encoder.dim)
+    assert np.array_equal(rows[0], encoder.encode([text])[0])  # row 0: the text's own vector, bit for bit
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    alone = encoder.encode([text[slice(*weather)], text[slice(*flight)]])
+    # each piece is read in context: close to the piece encoded alone, closer than to the other piece
+    assert rows[1] @ alone[0] > 0.7 and rows[1] @ alone[0] > rows[1] @ alone[1]
+    assert rows[2] @ alone[1] > 0.7 and rows[2] @ alone[1] > rows[2] @ alone[0]
+    assert not np.allclose(rows[1], alone[0], atol=1e-3)  # pooled, not encoded alone
+    # a piece cut off by truncation has no token in the pass: it is encoded on its own
+    short = MiniLMEncoder(encoder.model_dir, max_length=8)
+    cut = short.encode_pooled(text, [weather, flight])
+    assert np.allclose(cut[2], short.encode([text[slice(*flight)]])[0], atol=1e-6)
+    assert not np.allclose(cut[1], short.encode([text[slice(*weather)]])[0], atol=1e-3)
+
+
+def test_pooled_spans_follow_the_text_the_encoder_reads():
+    from playground.engine.search.base import read_query
+    from playground.engine.search.semantic import query_text_spans
+
+    raw = "  send a +slack message, then open a +github issue"
+    stripped = raw.strip()
+    spans = [(0, stripped.index(",")), (stripped.index("open"), len(stripped))]
+    text, moved = query_text_spans(read_query(raw), spans)
+    assert text == "send a slack message, then open a github issue"
+    assert [text[start:end] for start, end in moved] == ["send a slack message", "open a github issue"]
+
+
+def test_query_embedder_caches_pooled_vectors_apart_from_the_pieces_alone():
+    from playground.engine.search.semantic import QueryEmbedder
+
+    class FakeEncoder:
+        calls: list[tuple] = []
+
+        def encode(self, texts):
+            self.calls.append(("alone", *texts))
+            return np.array([[float(len(t)), 0.0] for t in texts], dtype=np.float32)
+
+        def encode_one(self, text):
+            return self.encode([text])[0]
+
+        def encode_pooled(self, text, spans):
+            self.calls.append(("pooled", text, spans))
+            return np.array([[float(len(text)), 0.0]] + [[0.0, float(end - start)] for start, end in spans], dtype=np.float32)
+
+    encoder = FakeEncoder()
+    embedder = QueryEmbedder(encoder)
+    rows = embedder.pooled("ab cd", ((0, 2), (3, 5)))
+    assert rows[:, 1].tolist() == [0.0, 2.0, 2.0]
+    assert embedder.pooled("ab cd", ((0, 2), (3, 5))) is rows  # cached under (text, spans)
+    assert embedder("ab cd")[0] == 5.0  # the pass also cached the whole text's own vector
+    assert encoder.calls == [("pooled", "ab cd", ((0, 2), (3, 5)))]
+    assert embedder("ab")[0] == 2.0 and encoder.calls[-1] == ("alone", "ab")  # a piece alone is its own entry

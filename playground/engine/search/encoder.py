@@ -183,11 +183,46 @@ class MiniLMEncoder:
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def encode_pooled(self, text: str, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+        """Late chunking (Günther et al., 2024): `text` runs through the network once; row 0 is its
+        vector (the same as `encode([text])[0]`), row i + 1 the mean of the token states that lie
+        inside character span i — a piece read in the context of the whole text, for the price of
+        the whole text alone. A span with no token left after truncation (max_length) is encoded
+        on its own instead."""
+        encoding = self.tokenizer.encode(text if text.strip() else "[UNK]")
+        ids = np.asarray(encoding.ids, dtype=np.int64)
+        states = self._token_states([ids])
+        out = np.zeros((1 + len(spans), self.dim), dtype=np.float32)
+        out[0] = np.add.reduceat(states, [0], axis=0)[0] / np.float32(len(ids))  # as `_encode_batch` pools
+        content = ~np.asarray(encoding.special_tokens_mask, dtype=bool)
+        offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        alone: list[int] = []
+        for row, (start, end) in enumerate(spans, start=1):
+            inside = content & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
+            if inside.any():
+                out[row] = states[inside].mean(axis=0)
+            else:
+                alone.append(row)
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        if alone:
+            out[alone] = self.encode([text[spans[row - 1][0] : spans[row - 1][1]] for row in alone])
+        return out
+
     # -- the network ---------------------------------------------------------------------------
     def _encode_batch(self, batch: list[np.ndarray]) -> np.ndarray:
-        """The texts' real tokens packed into one (tokens, dim) matrix: the dense layers — nearly
-        all the work — never compute padding (a query's short clauses would otherwise cost as much
-        as the query itself); attention runs per text, each text attending to its own tokens only."""
+        """Each text's vector: the mean of its token states, L2-normalised."""
+        lengths = np.array([len(x) for x in batch])
+        bounds = np.concatenate([[0], np.cumsum(lengths)])
+        x = self._token_states(batch)
+        pooled = np.add.reduceat(x, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)  # mean over each text's tokens
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def _token_states(self, batch: list[np.ndarray]) -> np.ndarray:
+        """The last layer's state of every token of the texts, packed into one (tokens, dim)
+        matrix: the dense layers — nearly all the work — never compute padding (a query's short
+        clauses would otherwise cost as much as the query itself); attention runs per text, each
+        text attending to its own tokens only."""
         w = self.weights
         lengths = np.array([len(x) for x in batch])
         bounds = np.concatenate([[0], np.cumsum(lengths)])
@@ -228,9 +263,7 @@ class MiniLMEncoder:
             out += w[p + "output.dense.bias"]
             out += x
             x = _layer_norm_(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
-        pooled = np.add.reduceat(x, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)  # mean over each text's tokens
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return x
 
 
 _shared: MiniLMEncoder | None = None

@@ -18,6 +18,10 @@ General refinements, all tuned on the development split only (README "Search qua
     picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
     score / the best + λ × how much it covers clauses the tools already picked do not. A request
     of one clause ranks as without it.
+  - piece vectors (`piece_vectors`): sentences and clauses are encoded as texts of their own
+    ("alone", the default), or pooled from the token states of the one pass over the request
+    ("pooled", late chunking): about half the time of a multi-piece request, for a point or so of
+    recall on long multi-step requests (README "Speed").
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it; after aspect coverage, the parts are scaled to their share and the clause the
@@ -39,7 +43,7 @@ from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
-from playground.engine.search.semantic import dense_may_answer, query_text
+from playground.engine.search.semantic import dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
@@ -64,6 +68,11 @@ DEFAULTS: dict[str, Any] = {
     "aspect_weight": 0.3,
     "aspect_sharpness": 2.0,
     "aspect_pool": 50,
+    # How sentences and clauses get their vectors: "alone" (each encoded as a text of its own) or
+    # "pooled" (late chunking: the mean of their tokens' states in the one pass over the whole
+    # request: one pass instead of one per piece, about half the search time of a request of
+    # several pieces; README "Speed" has the cost in recall).
+    "piece_vectors": "alone",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -72,19 +81,38 @@ MIN_INTENT_WORDS = 3
 MAX_PIECES = 24
 
 
-def _split_request(query: str, breaks: re.Pattern[str], min_words: int) -> list[str]:
-    """The pieces of `query` between `breaks`; a piece under `min_words` content words joins the
-    previous one. One piece, or more than MAX_PIECES → [] (the query is read whole)."""
-    pieces: list[str] = []
-    for piece in breaks.split(query.strip()):
-        piece = piece.strip()
+Span = tuple[int, int]
+
+
+def _split_pieces(query: str, breaks: re.Pattern[str], min_words: int) -> list[tuple[str, Span]]:
+    """The pieces of `query` between `breaks`, each with its character span in `query.strip()`; a
+    piece under `min_words` content words joins the previous one (its text joined by a space, its
+    span reaching over the break). One piece, or more than MAX_PIECES → [] (the query is read whole)."""
+    stripped = query.strip()
+    fragments: list[Span] = []
+    start = 0
+    for found in breaks.finditer(stripped):
+        fragments.append((start, found.start()))
+        start = found.end()
+    fragments.append((start, len(stripped)))
+    pieces: list[tuple[str, Span]] = []
+    for start, end in fragments:
+        raw = stripped[start:end]
+        piece = raw.strip()
         if not piece:
             continue
+        start += len(raw) - len(raw.lstrip())
+        end = start + len(piece)
         if pieces and len([w for w in text.words(piece) if w not in text.STOPWORDS]) < min_words:
-            pieces[-1] = f"{pieces[-1]} {piece}"
+            previous, (previous_start, _) = pieces[-1]
+            pieces[-1] = (f"{previous} {piece}", (previous_start, end))
         else:
-            pieces.append(piece)
+            pieces.append((piece, (start, end)))
     return pieces if 1 < len(pieces) <= MAX_PIECES else []
+
+
+def _split_request(query: str, breaks: re.Pattern[str], min_words: int) -> list[str]:
+    return [piece for piece, _ in _split_pieces(query, breaks, min_words)]
 
 
 def split_intents(query: str) -> list[str]:
@@ -182,6 +210,9 @@ class HybridBackend(SearchBackend):
         self.aspect_weight = float(settings["aspect_weight"])
         self.aspect_sharpness = float(settings["aspect_sharpness"])
         self.aspect_pool = int(settings["aspect_pool"])
+        if settings["piece_vectors"] not in ("alone", "pooled"):
+            raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
+        self.piece_vectors: str = settings["piece_vectors"]
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -207,6 +238,8 @@ class HybridBackend(SearchBackend):
             lines.append(f"{len(intents)} sentences, each also scored alone (share {self.intent_weight:g}): " + " · ".join(f"\u201c{s}\u201d" for s in intents))
         if self.aspect_weight > 0 and (aspects := split_aspects(reading.raw)):
             lines.append(f"{len(aspects)} clauses for aspect coverage (xQuAD, \u03bb {self.aspect_weight:g}): " + " · ".join(f"\u201c{a}\u201d" for a in aspects))
+        if lines and self.piece_vectors == "pooled":
+            lines.append("sentence and clause vectors pooled from one pass over the request (late chunking)")
         return lines
 
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> HybridIndex:
@@ -217,10 +250,16 @@ class HybridBackend(SearchBackend):
             semantic=self.semantic.index_for(catalog) if self.semantic is not None else None,
         )
 
-    def side_scores(self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
+    def side_scores(
+        self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, vector: np.ndarray | None = None,
+    ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
+        """Each side's score of every tool; `vector` is the query's vector when it is not its own
+        (a piece pooled from the request)."""
         pairs = self.bm25.query_tokens(reading)
         lexical = self.bm25.score_all([token for token, _ in pairs], index.bm25)
-        dense = self.semantic.similarities(reading, index.semantic) if index.semantic is not None else None
+        dense = None
+        if index.semantic is not None:
+            dense = self.semantic.similarities(reading, index.semantic) if vector is None else index.semantic.vectors @ vector
         if mask is not None:
             lexical = np.where(mask, lexical, 0.0).astype(np.float32)
             if dense is not None:
@@ -231,9 +270,15 @@ class HybridBackend(SearchBackend):
         if index.bm25.size == 0:
             return []
         mask = index.bm25.required.mask(reading.required)
-        intents = split_intents(reading.raw) if self.intent_weight > 0 else []
-        aspects = split_aspects(reading.raw) if self.aspect_weight > 0 else []
-        self.prefetch_queries([reading.raw, *intents, *aspects])
+        sentence_pieces = _split_pieces(reading.raw, _SENTENCE_END, MIN_INTENT_WORDS) if self.intent_weight > 0 else []
+        clause_pieces = _split_pieces(reading.raw, _CLAUSE_BREAK, MIN_ASPECT_WORDS) if self.aspect_weight > 0 else []
+        intents, aspects = [piece for piece, _ in sentence_pieces], [piece for piece, _ in clause_pieces]
+        # Pooled: each piece's vector, in the order sentences then clauses; None = encoded alone.
+        pooled = self.pooled_vectors(reading, [span for _, span in sentence_pieces + clause_pieces])
+        intent_vectors: list[np.ndarray | None] = list(pooled[: len(intents)]) if pooled is not None else [None] * len(intents)
+        aspect_vectors: list[np.ndarray | None] = list(pooled[len(intents) :]) if pooled is not None else [None] * len(aspects)
+        if pooled is None:
+            self.prefetch_queries([reading.raw, *intents, *aspects])
         pairs, lexical, dense = self.side_scores(reading, index, mask)
         weight = self.lexical_weight(len(pairs))
         gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0)
@@ -245,8 +290,8 @@ class HybridBackend(SearchBackend):
         extras: dict[str, np.ndarray] = {}
         if intents:
             best = np.zeros_like(fused)
-            for sentence in intents:
-                _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask)
+            for sentence, vector in zip(intents, intent_vectors):
+                _, sub_lexical, sub_dense = self.side_scores(read_query(sentence), index, mask, vector)
                 sub = np.add(*self.fuse(sub_lexical, sub_dense, weight))
                 top = float(sub.max())
                 if top > 0:
@@ -265,7 +310,7 @@ class HybridBackend(SearchBackend):
         if aspects:
             candidates = top_indices(fused, max(self.aspect_pool, max_results))
             if candidates:
-                clause_scores = np.stack([self.clause_scores(clause, index, candidates) for clause in aspects])
+                clause_scores = np.stack([self.clause_scores(clause, index, candidates, vector) for clause, vector in zip(aspects, aspect_vectors)])
                 chosen = cover_aspects(fused, clause_scores, aspects, candidates, max_results, self.aspect_weight, self.aspect_sharpness)
                 order = [i for i, _, _ in chosen]
                 fused = fused.copy()
@@ -275,6 +320,7 @@ class HybridBackend(SearchBackend):
             order = top_indices(fused, max_results)
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
+        pooled_note = " vectors pooled from the request's tokens" if pooled is not None else ""
         results: list[ScoredTool] = []
         for i, terms in zip(order, self.bm25.term_contributions(order, pairs, index.bm25)):
             term_summary = ", ".join(f"{c.term}→{c.field} {c.points:g}" for c in terms[:6]) or "no term matched"
@@ -303,7 +349,7 @@ class HybridBackend(SearchBackend):
                 )
             if "intent" in extras:
                 breakdown.append(
-                    TermContribution(term="(sentences)", rule="best single-sentence match", points=round(float(extras["intent"][i]), 4), field="query", detail=f"weight {self.intent_weight:g}")
+                    TermContribution(term="(sentences)", rule="best single-sentence match", points=round(float(extras["intent"][i]), 4), field="query", detail=f"weight {self.intent_weight:g}" + (f"; sentence{pooled_note}" if pooled_note else ""))
                 )
             if "server" in extras:
                 breakdown.append(
@@ -322,23 +368,31 @@ class HybridBackend(SearchBackend):
                         detail=(
                             f"best for \u201c{pick.clause}\u201d" if pick.coverage >= 0.0005
                             else f"nothing left to cover (its best clause, \u201c{pick.clause}\u201d, is covered above)"
-                        ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}",
+                        ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}" + (f"; clause{pooled_note}" if pooled_note else ""),
                     )
                 )
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
         return results
 
-    def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int]) -> np.ndarray:
+    def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
         """A clause's weighted fused score of each candidate (BM25 normalised over the whole
         catalog, as in `fuse`). The dense side is computed for the candidates only: at 100k tools a
-        full product per clause would cost ~10 ms."""
+        full product per clause would cost ~10 ms. `vector`: the clause's pooled vector, if any."""
         reading = read_query(clause)
         lexical = self.bm25.score_all([token for token, _ in self.bm25.query_tokens(reading)], index.bm25)
         cand = np.asarray(candidates)
         dense = None
         if index.semantic is not None:
-            dense = index.semantic.vectors[cand] @ self.semantic.embed_query(query_text(reading))
+            dense = index.semantic.vectors[cand] @ (self.semantic.embed_query(query_text(reading)) if vector is None else vector)
         return np.add(*self._weighted(lexical[cand], dense, self.bm25_weight, _top(lexical)))
+
+    def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> np.ndarray | None:
+        """With piece_vectors "pooled", the pieces' vectors (one row per span) from one pass over
+        the request, which also caches the request's own vector; else None."""
+        if self.piece_vectors != "pooled" or self.semantic is None or not spans:
+            return None
+        encoder_text, encoder_spans = query_text_spans(reading, spans)
+        return self.semantic.embed_query.pooled(encoder_text, encoder_spans)[1:]
 
     def prefetch_queries(self, texts: list[str]) -> None:
         """Encode a request, its sentences and its clauses in one batch: per call, the encoder

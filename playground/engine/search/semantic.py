@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,14 @@ def query_text(reading: QueryReading) -> str:
     return _REQUIRED_MARK.sub(r"\1", reading.raw.strip())
 
 
+def query_text_spans(reading: QueryReading, spans: list[tuple[int, int]]) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """`query_text(reading)`, and `spans` (character spans of `reading.raw.strip()`) moved onto it:
+    each `+` that it drops shifts what follows one character left."""
+    stripped = reading.raw.strip()
+    dropped = [mark.end() - 1 for mark in _REQUIRED_MARK.finditer(stripped)]
+    return query_text(reading), tuple((start - bisect_left(dropped, start), end - bisect_left(dropped, end)) for start, end in spans)
+
+
 @dataclass
 class SemanticIndex:
     tools: tuple[Tool, ...]
@@ -60,7 +69,7 @@ class QueryEmbedder:
     def __init__(self, encoder: MiniLMEncoder, size: int = 8192):
         self.encoder = encoder
         self.size = size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[str | tuple, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -80,6 +89,19 @@ class QueryEmbedder:
         if missing:
             self._remember(missing, self.encoder.encode(missing))
 
+    def pooled(self, text: str, spans: tuple[tuple[int, int], ...]) -> np.ndarray:
+        """`encoder.encode_pooled(text, spans)`, cached under (text, spans): a piece's pooled vector
+        depends on the text around it, so it never shares a key with the piece encoded alone."""
+        key = ("pooled", text, spans)
+        with self._lock:
+            vectors = self._cache.get(key)
+            if vectors is not None:
+                self._cache.move_to_end(key)
+                return vectors
+        vectors = self.encoder.encode_pooled(text, spans)
+        self._remember([key, text], [vectors, vectors[0]])  # row 0 is the text's own vector
+        return vectors
+
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
             vector = self._cache.get(text)
@@ -90,7 +112,7 @@ class QueryEmbedder:
         self._remember([text], [vector])
         return vector
 
-    def _remember(self, texts: list[str], vectors) -> None:
+    def _remember(self, texts: list, vectors) -> None:
         with self._lock:
             for text_, vector in zip(texts, vectors):
                 self._cache[text_] = vector
