@@ -22,7 +22,7 @@ from django.db.models import Count, Max, QuerySet
 
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings
-from playground.engine.search.backends import get_backend
+from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
@@ -275,12 +275,14 @@ def backend_names() -> list[str]:
 
 
 def search_backend(name: str | None = None) -> SearchBackend:
-    """One backend instance per name per process (backends cache their index by catalog fingerprint)."""
+    """One backend instance per name per process (backends cache their index by catalog fingerprint).
+    A name may carry settings (`hybrid:piece_vectors="pooled"`, see `parse_backend_spec`), so a
+    deployment can set TOOLSEARCH_DEFAULT_BACKEND to a tuned backend without new code."""
     resolved = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
     with _lock:
         backend = _backends.get(resolved)
     if backend is None:
-        backend = get_backend(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS), default=settings.TOOLSEARCH_DEFAULT_BACKEND)
+        backend = backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS))
         with _lock:
             backend = _backends.setdefault(resolved, backend)
     return backend

@@ -146,6 +146,15 @@ def test_search_backend_is_one_instance_per_name():
         adapter.search_backend("no-such-backend")
 
 
+def test_the_default_backend_may_carry_settings():
+    with override_settings(TOOLSEARCH_DEFAULT_BACKEND="bm25:usage_weight=0"):
+        backend = adapter.search_backend("")
+        assert backend.name == "bm25:usage_weight=0" and backend.usage_weight == 0
+        assert adapter.search_backend("default") is backend
+    with override_settings(TOOLSEARCH_DEFAULT_BACKEND="bm25:no_such_option=1"), pytest.raises(ValueError, match="no_such_option"):
+        adapter.search_backend("")
+
+
 def test_pending_mcp_servers_lists_enabled_pending_servers():
     McpServer.objects.create(name="alpha", status=McpServer.Status.PENDING)
     McpServer.objects.create(name="beta", status=McpServer.Status.CONNECTED)
