@@ -184,3 +184,19 @@ def test_pooled_piece_vectors_encode_a_request_once_and_say_so(encoder, embeddin
     assert calls == ["encode"]  # one batch too, but of the request and each clause as texts of their own
     with pytest.raises(ValueError, match="piece_vectors"):
         HybridBackend(piece_vectors="late")
+
+
+def test_the_request_and_its_sentences_are_scored_in_one_product(encoder, embeddings_dir, small_catalog):
+    from playground.engine.search.base import read_query
+
+    backend = HybridBackend()
+    index = backend.index_for(small_catalog)
+    query = "Find the weather forecast for Paris tomorrow. Then email the forecast to my team"
+    intents = hybrid_module.split_intents(query)
+    rows = backend.dense_rows(read_query(query), intents, [None] * len(intents), index)
+    assert rows.shape == (1 + len(intents), index.semantic.size)
+    for row, text in zip(rows, [query, *intents]):  # each row is that text's own cosine to every tool
+        assert np.allclose(row, backend.semantic.similarities(read_query(text), index.semantic), atol=1e-6)
+    result = backend.search(query, small_catalog, max_results=3)
+    assert result.matches[0] == "mcp__weather__get_forecast" and "mcp__mail__send_email" in result.matches
+    assert any(c.term == "(sentences)" for c in result.scored[0].breakdown)
