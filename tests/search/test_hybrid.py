@@ -200,3 +200,12 @@ def test_the_request_and_its_sentences_are_scored_in_one_product(encoder, embedd
     result = backend.search(query, small_catalog, max_results=3)
     assert result.matches[0] == "mcp__weather__get_forecast" and "mcp__mail__send_email" in result.matches
     assert any(c.term == "(sentences)" for c in result.scored[0].breakdown)
+
+
+def test_hybrid_pooled_is_hybrid_with_pooled_pieces_under_its_own_name(embeddings_dir):
+    from playground.engine.search.backends import backend_from_spec, get_backend
+
+    backend = get_backend("hybrid-pooled")
+    assert backend.name == "hybrid-pooled" and backend.piece_vectors == "pooled"
+    assert get_backend("hybrid").piece_vectors == "alone"
+    assert backend_from_spec("hybrid-pooled:aspect_weight=0").aspect_weight == 0  # its other settings stay open

@@ -20,7 +20,7 @@ QUERIES_WITH_FIXED_ANSWERS = [
 REQUIRED_ONLY = ["+github", "+git", "+repository", "+file +new", "+weather", "+nothing-matches", "+e-mail"]
 
 
-@pytest.fixture(params=["bm25", "hybrid", "semantic"])
+@pytest.fixture(params=["bm25", "hybrid", "hybrid-pooled", "semantic"])
 def backend(request):
     if request.param == "semantic":
         request.getfixturevalue("encoder")

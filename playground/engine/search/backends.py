@@ -18,6 +18,9 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "bm25": "playground.engine.search.bm25.BM25Backend",
     "semantic": "playground.engine.search.semantic.SemanticBackend",  # needs the `semantic` extra
     "hybrid": "playground.engine.search.hybrid.HybridBackend",  # BM25 only (logged) without the extra
+    # The same, each sentence's and clause's vector pooled from the request's one encoder pass:
+    # natural-language requests in ~0.6× the time, about a point of recall less on multi-step ones.
+    "hybrid-pooled": "playground.engine.search.hybrid.PooledHybridBackend",
     # Scale path: PostgreSQL full text (+ pgvector when installed); needs TOOLSEARCH_PG_DSN or a PostgreSQL DATABASE_URL.
     "postgres": "playground.engine.search.postgres.PostgresSearchBackend",
 }

@@ -461,3 +461,15 @@ def _ranks(scores: np.ndarray | None, wanted: list[int]) -> dict[int, int]:
         ties_before = int(np.count_nonzero(scores[:i] == scores[i]))
         ranks[i] = better + ties_before + 1
     return ranks
+
+
+class PooledHybridBackend(HybridBackend):
+    """`hybrid` with piece_vectors "pooled": a named preset, so a profile, the inspector and the
+    evaluation page can pick the faster reading of long requests like any other backend."""
+
+    name = "hybrid-pooled"
+    label = "Hybrid, pooled pieces (faster on long requests)"
+    description = "hybrid with each sentence's and clause's vector pooled from one encoder pass over the request (late chunking)"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**{"piece_vectors": "pooled", **options})

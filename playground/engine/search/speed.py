@@ -32,7 +32,7 @@ from playground.engine.search.base import SearchBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
 
-DEFAULT_BACKENDS = ("bm25", "hybrid")
+DEFAULT_BACKENDS = ("bm25", "hybrid", "hybrid-pooled")
 _REPLICA_MARK = re.compile(r" \(replica \d+\)$")
 
 
