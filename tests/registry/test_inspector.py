@@ -198,6 +198,10 @@ def test_it_shows_how_the_hybrid_backend_split_a_request(viewer_client, tools):
     assert 'data-term="(aspects)"' in body
     plain = viewer_client.get(URL, {"q": query, "backend": "bm25"}, headers=HTMX)
     assert plain.context["answer"].query_notes == [] and 'data-testid="query-note"' not in plain.content.decode()
+    pooled = viewer_client.get(URL, {"q": query, "backend": "hybrid-pooled"}, headers=HTMX)
+    notes = pooled.context["answer"].query_notes
+    assert notes[0] == answer.query_notes[0] and notes[1] == "sentence and clause vectors pooled from one pass over the request (late chunking)"
+    assert "clause vectors pooled from the request" in pooled.content.decode()
 
 
 def _learned(user, query: str, tool: str):

@@ -124,7 +124,7 @@ def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embedding
 
 def test_describe_query_names_the_sentences_and_clauses_it_scores():
     backend = HybridBackend.__new__(HybridBackend)
-    backend.intent_weight, backend.aspect_weight, backend.piece_vectors = 0.3, 0.3, "alone"
+    backend.intent_weight, backend.aspect_weight, backend.piece_vectors, backend.semantic = 0.3, 0.3, "alone", object()
     lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
     assert len(lines) == 2
     assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")
@@ -133,6 +133,8 @@ def test_describe_query_names_the_sentences_and_clauses_it_scores():
     assert backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")[2] == (
         "sentence and clause vectors pooled from one pass over the request (late chunking)"
     )
+    backend.semantic = None  # no dense side (the extra is missing): nothing is pooled, so no such note
+    assert len(backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")) == 2
     assert backend.describe_query("weather forecast") == []
     assert backend.describe_query("select:a,b") == []
     backend.intent_weight = backend.aspect_weight = 0.0

@@ -238,7 +238,7 @@ class HybridBackend(SearchBackend):
             lines.append(f"{len(intents)} sentences, each also scored alone (share {self.intent_weight:g}): " + " · ".join(f"\u201c{s}\u201d" for s in intents))
         if self.aspect_weight > 0 and (aspects := split_aspects(reading.raw)):
             lines.append(f"{len(aspects)} clauses for aspect coverage (xQuAD, \u03bb {self.aspect_weight:g}): " + " · ".join(f"\u201c{a}\u201d" for a in aspects))
-        if lines and self.piece_vectors == "pooled":
+        if lines and self.piece_vectors == "pooled" and self.semantic is not None:
             lines.append("sentence and clause vectors pooled from one pass over the request (late chunking)")
         return lines
 
