@@ -161,6 +161,12 @@ def test_bm25f_explanation_shares_each_term_among_its_fields(small_catalog):
     batched = backend.term_contributions(docs, pairs, index)
     for doc, terms in zip(docs, batched):
         assert terms == backend.term_contributions([doc], pairs, index)[0]
+    # Each term's shares add up to the score its posting holds for that tool (the one ranking used).
+    for doc, terms in zip(docs, batched):
+        for token, term in pairs:
+            shares = [c.points for c in terms if c.term == term and f"stem '{token}'" in c.detail]
+            posting = dict(index.bm25f.scores_of(token, np.array([doc])))
+            assert (sum(shares) if shares else None) == (pytest.approx(posting[0], abs=1e-4 * len(shares)) if posting else None)
 
 
 def test_bm25f_options_are_checked():

@@ -508,14 +508,23 @@ class BM25Backend(SearchBackend):
         weighted, length-normalised tf (the shares add up to the term's score). With a usage log,
         the catalog fields' scores carry the idf the log gives the term."""
         breakdowns: list[list[TermContribution]] = [[] for _ in range(wanted.size)]
-        for token, term in pairs:
-            factor = usage.scale(token) if usage is not None else 1.0
-            for j, raw in index.scores_of(token, wanted):
-                raw *= factor
+        factors = {token: usage.scale(token) if usage is not None else 1.0 for token, _ in pairs}
+        # Read off the shown tools' own analysed fields (a few tools), not the postings: one set
+        # lookup per (term, tool) instead of a binary search per term. The score is the posting's
+        # value, computed as the index computed it (same float64 sum, same float32 rounding).
+        for j, doc in enumerate(wanted.tolist()):
+            present = set().union(*index.analysed[doc].values())
+            for token, term in pairs:
+                if token not in present:
+                    continue
+                tfs = index.field_tfs(token, doc)
+                pseudo_tf = sum(tfs.values())
+                if pseudo_tf <= 0:
+                    continue
+                idf = float(index.idf[index.vocab[token]])
+                raw = float(np.float32(idf * pseudo_tf / (index.k1 + pseudo_tf))) * factors[token]
                 if raw <= 0:
                     continue
-                tfs = index.field_tfs(token, int(wanted[j]))
-                pseudo_tf = sum(tfs.values())
                 for field_name, tf in tfs.items():
                     breakdowns[j].append(
                         TermContribution(
