@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
-from playground.engine.search.backends import BUILTIN_BACKENDS, get_backend
+from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
 
 EXIT_BAD_INPUT = 2
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--toolsets", help="folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
     bench.add_argument("--usage-entries", type=_not_negative, default=0,
                        help="also time the backends that learn from usage with a log of N past searches ('NAME +usage' rows; build s = the index update when the log changes)")
-    bench.add_argument("--search-backends", default="bm25,hybrid,hybrid-pooled", help="retrieval backends to add rows for (comma-separated; '' for none; NAME:option=value for other settings, e.g. hybrid:aspect_weight=0)")
+    bench.add_argument("--search-backends", default=",".join(BENCH_BACKENDS), help="retrieval backends to add rows for (comma-separated; '' for none; NAME:option=value for other settings, e.g. hybrid:aspect_weight=0)")
     bench.set_defaults(handler=cmd_bench)
     return parser
 

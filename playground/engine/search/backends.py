@@ -27,6 +27,9 @@ BUILTIN_BACKENDS: dict[str, str] = {
 # The evaluation winner within the speed budget (README "Search quality"). Without the `semantic`
 # extra it answers with BM25 alone and logs why, so a light install still works.
 DEFAULT_BACKEND = "hybrid"
+# The retrieval backends `bench` adds rows for unless told otherwise (hybrid-pooled beside hybrid:
+# the speed the pooled reading buys).
+BENCH_BACKENDS = ("bm25", "hybrid", "hybrid-pooled")
 
 
 def get_backend(name: str, registry: dict[str, str] | None = None, default: str | None = None, **options: Any) -> SearchBackend:

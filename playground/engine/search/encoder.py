@@ -127,6 +127,16 @@ def _layer_norm_(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float
     return x
 
 
+def _mean_pool(states: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per text, the mean of its token states (`states` packs the texts' tokens one after another)."""
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.add.reduceat(states, starts, axis=0) / lengths[:, None].astype(np.float32)
+
+
+def _unit_rows(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
 class MiniLMEncoder:
     """`encode(texts) -> float32 array (n, 384)`, unit-normalised. Thread-safe; load once per process."""
 
@@ -193,7 +203,7 @@ class MiniLMEncoder:
         ids = np.asarray(encoding.ids, dtype=np.int64)
         states = self._token_states([ids])
         out = np.zeros((1 + len(spans), self.dim), dtype=np.float32)
-        out[0] = np.add.reduceat(states, [0], axis=0)[0] / np.float32(len(ids))  # as `_encode_batch` pools
+        out[0] = _mean_pool(states, np.array([len(ids)]))[0]
         content = ~np.asarray(encoding.special_tokens_mask, dtype=bool)
         offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
         alone: list[int] = []
@@ -203,7 +213,7 @@ class MiniLMEncoder:
                 out[row] = states[inside].mean(axis=0)
             else:
                 alone.append(row)
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        out = _unit_rows(out)
         if alone:
             out[alone] = self.encode([text[spans[row - 1][0] : spans[row - 1][1]] for row in alone])
         return out
@@ -211,12 +221,7 @@ class MiniLMEncoder:
     # -- the network ---------------------------------------------------------------------------
     def _encode_batch(self, batch: list[np.ndarray]) -> np.ndarray:
         """Each text's vector: the mean of its token states, L2-normalised."""
-        lengths = np.array([len(x) for x in batch])
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        x = self._token_states(batch)
-        pooled = np.add.reduceat(x, bounds[:-1], axis=0) / lengths[:, None].astype(np.float32)  # mean over each text's tokens
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return _unit_rows(_mean_pool(self._token_states(batch), np.array([len(x) for x in batch])))
 
     def _token_states(self, batch: list[np.ndarray]) -> np.ndarray:
         """The last layer's state of every token of the texts, packed into one (tokens, dim)

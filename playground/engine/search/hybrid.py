@@ -273,11 +273,10 @@ class HybridBackend(SearchBackend):
         sentence_pieces = _split_pieces(reading.raw, _SENTENCE_END, MIN_INTENT_WORDS) if self.intent_weight > 0 else []
         clause_pieces = _split_pieces(reading.raw, _CLAUSE_BREAK, MIN_ASPECT_WORDS) if self.aspect_weight > 0 else []
         intents, aspects = [piece for piece, _ in sentence_pieces], [piece for piece, _ in clause_pieces]
-        # Pooled: each piece's vector, in the order sentences then clauses; None = encoded alone.
-        pooled = self.pooled_vectors(reading, [span for _, span in sentence_pieces + clause_pieces])
-        intent_vectors: list[np.ndarray | None] = list(pooled[: len(intents)]) if pooled is not None else [None] * len(intents)
-        aspect_vectors: list[np.ndarray | None] = list(pooled[len(intents) :]) if pooled is not None else [None] * len(aspects)
-        if pooled is None:
+        piece_vectors = self.pooled_vectors(reading, [span for _, span in sentence_pieces + clause_pieces])
+        intent_vectors, aspect_vectors = piece_vectors[: len(intents)], piece_vectors[len(intents) :]
+        pooled = any(vector is not None for vector in piece_vectors)
+        if not pooled:
             self.prefetch_queries([reading.raw, *intents, *aspects])
         sims = self.dense_rows(reading, intents, intent_vectors, index)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
@@ -321,7 +320,7 @@ class HybridBackend(SearchBackend):
             order = top_indices(fused, max_results)
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
-        pooled_note = " vectors pooled from the request's tokens" if pooled is not None else ""
+        pooled_note = " vectors pooled from the request's tokens" if pooled else ""
         results: list[ScoredTool] = []
         for i, terms in zip(order, self.bm25.term_contributions(order, pairs, index.bm25)):
             term_summary = ", ".join(f"{c.term}→{c.field} {c.points:g}" for c in terms[:6]) or "no term matched"
@@ -400,13 +399,13 @@ class HybridBackend(SearchBackend):
         ]
         return np.stack(vectors) @ index.semantic.vectors.T
 
-    def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> np.ndarray | None:
-        """With piece_vectors "pooled", the pieces' vectors (one row per span) from one pass over
-        the request, which also caches the request's own vector; else None."""
+    def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> list[np.ndarray | None]:
+        """One entry per span: with piece_vectors "pooled", the piece's vector from one pass over
+        the request (which also caches the request's own vector); else None (encoded alone)."""
         if self.piece_vectors != "pooled" or self.semantic is None or not spans:
-            return None
+            return [None] * len(spans)
         encoder_text, encoder_spans = query_text_spans(reading, spans)
-        return self.semantic.embed_query.pooled(encoder_text, encoder_spans)[1:]
+        return list(self.semantic.embed_query.pooled(encoder_text, encoder_spans)[1:])
 
     def prefetch_queries(self, texts: list[str]) -> None:
         """Encode a request, its sentences and its clauses in one batch: per call, the encoder

@@ -27,12 +27,11 @@ from pathlib import Path
 
 from playground.engine.benchmark import BenchRow, keyword_queries, natural_queries, scaled_catalog, source_tools
 from playground.engine.evaluate import percentile
-from playground.engine.search.backends import backend_from_spec
+from playground.engine.search.backends import BENCH_BACKENDS, backend_from_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
 
-DEFAULT_BACKENDS = ("bm25", "hybrid", "hybrid-pooled")
 _REPLICA_MARK = re.compile(r" \(replica \d+\)$")
 
 
@@ -94,7 +93,7 @@ def _timed(backend: SearchBackend, catalog: ToolCatalog, queries: Sequence[str],
 def run(
     toolsets: Path,
     *,
-    backends: Sequence[str] = DEFAULT_BACKENDS,
+    backends: Sequence[str] = BENCH_BACKENDS,
     sizes: Sequence[int] = (10_000, 100_000),
     queries: int = 40,
     repeat: int = 3,
