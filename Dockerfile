@@ -7,7 +7,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     DEBUG=false
 
-# Extras to install: `semantic` (NumPy MiniLM encoder, no torch) serves the default hybrid backend,
+# Extras to install: `semantic` (MiniLM encoder on ONNX Runtime, no torch) serves the default hybrid backend,
 # as `make run` does; --build-arg EXTRAS= builds a smaller image that falls back to BM25.
 ARG EXTRAS="semantic"
 
@@ -15,9 +15,11 @@ WORKDIR /app
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin playground
 
 # Dependencies first (cached while only the code changes): an editable install of a stub package.
+# With uv, as `make` installs: it reads pyproject.toml's [tool.uv] override, which keeps out the
+# sentence-transformers (→ torch, several GB) that the model package declares and nothing imports.
 COPY pyproject.toml README.md ./
-RUN mkdir playground && touch playground/__init__.py \
-    && if [ -n "$EXTRAS" ]; then pip install -e ".[$EXTRAS]"; else pip install -e .; fi
+RUN pip install uv && mkdir playground && touch playground/__init__.py \
+    && if [ -n "$EXTRAS" ]; then uv pip install --system -e ".[$EXTRAS]"; else uv pip install --system -e .; fi
 
 COPY . .
 RUN mkdir -p /app/staticfiles /app/var && chown playground:playground /app/staticfiles /app/var

@@ -117,6 +117,16 @@ def test_dockerfile_builds_a_non_root_image_with_static_files():
     assert {".git", ".venv", ".env", "db.sqlite3"} <= set(ignored)
 
 
+def test_dockerfile_installs_the_project_with_uv_as_make_does():
+    """Only uv reads pyproject.toml's [tool.uv] override that keeps torch out of the semantic extra
+    (the model package declares sentence-transformers): a plain `pip install -e .[semantic]` would
+    put several GB of torch into the image."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    installs = re.findall(r"\b(?:uv )?pip install[^;&\n]*-e [^;&\n]*", dockerfile)
+    assert installs and all(found.startswith("uv pip install --system") for found in installs), installs
+    assert 'override-dependencies = ["sentence-transformers' in (ROOT / "pyproject.toml").read_text()
+
+
 def test_env_example_documents_every_variable_the_code_reads(compose):
     code = [ROOT / "playground" / "settings.py", *sorted((ROOT / "playground" / "runner").glob("*.py"))]
     read = variables_read_by(code)
