@@ -101,13 +101,14 @@ def test_cover_aspects_gives_an_uncovered_clause_the_next_slot():
 
 def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embeddings_dir, small_catalog):
     query = "read the file report.txt and email it to the team"
-    # Per-field BM25 on this small catalog gives the case coverage is for (BM25F already ranks it well).
-    bm25 = {"scoring": "fields"}
-    without = HybridBackend(aspect_weight=0.0, bm25=bm25).search(query, small_catalog, max_results=4)
+    # Per-field BM25 on this small catalog, with the float model's vectors, gives the case coverage
+    # is for (BM25F already ranks it well; with int8 vectors read_file already leads).
+    bm25, dense = {"scoring": "fields"}, {"runtime": "onnx"}
+    without = HybridBackend(aspect_weight=0.0, bm25=bm25, semantic=dense).search(query, small_catalog, max_results=4)
     # fused alone, write_file (a "file" tool, like read_file) takes a slot before the e-mail clause gets one
     assert without.matches[:3] == ["mcp__files__write_file", "mcp__files__read_file", "mcp__mail__send_email"]
     assert all(c.term != "(aspects)" for s in without.scored for c in s.breakdown)
-    result = HybridBackend(bm25=bm25).search(query, small_catalog, max_results=4)
+    result = HybridBackend(bm25=bm25, semantic=dense).search(query, small_catalog, max_results=4)
     assert result.matches[:2] == ["mcp__files__read_file", "mcp__mail__send_email"]
     scores = [s.score for s in result.scored]
     assert scores == sorted(scores, reverse=True)

@@ -15,9 +15,12 @@ REFERENCE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 
 
 def test_numpy_encoder_matches_sentence_transformers(encoder):
-    """Reference vectors were computed once with sentence-transformers + torch (see the fixture)."""
+    """Reference vectors were computed once with sentence-transformers + torch (see the fixture).
+    (ONNX Runtime, float and int8: test_encoder_runtimes.py.)"""
+    from playground.engine.search.encoder import shared_encoder
+
     reference = json.loads(REFERENCE.read_text())
-    ours = encoder.encode(reference["texts"])
+    ours = shared_encoder("numpy").encode(reference["texts"])
     theirs = np.asarray(reference["vectors"], dtype=np.float32)
     cosines = (ours * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
     assert cosines.min() >= 0.999, cosines

@@ -136,12 +136,14 @@ class SemanticBackend(SearchBackend):
 
     name = "semantic"
     label = "Semantic (MiniLM)"
-    description = "all-MiniLM-L6-v2 sentence embeddings (NumPy, offline), cosine similarity"
-    option_names = frozenset({"encoder", "cache"})
+    description = "all-MiniLM-L6-v2 sentence embeddings (ONNX Runtime or NumPy, offline), cosine similarity"
+    # runtime: the encoder's (`encoder.RUNTIMES`; default TOOLSEARCH_EMBEDDING_RUNTIME), e.g. to
+    # compare `numpy` and `onnx-int8` side by side in one bench or evaluation run
+    option_names = frozenset({"encoder", "cache", "runtime"})
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.encoder: MiniLMEncoder = options.get("encoder") or shared_encoder()
+        self.encoder: MiniLMEncoder = options.get("encoder") or shared_encoder(options.get("runtime"))
         self.cache: EmbeddingCache = options.get("cache") or shared_cache(self.encoder.dim)
         self.embed_query = query_embedder_for(self.encoder)
 

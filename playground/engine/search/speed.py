@@ -139,7 +139,7 @@ def run(
 
 
 def encode_rate(toolsets: Path, count: int = 64) -> float:
-    """Tool documents encoded per second by the NumPy encoder (cold, no cache)."""
+    """Tool documents encoded per second by the configured encoder runtime (cold, no cache)."""
     from playground.engine.search.encoder import shared_encoder
     from playground.engine.search.text import tool_document
 

@@ -1,0 +1,146 @@
+"""The encoder's runtimes: ONNX Runtime (float and int8) against the NumPy network it is built from."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from playground.engine.search.encoder import EncoderUnavailable
+from playground.engine.search.onnx_encoder import pack_rows
+from tests.conftest import IN_CI
+
+REFERENCE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
+# Lengths that differ a lot, so one call runs several padded groups (and a padded row or two)
+TEXTS = [
+    "weather",
+    "Get the weather forecast for Paris.",
+    "Get the weather forecast for Paris, and then book a flight to Rome for next Tuesday morning.",
+    "List open pull requests",
+    "Create a new issue in a GitHub repository with a title, a body and the labels bug and urgent.",
+    "Send an e-mail message to one or more recipients.",
+    "时间",
+]
+
+
+@pytest.fixture(scope="module")
+def runtimes():
+    from playground.engine.search.encoder import shared_encoder
+    from playground.engine.search.onnx_encoder import onnx_available
+
+    try:
+        numpy_encoder = shared_encoder("numpy")
+    except EncoderUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"the semantic extra is required under CI=true: {exc}")
+        pytest.skip(f"semantic extra not installed: {exc}")
+    missing = onnx_available()
+    if missing:
+        if IN_CI:
+            pytest.fail(f"onnxruntime is part of the semantic extra, required under CI=true: {missing}")
+        pytest.skip(missing)
+    return {name: shared_encoder(name) for name in ("onnx", "onnx-int8")} | {"numpy": numpy_encoder}
+
+
+def test_onnx_gives_the_numpy_networks_vectors(runtimes):
+    texts = json.loads(REFERENCE.read_text())["texts"] + TEXTS
+    ours, reference = runtimes["onnx"].encode(texts), runtimes["numpy"].encode(texts)
+    assert np.abs(ours - reference).max() < 1e-5
+    assert runtimes["onnx"].model_id == runtimes["numpy"].model_id  # the same vectors: one cache
+
+
+def test_onnx_matches_sentence_transformers(runtimes):
+    reference = json.loads(REFERENCE.read_text())
+    ours = runtimes["onnx"].encode(reference["texts"])
+    theirs = np.asarray(reference["vectors"], dtype=np.float32)
+    assert ((ours * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)).min() >= 0.999
+
+
+def test_texts_sharing_rows_each_get_their_own_vector(runtimes, monkeypatch):
+    """Texts are packed into shared rows: no neighbour may leak into a text's attention,
+    positions or pooling."""
+    from playground.engine.search import onnx_encoder
+
+    encoder = runtimes["onnx"]
+    alone = np.stack([encoder.encode([t])[0] for t in TEXTS])
+    assert np.abs(encoder.encode(TEXTS) - alone).max() < 1e-5  # one row
+    monkeypatch.setattr(onnx_encoder, "ROW_TOKENS", 30)
+    lengths = [len(encoder.tokenizer.encode(t).ids) for t in TEXTS]
+    rows = onnx_encoder.pack_rows(lengths)
+    assert len(rows) > 2 and any(len(row) > 1 for row in rows)  # several runs, rows of several texts
+    assert np.abs(encoder.encode(TEXTS) - alone).max() < 1e-5
+
+
+def test_pooled_vectors_are_the_same_on_every_float_runtime(runtimes):
+    text = "Get the weather forecast for Paris, and then book a flight to Rome."
+    spans = [(0, text.index(",")), (text.index("book"), len(text))]
+    assert np.abs(runtimes["onnx"].encode_pooled(text, spans) - runtimes["numpy"].encode_pooled(text, spans)).max() < 1e-5
+
+
+def test_int8_is_close_but_cached_apart(runtimes):
+    reference = json.loads(REFERENCE.read_text())
+    texts = reference["texts"] + TEXTS
+    cosines = (runtimes["onnx-int8"].encode(texts) * runtimes["numpy"].encode(texts)).sum(axis=1)
+    assert cosines.min() > 0.97 and np.median(cosines) > 0.985
+    theirs = np.asarray(reference["vectors"], dtype=np.float32)
+    against_torch = (runtimes["onnx-int8"].encode(reference["texts"]) * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
+    assert against_torch.min() > 0.97
+    assert cosines.max() < 0.99999  # quantized for real, not the float model
+    assert runtimes["onnx-int8"].model_id == runtimes["numpy"].model_id + "+int8"
+
+
+def test_int8_ranks_the_small_catalog_as_the_float_model_does(runtimes, small_catalog, embeddings_dir):
+    from playground.engine.search.semantic import SemanticBackend
+
+    float_backend, int8_backend = SemanticBackend(runtime="onnx"), SemanticBackend(runtime="onnx-int8")
+    assert int8_backend.encoder is runtimes["onnx-int8"]
+    for query in ("is it going to rain tomorrow in my city", "message my colleague by mail", "open a merge request"):
+        assert int8_backend.search(query, small_catalog).matches[:2] == float_backend.search(query, small_catalog).matches[:2]
+    explanation = int8_backend.search("weather forecast for tomorrow", small_catalog).scored[0].breakdown[0].detail
+    assert "+int8" in explanation
+
+
+def test_one_shared_encoder_per_runtime_however_asked(runtimes, monkeypatch):
+    from playground.engine.search.encoder import RUNTIME_ENV, shared_encoder
+
+    monkeypatch.delenv(RUNTIME_ENV, raising=False)
+    assert shared_encoder() is shared_encoder("auto") is shared_encoder("ONNX-int8 ") is runtimes["onnx-int8"]
+    monkeypatch.setenv(RUNTIME_ENV, "numpy")
+    assert shared_encoder() is runtimes["numpy"]
+
+
+def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
+    from playground.engine.search.encoder import RUNTIME_ENV, resolve_runtime
+    from playground.engine.search.semantic import SemanticBackend
+
+    with pytest.raises(EncoderUnavailable, match="'tensorflow' is not a runtime: choose one of auto, numpy, onnx, onnx-int8"):
+        resolve_runtime("tensorflow")
+    monkeypatch.setenv(RUNTIME_ENV, "cuda")
+    with pytest.raises(EncoderUnavailable, match=f"{RUNTIME_ENV}='cuda'"):
+        resolve_runtime(None)
+    with pytest.raises(EncoderUnavailable, match="'gpu' is not a runtime"):
+        SemanticBackend(runtime="gpu")
+
+
+def test_without_onnxruntime_auto_falls_back_to_numpy_and_onnx_says_why(monkeypatch):
+    from playground.engine.search import onnx_encoder
+    from playground.engine.search.encoder import resolve_runtime
+
+    monkeypatch.setattr(onnx_encoder, "onnx_available", lambda: "onnxruntime/onnx not installed (test)")
+    assert resolve_runtime("auto") == "numpy"
+    with pytest.raises(EncoderUnavailable, match="'onnx-int8' needs the semantic extra's onnxruntime/onnx not installed"):
+        resolve_runtime("onnx-int8")
+
+
+def test_rows_hold_every_text_once_within_their_size(monkeypatch):
+    from playground.engine.search import onnx_encoder
+
+    monkeypatch.setattr(onnx_encoder, "ROW_TOKENS", 256)
+    lengths = [30, 8, 9, 31, 60, 10, 12, 7, 200, 29, 11, 61, 1, 300]
+    rows = pack_rows(lengths)
+    assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in row) <= 256 for row in rows if len(row) > 1)
+    assert [13] in rows  # longer than a row: a row of its own
+    assert len(rows) == 3  # first fit by decreasing length: 300 | 200 31 12 11 1 | 61 60 30 29 10 9 8 7
+    assert len(pack_rows([20, 30, 25, 12, 10])) == 1  # a request with its sentences and clauses: one run
