@@ -195,6 +195,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     print(f"ToolSearch keyword scoring: claude-code (indexed) vs naive (plain transcription); toolsets from {folder}")
     print(format_table(rows))
+    if search_backends:
+        from playground.engine.search import speed
+
+        for model_id, runtime, rate in speed.encoder_rates(folder, search_backends):
+            print(f"encoder {model_id} on {runtime}: {rate:.0f} tool documents/s (cold: no cache)")
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,6 +133,26 @@ def test_bench_plain_json_rows_have_exactly_the_documented_keys(shared_toolsets)
     assert done.returncode == 0, done.stderr
     for row in json.loads(done.stdout):
         assert set(row) == {"tools", "style", "backend", "p50_ms", "p95_ms", "build_s"}
+
+
+def test_bench_prints_each_encoders_document_rate(shared_toolsets):
+    from playground.engine.search.encoder import MODEL_ID, EncoderUnavailable, find_model_dir, resolve_runtime
+    from tests.conftest import IN_CI
+
+    try:
+        find_model_dir()
+        default_runtime = resolve_runtime(None)
+    except EncoderUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"the semantic extra is required under CI=true: {exc}")
+        pytest.skip(str(exc))
+    done = run_cli("bench", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", "--search-backends",
+                   'bm25,hybrid,semantic:runtime="numpy"', env={"TOOLSETS_DIR": str(shared_toolsets)})
+    assert done.returncode == 0, done.stderr
+    rates = re.findall(r"^encoder (\S+) on (\S+): (\d+) tool documents/s", done.stdout, re.M)
+    # one line per distinct encoder (bm25 has none), each a measured rate
+    assert [runtime for _, runtime, _ in rates] == [default_runtime, "numpy"]
+    assert all(model.startswith(MODEL_ID) and int(rate) > 0 for model, _, rate in rates)
 
 
 def test_bench_without_toolsets_exits_2(tmp_path):

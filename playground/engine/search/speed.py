@@ -9,7 +9,7 @@ Embeddings of replicas: a replica differs from its original only in a server suf
 costs the same whatever the values). They go into a memory-only embedding cache, so `build_index`
 runs its real code path without encoding 100,000 documents on a shared 2-core machine; the dense
 side's build time is therefore cache reads. Encoding throughput is measured apart
-(`encode_rate`, documents per second).
+(`encoder_rates`, tool documents per second; `bench` prints it under its table).
 
 Learning from usage (`usage_entries` > 0): backends that read a usage log get a second set of rows,
 "NAME +usage", searched with a log of that many past searches (the natural queries, each credited
@@ -39,12 +39,20 @@ def _original_key(tool: Tool) -> str:
     return _REPLICA_MARK.sub("", tool.description)
 
 
+def dense_side(backend: SearchBackend):
+    """The backend's sentence-embedding part: itself (`semantic`, under any settings), hybrid's
+    `semantic`, or None (a backend name from a spec is the spec, so it is not a test of kind)."""
+    from playground.engine.search.semantic import SemanticBackend
+
+    return backend if isinstance(backend, SemanticBackend) else getattr(backend, "semantic", None)
+
+
 def prefill_embeddings(backend: SearchBackend, catalog: ToolCatalog, base: Sequence[Tool]) -> int:
     """Give every replica its original's vector in a memory-only cache; returns tools encoded for real."""
     from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools, embedding_key
     from playground.engine.search.text import tool_document
 
-    semantic = backend if backend.name == "semantic" else getattr(backend, "semantic", None)
+    semantic = dense_side(backend)
     if semantic is None:
         return 0
     base_in_catalog = [t for t in base if t.name in catalog]
@@ -138,13 +146,22 @@ def run(
     return rows
 
 
-def encode_rate(toolsets: Path, count: int = 64) -> float:
-    """Tool documents encoded per second by the configured encoder runtime (cold, no cache)."""
-    from playground.engine.search.encoder import shared_encoder
+def encoder_rates(toolsets: Path, backends: Sequence[str], count: int = 256) -> list[tuple[str, str, float]]:
+    """(model id, runtime, tool documents encoded per second) for each distinct encoder the
+    backends use: what a cold catalog costs once (the cache answers afterwards). Real tool
+    documents of the toolsets, encoded without the cache, after a warm-up batch."""
     from playground.engine.search.text import tool_document
 
-    encoder = shared_encoder()
     docs = [tool_document(t) for t in source_tools(toolsets)[:count]]
-    started = time.perf_counter()
-    encoder.encode(docs)
-    return round(len(docs) / (time.perf_counter() - started), 1)
+    rates: dict[int, tuple[str, str, float]] = {}
+    for name in backends:
+        backend = backend_from_spec(name)
+        semantic = dense_side(backend)
+        if semantic is None or id(semantic.encoder) in rates:
+            continue
+        encoder = semantic.encoder
+        encoder.encode(docs[:8])
+        started = time.perf_counter()
+        encoder.encode(docs)
+        rates[id(encoder)] = (encoder.model_id, encoder.runtime, round(len(docs) / (time.perf_counter() - started), 1))
+    return list(rates.values())
