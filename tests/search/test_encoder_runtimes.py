@@ -144,3 +144,42 @@ def test_rows_hold_every_text_once_within_their_size(monkeypatch):
     assert [13] in rows  # longer than a row: a row of its own
     assert len(rows) == 3  # first fit by decreasing length: 300 | 200 31 12 11 1 | 61 60 30 29 10 9 8 7
     assert len(pack_rows([20, 30, 25, 12, 10])) == 1  # a request with its sentences and clauses: one run
+
+
+def test_the_int8_model_is_saved_once_then_read_instead_of_built(runtimes, tmp_path, monkeypatch, caplog):
+    from playground.engine.search.encoder import MiniLMEncoder
+
+    monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", str(tmp_path))
+    first = MiniLMEncoder(runtime="onnx-int8")
+    saved = list((tmp_path / "models").glob("minilm-int8-*.onnx"))
+    assert len(saved) == 1 and first._onnx.loaded_from is None and saved[0].stat().st_size > 10_000_000
+    assert not list((tmp_path / "models").glob("*.part"))
+    with monkeypatch.context() as patched:
+        patched.setattr(MiniLMEncoder, "_load_weights", lambda self: pytest.fail("weights loaded although the int8 model was saved"))
+        second = MiniLMEncoder(runtime="onnx-int8")
+    assert second._onnx.loaded_from == saved[0]
+    assert np.array_equal(second.encode(TEXTS), first.encode(TEXTS))
+    assert np.array_equal(first.encode(TEXTS), runtimes["onnx-int8"].encode(TEXTS))  # built or read: the same model
+    saved[0].write_bytes(b"half a model")  # damaged: built again and replaced, with a warning
+    third = MiniLMEncoder(runtime="onnx-int8")
+    assert third._onnx.loaded_from is None and "unreadable" in caplog.text
+    assert saved[0].stat().st_size > 10_000_000 and np.array_equal(third.encode(TEXTS), first.encode(TEXTS))
+
+
+def test_the_saved_model_is_named_by_the_weights_it_came_from(tmp_path, monkeypatch):
+    from playground.engine.search.onnx_encoder import onnx_available, quantized_model_path
+
+    if onnx_available():
+        pytest.skip(onnx_available())
+    folders = []
+    for name, weights in (("a", b"one"), ("b", b"two"), ("c", b"one")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(weights)
+        (folder / "config.json").write_text("{}")
+        folders.append(folder)
+    monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    a, b, c = (quantized_model_path(folder) for folder in folders)
+    assert a != b and a == c and a.parent == tmp_path / "cache" / "models"
+    monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", "off")
+    assert quantized_model_path(folders[0]) is None

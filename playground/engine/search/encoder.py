@@ -171,7 +171,7 @@ class MiniLMEncoder:
 
     def __init__(self, model_dir: Path | None = None, *, max_length: int | None = None, threads: int | None = None, runtime: str | None = None):
         try:
-            from safetensors.numpy import load_file
+            import safetensors.numpy  # noqa: F401  (read by _load_weights)
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EncoderUnavailable(f"the semantic extra is not installed ({exc}); install '.[semantic]'") from exc
@@ -186,19 +186,6 @@ class MiniLMEncoder:
         self.dim = int(config["hidden_size"])
         if config.get("hidden_act", "gelu") != "gelu":
             raise EncoderUnavailable(f"unsupported activation {config.get('hidden_act')!r}")
-        self.weights: dict[str, np.ndarray] = {
-            k: np.ascontiguousarray(v, dtype=np.float32) for k, v in load_file(str(self.model_dir / "model.safetensors")).items()
-            if not k.endswith("position_ids")
-        }
-        # Pre-transpose the dense layers once (x @ W.T is the hot path), and join each layer's
-        # query, key and value projections into one matrix: one product instead of three.
-        for key in [k for k in self.weights if k.endswith("dense.weight")]:
-            self.weights[key] = np.ascontiguousarray(self.weights[key].T)
-        for layer in range(self.layers):
-            p = f"encoder.layer.{layer}.attention.self."
-            parts = ("query", "key", "value")
-            self.weights[p + "qkv.weight"] = np.ascontiguousarray(np.concatenate([self.weights.pop(p + f"{n}.weight").T for n in parts], axis=1))
-            self.weights[p + "qkv.bias"] = np.concatenate([self.weights.pop(p + f"{n}.bias") for n in parts])
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()
@@ -208,16 +195,38 @@ class MiniLMEncoder:
         self.model_id = model_id_of(self.model_dir) + ("+int8" if self.runtime == "onnx-int8" else "")
         _pin_blas_threads(self.threads)
         self._onnx = None
-        if self.runtime != "numpy":
-            from playground.engine.search.onnx_encoder import OnnxNetwork, return_freed_memory
+        self.weights: dict[str, np.ndarray] = {}
+        if self.runtime == "numpy":
+            self.weights = self._load_weights()
+        else:
+            from playground.engine.search.onnx_encoder import OnnxNetwork, quantized_model_path, return_freed_memory
 
+            int8 = self.runtime == "onnx-int8"
             self._onnx = OnnxNetwork(
-                self.weights, layers=self.layers, heads=self.heads, dim=self.dim, eps=self.eps,
-                threads=self.threads, precision="int8" if self.runtime == "onnx-int8" else "fp32",
+                self._load_weights, layers=self.layers, heads=self.heads, dim=self.dim, eps=self.eps,
+                threads=self.threads, precision="int8" if int8 else "fp32",
+                saved_at=quantized_model_path(self.model_dir) if int8 else None,
             )
-            self.weights = {}  # the session holds its own (pre-packed) copy
-            return_freed_memory()
+            return_freed_memory()  # the weights went into the session (its own, pre-packed copy)
         log.info("embedding model %s on runtime %s", self.model_id, self.runtime)
+
+    def _load_weights(self) -> dict[str, np.ndarray]:
+        from safetensors.numpy import load_file
+
+        weights = {
+            k: np.ascontiguousarray(v, dtype=np.float32) for k, v in load_file(str(self.model_dir / "model.safetensors")).items()
+            if not k.endswith("position_ids")
+        }
+        # Pre-transpose the dense layers once (x @ W.T is the hot path), and join each layer's
+        # query, key and value projections into one matrix: one product instead of three.
+        for key in [k for k in weights if k.endswith("dense.weight")]:
+            weights[key] = np.ascontiguousarray(weights[key].T)
+        for layer in range(self.layers):
+            p = f"encoder.layer.{layer}.attention.self."
+            parts = ("query", "key", "value")
+            weights[p + "qkv.weight"] = np.ascontiguousarray(np.concatenate([weights.pop(p + f"{n}.weight").T for n in parts], axis=1))
+            weights[p + "qkv.bias"] = np.concatenate([weights.pop(p + f"{n}.bias") for n in parts])
+        return weights
 
     # -- public --------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:

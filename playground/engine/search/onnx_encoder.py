@@ -15,13 +15,19 @@ Needs `onnxruntime` and `onnx` (the `semantic` extra); `MiniLMEncoder` falls bac
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
+import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 PRECISIONS = ("fp32", "int8")
+# The int8 recipe's name in saved models' file names: bump it when build_graph or _quantize_int8 change.
+QUANTIZATION = "per-channel-int8-reduce-range-1"
+log = logging.getLogger(__name__)
 # Texts are packed into rows of up to ROW_TOKENS tokens, one row per ONNX run. Measured here on
 # tool documents and bench requests against 64–512 tokens and several rows per run: a run costs a
 # fixed ~2 ms (the weights) plus its tokens; larger runs spill the activations out of the cache,
@@ -129,17 +135,39 @@ def _quantize_int8(model) -> bytes:
         root.setLevel(level)
 
 
-class OnnxNetwork:
-    """`token_states(batch)` as `MiniLMEncoder._token_states` computes it, on an ONNX Runtime session."""
+def quantized_model_path(model_dir: Path) -> Path | None:
+    """Where the int8 model of `model_dir`'s weights is kept between processes (None: the embedding
+    cache is off). Named by everything that shapes the bytes: the weights' and config's content,
+    the onnx and onnxruntime versions, and QUANTIZATION (bump it when the graph or recipe changes)."""
+    import onnx
+    import onnxruntime
 
-    def __init__(self, weights: dict[str, np.ndarray], *, layers: int, heads: int, dim: int, eps: float, threads: int, precision: str = "fp32"):
+    from playground.engine.search.embedding_cache import default_cache_path
+
+    cache = default_cache_path()
+    if cache is None:
+        return None
+    digest = hashlib.sha1()
+    for name in ("model.safetensors", "config.json"):
+        with (model_dir / name).open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha1").digest())
+    digest.update(f"{QUANTIZATION} onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    return cache.parent / "models" / f"minilm-int8-{digest.hexdigest()[:20]}.onnx"
+
+
+class OnnxNetwork:
+    """`token_states(batch)` as `MiniLMEncoder._token_states` computes it, on an ONNX Runtime session.
+
+    `load_weights` is called only when the graph must be built: an int8 model saved by an earlier
+    process (`saved_at`) is read instead — 23 MB in a fraction of a second, where loading, building
+    and quantizing take ~2 s and a few hundred MB of transient memory per worker start."""
+
+    def __init__(self, load_weights: Callable[[], dict[str, np.ndarray]], *, layers: int, heads: int, dim: int, eps: float,
+                 threads: int, precision: str = "fp32", saved_at: Path | None = None):
         import onnxruntime
 
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
-        model = build_graph(weights, layers=layers, heads=heads, dim=dim, eps=eps)
-        serialized = _quantize_int8(model) if precision == "int8" else model.SerializeToString()
-        del model
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1
@@ -148,9 +176,22 @@ class OnnxNetwork:
         options.log_severity_level = 3
         # Idle worker threads must not spin on a shared machine (threads > 1 only).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(serialized, options, providers=["CPUExecutionProvider"])
         self.precision = precision
         self.dim = dim
+        self.loaded_from: Path | None = None  # the saved int8 model, when it was read instead of built
+        if saved_at is not None and saved_at.is_file():
+            try:
+                self.session = onnxruntime.InferenceSession(saved_at.read_bytes(), options, providers=["CPUExecutionProvider"])
+                self.loaded_from = saved_at
+                return
+            except Exception as exc:  # a truncated or foreign file: build it again, and replace it
+                log.warning("saved int8 encoder %s unreadable (%s): building it again", saved_at, exc)
+        model = build_graph(load_weights(), layers=layers, heads=heads, dim=dim, eps=eps)
+        serialized = _quantize_int8(model) if precision == "int8" else model.SerializeToString()
+        del model
+        self.session = onnxruntime.InferenceSession(serialized, options, providers=["CPUExecutionProvider"])
+        if saved_at is not None:
+            _save_atomically(saved_at, serialized)
 
     def token_states(self, batch: list[np.ndarray]) -> np.ndarray:
         """The last layer's state of every token, packed (tokens, dim) in `batch` order. Texts
@@ -171,6 +212,23 @@ class OnnxNetwork:
                 out[starts[i] : starts[i + 1]] = states[column : column + lengths[i]]
                 column += lengths[i]
         return out
+
+
+def _save_atomically(path: Path, data: bytes) -> None:
+    """Write via a temporary file and a rename: a worker starting meanwhile reads the old file or
+    the new one, never half of one. A read-only cache only costs the next start its 2 s."""
+    part: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, suffix=".part", delete=False) as handle:
+            part = Path(handle.name)
+            handle.write(data)
+        part.chmod(0o644)  # as a plain write would leave it (the temporary file is private)
+        os.replace(part, path)
+    except OSError as exc:
+        log.warning("cannot save the int8 encoder at %s (%s); the next process builds it again", path, exc)
+        if part is not None:
+            part.unlink(missing_ok=True)
 
 
 def return_freed_memory() -> None:
