@@ -96,10 +96,8 @@ def bundled_postgres(tmp_path_factory):
     server.cleanup()
 
 
-def test_pgvector_similarity(pg_table, small_catalog, encoder, embeddings_dir, request):
-    """On the configured PostgreSQL when it has pgvector, else on the bundled PostgreSQL + pgvector."""
-    import psycopg
-
+def _pgvector_dsn(pg_table, request) -> str:
+    """The configured PostgreSQL when it has pgvector, else the bundled PostgreSQL + pgvector."""
     from playground.engine.search.postgres import PostgresToolIndex
 
     dsn, table = pg_table
@@ -111,6 +109,13 @@ def test_pgvector_similarity(pg_table, small_catalog, encoder, embeddings_dir, r
     index = PostgresToolIndex(dsn, table=table)
     assert index.has_vector, f"pgvector is not available (configured server: {reason}; bundled: {index.vector_error})"
     index.close()
+    return dsn
+
+
+def test_pgvector_similarity(pg_table, small_catalog, encoder, embeddings_dir, request):
+    import psycopg
+
+    dsn, table = _pgvector_dsn(pg_table, request), pg_table[1]
     backend = get_backend("postgres", dsn=dsn, table=table)
     # Dense evidence only: no query word occurs in the forecast tool's text.
     result = backend.search("is it going to rain tomorrow", small_catalog)
@@ -125,6 +130,40 @@ def test_pgvector_similarity(pg_table, small_catalog, encoder, embeddings_dir, r
     assert "hnsw" in kinds and "gin" in kinds, kinds
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_vectors_of_another_model_are_replaced_though_the_text_is_the_same(pg_table, small_catalog, request):
+    """A new encoder (runtime or model folder) must not leave the old model's vectors in the table."""
+    import numpy as np
+    import psycopg
+
+    from playground.engine.search.postgres import PostgresToolIndex
+
+    dsn, table = _pgvector_dsn(pg_table, request), pg_table[1]
+    tools = list(small_catalog.deferred)
+    calls: list[list[str]] = []
+
+    def embedder(value: float):
+        def embed(changed):
+            calls.append([t.name for t in changed])
+            return np.full((len(changed), 384), value, dtype=np.float32)
+        return embed
+
+    index = PostgresToolIndex(dsn, table=table)
+    plain = index.sync(tools)  # no vectors yet (e.g. the semantic extra was missing)
+    assert plain.inserted == len(tools) and calls == []
+    filled = index.sync(tools, embedder(1.0), model_id="model-a")
+    assert (filled.reembedded, filled.inserted, filled.updated) == (len(tools), 0, 0) and len(calls[-1]) == len(tools)
+    assert index.sync(tools, embedder(1.0), model_id="model-a").unchanged == len(tools) and len(calls) == 1
+    swapped = index.sync(list(reversed(tools)), embedder(-1.0), model_id="model-b")
+    assert swapped.reembedded == len(tools) and len(calls) == 2
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(f"SELECT name, position, embedded_with, embedding::text FROM {table}").fetchall()
+    assert {model for _, _, model, _ in rows} == {"model-b"}
+    assert all(vector.startswith("[-1,") for _, _, _, vector in rows)
+    assert sorted((position, name) for name, position, _, _ in rows) == list(enumerate(t.name for t in reversed(tools)))
+    assert index.sync(list(reversed(tools))).unchanged == len(tools)  # without an encoder the vectors stay
+    index.close()
 
 
 def test_no_postgres_configured_is_a_clear_error(monkeypatch):

@@ -53,6 +53,11 @@ class SyncStats:
     updated: int = 0
     deleted: int = 0
     unchanged: int = 0
+    reembedded: int = 0  # same text, but its vector came from another model (or none): vector rewritten
+
+
+def _vector_literal(vector: np.ndarray) -> str:
+    return json.dumps([float(x) for x in vector])
 
 
 class PostgresToolIndex:
@@ -96,32 +101,41 @@ class PostgresToolIndex:
                 cur.execute(f"SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'embedding'", (self.table,))
                 if cur.fetchone() is None:
                     cur.execute(f"ALTER TABLE {self.table} ADD COLUMN embedding vector({self.dim})")
+                # which model's vector `embedding` holds: another model's (a new runtime or model
+                # folder) must be replaced even when the tool's text did not change
+                cur.execute(f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS embedded_with text")
                 cur.execute(
                     f"CREATE INDEX IF NOT EXISTS {self.table}_embedding ON {self.table} USING hnsw (embedding vector_cosine_ops)"
                 )
 
-    def sync(self, tools: Sequence[Tool], embed: Callable[[list[Tool]], np.ndarray] | None = None) -> SyncStats:
-        """Make the scope hold exactly `tools` (in this order); write only new or changed rows."""
+    def sync(self, tools: Sequence[Tool], embed: Callable[[list[Tool]], np.ndarray] | None = None, model_id: str = "") -> SyncStats:
+        """Make the scope hold exactly `tools` (in this order); write only new or changed rows.
+        With `embed`, a row whose vector is not `model_id`'s gets a new one, text unchanged or not."""
         stats = SyncStats()
+        embedding = embed is not None and self.has_vector
         with self.conn.cursor() as cur:
-            cur.execute(f"SELECT name, content_hash, position FROM {self.table} WHERE scope = %s", (self.scope,))
-            existing = {name: (content_hash, position) for name, content_hash, position in cur.fetchall()}
+            embedded_with = "embedded_with" if self.has_vector else "NULL"
+            cur.execute(f"SELECT name, content_hash, position, {embedded_with} FROM {self.table} WHERE scope = %s", (self.scope,))
+            existing = {name: (content_hash, position, model) for name, content_hash, position, model in cur.fetchall()}
             wanted = {t.name for t in tools}
             gone = [name for name in existing if name not in wanted]
             if gone:
                 cur.execute(f"DELETE FROM {self.table} WHERE scope = %s AND name = ANY(%s)", (self.scope, gone))
                 stats.deleted = len(gone)
             changed: list[tuple[int, Tool]] = []
+            stale: list[tuple[int, Tool]] = []
             moved: list[tuple[int, str]] = []
             for position, tool in enumerate(tools):
                 old = existing.get(tool.name)
                 if old is None or old[0] != tool.content_hash:
                     changed.append((position, tool))
+                elif embedding and old[2] != model_id:
+                    stale.append((position, tool))
                 elif old[1] != position:
                     moved.append((position, tool.name))
                 else:
                     stats.unchanged += 1
-            vectors = embed([t for _, t in changed]) if (embed is not None and self.has_vector and changed) else None
+            vectors = embed([t for _, t in changed + stale]) if (embedding and (changed or stale)) else None
             for n, (position, tool) in enumerate(changed):
                 fields = text.tool_fields(tool)
                 values = [
@@ -130,12 +144,13 @@ class PostgresToolIndex:
                     f"{fields['description']} {fields['search_hint']} {' '.join(text.split_identifier(fields['server']))}",
                     fields["schema"],
                 ]
-                vector_sql, vector_update = "", ""
+                vector_columns, vector_sql, vector_update = "", "", ""
                 if vectors is not None:
-                    values.append(json.dumps([float(x) for x in vectors[n]]))
-                    vector_sql, vector_update = ", %s::vector", ", embedding = EXCLUDED.embedding"
+                    values += [_vector_literal(vectors[n]), model_id]
+                    vector_columns, vector_sql = ", embedding, embedded_with", ", %s::vector, %s"
+                    vector_update = ", embedding = EXCLUDED.embedding, embedded_with = EXCLUDED.embedded_with"
                 cur.execute(
-                    f"""INSERT INTO {self.table} (scope, name, position, content_hash, document{', embedding' if vector_sql else ''})
+                    f"""INSERT INTO {self.table} (scope, name, position, content_hash, document{vector_columns})
                         VALUES (%s, %s, %s, %s,
                                 setweight(to_tsvector('english', %s), 'A') ||
                                 setweight(to_tsvector('english', %s), 'B') ||
@@ -148,6 +163,13 @@ class PostgresToolIndex:
                     stats.updated += 1
                 else:
                     stats.inserted += 1
+            if stale:
+                assert vectors is not None
+                cur.executemany(
+                    f"UPDATE {self.table} SET embedding = %s::vector, embedded_with = %s, position = %s WHERE scope = %s AND name = %s",
+                    [(_vector_literal(vectors[len(changed) + n]), model_id, p, self.scope, t.name) for n, (p, t) in enumerate(stale)],
+                )
+                stats.reembedded = len(stale)
             if moved:
                 cur.executemany(f"UPDATE {self.table} SET position = %s WHERE scope = %s AND name = %s", [(p, self.scope, n) for p, n in moved])
                 stats.unchanged += len(moved)
@@ -181,7 +203,7 @@ class PostgresToolIndex:
             f"SELECT name, 1 - (embedding <=> %s::vector) AS similarity FROM {self.table} "
             f"WHERE scope = %s AND embedding IS NOT NULL"
         )
-        params: list[Any] = [json.dumps([float(x) for x in vector]), self.scope]
+        params: list[Any] = [_vector_literal(vector), self.scope]
         if allowed is not None:
             sql += " AND name = ANY(%s)"
             params.append(list(allowed))
@@ -236,7 +258,7 @@ class PostgresSearchBackend(SearchBackend):
             def embed(changed: list[Tool]) -> np.ndarray:
                 return embed_tools(changed, semantic.encoder.encode, semantic.cache, model_id=semantic.encoder.model_id)[0]
 
-        stats = index.sync(tools, embed)
+        stats = index.sync(tools, embed, model_id=self.semantic.encoder.model_id if embed is not None else "")
         return PostgresIndexHandle(index, tools, {t.name: i for i, t in enumerate(tools)}, RequiredTermFilter(tools), stats)
 
     def rank(self, reading: QueryReading, handle: PostgresIndexHandle, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
