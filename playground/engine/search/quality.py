@@ -35,6 +35,7 @@ from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciproca
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.semantic import dense_side
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
@@ -127,6 +128,9 @@ def evaluate_backend(
     stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
     if stats is not None:
         notes.append(f"embeddings: {stats.encoded} encoded, {stats.reused} from cache")
+    dense = dense_side(backend)
+    if dense is not None:  # which vectors these figures are of (int8 and float differ a little)
+        notes.append(f"encoder: {dense.encoder.model_id} on {dense.encoder.runtime}")
     if getattr(backend, "degraded_reason", ""):
         notes.append(backend.degraded_reason)
     learned = bool(usage) and backend.reads_usage

@@ -124,6 +124,12 @@ class QueryEmbedder:
 _query_embedders: dict[int, QueryEmbedder] = {}
 
 
+def dense_side(backend: SearchBackend) -> SemanticBackend | None:
+    """The backend's sentence-embedding part: itself (`semantic`, under any settings), hybrid's
+    `semantic`, or None (a backend built from a spec is named by the spec, so its name says little)."""
+    return backend if isinstance(backend, SemanticBackend) else getattr(backend, "semantic", None)
+
+
 def query_embedder_for(encoder: MiniLMEncoder) -> QueryEmbedder:
     embedder = _query_embedders.get(id(encoder))
     if embedder is None or embedder.encoder is not encoder:

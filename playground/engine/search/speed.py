@@ -39,18 +39,12 @@ def _original_key(tool: Tool) -> str:
     return _REPLICA_MARK.sub("", tool.description)
 
 
-def dense_side(backend: SearchBackend):
-    """The backend's sentence-embedding part: itself (`semantic`, under any settings), hybrid's
-    `semantic`, or None (a backend name from a spec is the spec, so it is not a test of kind)."""
-    from playground.engine.search.semantic import SemanticBackend
-
-    return backend if isinstance(backend, SemanticBackend) else getattr(backend, "semantic", None)
-
-
 def prefill_embeddings(backend: SearchBackend, catalog: ToolCatalog, base: Sequence[Tool]) -> int:
     """Give every replica its original's vector in a memory-only cache; returns tools encoded for real."""
     from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools, embedding_key
     from playground.engine.search.text import tool_document
+
+    from playground.engine.search.semantic import dense_side
 
     semantic = dense_side(backend)
     if semantic is None:
@@ -150,6 +144,7 @@ def encoder_rates(toolsets: Path, backends: Sequence[str], count: int = 256) -> 
     """(model id, runtime, tool documents encoded per second) for each distinct encoder the
     backends use: what a cold catalog costs once (the cache answers afterwards). Real tool
     documents of the toolsets, encoded without the cache, after a warm-up batch."""
+    from playground.engine.search.semantic import dense_side
     from playground.engine.search.text import tool_document
 
     docs = [tool_document(t) for t in source_tools(toolsets)[:count]]
