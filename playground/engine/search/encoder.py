@@ -12,7 +12,7 @@ same layout named by TOOLSEARCH_EMBEDDING_MODEL_DIR. BLAS threads are capped (th
 worker does not take every core of a shared machine.
 
 The network runs on ONNX Runtime when it is installed (`onnx_encoder`), in NumPy otherwise;
-TOOLSEARCH_EMBEDDING_RUNTIME picks one: `onnx` (the same weights and arithmetic as NumPy, ~2.5×
+TOOLSEARCH_EMBEDDING_RUNTIME picks one: `onnx` (the same weights and arithmetic as NumPy, ~2.8×
 faster on a query), `onnx-int8` (int8 weights: ~2× faster again, vectors within cosine ≈ 0.99 of
 the float model's, cached apart), `numpy`, or `auto` (the default: `onnx-int8` when ONNX Runtime is
 installed, else `numpy`). The NumPy network stays as the reference the ONNX graph is tested against.
@@ -207,7 +207,7 @@ class MiniLMEncoder:
                 threads=self.threads, precision="int8" if int8 else "fp32",
                 saved_at=quantized_model_path(self.model_dir) if int8 else None,
             )
-            return_freed_memory()  # the weights went into the session (its own, pre-packed copy)
+            return_freed_memory()  # what building the session left behind (it keeps its own copy)
         log.info("embedding model %s on runtime %s", self.model_id, self.runtime)
 
     def _load_weights(self) -> dict[str, np.ndarray]:

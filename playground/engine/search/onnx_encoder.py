@@ -1,14 +1,15 @@
 """MiniLM's network on ONNX Runtime: the same weights and arithmetic as the NumPy encoder, faster.
 
-The graph is built here from the weights `MiniLMEncoder` already loaded (no exported model file,
-no torch): embeddings → 6 × (self-attention, GELU feed-forward, post-LayerNorm), output = the last
-layer's token states. ONNX Runtime's CPU kernels pre-pack the constant weight matrices and fuse
+The graph is built here from the weights `MiniLMEncoder` loads (no exported model file, no torch):
+embeddings → 6 × (self-attention, GELU feed-forward, post-LayerNorm), output = the last layer's
+token states. ONNX Runtime's CPU kernels pre-pack the constant weight matrices and fuse
 LayerNorm / GELU / attention, which NumPy cannot; on a one-token-row-at-a-time workload (a query of
 ~30 tokens streams every weight matrix once) that is what the time goes to.
 
 `precision="int8"` quantizes the weight matrices to int8 per output channel (ONNX Runtime's dynamic
-quantization: activations are quantized per call): ~2× faster again, and a quarter of the memory.
-Its vectors differ from the float model's (cosine ≈ 0.99), so the encoder caches them apart.
+quantization: activations are quantized per call): ~2× faster again, weights a quarter the size.
+Its vectors differ from the float model's (cosine ≈ 0.99), so the encoder caches them apart, and
+the quantized model is saved for the next process (`quantized_model_path`).
 
 Needs `onnxruntime` and `onnx` (the `semantic` extra); `MiniLMEncoder` falls back to NumPy without them.
 """
