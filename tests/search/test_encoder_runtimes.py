@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,9 @@ def test_the_int8_model_is_saved_once_then_read_instead_of_built(runtimes, tmp_p
     assert np.array_equal(second.encode(TEXTS), first.encode(TEXTS))
     assert np.array_equal(first.encode(TEXTS), runtimes["onnx-int8"].encode(TEXTS))  # built or read: the same model
     saved[0].write_bytes(b"half a model")  # damaged: built again and replaced, with a warning
-    third = MiniLMEncoder(runtime="onnx-int8")
+    # (the logger's own level: a Celery test worker earlier in the session sets the root's to ERROR)
+    with caplog.at_level(logging.WARNING, logger="playground.engine.search.onnx_encoder"):
+        third = MiniLMEncoder(runtime="onnx-int8")
     assert third._onnx.loaded_from is None and "unreadable" in caplog.text
     assert saved[0].stat().st_size > 10_000_000 and np.array_equal(third.encode(TEXTS), first.encode(TEXTS))
 
@@ -183,3 +186,18 @@ def test_the_saved_model_is_named_by_the_weights_it_came_from(tmp_path, monkeypa
     assert a != b and a == c and a.parent == tmp_path / "cache" / "models"
     monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", "off")
     assert quantized_model_path(folders[0]) is None
+
+
+def test_quantizing_leaves_the_logging_setup_as_it_was(runtimes, monkeypatch, caplog):
+    """The quantizer logs ~100 lines on the root logger; they are dropped while it runs, and the
+    root logger's level and filters are what they were (a level change was not thread-safe)."""
+    from playground.engine.search.encoder import MiniLMEncoder
+
+    monkeypatch.setenv("TOOLSEARCH_CACHE_DIR", "off")  # built, not read
+    root = logging.getLogger()
+    level, filters = root.level, list(root.filters)
+    with caplog.at_level(logging.INFO):
+        MiniLMEncoder(runtime="onnx-int8")
+    assert not [r for r in caplog.records if r.name == "root"], [r.getMessage() for r in caplog.records][:3]
+    assert any(r.name == "playground.engine.search.encoder" for r in caplog.records)  # named loggers still heard
+    assert root.level == level and root.filters == filters

@@ -125,15 +125,23 @@ def _quantize_int8(model) -> bytes:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # it advises "pre-processing" on the root logger: shape inference adds nothing here
+    root.addFilter(_quiet_quantizer)
     try:
         with tempfile.TemporaryDirectory(prefix="toolsearch-onnx-") as folder:
             out = Path(folder) / "int8.onnx"
             quantize_dynamic(model, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
             return out.read_bytes()
     finally:
-        root.setLevel(level)
+        root.removeFilter(_quiet_quantizer)
+
+
+def _quiet_quantizer(record: logging.LogRecord) -> bool:
+    """The quantizer logs on the root logger itself: a "pre-processing" advice (shape inference
+    adds nothing to this graph) and an INFO line per tensor, ~100 lines per start. A filter on the
+    root logger sees only records logged on it directly, so while it quantizes, those below ERROR
+    are dropped and nothing from any named logger is (changing the root's level was not
+    thread-safe: two threads could leave it raised)."""
+    return record.levelno >= logging.ERROR
 
 
 def quantized_model_path(model_dir: Path) -> Path | None:
