@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +163,12 @@ def test_the_int8_model_is_saved_once_then_read_instead_of_built(runtimes, tmp_p
         second = MiniLMEncoder(runtime="onnx-int8")
     assert second._onnx.loaded_from == saved[0]
     assert np.array_equal(second.encode(TEXTS), first.encode(TEXTS))
+    # a new process that reads the saved model does not even import `onnx` (~0.7 s of start-up)
+    probe = ("import sys; from playground.engine.search.encoder import MiniLMEncoder; "
+             "e = MiniLMEncoder(runtime='onnx-int8'); print(e._onnx.loaded_from is not None, 'onnx' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TOOLSEARCH_CACHE_DIR": str(tmp_path)}, cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
     assert np.array_equal(first.encode(TEXTS), runtimes["onnx-int8"].encode(TEXTS))  # built or read: the same model
     saved[0].write_bytes(b"half a model")  # damaged: built again and replaced, with a warning
     # (the logger's own level: a Celery test worker earlier in the session sets the root's to ERROR)

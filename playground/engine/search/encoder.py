@@ -19,6 +19,7 @@ installed, else `numpy`). The NumPy network stays as the reference the ONNX grap
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -71,15 +72,27 @@ def model_id_of(model_dir: Path) -> str:
     """The embedding cache's model key. The packaged model keeps its public name (caches filled
     before this rule stay valid); any other folder (TOOLSEARCH_EMBEDDING_MODEL_DIR, a fine-tuned
     copy) is named by its weights' content hash, so two models never share cached vectors."""
-    weights = model_dir / "model.safetensors"
     try:
         packaged = find_packaged_model_dir()
     except EncoderUnavailable:
         packaged = None
     if packaged is not None and packaged.resolve() == model_dir.resolve():
         return MODEL_ID
-    with weights.open("rb") as handle:
-        return f"{MODEL_ID}@{hashlib.file_digest(handle, 'sha1').hexdigest()[:16]}"
+    return f"{MODEL_ID}@{weights_digest(model_dir)[:16]}"
+
+
+def weights_digest(model_dir: Path) -> str:
+    """sha1 (hex) of the folder's model.safetensors, read once per version of the file: the cache
+    key of a model folder's vectors and the saved int8 model's name both need it, and it is 90 MB."""
+    weights = (model_dir / "model.safetensors").resolve()
+    found = weights.stat()
+    return _file_sha1(str(weights), found.st_size, found.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _file_sha1(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha1").hexdigest()
 
 
 def resolve_runtime(requested: str | None) -> str:
