@@ -251,15 +251,12 @@ class HybridBackend(SearchBackend):
         )
 
     def side_scores(
-        self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, similarities: np.ndarray | None = None,
+        self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, dense: np.ndarray | None,
     ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray | None]:
-        """Each side's score of every tool; `similarities`: the dense side, computed already (see
-        `dense_rows`)."""
+        """Each side's score of every tool; `dense`: the query's row of `dense_rows` (None without
+        a dense side)."""
         pairs = self.bm25.query_tokens(reading)
         lexical = self.bm25.score_all([token for token, _ in pairs], index.bm25)
-        dense = similarities
-        if dense is None and index.semantic is not None:
-            dense = self.semantic.similarities(reading, index.semantic)
         if mask is not None:
             lexical = np.where(mask, lexical, 0.0).astype(np.float32)
             if dense is not None:
@@ -391,7 +388,7 @@ class HybridBackend(SearchBackend):
     ) -> np.ndarray | None:
         """The cosine of every tool to the request (row 0) and to each sentence, in one product:
         the tool vectors (15 MB at 10k tools, 150 MB at 100k) are read once, not once per sentence."""
-        if index.semantic is None or index.semantic.size == 0:
+        if index.semantic is None:
             return None
         vectors = [self.semantic.embed_query(query_text(reading))] + [
             self.semantic.embed_query(query_text(read_query(sentence))) if vector is None else vector
