@@ -18,6 +18,13 @@ def test_running_run_polls_and_shows_its_progress(viewer_client):
     assert 'aria-valuenow="40"' in body and "toy bm25 natural: 5/12" in body
 
 
+def test_a_query_limit_reads_as_a_ceiling_not_a_count(viewer_client):
+    # A split smaller than the limit runs all its queries; the results table gives the count.
+    run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="running", query_limit=200)
+    body = viewer_client.get(reverse("evaluation:progress", args=[run.pk])).content.decode()
+    assert "up to 200 queries of the split" in body and "200 sampled queries" not in body
+
+
 def test_failed_run_shows_the_error_and_stops_polling(viewer_client):
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="failed", error="ValueError: toolset 'toy' not found")
     body = viewer_client.get(reverse("evaluation:progress", args=[run.pk])).content.decode()
