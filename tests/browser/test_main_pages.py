@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def test_nav_page_renders(logged_in_page, link, page_id):
     seed_catalog()
     page = logged_in_page
+    console_errors: list[str] = []  # a script or style that fails to load is logged here
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
     with page.expect_navigation() as navigation:
         page.click(f"header nav >> text='{link}'")
     response = navigation.value
@@ -32,4 +34,6 @@ def test_nav_page_renders(logged_in_page, link, page_id):
     if page_id is not None:
         assert body.get_attribute("data-page") == page_id
     assert page.locator("header nav").count() == 1
+    page.wait_for_load_state("networkidle")
+    assert console_errors == [], f"{link}: {console_errors}"
     screenshot(page, "page-" + link.lower().replace(" ", "-"))
