@@ -6,7 +6,7 @@ import sys
 import pytest
 from django.core.management import call_command
 
-from playground.conversations.providers.demo import DemoAgentProvider, fill_arguments, keywords
+from playground.conversations.providers.demo import DemoAgentProvider, clock_times, fill_arguments, keywords
 from tests.conversations.conftest import converse, event_types, events_of
 
 TIME_SCHEMA = {"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA timezone name"}},
@@ -35,6 +35,39 @@ def test_cities_times_numbers_and_quoted_strings_fill_their_properties():
                                                 "ratio": {"type": "number"}, "mode": {"type": "string", "enum": ["fast", "slow"]}}}
     assert fill_arguments(schema, 'Create "Fix login" 3 times at 0.5 in slow mode') == {
         "title": "Fix login", "count": 3, "ratio": 0.5, "mode": "slow"}
+
+
+def test_clock_times_in_twelve_and_twenty_four_hour_forms():
+    assert clock_times("convert 9am, 9:30 pm, 12 p.m. and 12am; then 14:30 and 23:59") == [
+        "09:00", "21:30", "12:00", "00:00", "14:30", "23:59"]
+    assert clock_times("13pm, at 7, 25:00 or 3 apples") == []  # no hour, no clock, no time
+    assert fill_arguments(CONVERT_SCHEMA, "Convert 9am New York time to Berlin time")["time"] == "09:00"
+
+
+def after_search(message: str, loaded: str, schema: dict) -> dict:
+    """The request a model gets once ToolSearch has loaded `loaded` (native tool_reference)."""
+    return {
+        "model": "m", "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": message}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "convert time"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": [{"type": "tool_reference", "tool_name": loaded}]}]},
+        ],
+        "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}},
+                  {"name": loaded, "description": "Convert time between timezones", "input_schema": schema, "defer_loading": True}],
+    }
+
+
+def test_the_agent_asks_for_a_required_value_the_message_does_not_give():
+    # Before: it called convert_time without "time", and the time server rejected the call.
+    response = DemoAgentProvider().create(after_search("Convert New York time to Berlin time", "mcp__time__convert_time", CONVERT_SCHEMA))
+    assert response.stop_reason == "end_turn" and not response.tool_uses()
+    assert "does not say its time (Time to convert in 24-hour format (HH:MM))" in response.content[0]["text"]
+
+    response = DemoAgentProvider().create(after_search("Convert 9am New York time to Berlin time", "mcp__time__convert_time", CONVERT_SCHEMA))
+    assert response.stop_reason == "tool_use"
+    assert response.tool_uses()[0]["input"] == {"source_timezone": "America/New_York", "time": "09:00", "target_timezone": "Europe/Berlin"}
 
 
 def test_an_expression_property_gets_the_arithmetic_in_the_message():

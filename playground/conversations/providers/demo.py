@@ -8,7 +8,10 @@ exactly those a real model goes through. Its policy, one step per request:
    tool, call it; otherwise call ToolSearch with keywords from the message.
 2. After a ToolSearch result: call the best of the tools it loaded (now present in `tools`), with
    arguments filled from the message where the schema allows (a timezone ← a city in the message
-   through `zoneinfo`, numbers, quoted strings, HH:MM times, enum values that appear in the text).
+   through `zoneinfo`, numbers, quoted strings, clock times such as 14:30 or 9am, enum values that
+   appear in the text). When the message lacks a required value that has no safe default (a time to
+   convert, say), it asks the person for it, as a model would, instead of sending a call the tool
+   must reject.
 3. After a tool result: answer with what the tool returned. A "load it first" error makes it
    `select:` the tool, as Claude Code instructs models to do.
 """
@@ -38,6 +41,8 @@ EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
 PLACE_PROPERTY_NAMES = {"city", "location", "place", "destination", "origin", "town", "address", "region", "country"}
 # A capitalised word (or run of them) that does not open a sentence: "weather in Paris" → Paris.
 PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
+# "14:30", "9am", "9:30 pm", "12 p.m." (a bare number is not a clock time).
+CLOCK_TIME = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d))?\s*([ap])\.?m\b\.?|\b([01]?\d|2[0-3]):([0-5]\d)\b", re.I)
 ARITHMETIC = re.compile(r"[-+*/%^().\d\s]*\d[-+*/%^().\d\s]*[-+*/%^][-+*/%^().\d\s]*\d[-+*/%^().\d\s]*")
 ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
@@ -117,6 +122,21 @@ def _arithmetic(text: str) -> str:
     return found[0].replace("^", "**") if found else ""
 
 
+def clock_times(text: str) -> list[str]:
+    """24-hour "HH:MM" for each clock time in the text, in order: "9am" → "09:00", "9:30 pm" → "21:30"."""
+    found = []
+    for match in CLOCK_TIME.finditer(text):
+        hour_12, minute_12, half, hour_24, minute_24 = match.groups()
+        if hour_24 is not None:
+            found.append(f"{int(hour_24):02d}:{minute_24}")
+        elif 1 <= int(hour_12) <= 12:
+            hour = int(hour_12) % 12 + (12 if half.lower() == "p" else 0)
+            found.append(f"{hour:02d}:{minute_12 or '00'}")
+        elif minute_12 is not None:  # "14:30 pm": already a 24-hour time
+            found.append(f"{int(hour_12):02d}:{minute_12}")
+    return found
+
+
 def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     """Arguments for `schema` taken from the person's words; required values it cannot find get a safe default."""
     properties: dict[str, Any] = schema.get("properties") or {}
@@ -128,7 +148,7 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     found_zones = [cities[c] for _, c in sorted(mentioned)]
     numbers = re.findall(r"(?<![\w:.])-?\d+(?:\.\d+)?(?![\w:])", text)
     quoted = re.findall(r"[\"“']([^\"”']+)[\"”']", text)
-    clock_times = re.findall(r"\b([01]?\d|2[0-3]):([0-5]\d)\b", text)
+    times = clock_times(text)
     places = _places(text, [c for _, c in sorted(mentioned)])
     arguments: dict[str, Any] = {}
     for name, prop in properties.items():
@@ -141,9 +161,7 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
         elif kind == "string" and "timezone" in about:
             value = found_zones.pop(0) if found_zones else ("UTC" if name in required else None)
         elif kind == "string" and ("hh:mm" in about or name == "time"):
-            if clock_times:
-                hour, minute = clock_times.pop(0)
-                value = f"{int(hour):02d}:{minute}"
+            value = times.pop(0) if times else None  # no safe default: the agent asks (missing_required)
         elif kind == "string" and name.lower() in EXPRESSION_PROPERTY_NAMES and _arithmetic(text):
             value = _arithmetic(text)
         elif kind in ("integer", "number") and numbers:
@@ -174,9 +192,15 @@ def _places(text: str, known_cities: list[str]) -> list[str]:
     return found or [m for m in PROPER_NOUN.findall(text) if m != "I"]
 
 
+def missing_required(schema: dict[str, Any], text: str) -> list[str]:
+    """The required arguments the message gives no value for, in the schema's order."""
+    filled = fill_arguments(schema, text)
+    return [name for name in schema.get("required") or [] if name not in filled]
+
+
 def fillable(schema: dict[str, Any], text: str) -> bool:
     """Whether every required argument can be taken from the message."""
-    return set(schema.get("required") or []) <= set(fill_arguments(schema, text))
+    return not missing_required(schema, text)
 
 
 class DemoAgentProvider(ModelProvider):
@@ -227,9 +251,7 @@ class DemoAgentProvider(ModelProvider):
         deferred_score = max((tool_score(words, n) for n in deferred_names), default=0)
         # A loaded tool only when it fits strictly better: on a tie the deferred one is worth a search.
         if best_loaded and loaded_score > 0 and loaded_score > deferred_score:
-            schema = best_loaded.get("input_schema") or {}
-            return self._call(request_kwargs, best_loaded["name"], fill_arguments(schema, text), calls,
-                              f"Calling {best_loaded['name']}.")
+            return self._call_or_ask(request_kwargs, best_loaded, text, calls, f"Calling {best_loaded['name']}.")
         if TOOL_SEARCH in callable_tools:
             return self._call(request_kwargs, TOOL_SEARCH, {"query": " ".join(words[:4])}, calls,
                               "The tools I need are deferred; searching for them.")
@@ -250,8 +272,22 @@ class DemoAgentProvider(ModelProvider):
             (callable_tools[n] for n in matches),
             key=lambda t: (tool_score(words, t["name"], t.get("description", "")), fillable(t.get("input_schema") or {}, text)),
         )
-        return self._call(request_kwargs, chosen["name"], fill_arguments(chosen.get("input_schema") or {}, text), calls,
-                          f"Loaded {chosen['name']}; calling it.")
+        return self._call_or_ask(request_kwargs, chosen, text, calls, f"Loaded {chosen['name']}; calling it.")
+
+    def _call_or_ask(self, request_kwargs: dict[str, Any], tool: dict[str, Any], text: str, calls: list[dict[str, Any]],
+                     note: str) -> ProviderResponse:
+        """Call `tool` with arguments from the message, or ask for the required values it does not give."""
+        schema = tool.get("input_schema") or {}
+        missing = missing_required(schema, text)
+        if missing:
+            properties = schema.get("properties") or {}
+            wanted = "; ".join(
+                f"{name} ({about})" if (about := str((properties.get(name) or {}).get("description", "")).strip()) else name
+                for name in missing
+            )
+            return self._answer(request_kwargs, f"{tool['name']} fits, but your message does not say its {wanted}. "
+                                                "Tell me, and I will call it.")
+        return self._call(request_kwargs, tool["name"], fill_arguments(schema, text), calls, note)
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
