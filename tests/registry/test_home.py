@@ -16,3 +16,10 @@ def test_home_counts_enabled_and_deferred_tools(viewer_client, tools):
 
 def test_home_requires_login(client):
     assert client.get(reverse("home")).status_code == 302
+
+
+def test_home_links_every_page_of_the_navigation(viewer_client, tools):
+    body = viewer_client.get(reverse("home")).content.decode()
+    for name in ("registry:inspector", "registry:model_view", "registry:tool_list", "mcp_servers:server_list",
+                 "registry:permissions", "registry:profile_list", "conversations:list", "evaluation:index"):
+        assert f'href="{reverse(name)}"' in body, name
