@@ -35,13 +35,19 @@ def provider_label(conversation: Conversation) -> str:
 
 
 def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
-    """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths."""
+    """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths.
+
+    "saved" is the engine's: the baseline minus the tools sent *and* the announced deferred names,
+    the price of deferring (the model view shows the same figure).
+    """
     sent = int(tokens.get("sent_tokens") or 0)
     baseline = int(tokens.get("baseline_tokens") or 0)
+    announced = int(tokens.get("announcement_tokens") or 0)
     scale = max(sent, baseline, 1)
-    saved = baseline - sent if baseline else 0
+    saved = baseline - sent - announced if baseline else 0
     return {
         "sent": sent,
+        "announced": announced,
         "baseline": baseline,
         "sent_pct": round(100 * sent / scale, 1),
         "baseline_pct": round(100 * baseline / scale, 1),

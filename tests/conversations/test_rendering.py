@@ -8,6 +8,7 @@ from playground.conversations.events import record_event
 from playground.conversations.fragments import container_id, render_event_frame
 from playground.conversations.models import Conversation
 from playground.conversations.selectors import event_tree, token_numbers
+from playground.engine.requests import TokenAccounting
 
 
 @pytest.fixture
@@ -53,7 +54,14 @@ def test_frames_go_into_the_containers_the_page_renders(nested, admin_client):
 
 def test_token_numbers_read_the_engine_accounting():
     numbers = token_numbers({"sent_tokens": 300, "baseline_tokens": 1200, "saved_percent": 75.0})
-    assert numbers == {"sent": 300, "baseline": 1200, "sent_pct": 25.0, "baseline_pct": 100.0, "saved": 900, "saved_pct": 75.0}
+    assert numbers == {"sent": 300, "announced": 0, "baseline": 1200, "sent_pct": 25.0, "baseline_pct": 100.0, "saved": 900, "saved_pct": 75.0}
+
+
+def test_the_saving_counts_the_announced_names_as_the_engine_does():
+    # The timeline said −99.4% where the model view, from the same accounting, said 94.9% saved.
+    accounting = TokenAccounting(sent_tokens=1460, baseline_tokens=226944, source="estimate", announcement_tokens=10024)
+    numbers = token_numbers(accounting.to_dict())
+    assert numbers["saved"] == accounting.saved_tokens and numbers["saved_pct"] == accounting.saved_percent == 94.9
 
 
 def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_queries):

@@ -73,3 +73,7 @@ def test_token_totals_compare_with_the_all_tools_baseline(viewer_client, tools, 
     tokens = response.context["preview"].plan.tokens
     assert tokens.sent_tokens < tokens.baseline_tokens
     assert f'data-tokens-sent="{tokens.sent_tokens}"' in response.content.decode()
+    # The saving shown is net of the announced names, and the page says what they cost.
+    assert tokens.announcement_tokens > 0
+    assert f"+ {tokens.announcement_tokens} announcing deferred names" in response.content.decode()
+    assert f"({tokens.saved_percent}% saved" in response.content.decode()
