@@ -136,3 +136,26 @@ def test_place_properties_get_the_place_the_person_named_not_the_whole_sentence(
     assert fill_arguments(schema, "Any rain expected in Springfield Gardens today?") == {"city": "Springfield Gardens"}
     # No place at all: a required string still gets the message, as before.
     assert fill_arguments(schema, "what is the weather like?") == {"city": "what is the weather like?"}
+
+
+def test_a_quoted_string_goes_to_a_title_like_property_first():
+    schema = {"type": "object", "properties": {"owner": {"type": "string"}, "repo": {"type": "string"}, "title": {"type": "string"}},
+              "required": ["owner", "repo", "title"]}
+    arguments = fill_arguments(schema, "Create a GitHub issue titled 'Login broken'")
+    assert arguments["title"] == "Login broken" and list(arguments) == ["owner", "repo", "title"]  # the schema's order
+
+
+def test_arithmetic_goes_to_a_loaded_calculator_without_a_search():
+    calculator = {"name": "calculator", "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}
+    request = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "text", "text": "What is 17 * 23?"}]}],
+               "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}}, calculator]}
+    response = DemoAgentProvider().create(request)
+    assert response.tool_uses() == [{"type": "tool_use", "id": response.tool_uses()[0]["id"], "name": "calculator", "input": {"expression": "17 * 23"}}]
+
+
+def test_after_a_search_it_calls_nothing_that_shares_no_word_with_the_request():
+    # Search ranks something first even for "hello"; the demo called it.
+    request = after_search("hello there", "mcp__opgg-mcp__lol-summoner-game-history", {"type": "object", "properties": {}})
+    response = DemoAgentProvider().create(request)
+    assert response.stop_reason == "end_turn" and not response.tool_uses()
+    assert "mcp__opgg-mcp__lol-summoner-game-history" in response.content[0]["text"] and "called none" in response.content[0]["text"]

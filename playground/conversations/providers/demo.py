@@ -4,9 +4,11 @@ It reads the same Messages API request a real model would get (the engine builds
 it through `create`) and answers in Messages API shapes, so the loop, events and executor are
 exactly those a real model goes through. Its policy, one step per request:
 
-1. After the person's message: if a loaded tool fits the message better than any announced deferred
-   tool, call it; otherwise call ToolSearch with keywords from the message.
-2. After a ToolSearch result: call the best of the tools it loaded (now present in `tools`), with
+1. After the person's message: arithmetic goes to a loaded tool with an expression argument (the
+   calculator); else, if a loaded tool fits the message better than any announced deferred tool,
+   call it; otherwise call ToolSearch with keywords from the message.
+2. After a ToolSearch result: call the best of the tools it loaded (now present in `tools`) that
+   shares a word with the message (none fits: it says so and calls nothing), with
    arguments filled from the message where the schema allows (a timezone ← a city in the message
    through `zoneinfo`, numbers, quoted strings, clock times such as 14:30 or 9am, enum values that
    appear in the text). When the message lacks a required value that has no safe default (a time to
@@ -38,6 +40,8 @@ STOPWORDS = frozenset(
 )
 QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
 EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
+# Where a quoted string in the message goes first ("Create an issue titled 'Login broken'" → title).
+TITLE_PROPERTY_NAMES = {"title", "name", "subject", "summary", "text", "message", "content", "body"}
 PLACE_PROPERTY_NAMES = {"city", "location", "place", "destination", "origin", "town", "address", "region", "country"}
 # A capitalised word (or run of them) that does not open a sentence: "weather in Paris" → Paris.
 PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)")
@@ -151,7 +155,9 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     times = clock_times(text)
     places = _places(text, [c for _, c in sorted(mentioned)])
     arguments: dict[str, Any] = {}
-    for name, prop in properties.items():
+    # Title-like properties take their values first; the arguments keep the schema's order.
+    for name in sorted(properties, key=lambda n: n.lower() not in TITLE_PROPERTY_NAMES):
+        prop = properties[name]
         prop = prop if isinstance(prop, dict) else {}
         kind = prop.get("type")
         about = f"{name} {prop.get('description', '')}".lower()
@@ -179,7 +185,7 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
             value = text
         if value is not None:
             arguments[name] = value
-    return arguments
+    return {name: arguments[name] for name in properties if name in arguments}
 
 
 def _places(text: str, known_cities: list[str]) -> list[str]:
@@ -243,6 +249,11 @@ class DemoAgentProvider(ModelProvider):
     # -- steps ---------------------------------------------------------------------------------
     def _first_step(self, request_kwargs: dict[str, Any], text: str, callable_tools: dict[str, dict[str, Any]],
                     calls: list[dict[str, Any]]) -> ProviderResponse:
+        expression = _arithmetic(text)
+        calculator = next((t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO and any(
+            p.lower() in EXPRESSION_PROPERTY_NAMES for p in (t.get("input_schema") or {}).get("properties") or {})), None)
+        if expression and calculator is not None:  # "what is 17 * 23?" has no keyword, but a loaded tool computes it
+            return self._call_or_ask(request_kwargs, calculator, text, calls, f"Calling {calculator['name']}.")
         words = keywords(text)
         if not words:
             return self._answer(request_kwargs, "Ask me something a tool can answer, for example “what time is it in Tokyo?”.")
@@ -267,11 +278,12 @@ class DemoAgentProvider(ModelProvider):
         if not matches:
             return self._answer(request_kwargs, "ToolSearch found no tool I could use for that.")
         words = keywords(text)
+        fitting = [callable_tools[n] for n in matches if tool_score(words, n, callable_tools[n].get("description", "")) > 0]
+        if not fitting:  # search ranks something first even for "hello"; a model would not call it
+            return self._answer(request_kwargs, f"ToolSearch loaded {', '.join(matches)}, but none of them shares a word "
+                                                "with your request, so I called none.")
         # Best keyword fit first; among equals, a tool whose required arguments the message can fill.
-        chosen = max(
-            (callable_tools[n] for n in matches),
-            key=lambda t: (tool_score(words, t["name"], t.get("description", "")), fillable(t.get("input_schema") or {}, text)),
-        )
+        chosen = max(fitting, key=lambda t: (tool_score(words, t["name"], t.get("description", "")), fillable(t.get("input_schema") or {}, text)))
         return self._call_or_ask(request_kwargs, chosen, text, calls, f"Loaded {chosen['name']}; calling it.")
 
     def _call_or_ask(self, request_kwargs: dict[str, Any], tool: dict[str, Any], text: str, calls: list[dict[str, Any]],
