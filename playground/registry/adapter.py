@@ -12,6 +12,7 @@ same answer from the database.
 """
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,7 @@ from django.db.models import Count, Max, QuerySet
 
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings
-from playground.engine.search.backends import backend_from_spec
+from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
@@ -38,6 +39,13 @@ _lock = threading.Lock()
 _catalog_cache: tuple[tuple, ToolCatalog] | None = None
 _filtered_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
 _backends: dict[str, SearchBackend] = {}
+# Backends with settings typed in the inspector: each holds its own indexes, so only the most
+# recently used few are kept (the named backends and the configured default stay).
+_tuned_backends: OrderedDict[str, SearchBackend] = OrderedDict()
+_TUNED_CACHE_SIZE = 6
+# Inspector settings may not name files, models or nested backends: anyone logged in can type them.
+INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
+INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
 
 
@@ -288,6 +296,59 @@ def search_backend(name: str | None = None) -> SearchBackend:
     return backend
 
 
+def tuned_backend_spec(name: str, settings_text: str) -> str:
+    """`name` with inspector settings (`aspect_weight=0:intent_weight=0.5`) as one backend spec.
+
+    Raises ValueError, with a message for the page, for text that is not key=value pairs, a value
+    that is not a number, true/false, a short word or an object of those (`field_weights={"name": 2}`,
+    `bm25={"k1": 1.5}`), and the options that name files or models. An option the backend does not
+    have is the engine's ValueError when the backend is made.
+    """
+    text = settings_text.strip()
+    if not text:
+        return name
+    if len(text) > INSPECTOR_SETTINGS_MAX_CHARS:
+        raise ValueError(f"settings are limited to {INSPECTOR_SETTINGS_MAX_CHARS} characters")
+    base = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
+    spec = f"{base}:{text}"
+    _, options = parse_backend_spec(spec)
+    _check_inspector_options(options)
+    return spec
+
+
+def _check_inspector_options(options: dict[str, Any], depth: int = 0) -> None:
+    for key, value in options.items():
+        if key in INSPECTOR_REFUSED_OPTIONS:
+            raise ValueError(f"option {key!r} cannot be set in the inspector (it names a file or a model); "
+                             "set it in TOOLSEARCH_DEFAULT_BACKEND or on the CLI")
+        if isinstance(value, dict) and depth == 0:
+            _check_inspector_options(value, depth + 1)
+        elif not (isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 40)):
+            raise ValueError(f"option {key}: give a number, true/false or a short word, not {json.dumps(value)}")
+
+
+def tuned_search_backend(spec: str) -> SearchBackend:
+    """A backend for a spec with inspector settings; unknown options raise ValueError (the engine's)."""
+    with _lock:
+        backend = _tuned_backends.get(spec)
+        if backend is not None:
+            _tuned_backends.move_to_end(spec)
+            return backend
+    backend = backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+    with _lock:
+        backend = _tuned_backends.setdefault(spec, backend)
+        _tuned_backends.move_to_end(spec)
+        while len(_tuned_backends) > _TUNED_CACHE_SIZE:
+            _tuned_backends.popitem(last=False)
+    return backend
+
+
+def backend_option_names(backend: SearchBackend) -> list[str]:
+    """The settings the inspector accepts for this backend (empty: it has none)."""
+    known = type(backend).option_names
+    return sorted(set(known or ()) - INSPECTOR_REFUSED_OPTIONS)
+
+
 def pending_mcp_servers() -> list[str]:
     """Enabled MCP servers still connecting: a ToolSearch with no match names them.
 
@@ -313,6 +374,7 @@ def reset_caches() -> None:
         _catalog_cache = None
         _filtered_cache.clear()
         _backends.clear()
+        _tuned_backends.clear()
 
 
 def engine_tools(rows: Iterable[Tool]) -> list[EngineTool]:

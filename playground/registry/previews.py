@@ -57,6 +57,7 @@ class InspectorAnswer:
     ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
     query_notes: list[str] = field(default_factory=list)  # the backend's own reading (hybrid: sentences, clauses)
+    backend_options: list[str] = field(default_factory=list)  # the settings the inspector accepts for it
     # Learning from usage (conversations/usage.py): what the log holds, and whether this backend reads it.
     learning_enabled: bool = False
     usage_entries: int = 0
@@ -109,11 +110,17 @@ def inspect_query(
     max_results: int | None = None,
     wire_style: str = "",
     mode: str = "",
+    backend_settings: str = "",
 ) -> InspectorAnswer:
     """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
-    and whether the mode decision would offer ToolSearch at all."""
+    and whether the mode decision would offer ToolSearch at all. `backend_settings`
+    (`aspect_weight=0:intent_weight=0.5`) tunes the backend for this search only; bad settings raise
+    ValueError with a message for the page."""
     backend_name = backend or (profile.search_backend if profile else "") or ""
-    search_backend = adapter.search_backend(backend_name)
+    if backend_settings.strip():
+        search_backend = adapter.tuned_search_backend(adapter.tuned_backend_spec(backend_name, backend_settings))
+    else:
+        search_backend = adapter.search_backend(backend_name)
     max_results = max_results or (profile.max_results if profile else 5)
     note = ""
     if (wire_style or (profile.wire_style if profile else "")) == SERVER_STYLE:
@@ -139,6 +146,7 @@ def inspect_query(
         decision=mode_decision(filtered.permitted, settings, policy),
         ask=frozenset(filtered.ask),
         note=note,
+        backend_options=adapter.backend_option_names(search_backend),
     )
     usage = usage_log()
     answer.learning_enabled = learning_enabled()

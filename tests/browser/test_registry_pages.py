@@ -122,6 +122,18 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     assert {name.split("__")[1] for name in top_two} == {"github", "slack"}, top_two
     screenshot(page, "inspector-clauses")
 
+    # Settings typed beside the backend tune this search: without aspect coverage, no clause note.
+    page.select_option("[data-testid=inspector-backend]", "hybrid")
+    page.fill("[data-testid=inspector-settings]", "aspect_weight=0")
+    page.press("[data-testid=inspector-settings]", "Enter")
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-backend="hybrid:aspect_weight=0"]')
+    assert not any("aspect coverage" in line for line in page.locator("[data-testid=query-note]").all_inner_texts())
+    page.fill("[data-testid=inspector-settings]", "aspect_wieght=0")
+    page.press("[data-testid=inspector-settings]", "Enter")
+    error = page.wait_for_selector("[data-testid=inspector-error]")
+    assert "unknown option(s) aspect_wieght" in error.inner_text()
+    screenshot(page, "inspector-settings-error")
+
 
 def test_the_inspector_shows_what_was_learned_and_staff_can_forget_it(logged_in_page, admin_user):
     from playground.conversations.models import Conversation, ToolSearchUsage

@@ -239,3 +239,50 @@ def test_only_staff_can_forget_what_was_learned(viewer_client, viewer_user, admi
     assert response.redirect_chain[-1][0] == URL and not ToolSearchUsage.objects.exists()
     assert "Forgot 1 learned search;" in response.content.decode()
     assert client.get(forget).status_code == 405
+
+
+QUERY_TWO_CLAUSES = "create a github issue about the outage, then post a message to the team on slack"
+
+
+def test_settings_tune_the_backend_for_this_search(viewer_client, tools):
+    plain = viewer_client.get(URL, {"q": QUERY_TWO_CLAUSES, "backend": "hybrid"}, headers=HTMX).context["answer"]
+    response = viewer_client.get(URL, {"q": QUERY_TWO_CLAUSES, "backend": "hybrid", "settings": "aspect_weight=0:intent_weight=0"}, headers=HTMX)
+    tuned = response.context["answer"]
+    assert tuned.error == "" and tuned.backend == "hybrid:aspect_weight=0:intent_weight=0"
+    assert any("aspect coverage" in line for line in plain.query_notes) and tuned.query_notes == []  # no clauses without aspects
+    assert all(c.term != "(aspects)" for s in tuned.result.scored for c in s.breakdown)
+    body = response.content.decode()
+    assert 'data-backend="hybrid:aspect_weight=0:intent_weight=0"' in body
+    assert "<code>aspect_weight</code>" in body and "<code>encoder</code>" not in body  # the settings it takes
+    # An object of numbers is a setting too (BM25 field weights).
+    weighted = viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": 'field_weights={"name": 5}'}, headers=HTMX)
+    assert weighted.context["answer"].error == "" and weighted.context["answer"].result.matches
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ("aspect_wieght=0", "unknown option(s) aspect_wieght for backend 'hybrid'"),
+    ("aspect_weight", "is not key=value"),
+    ('semantic={"cache": "/tmp/x"}', "option 'semantic' cannot be set in the inspector"),
+    ('bm25={"cache": "/tmp/x"}', "option 'cache' cannot be set in the inspector"),
+    ("fusion=" + "x" * 50, "give a number, true/false or a short word"),
+    ("aspect_weight=0:" * 20, "settings are limited to 300 characters"),
+])
+def test_bad_settings_are_a_clear_error(viewer_client, tools, settings, message):
+    response = viewer_client.get(URL, {"q": "github issue", "backend": "hybrid", "settings": settings}, headers=HTMX)
+    answer = response.context["answer"]
+    assert message in answer.error and answer.result is None
+    body = response.content.decode()
+    assert 'data-testid="inspector-error"' in body and "Searching 0 deferred" not in body  # no made-up figures
+
+
+def test_an_unknown_backend_is_an_error_not_the_default(viewer_client, tools):
+    # Before: an unknown name was dropped and the default answered, as if it had been asked for.
+    answer = viewer_client.get(URL, {"q": "github issue", "backend": "nonexistent"}, headers=HTMX).context["answer"]
+    assert answer.error.startswith("unknown backend 'nonexistent' (backends: claude-code") and answer.result is None
+
+
+def test_only_a_few_tuned_backends_are_kept(viewer_client, tools):
+    for weight in range(adapter._TUNED_CACHE_SIZE + 3):
+        viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": f"k1={1 + weight / 10}"}, headers=HTMX)
+    assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
+    assert next(reversed(adapter._tuned_backends)) == f"bm25:k1={1 + (adapter._TUNED_CACHE_SIZE + 2) / 10}"

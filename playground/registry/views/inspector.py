@@ -39,12 +39,12 @@ def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -
 def inspector(request):
     profile = _profile(request)
     backend = request.GET.get("backend", "")
-    if backend and backend not in adapter.backend_names():
-        backend = ""
     query = request.GET.get("q", "")
     try:
+        if backend and backend not in adapter.backend_names():
+            raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(adapter.backend_names())})")
         answer = _inspect(request, query, profile, backend)
-    except ValueError as exc:  # a profile the engine cannot run (e.g. an unknown wire style or backend)
+    except ValueError as exc:  # bad settings, or a profile the engine cannot run (an unknown wire style or backend)
         answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
     context = {"answer": answer, "profile": profile}
     if request.htmx:
@@ -67,6 +67,7 @@ def _inspect(request, query: str, profile: AgentProfile | None, backend: str) ->
         max_results=_int(request.GET.get("max_results"), None),
         wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
         mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
+        backend_settings=request.GET.get("settings", ""),
     )
 
 
