@@ -334,7 +334,10 @@ def tuned_search_backend(spec: str) -> SearchBackend:
         if backend is not None:
             _tuned_backends.move_to_end(spec)
             return backend
-    backend = backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+    try:
+        backend = backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+    except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
+        raise ValueError(f"{spec}: {exc}") from exc
     with _lock:
         backend = _tuned_backends.setdefault(spec, backend)
         _tuned_backends.move_to_end(spec)

@@ -275,6 +275,14 @@ def test_bad_settings_are_a_clear_error(viewer_client, tools, settings, message)
     assert 'data-testid="inspector-error"' in body and "Searching 0 deferred" not in body  # no made-up figures
 
 
+def test_a_value_of_the_wrong_type_names_the_setting(viewer_client, tools):
+    # Before: field_weights={"name": "x"} reached the index build and the page answered 500.
+    for settings, message in (('field_weights={"name": "x"}', "field_weights must map fields to numbers"),
+                              ('k1="abc"', "could not convert string to float")):
+        answer = viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": settings}, headers=HTMX).context["answer"]
+        assert answer.error.startswith(f"bm25:{settings}: ") and message in answer.error
+
+
 def test_an_unknown_backend_is_an_error_not_the_default(viewer_client, tools):
     # Before: an unknown name was dropped and the default answered, as if it had been asked for.
     answer = viewer_client.get(URL, {"q": "github issue", "backend": "nonexistent"}, headers=HTMX).context["answer"]

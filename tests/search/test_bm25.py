@@ -60,6 +60,12 @@ def test_field_weights_decide_which_fields_count(small_catalog):
     assert names_only.matches == []
     with pytest.raises(ValueError, match="unknown BM25 field"):
         BM25Backend(field_weights={"title": 1.0})
+    # Weights that are not numbers are a clear error when the backend is made, not a TypeError mid-search.
+    for bad in ({"name": "x"}, {"name": True}, 3):
+        with pytest.raises(ValueError, match="field_weights must map fields to numbers"):
+            BM25Backend(field_weights=bad)
+    with pytest.raises(ValueError, match="field_b must map fields to numbers"):
+        BM25Backend(field_b={"name": "x"})
 
 
 def test_ties_keep_catalog_order():

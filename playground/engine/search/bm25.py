@@ -23,7 +23,7 @@ the order among the others. Ties keep catalog order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -351,6 +351,10 @@ def build_field_index(docs: Sequence[list[str]], weight: float, *, k1: float, b:
     )
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class BM25Backend(SearchBackend):
     """Field-weighted BM25 over name parts, server, description, search hint and schema."""
 
@@ -367,17 +371,23 @@ class BM25Backend(SearchBackend):
         if self.scoring not in SCORINGS:
             raise ValueError(f"BM25 scoring must be one of {', '.join(SCORINGS)}, not {self.scoring!r}")
         defaults = SCORING_DEFAULTS[self.scoring]
+        given = options.get("field_weights") or {}
+        if not isinstance(given, Mapping) or not all(_is_number(w) for w in given.values()):
+            raise ValueError(f"BM25 field_weights must map fields to numbers, e.g. {{\"name\": 2}}, not {given!r}")
         weights = dict(defaults["field_weights"])
-        weights.update(options.get("field_weights") or {})
+        weights.update(given)
         unknown = set(weights) - set(text.FIELDS)
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
-        self.field_weights = weights
+        self.field_weights = {name: float(w) for name, w in weights.items()}
         self.k1 = float(options.get("k1", defaults["k1"]))
         self.b = float(options.get("b", 0.75))
         self.server_weight = float(options.get("server_weight", DEFAULT_SERVER_WEIGHT))
         field_b = {name: self.b for name in text.FIELDS}
-        field_b.update({k: float(v) for k, v in (options.get("field_b") or {}).items()})
+        given_b = options.get("field_b") or {}
+        if not isinstance(given_b, Mapping) or not all(_is_number(v) for v in given_b.values()):
+            raise ValueError(f"BM25 field_b must map fields to numbers, not {given_b!r}")
+        field_b.update({k: float(v) for k, v in given_b.items()})
         unknown = set(field_b) - set(text.FIELDS) - {USAGE_FIELD}
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)} and {USAGE_FIELD!r}")

@@ -104,7 +104,8 @@ def resolve_runtime(requested: str | None) -> str:
 
     name = (requested if requested is not None else os.environ.get(RUNTIME_ENV, "")).strip().lower() or "auto"
     if name not in RUNTIMES:
-        raise EncoderUnavailable(f"{RUNTIME_ENV}={name!r} is not a runtime: choose one of {', '.join(RUNTIMES)}")
+        source = f"{RUNTIME_ENV}={name!r}" if requested is None else repr(name)
+        raise EncoderUnavailable(f"{source} is not a runtime: choose one of {', '.join(RUNTIMES)}")
     missing = onnx_available()
     if name == "auto":
         return "numpy" if missing else "onnx-int8"
