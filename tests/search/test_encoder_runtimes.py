@@ -91,7 +91,18 @@ def test_int8_is_close_but_cached_apart(runtimes):
     against_torch = (runtimes["onnx-int8"].encode(reference["texts"]) * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
     assert against_torch.min() > 0.97
     assert cosines.max() < 0.99999  # quantized for real, not the float model
-    assert runtimes["onnx-int8"].model_id == runtimes["numpy"].model_id + "+int8"
+    assert runtimes["onnx-int8"].model_id == runtimes["numpy"].model_id + "+int8.2"
+
+
+def test_an_int8_vector_depends_on_its_text_alone(runtimes):
+    """int8 quantizes a run's activations with one scale, so texts sharing a run moved each
+    other's vectors (cosine ~0.993 to the text alone): the cached vector of a tool depended on
+    the tools encoded with it. Each int8 text now runs alone: the same vector in any company."""
+    encoder = runtimes["onnx-int8"]
+    alone = np.stack([encoder.encode([t])[0] for t in TEXTS])
+    assert np.array_equal(encoder.encode(TEXTS), alone)
+    assert np.array_equal(encoder.encode([TEXTS[0], "x " * 60])[0], alone[0])
+    assert np.array_equal(encoder.encode_pooled(TEXTS[0], [(0, 5)])[0], alone[0])  # the pooled path's row 0 too
 
 
 def test_int8_ranks_the_small_catalog_as_the_float_model_does(runtimes, small_catalog, embeddings_dir):
@@ -102,7 +113,7 @@ def test_int8_ranks_the_small_catalog_as_the_float_model_does(runtimes, small_ca
     for query in ("is it going to rain tomorrow in my city", "message my colleague by mail", "open a merge request"):
         assert int8_backend.search(query, small_catalog).matches[:2] == float_backend.search(query, small_catalog).matches[:2]
     explanation = int8_backend.search("weather forecast for tomorrow", small_catalog).scored[0].breakdown[0].detail
-    assert "+int8" in explanation
+    assert "+int8.2" in explanation
 
 
 def test_one_shared_encoder_per_runtime_however_asked(runtimes, monkeypatch):

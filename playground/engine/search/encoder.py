@@ -95,6 +95,12 @@ def _file_sha1(path: str, size: int, mtime_ns: int) -> str:
         return hashlib.file_digest(handle, "sha1").hexdigest()
 
 
+# The int8 vectors' cache id. ".2": one text per run, so a vector depends on its text alone; the
+# first int8 vectors ("+int8") were computed with texts packed into shared runs, which moved them
+# by the company they kept, and are not reused.
+INT8_MODEL_SUFFIX = "+int8.2"
+
+
 def resolve_runtime(requested: str | None) -> str:
     """`numpy`, `onnx` or `onnx-int8` for a requested runtime (None: TOOLSEARCH_EMBEDDING_RUNTIME,
     default `auto` = `onnx-int8` when ONNX Runtime is installed, else `numpy`). int8 is the default
@@ -206,7 +212,7 @@ class MiniLMEncoder:
         self.threads = threads if threads is not None else int(os.environ.get(THREADS_ENV, "1") or 1)
         self.runtime = resolve_runtime(runtime)
         # int8 weights give (slightly) different vectors: cached apart from the float model's
-        self.model_id = model_id_of(self.model_dir) + ("+int8" if self.runtime == "onnx-int8" else "")
+        self.model_id = model_id_of(self.model_dir) + (INT8_MODEL_SUFFIX if self.runtime == "onnx-int8" else "")
         _pin_blas_threads(self.threads)
         self._onnx = None
         self.weights: dict[str, np.ndarray] = {}
