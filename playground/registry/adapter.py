@@ -24,7 +24,7 @@ from django.db.models import Count, Max, QuerySet
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import backend_from_spec, parse_backend_spec
-from playground.engine.search.base import SearchBackend
+from playground.engine.search.base import SearchBackend, backend_class
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
@@ -43,7 +43,9 @@ _backends: dict[str, SearchBackend] = {}
 # recently used few are kept (the named backends and the configured default stay).
 _tuned_backends: OrderedDict[str, SearchBackend] = OrderedDict()
 _TUNED_CACHE_SIZE = 6
-# Inspector settings may not name files, models or nested backends: anyone logged in can type them.
+# Anyone logged in can type inspector settings: only options a backend declares (`option_names`),
+# and none that name a file or a model. A backend that declares none (claude-code, postgres, whose
+# `dsn` and `table` reach a database) takes no settings there.
 INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
 INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
@@ -311,9 +313,19 @@ def tuned_backend_spec(name: str, settings_text: str) -> str:
         raise ValueError(f"settings are limited to {INSPECTOR_SETTINGS_MAX_CHARS} characters")
     base = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
     spec = f"{base}:{text}"
-    _, options = parse_backend_spec(spec)
+    base_name, options = parse_backend_spec(spec)
+    allowed = _inspector_options(backend_class(base_name, dict(settings.TOOLSEARCH_BACKENDS)))
+    if not allowed:
+        raise ValueError(f"backend {base_name!r} takes no settings in the inspector")
+    for key in options:
+        if key not in allowed and key not in INSPECTOR_REFUSED_OPTIONS:
+            raise ValueError(f"unknown option {key!r} for backend {base_name!r} (settings: {', '.join(sorted(allowed))})")
     _check_inspector_options(options)
     return spec
+
+
+def _inspector_options(cls: type[SearchBackend]) -> frozenset[str]:
+    return frozenset(cls.option_names or ()) - INSPECTOR_REFUSED_OPTIONS
 
 
 def _check_inspector_options(options: dict[str, Any], depth: int = 0) -> None:
@@ -348,8 +360,7 @@ def tuned_search_backend(spec: str) -> SearchBackend:
 
 def backend_option_names(backend: SearchBackend) -> list[str]:
     """The settings the inspector accepts for this backend (empty: it has none)."""
-    known = type(backend).option_names
-    return sorted(set(known or ()) - INSPECTOR_REFUSED_OPTIONS)
+    return sorted(_inspector_options(type(backend)))
 
 
 def pending_mcp_servers() -> list[str]:

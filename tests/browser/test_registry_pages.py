@@ -131,7 +131,7 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     page.fill("[data-testid=inspector-settings]", "aspect_wieght=0")
     page.press("[data-testid=inspector-settings]", "Enter")
     error = page.wait_for_selector("[data-testid=inspector-error]")
-    assert "unknown option(s) aspect_wieght" in error.inner_text()
+    assert "unknown option 'aspect_wieght'" in error.inner_text()
     screenshot(page, "inspector-settings-error")
 
 

@@ -260,7 +260,7 @@ def test_settings_tune_the_backend_for_this_search(viewer_client, tools):
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ("aspect_wieght=0", "unknown option(s) aspect_wieght for backend 'hybrid'"),
+    ("aspect_wieght=0", "unknown option 'aspect_wieght' for backend 'hybrid' (settings: aspect_pool,"),
     ("aspect_weight", "is not key=value"),
     ('semantic={"cache": "/tmp/x"}', "option 'semantic' cannot be set in the inspector"),
     ('bm25={"cache": "/tmp/x"}', "option 'cache' cannot be set in the inspector"),
@@ -273,6 +273,13 @@ def test_bad_settings_are_a_clear_error(viewer_client, tools, settings, message)
     assert message in answer.error and answer.result is None
     body = response.content.decode()
     assert 'data-testid="inspector-error"' in body and "Searching 0 deferred" not in body  # no made-up figures
+
+
+@pytest.mark.parametrize("backend", ["postgres", "claude-code"])
+def test_a_backend_that_declares_no_settings_takes_none(viewer_client, tools, backend):
+    # postgres would take any keyword, and its dsn and table reach a database: never from this page.
+    response = viewer_client.get(URL, {"q": "github issue", "backend": backend, "settings": 'dsn="postgres://x@h/db"'}, headers=HTMX)
+    assert response.context["answer"].error == f"backend {backend!r} takes no settings in the inspector"
 
 
 def test_a_value_of_the_wrong_type_names_the_setting(viewer_client, tools):

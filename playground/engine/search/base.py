@@ -262,6 +262,11 @@ class SearchBackend(ABC):
 
 def load_backend(path_or_name: str, registry: Mapping[str, str] | None = None, **options: Any) -> SearchBackend:
     """Instantiate a backend by registry name (e.g. "claude-code") or dotted path."""
+    return backend_class(path_or_name, registry)(**options)
+
+
+def backend_class(path_or_name: str, registry: Mapping[str, str] | None = None) -> type[SearchBackend]:
+    """The backend class a registry name or dotted path names (its `option_names` without making one)."""
     path = (registry or {}).get(path_or_name, path_or_name)
     module_name, _, class_name = path.rpartition(".")
     if not module_name:
@@ -273,7 +278,7 @@ def load_backend(path_or_name: str, registry: Mapping[str, str] | None = None, *
         raise ValueError(f"cannot load search backend {path_or_name!r}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, SearchBackend)):
         raise ValueError(f"{path!r} is not a SearchBackend subclass")
-    return cls(**options)
+    return cls
 
 
 def _replace(reading: QueryReading, **changes: Any) -> QueryReading:
