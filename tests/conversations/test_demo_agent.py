@@ -151,6 +151,9 @@ def test_arithmetic_goes_to_a_loaded_calculator_without_a_search():
                "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}}, calculator]}
     response = DemoAgentProvider().create(request)
     assert response.tool_uses() == [{"type": "tool_use", "id": response.tool_uses()[0]["id"], "name": "calculator", "input": {"expression": "17 * 23"}}]
+    # A message that holds arithmetic-looking text among other words is not arithmetic: it searches.
+    request["messages"][0]["content"][0]["text"] = "What is on my calendar for 2026-12-03?"
+    assert DemoAgentProvider().create(request).tool_uses()[0]["name"] == "ToolSearch"
 
 
 def test_after_a_search_it_calls_nothing_that_shares_no_word_with_the_request():

@@ -4,8 +4,8 @@ It reads the same Messages API request a real model would get (the engine builds
 it through `create`) and answers in Messages API shapes, so the loop, events and executor are
 exactly those a real model goes through. Its policy, one step per request:
 
-1. After the person's message: arithmetic goes to a loaded tool with an expression argument (the
-   calculator); else, if a loaded tool fits the message better than any announced deferred tool,
+1. After the person's message: a message that is only arithmetic goes to a loaded tool with an
+   expression argument (the calculator); else, if a loaded tool fits the message better than any announced deferred tool,
    call it; otherwise call ToolSearch with keywords from the message.
 2. After a ToolSearch result: call the best of the tools it loaded (now present in `tools`) that
    shares a word with the message (none fits: it says so and calls nothing), with
@@ -40,6 +40,7 @@ STOPWORDS = frozenset(
 )
 QUERY_PROPERTY_NAMES = {"query", "q", "text", "prompt", "message", "input", "content", "search", "question"}
 EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
+ARITHMETIC_WORDS = {"calculate", "compute", "evaluate", "solve", "math", "times", "plus", "minus", "divided"}
 # Where a quoted string in the message goes first ("Create an issue titled 'Login broken'" → title).
 TITLE_PROPERTY_NAMES = {"title", "name", "subject", "summary", "text", "message", "content", "body"}
 PLACE_PROPERTY_NAMES = {"city", "location", "place", "destination", "origin", "town", "address", "region", "country"}
@@ -249,12 +250,14 @@ class DemoAgentProvider(ModelProvider):
     # -- steps ---------------------------------------------------------------------------------
     def _first_step(self, request_kwargs: dict[str, Any], text: str, callable_tools: dict[str, dict[str, Any]],
                     calls: list[dict[str, Any]]) -> ProviderResponse:
-        expression = _arithmetic(text)
-        calculator = next((t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO and any(
-            p.lower() in EXPRESSION_PROPERTY_NAMES for p in (t.get("input_schema") or {}).get("properties") or {})), None)
-        if expression and calculator is not None:  # "what is 17 * 23?" has no keyword, but a loaded tool computes it
-            return self._call_or_ask(request_kwargs, calculator, text, calls, f"Calling {calculator['name']}.")
         words = keywords(text)
+        # "What is 17 * 23?" has no keyword, but a loaded tool computes it. Only a message that is
+        # nothing but arithmetic: "my calendar for 2026-12-03" holds "2026-12-03" too.
+        if _arithmetic(text) and not [w for w in words if not w.isdigit() and w not in ARITHMETIC_WORDS]:
+            calculator = next((t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO and any(
+                p.lower() in EXPRESSION_PROPERTY_NAMES for p in (t.get("input_schema") or {}).get("properties") or {})), None)
+            if calculator is not None:
+                return self._call_or_ask(request_kwargs, calculator, text, calls, f"Calling {calculator['name']}.")
         if not words:
             return self._answer(request_kwargs, "Ask me something a tool can answer, for example “what time is it in Tokyo?”.")
         best_loaded, loaded_score = self._best(words, [t for n, t in callable_tools.items() if n not in NOT_CALLABLE_BY_DEMO])
