@@ -253,7 +253,7 @@ def test_settings_tune_the_backend_for_this_search(viewer_client, tools):
     assert all(c.term != "(aspects)" for s in tuned.result.scored for c in s.breakdown)
     body = response.content.decode()
     assert 'data-backend="hybrid:aspect_weight=0:intent_weight=0"' in body
-    assert "<code>aspect_weight</code>" in body and "<code>encoder</code>" not in body  # the settings it takes
+    assert "<code>aspect_weight</code>" in body and "<code>semantic</code>" not in body  # the settings it takes, not the refused
     # An object of numbers is a setting too (BM25 field weights).
     weighted = viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": 'field_weights={"name": 5}'}, headers=HTMX)
     assert weighted.context["answer"].error == "" and weighted.context["answer"].result.matches
