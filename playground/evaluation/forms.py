@@ -4,12 +4,21 @@ from django import forms
 from django.conf import settings
 
 from playground.engine.search import quality
+from playground.engine.search.backends import backend_from_spec
 from playground.evaluation.selectors import available_toolsets
+from playground.registry import adapter
+
+MAX_VARIANTS = 6
 
 
 class EvaluationForm(forms.Form):
     toolset = forms.ChoiceField()
-    backends = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    backends = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False)
+    variants = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "hybrid:aspect_weight=0\nbm25:k1=1.5"}), required=False,
+        label="Backends with settings",
+        help_text="One per line, as in the inspector: a backend, a colon and its settings. Each runs beside the ones ticked.",
+    )
     query_style = forms.ChoiceField(choices=[(s, s) for s in quality.STYLES], initial="natural")
     split = forms.ChoiceField(choices=[(s, s) for s in quality.SPLITS], initial="test")
     usage_from = forms.ChoiceField(
@@ -29,8 +38,33 @@ class EvaluationForm(forms.Form):
         self.fields["backends"].choices = [(n, n) for n in names]
         self.fields["backends"].initial = [n for n in ("claude-code", "bm25", "hybrid") if n in names]
 
+    def clean_variants(self) -> list[str]:
+        """Each line a backend spec with settings, checked as the inspector checks them, and made once
+        here so that a bad value is an error on the form, not a failed run."""
+        specs: list[str] = []
+        lines = [line.strip() for line in (self.cleaned_data.get("variants") or "").splitlines() if line.strip()]
+        if len(lines) > MAX_VARIANTS:
+            raise forms.ValidationError(f"At most {MAX_VARIANTS} backends with settings per run.")
+        names = set(getattr(settings, "TOOLSEARCH_BACKENDS", {}))
+        for line in lines:
+            name, sep, settings_text = line.partition(":")
+            if name.strip() not in names or not sep or not settings_text.strip():
+                raise forms.ValidationError(f"“{line}”: write a backend ({', '.join(sorted(names))}), a colon and settings.")
+            try:
+                spec = adapter.tuned_backend_spec(name.strip(), settings_text)
+                backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+            except (TypeError, ValueError) as exc:
+                raise forms.ValidationError(f"“{line}”: {exc}") from exc
+            if spec not in specs:
+                specs.append(spec)
+        return specs
+
     def clean(self):
         data = super().clean()
+        chosen = list(data.get("backends") or []) + [s for s in data.get("variants") or [] if s not in (data.get("backends") or [])]
+        if not chosen and "backends" not in self.errors and "variants" not in self.errors:
+            self.add_error("backends", "Tick a backend or write one with settings.")
+        data["all_backends"] = chosen
         data["usage_from"] = data.get("usage_from") or "none"
         if data["usage_from"] == "dev" and data.get("split") != "test":
             self.add_error("usage_from", "Learned from usage is measured on the test split only: a dev query would find itself in the log.")

@@ -50,7 +50,8 @@ class Chart:
     height: int
     bars: list[Bar]
     gridlines: list[tuple[float, str]]  # (y, label)
-    groups: list[tuple[float, str]]  # (x centre, backend)
+    groups: list[tuple[float, str, str, str]]  # (x centre, backend name, its settings as shown, the whole spec)
+    two_line_labels: bool = False  # some backend has settings: every name sits on the first of two lines
 
 
 CHART_METRICS = ("recall@1", "recall@5", "recall@10")
@@ -61,9 +62,12 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
     rows = (run.results or {}).get("rows") or []
     if not rows:
         return None
-    top, bottom, left = 10, 30, 40
+    tuned = any(":" in row["backend"] for row in rows)
+    top, bottom, left = 10, 44 if tuned else 30, 40
+    height += bottom - 30  # a second label line for backends with settings
     plot_h = height - top - bottom
     group_w = (width - left - 10) / len(rows)
+    fits = max(4, int(group_w / 6))  # characters of the small settings line per group
     bar_w = min(36.0, (group_w - 16) / len(CHART_METRICS))
     bars: list[Bar] = []
     groups: list[tuple[float, str]] = []
@@ -73,6 +77,8 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
             value = float(row["metrics"].get(metric, 0.0))
             bar_h = value * plot_h
             bars.append(Bar(label=f"{row['backend']} {metric} {value:.3f}", value=value, x=x0 + m * bar_w, y=top + plot_h - bar_h, width=bar_w - 2, height=bar_h, metric=metric.replace("@", "-")))
-        groups.append((left + g * group_w + group_w / 2, row["backend"]))
+        name, _, options = row["backend"].partition(":")
+        shown = options if len(options) <= fits else options[: fits - 1] + "…"
+        groups.append((left + g * group_w + group_w / 2, name, shown, row["backend"]))
     gridlines = [(top + plot_h * (1 - v), f"{v:.2f}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    return Chart(width=width, height=height, bars=bars, gridlines=gridlines, groups=groups)
+    return Chart(width=width, height=height, bars=bars, gridlines=gridlines, groups=groups, two_line_labels=tuned)

@@ -27,7 +27,7 @@ def index(request):
         if form.is_valid():
             data = form.cleaned_data
             run = services.start_run(
-                toolset=data["toolset"], backends=data["backends"], query_style=data["query_style"],
+                toolset=data["toolset"], backends=data["all_backends"], query_style=data["query_style"],
                 split=data["split"], query_limit=data["query_limit"], user=request.user, usage_from=data["usage_from"],
             )
             messages.success(request, f"Evaluation run #{run.pk} queued.")

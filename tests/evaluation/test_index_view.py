@@ -69,3 +69,37 @@ def test_a_run_can_learn_from_usage_on_the_test_split_only(admin_client, toy_too
     assert [r["backend"] for r in run.results["rows"]] == ["claude-code", "bm25 +usage"]
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
     assert "learned from usage (dev split as the log)" in page
+
+
+def test_a_backend_with_settings_runs_beside_the_ticked_ones(admin_client, toy_toolsets, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setattr(tasks.run_evaluation, "delay", lambda pk: tasks.run_evaluation.apply(args=(pk,)))
+    fields = {"toolset": "toy", "backends": ["bm25"], "query_style": "natural", "split": "all", "query_limit": ""}
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("evaluation:index"), {**fields, "variants": "bm25:k1=2.0\n\nbm25: field_weights={\"name\": 0, \"description\": 0}\nbm25:k1=2.0"})
+    run = EvaluationRun.objects.get()
+    assert run.status == "done", run.error
+    assert [r["backend"] for r in run.results["rows"]] == ["bm25", "bm25:k1=2.0", 'bm25:field_weights={"name": 0, "description": 0}']  # a repeat runs once
+    # Without name and description matches the toy queries find less: the setting reached the backend.
+    recall = {r["backend"]: r["metrics"]["recall@5"] for r in run.results["rows"]}
+    assert recall['bm25:field_weights={"name": 0, "description": 0}'] < recall["bm25"]
+    page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
+    assert "<title>bm25:k1=2.0</title>" in page and ">k1=2.0</tspan>" in page  # the chart's two-line label
+
+
+@pytest.mark.parametrize(("variants", "message"), [
+    ("bm25", "write a backend"),
+    ("nonexistent:k1=1", "write a backend"),
+    ("bm25:k1=\"abc\"", "could not convert string to float"),
+    ("bm25:k2=1", "unknown option &#x27;k2&#x27;"),
+    ("postgres:dsn=\"postgres://x@h/db\"", "takes no settings"),
+    ("\n".join(f"bm25:k1={k}" for k in range(1, 9)), "At most 6"),
+])
+def test_a_bad_backend_with_settings_is_a_form_error_not_a_failed_run(admin_client, toy_toolsets, variants, message):
+    response = admin_client.post(reverse("evaluation:index"), {"toolset": "toy", "query_style": "natural", "split": "all", "variants": variants})
+    assert response.status_code == 200 and message in response.content.decode()
+    assert not EvaluationRun.objects.exists()
+
+
+def test_a_run_needs_a_backend(admin_client, toy_toolsets):
+    response = admin_client.post(reverse("evaluation:index"), {"toolset": "toy", "query_style": "natural", "split": "all"})
+    assert "Tick a backend or write one with settings." in response.content.decode() and not EvaluationRun.objects.exists()
