@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
+from playground.engine.search.backends import backend_from_spec
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.conversations.providers import provider_choices, provider_class
 from playground.registry import adapter
@@ -191,13 +192,17 @@ class AgentProfileForm(forms.ModelForm):
     allowed_tools = ToolNameListField(required=False, help_text="Empty: every tool. One name or pattern per line.")
     disallowed_tools = ToolNameListField(required=False)
     search_backend = forms.ChoiceField(required=False)
+    backend_settings = forms.CharField(
+        required=False, label="Backend settings", max_length=adapter.INSPECTOR_SETTINGS_MAX_CHARS,
+        help_text="Optional, as in the inspector: key=value joined by “:”, e.g. aspect_weight=0 for hybrid.",
+    )
     provider = forms.ChoiceField(required=False)
 
     class Meta:
         model = AgentProfile
         fields = [
             "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
-            "max_results", "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+            "backend_settings", "max_results", "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 
@@ -207,6 +212,31 @@ class AgentProfileForm(forms.ModelForm):
             (name, name) for name in adapter.backend_names()
         ]
         self.fields["provider"].choices = provider_choices()
+        # A stored spec shows as its backend and its settings.
+        name, _, tuned = (self.instance.search_backend or "").partition(":")
+        if tuned:
+            self.initial["search_backend"], self.initial["backend_settings"] = name, tuned
+
+    def clean_backend_settings(self) -> str:
+        """Checked as the inspector checks them, and the backend made once: a bad value is an
+        error here, not a conversation that cannot search."""
+        text = self.cleaned_data.get("backend_settings", "").strip()
+        name = self.cleaned_data.get("search_backend") or ""
+        if not text:
+            return ""
+        if not name:
+            raise forms.ValidationError("Choose a backend for these settings.")
+        try:
+            spec = adapter.tuned_backend_spec(name, text)
+            backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+        except (TypeError, ValueError) as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return text
+
+    def save(self, commit: bool = True) -> AgentProfile:
+        name, tuned = self.cleaned_data.get("search_backend") or "", self.cleaned_data.get("backend_settings") or ""
+        self.instance.search_backend = adapter.tuned_backend_spec(name, tuned) if tuned else name
+        return super().save(commit)
 
     def clean_tool_search_mode(self) -> str:
         mode = self.cleaned_data["tool_search_mode"].strip()

@@ -85,7 +85,8 @@ class AgentProfile(models.Model):
     wire_style = models.CharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
     # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.
     provider = models.CharField(max_length=40, blank=True)
-    search_backend = models.CharField(max_length=50, blank=True, help_text="Empty: the default backend.")
+    # A backend name, or a name with settings (`hybrid:aspect_weight=0`), as the CLI and inspector take them.
+    search_backend = models.CharField(max_length=350, blank=True, help_text="Empty: the default backend.")
     max_results = models.PositiveSmallIntegerField(default=5)
     announcement_style = models.CharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)
     allowed_tools = models.JSONField(default=list, blank=True, help_text="Empty: every tool.")

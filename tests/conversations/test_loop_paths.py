@@ -220,3 +220,14 @@ def test_cancelling_while_a_prompt_waits_closes_the_prompt(admin_user, tool_worl
     assert conversation.status == Conversation.Status.IDLE
     with pytest.raises(services.ConversationError, match="already been answered"):
         services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+
+
+def test_a_profile_with_a_tuned_backend_searches_with_it(admin_user, tool_world):
+    from playground.conversations.providers.demo import DemoAgentProvider
+    from tests.conversations.conftest import make_profile
+
+    profile = make_profile("tuned", search_backend="bm25:k1=1.5:server_weight=0")
+    conversation, outcome = converse(admin_user, "What time is it in Tokyo?", profile=profile, provider=DemoAgentProvider())
+    search = events_of(conversation, "toolsearch_query")[0].payload
+    assert search["backend"] == "bm25:k1=1.5:server_weight=0" and TIME in search["loaded"], search
+    assert outcome.reason == "end_turn"

@@ -55,6 +55,10 @@ def test_staff_creates_a_profile(admin_client):
         ({"disallowed_tools": "mcp__x__y*"}, "disallowed_tools"),
         ({"max_results": 0}, "max_results"),
         ({"search_backend": "nope"}, "search_backend"),
+        ({"search_backend": "hybrid", "backend_settings": "aspect_wieght=0"}, "backend_settings"),
+        ({"search_backend": "bm25", "backend_settings": 'k1="abc"'}, "backend_settings"),
+        ({"search_backend": "postgres", "backend_settings": 'dsn="postgres://x@h/db"'}, "backend_settings"),
+        ({"search_backend": "", "backend_settings": "k1=1.5"}, "backend_settings"),
     ],
 )
 def test_invalid_profiles_show_errors(admin_client, overrides, field):
@@ -115,3 +119,17 @@ def test_an_unknown_provider_is_rejected(admin_client, profile):
     assert response.status_code == 400 and "provider" in response.context["form"].errors
     profile.refresh_from_db()
     assert profile.provider == ""
+
+
+def test_a_profile_keeps_a_tuned_backend_and_its_edit_form_shows_it_split(admin_client):
+    admin_client.post(reverse("registry:profile_create"), form_data(search_backend="hybrid", backend_settings=" aspect_weight=0:intent_weight=0 "))
+    profile = AgentProfile.objects.get(name="New profile")
+    assert profile.search_backend == "hybrid:aspect_weight=0:intent_weight=0"
+    form = admin_client.get(reverse("registry:profile_edit", args=[profile.pk])).context["form"]
+    assert form.initial["search_backend"] == "hybrid" and form.initial["backend_settings"] == "aspect_weight=0:intent_weight=0"
+    detail = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert "hybrid:aspect_weight=0:intent_weight=0" in detail
+    # Clearing the settings leaves the plain backend.
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(search_backend="hybrid", backend_settings=""))
+    profile.refresh_from_db()
+    assert profile.search_backend == "hybrid"
