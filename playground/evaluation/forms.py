@@ -4,7 +4,6 @@ from django import forms
 from django.conf import settings
 
 from playground.engine.search import quality
-from playground.engine.search.backends import backend_from_spec
 from playground.evaluation.selectors import available_toolsets
 from playground.registry import adapter
 
@@ -51,9 +50,8 @@ class EvaluationForm(forms.Form):
             if name.strip() not in names or not sep or not settings_text.strip():
                 raise forms.ValidationError(f"“{line}”: write a backend ({', '.join(sorted(names))}), a colon and settings.")
             try:
-                spec = adapter.tuned_backend_spec(name.strip(), settings_text)
-                backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
-            except (TypeError, ValueError) as exc:
+                spec = adapter.checked_backend_spec(name.strip(), settings_text)
+            except ValueError as exc:
                 raise forms.ValidationError(f"“{line}”: {exc}") from exc
             if spec not in specs:
                 specs.append(spec)

@@ -346,16 +346,29 @@ def tuned_search_backend(spec: str) -> SearchBackend:
         if backend is not None:
             _tuned_backends.move_to_end(spec)
             return backend
-    try:
-        backend = backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
-    except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
-        raise ValueError(f"{spec}: {exc}") from exc
+    backend = _make_tuned(spec)
     with _lock:
         backend = _tuned_backends.setdefault(spec, backend)
         _tuned_backends.move_to_end(spec)
         while len(_tuned_backends) > _TUNED_CACHE_SIZE:
             _tuned_backends.popitem(last=False)
     return backend
+
+
+def checked_backend_spec(name: str, settings_text: str) -> str:
+    """`tuned_backend_spec`, with the backend made once, so that a value of the wrong type is an
+    error where the settings are typed (a form), not later in a run or a conversation."""
+    spec = tuned_backend_spec(name, settings_text)
+    if spec != name:
+        _make_tuned(spec)
+    return spec
+
+
+def _make_tuned(spec: str) -> SearchBackend:
+    try:
+        return backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+    except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
+        raise ValueError(f"{spec}: {exc}") from exc
 
 
 def backend_option_names(backend: SearchBackend) -> list[str]:

@@ -12,7 +12,6 @@ from jsonschema.validators import validator_for
 
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
-from playground.engine.search.backends import backend_from_spec
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.conversations.providers import provider_choices, provider_class
 from playground.registry import adapter
@@ -227,9 +226,8 @@ class AgentProfileForm(forms.ModelForm):
         if not name:
             raise forms.ValidationError("Choose a backend for these settings.")
         try:
-            spec = adapter.tuned_backend_spec(name, text)
-            backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
-        except (TypeError, ValueError) as exc:
+            adapter.checked_backend_spec(name, text)
+        except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
         return text
 
