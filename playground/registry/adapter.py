@@ -289,6 +289,9 @@ def search_backend(name: str | None = None) -> SearchBackend:
     A name may carry settings (`hybrid:piece_vectors="pooled"`, see `parse_backend_spec`), so a
     deployment can set TOOLSEARCH_DEFAULT_BACKEND to a tuned backend without new code."""
     resolved = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
+    if ":" in resolved and resolved != settings.TOOLSEARCH_DEFAULT_BACKEND:
+        # A profile's tuned backend: each edit makes a new spec, so these share the bounded cache.
+        return tuned_search_backend(resolved)
     with _lock:
         backend = _backends.get(resolved)
     if backend is None:

@@ -301,3 +301,12 @@ def test_only_a_few_tuned_backends_are_kept(viewer_client, tools):
         viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": f"k1={1 + weight / 10}"}, headers=HTMX)
     assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
     assert next(reversed(adapter._tuned_backends)) == f"bm25:k1={1 + (adapter._TUNED_CACHE_SIZE + 2) / 10}"
+
+
+def test_profiles_tuned_backends_share_the_bounded_cache(db):
+    # Every edit of a profile's settings makes a new spec; they must not pile up in a process.
+    for k in range(adapter._TUNED_CACHE_SIZE + 2):
+        assert adapter.search_backend(f"bm25:k1={1 + k / 10}").name == f"bm25:k1={1 + k / 10}"
+    assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
+    assert not any(":" in name for name in adapter._backends)
+    assert adapter.search_backend("bm25") is adapter.search_backend("bm25")  # plain names stay cached for good
