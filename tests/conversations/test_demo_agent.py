@@ -44,6 +44,13 @@ def test_clock_times_in_twelve_and_twenty_four_hour_forms():
     assert fill_arguments(CONVERT_SCHEMA, "Convert 9am New York time to Berlin time")["time"] == "09:00"
 
 
+def test_a_conversion_takes_the_cities_on_either_side_of_to():
+    arguments = fill_arguments(CONVERT_SCHEMA, "What time is it in Tokyo, and convert 9am New York time to Berlin time?")
+    assert arguments == {"source_timezone": "America/New_York", "time": "09:00", "target_timezone": "Europe/Berlin"}
+    assert fill_arguments(TIME_SCHEMA, "What time is it in Tokyo, and convert 9am New York time to Berlin?") == {
+        "timezone": "Asia/Tokyo"}  # one timezone: the first city, as before
+
+
 def after_search(message: str, loaded: str, schema: dict) -> dict:
     """The request a model gets once ToolSearch has loaded `loaded` (native tool_reference)."""
     return {

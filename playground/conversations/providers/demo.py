@@ -151,6 +151,9 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
     # Cities in the order the person wrote them (first → source, second → target for conversions).
     mentioned = [(lowered.find(c), c) for c in cities if re.search(rf"\b{re.escape(c)}\b", lowered)]
     found_zones = [cities[c] for _, c in sorted(mentioned)]
+    zone_properties = [n for n, p in properties.items() if isinstance(p, dict) and "timezone" in f"{n} {p.get('description', '')}".lower()]
+    if len(zone_properties) >= 2:  # a conversion: "… New York time to Berlin" → New York, then Berlin
+        found_zones = _conversion_order(sorted(mentioned), lowered, cities) or found_zones
     numbers = re.findall(r"(?<![\w:.])-?\d+(?:\.\d+)?(?![\w:])", text)
     quoted = re.findall(r"[\"“']([^\"”']+)[\"”']", text)
     times = clock_times(text)
@@ -187,6 +190,18 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
         if value is not None:
             arguments[name] = value
     return {name: arguments[name] for name in properties if name in arguments}
+
+
+def _conversion_order(mentioned: list[tuple[int, str]], lowered: str, cities: dict[str, str]) -> list[str]:
+    """The zones of a conversion: the last city before a " to " and the first after it, then the
+    others in order ("What time is it in Tokyo, and convert 9am New York time to Berlin?")."""
+    for to in re.finditer(r"\bto\b", lowered):
+        before = [c for at, c in mentioned if at < to.start()]
+        after = [c for at, c in mentioned if at > to.end()]
+        if before and after:
+            pair = [before[-1], after[0]]
+            return [cities[c] for c in pair + [c for _, c in mentioned if c not in pair]]
+    return []
 
 
 def _places(text: str, known_cities: list[str]) -> list[str]:
