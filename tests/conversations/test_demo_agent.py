@@ -77,6 +77,15 @@ def test_the_agent_asks_for_a_required_value_the_message_does_not_give():
     assert response.tool_uses()[0]["input"] == {"source_timezone": "America/New_York", "time": "09:00", "target_timezone": "Europe/Berlin"}
 
 
+def test_a_required_list_or_object_it_cannot_fill_is_sent_empty_so_the_call_still_goes_out():
+    # Asking for it stopped the demo before an "ask" rule's prompt (mcp__github__push_files needs files).
+    schema = {"type": "object", "properties": {"repo": {"type": "string"}, "files": {"type": "array"}, "meta": {"type": "object"}},
+              "required": ["repo", "files", "meta"]}
+    response = DemoAgentProvider().create(after_search("Push files to the GitHub repository 'playground'", "mcp__github__push_files", schema))
+    assert response.stop_reason == "tool_use"
+    assert response.tool_uses()[0]["input"] == {"repo": "playground", "files": [], "meta": {}}
+
+
 def test_an_expression_property_gets_the_arithmetic_in_the_message():
     schema = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
     assert fill_arguments(schema, "What is (3 + 4) * 2?") == {"expression": "(3 + 4) * 2"}

@@ -187,6 +187,8 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
             value = False
         elif kind == "string" and name in required:
             value = text
+        elif kind in ("array", "object") and name in required:  # empty, but the call goes out (and its permission prompt)
+            value = [] if kind == "array" else {}
         if value is not None:
             arguments[name] = value
     return {name: arguments[name] for name in properties if name in arguments}
