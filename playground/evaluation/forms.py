@@ -44,7 +44,7 @@ class EvaluationForm(forms.Form):
         lines = [line.strip() for line in (self.cleaned_data.get("variants") or "").splitlines() if line.strip()]
         if len(lines) > MAX_VARIANTS:
             raise forms.ValidationError(f"At most {MAX_VARIANTS} backends with settings per run.")
-        names = set(getattr(settings, "TOOLSEARCH_BACKENDS", {}))
+        names = set(adapter.backend_names())
         for line in lines:
             name, sep, settings_text = line.partition(":")
             if name.strip() not in names or not sep or not settings_text.strip():

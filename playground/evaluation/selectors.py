@@ -70,7 +70,7 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
     fits = max(4, int(group_w / 6))  # characters of the small settings line per group
     bar_w = min(36.0, (group_w - 16) / len(CHART_METRICS))
     bars: list[Bar] = []
-    groups: list[tuple[float, str]] = []
+    groups: list[tuple[float, str, str, str]] = []
     for g, row in enumerate(rows):
         x0 = left + g * group_w + (group_w - bar_w * len(CHART_METRICS)) / 2
         for m, metric in enumerate(CHART_METRICS):

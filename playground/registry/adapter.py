@@ -304,10 +304,11 @@ def search_backend(name: str | None = None) -> SearchBackend:
 def tuned_backend_spec(name: str, settings_text: str) -> str:
     """`name` with inspector settings (`aspect_weight=0:intent_weight=0.5`) as one backend spec.
 
-    Raises ValueError, with a message for the page, for text that is not key=value pairs, a value
-    that is not a number, true/false, a short word or an object of those (`field_weights={"name": 2}`,
-    `bm25={"k1": 1.5}`), and the options that name files or models. An option the backend does not
-    have is the engine's ValueError when the backend is made.
+    Raises ValueError, with a message for the page, for text that is not key=value pairs, an
+    option the backend does not declare, the options that name files or models, and a value that
+    is not a number, true/false, a short word or an object of those (`field_weights={"name": 2}`,
+    `bm25={"k1": 1.5}`). A value of the wrong type for its option is caught when the backend is
+    made (`checked_backend_spec`).
     """
     text = settings_text.strip()
     if not text:

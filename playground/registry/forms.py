@@ -218,7 +218,8 @@ class AgentProfileForm(forms.ModelForm):
 
     def clean_backend_settings(self) -> str:
         """Checked as the inspector checks them, and the backend made once: a bad value is an
-        error here, not a conversation that cannot search."""
+        error here, not a conversation that cannot search. The stored `search_backend` becomes
+        the whole spec (`hybrid:aspect_weight=0`)."""
         text = self.cleaned_data.get("backend_settings", "").strip()
         name = self.cleaned_data.get("search_backend") or ""
         if not text:
@@ -226,15 +227,11 @@ class AgentProfileForm(forms.ModelForm):
         if not name:
             raise forms.ValidationError("Choose a backend for these settings.")
         try:
-            adapter.checked_backend_spec(name, text)
+            self.cleaned_data["search_backend"] = adapter.checked_backend_spec(name, text)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
         return text
 
-    def save(self, commit: bool = True) -> AgentProfile:
-        name, tuned = self.cleaned_data.get("search_backend") or "", self.cleaned_data.get("backend_settings") or ""
-        self.instance.search_backend = adapter.tuned_backend_spec(name, tuned) if tuned else name
-        return super().save(commit)
 
     def clean_tool_search_mode(self) -> str:
         mode = self.cleaned_data["tool_search_mode"].strip()

@@ -171,7 +171,7 @@ def fill_arguments(schema: dict[str, Any], text: str) -> dict[str, Any]:
         elif kind == "string" and "timezone" in about:
             value = found_zones.pop(0) if found_zones else ("UTC" if name in required else None)
         elif kind == "string" and ("hh:mm" in about or name == "time"):
-            value = times.pop(0) if times else None  # no safe default: the agent asks (missing_required)
+            value = times.pop(0) if times else None  # no safe default: the agent asks (_call_or_ask)
         elif kind == "string" and name.lower() in EXPRESSION_PROPERTY_NAMES and _arithmetic(text):
             value = _arithmetic(text)
         elif kind in ("integer", "number") and numbers:
@@ -216,15 +216,9 @@ def _places(text: str, known_cities: list[str]) -> list[str]:
     return found or [m for m in PROPER_NOUN.findall(text) if m != "I"]
 
 
-def missing_required(schema: dict[str, Any], text: str) -> list[str]:
-    """The required arguments the message gives no value for, in the schema's order."""
-    filled = fill_arguments(schema, text)
-    return [name for name in schema.get("required") or [] if name not in filled]
-
-
 def fillable(schema: dict[str, Any], text: str) -> bool:
     """Whether every required argument can be taken from the message."""
-    return not missing_required(schema, text)
+    return set(schema.get("required") or []) <= set(fill_arguments(schema, text))
 
 
 class DemoAgentProvider(ModelProvider):
@@ -310,7 +304,8 @@ class DemoAgentProvider(ModelProvider):
                      note: str) -> ProviderResponse:
         """Call `tool` with arguments from the message, or ask for the required values it does not give."""
         schema = tool.get("input_schema") or {}
-        missing = missing_required(schema, text)
+        arguments = fill_arguments(schema, text)
+        missing = [name for name in schema.get("required") or [] if name not in arguments]
         if missing:
             properties = schema.get("properties") or {}
             wanted = "; ".join(
@@ -319,7 +314,7 @@ class DemoAgentProvider(ModelProvider):
             )
             return self._answer(request_kwargs, f"{tool['name']} fits, but your message does not say its {wanted}. "
                                                 "Tell me, and I will call it.")
-        return self._call(request_kwargs, tool["name"], fill_arguments(schema, text), calls, note)
+        return self._call(request_kwargs, tool["name"], arguments, calls, note)
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
