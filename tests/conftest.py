@@ -6,10 +6,15 @@ tests that need them skip with a clear reason.
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# One id per test run: its own Celery queue, Channels prefix and test database, so a playground
+# running on the same Redis and PostgreSQL, or a second test run, can neither take this run's tasks
+# nor see its events or rows. Children (the live server, workers) inherit it through the environment.
+RUN_ID = os.environ.setdefault("TEST_RUN_ID", uuid.uuid4().hex[:8])
 
 
 def require_service(available: bool, what: str) -> None:
@@ -58,7 +63,7 @@ def _database_description() -> tuple[str, bool]:
     is_postgres = "postgresql" in database["ENGINE"]
     if is_postgres:
         where = f"{database.get('HOST') or 'localhost'}:{database.get('PORT') or 5432}"
-        return f"PostgreSQL {where}/{database['NAME']} (tests create and drop test_{database['NAME']})", True
+        return f"PostgreSQL {where}/{database['NAME']} (tests create and drop {database.get('TEST', {}).get('NAME')})", True
     return f"SQLite {database.get('TEST', {}).get('NAME') or database['NAME']} (test database file)", False
 
 
@@ -98,10 +103,32 @@ def _use_redis_url(url: str) -> None:
     app.conf.broker_url = url
 
 
+def _isolate_run(settings) -> None:
+    """This run's own queue, channel prefix and test database name (see RUN_ID)."""
+    queue, prefix = f"test-{RUN_ID}", f"test-{RUN_ID}"
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] = settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    os.environ["CHANNELS_PREFIX"] = prefix
+    for layer in settings.CHANNEL_LAYERS.values():
+        layer.setdefault("CONFIG", {})["prefix"] = prefix
+    from playground.celery_app import app
+
+    app.conf.task_default_queue = queue
+    database = settings.DATABASES["default"]
+    test = database.setdefault("TEST", {})
+    if "postgresql" in database["ENGINE"]:
+        test["NAME"] = f"test_{database['NAME']}_{RUN_ID}"
+    else:
+        test["NAME"] = str(settings.BASE_DIR / f"test_db_{RUN_ID}.sqlite3")
+    # Test users log in thousands of times: a fast hasher (never used outside tests).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_configure(config):
     from django.conf import settings
 
     from playground.runner.embedded_redis import ensure_redis, redis_answers
+
+    _isolate_run(settings)
 
     database, is_postgres = _database_description()
     _SESSION_SERVICES["postgres"] = is_postgres
@@ -137,7 +164,24 @@ def pytest_configure(config):
     _SESSION_SERVICES["database"] = database
 
 
+def _forget_run_keys() -> None:
+    """Remove what this run left in Redis (its queue and bindings, its Channels groups)."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    try:
+        keys = list(client.scan_iter(match=f"*test-{RUN_ID}*", count=500))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
+
+
 def pytest_unconfigure(config):
+    _forget_run_keys()
     embedded = _SESSION_SERVICES.pop("embedded_redis", None)
     if embedded is not None:
         embedded.stop()
@@ -148,7 +192,7 @@ def pytest_sessionstart(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     lines = [
         f"database: {_SESSION_SERVICES.get('database', '?')}",
-        f"redis: {_SESSION_SERVICES.get('redis', '?')}",
+        f"redis: {_SESSION_SERVICES.get('redis', '?')}, Celery queue and Channels prefix test-{RUN_ID}",
         f"CI: {'yes (a missing service fails the run)' if IN_CI else 'no (PostgreSQL-only tests skip on SQLite)'}",
     ]
     for line in lines:

@@ -105,11 +105,11 @@ def redis_available() -> bool:
 @pytest.fixture
 def redis(settings):
     require_service(redis_available(), f"Redis at {settings.REDIS_URL}")
-    # A prefix per test run keeps groups apart from a developer's running playground on the same db.
+    # The run's own prefix (tests/conftest.py) keeps groups apart from a running playground.
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": f"test-conv-{os.getpid()}"},
+            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": os.environ["CHANNELS_PREFIX"]},
         }
     }
     from channels.layers import channel_layers
