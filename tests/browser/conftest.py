@@ -194,6 +194,32 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+def live_server_password(user, raw_password: str) -> None:
+    """Store the password with PBKDF2, which the live server (production settings) accepts.
+
+    The test process hashes with MD5 for speed (tests/conftest.py); the live server does not list
+    that hasher, so a user created here could not log in through the real form. Few iterations: the
+    live server verifies whatever count the hash records.
+    """
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+    hasher = PBKDF2PasswordHasher()
+    user.password = hasher.encode(raw_password, hasher.salt(), iterations=1_000)
+    user.save(update_fields=["password"])
+
+
+@pytest.fixture
+def admin_user(admin_user):
+    live_server_password(admin_user, "pw-alice-123")
+    return admin_user
+
+
+@pytest.fixture
+def viewer_user(viewer_user):
+    live_server_password(viewer_user, "pw-bob-12345")
+    return viewer_user
+
+
 @pytest.fixture
 def logged_in_page(page, admin_user):
     """The admin from tests/conftest.py, logged in through the real login form."""
