@@ -10,18 +10,19 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
 
 CHAT_TYPES = ("message", "permission_prompt")
 
 
 def can_view(user, conversation: Conversation) -> bool:
-    return bool(user and user.is_authenticated and (user.is_staff or conversation.owner_id == user.pk))
+    return bool(user and user.is_authenticated and (is_staff(user) or conversation.owner_id == user.pk))
 
 
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
-    return qs if user.is_staff else qs.filter(owner=user)
+    return qs if is_staff(user) else qs.filter(owner=user)
 
 
 def provider_label(conversation: Conversation) -> str:

@@ -8,10 +8,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from playground.access import staff_for_writes, staff_required
 from playground.conversations.usage import forget_usage
 
 from playground.registry import adapter, previews
-from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
@@ -71,7 +71,7 @@ def _inspect(request, query: str, profile: AgentProfile | None, backend: str) ->
     )
 
 
-@staff_only
+@staff_required
 @require_POST
 def usage_forget(request):
     """Forget everything learned from usage (the past searches behind each tool's "usage" field)."""
