@@ -31,12 +31,6 @@ from playground.conversations.providers import (
     get_provider,
 )
 from playground.conversations.services import answer_permission, pending_answer
-from playground.conversations.server_search import (
-    SERVER_STYLE,
-    engine_wire_style,
-    sent_tool_names,
-    server_search_request,
-)
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.usage import record_conversation_usage, record_usage_safely, usage_log
 from playground.engine.execution import ToolExecutor, error_tool_result
@@ -44,9 +38,14 @@ from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
+from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.mcp_servers.executor import PlaygroundExecutor
+from playground.registry import adapter
+from playground.registry.models import AgentProfile
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +159,6 @@ class AgentRun:
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
-        from playground.registry import adapter
-
         backend = adapter.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         pending = adapter.pending_mcp_servers()
@@ -497,10 +494,6 @@ def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_setting
 
     The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
     """
-    from playground.engine.subagents import resolve_subagent_tools, subagent_policy
-    from playground.registry import adapter
-    from playground.registry.models import AgentProfile
-
     denylist = list(settings.AGENT_TOOL_DENYLIST)
     profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
     if profile is not None:
@@ -514,8 +507,6 @@ def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_setting
 # -- the entry point the Celery task calls ----------------------------------------------------------
 def snapshot_profile(conversation: Conversation) -> Any:
     """The profile as it was when the conversation started (unsaved), with the live primary key for rules."""
-    from playground.registry.models import AgentProfile
-
     snapshot = dict(conversation.profile_snapshot or {})
     if not snapshot:
         return conversation.profile
@@ -527,14 +518,10 @@ def snapshot_profile(conversation: Conversation) -> Any:
 
 def build_run(conversation: Conversation, *, provider: ModelProvider | None = None,
               executor: ToolExecutor | None = None) -> AgentRun:
-    from playground.registry import adapter
-
     profile = snapshot_profile(conversation)
     if provider is None:
         provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
-        from playground.mcp_servers.executor import PlaygroundExecutor
-
         executor = PlaygroundExecutor()
     wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
     if wire_style == SERVER_STYLE:
@@ -543,7 +530,7 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
     elif wire_style not in WIRE_STYLES:
         raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
-    wire_style, server_search = engine_wire_style(wire_style)
+    wire_style, server_search = adapter.planned_wire_style(wire_style)
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
+from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
 CHAT_TYPES = ("message", "permission_prompt")
 
@@ -26,8 +27,6 @@ def conversations_for(user) -> QuerySet[Conversation]:
 
 
 def provider_label(conversation: Conversation) -> str:
-    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
-
     key = conversation_provider_key(conversation)
     try:
         return provider_class(key).label
@@ -140,8 +139,6 @@ def panel_context(conversation: Conversation) -> dict[str, Any]:
 
 
 def _is_offline(conversation: Conversation) -> bool:
-    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
-
     key = conversation_provider_key(conversation)
     try:
         return bool(provider_class(key).offline)

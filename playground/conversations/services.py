@@ -99,7 +99,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
 
 def queue_run(conversation_id: int, run_token: str = "") -> None:
     """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever."""
-    from playground.conversations.tasks import run_conversation_task
+    from playground.conversations.tasks import run_conversation_task  # the task runs the loop, which imports this module
 
     try:
         run_conversation_task.delay(conversation_id, run_token)

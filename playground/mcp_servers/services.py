@@ -38,6 +38,7 @@ from playground.engine.tools import (
     ToolDefinitionError,
     mcp_tool_name,
 )
+from playground.mcp_servers import tasks  # a module object: the tasks call back into this module
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     McpConnectionError,
@@ -48,6 +49,7 @@ from playground.mcp_servers.connection import (
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
+from playground.registry.models import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -177,8 +179,6 @@ def _record_failure(server: McpServer, message: str, started: float) -> SyncResu
 
 
 def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResult:
-    from playground.registry.models import Tool
-
     result = SyncResult(server=server.name, ok=True, status=McpServer.Status.CONNECTED)
     previous_names: dict[str, dict[str, Any]] = server.tool_names or {}
     wanted: dict[str, tuple[EngineTool, str, bool]] = {}
@@ -247,14 +247,12 @@ def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResul
 
 def request_sync(server: McpServer) -> None:
     """Mark the server pending and queue the Celery sync once this transaction commits."""
-    from playground.mcp_servers.tasks import sync_server_task
-
     set_status(server, McpServer.Status.PENDING)
     server_id = server.pk
 
     def enqueue() -> None:
         try:
-            sync_server_task.delay(server_id)
+            tasks.sync_server_task.delay(server_id)
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
@@ -263,13 +261,6 @@ def request_sync(server: McpServer) -> None:
             broadcast_server_status(server_id)
 
     transaction.on_commit(enqueue)
-
-
-def pending_server_names() -> list[str]:
-    """Enabled servers still connecting: ToolSearch's `pending_mcp_servers`."""
-    return list(
-        McpServer.objects.filter(enabled=True, status=McpServer.Status.PENDING).order_by("name").values_list("name", flat=True)
-    )
 
 
 def demo_server_definitions(http_url: str | None = None) -> list[dict[str, Any]]:

@@ -13,8 +13,7 @@ from jsonschema.validators import validator_for
 from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
-from playground.conversations.providers import provider_choices, provider_class
-from playground.registry import adapter
+from playground.registry import adapter, ports
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -210,7 +209,7 @@ class AgentProfileForm(forms.ModelForm):
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]
-        self.fields["provider"].choices = provider_choices()
+        self.fields["provider"].choices = ports.providers().provider_choices()
         # A stored spec shows as its backend and its settings.
         name, _, tuned = (self.instance.search_backend or "").partition(":")
         if tuned:
@@ -245,8 +244,8 @@ class AgentProfileForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         wire_style, provider = cleaned.get("wire_style"), cleaned.get("provider")
-        if wire_style and provider and wire_style not in provider_class(provider).wire_styles:
-            self.add_error("wire_style", f"The {provider_class(provider).label} cannot run the {wire_style!r} wire style: "
+        if wire_style and provider and wire_style not in ports.providers().provider_class(provider).wire_styles:
+            self.add_error("wire_style", f"The {ports.providers().provider_class(provider).label} cannot run the {wire_style!r} wire style: "
                                          "choose another wire style or another provider.")
         return cleaned
 

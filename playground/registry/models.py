@@ -54,7 +54,7 @@ class Tool(models.Model):
 
     def refresh_derived_fields(self) -> None:
         """Recompute what the engine derives from the definition (token estimate, deferral)."""
-        from playground.registry import adapter
+        from playground.registry import adapter  # the adapter imports these models: one side must wait
 
         adapter.refresh_derived_fields(self)
 

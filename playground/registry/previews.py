@@ -10,26 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from playground.conversations.server_search import (
-    SERVER_SEARCH_TOOLS,
-    SERVER_STYLE,
-    engine_wire_style,
-    server_search_request,
-    server_search_tool,
-)
-from playground.conversations.usage import learning_enabled, usage_log
 from playground.engine.modes import ModeDecision, decide_mode
 from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
 from playground.engine.search.base import ToolSearchResult
+from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
     tool_search_user_blocks,
 )
-from playground.registry import adapter
+from playground.registry import adapter, ports
 from playground.registry.models import AgentProfile
 
 EXCLUDED_SHOWN = 100
@@ -58,7 +51,7 @@ class InspectorAnswer:
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
     query_notes: list[str] = field(default_factory=list)  # the backend's own reading (hybrid: sentences, clauses)
     backend_options: list[str] = field(default_factory=list)  # the settings the inspector accepts for it
-    # Learning from usage (conversations/usage.py): what the log holds, and whether this backend reads it.
+    # Learning from usage (conversations/usage.py, through registry/ports.py): what the log holds, and whether this backend reads it.
     learning_enabled: bool = False
     usage_entries: int = 0
     usage_tools: int = 0
@@ -148,8 +141,8 @@ def inspect_query(
         note=note,
         backend_options=adapter.backend_option_names(search_backend),
     )
-    usage = usage_log()
-    answer.learning_enabled = learning_enabled()
+    usage = ports.usage().usage_log()
+    answer.learning_enabled = ports.usage().learning_enabled()
     answer.backend_learns = search_backend.reads_usage
     if usage:
         answer.usage_entries = usage.entries
@@ -231,7 +224,7 @@ class ProfileSettings:
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    planned, variant = engine_wire_style(wire_style or (profile.wire_style if profile else ""))
+    planned, variant = adapter.planned_wire_style(wire_style or (profile.wire_style if profile else ""))
     return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=planned), server_search=variant)
 
 
@@ -278,7 +271,7 @@ def model_preview(
     )
     request = dict(plan.to_api_kwargs())
     if resolved.server_search:
-        # The loop's own rewrite (playground.conversations.server_search), not a second copy of it.
+        # The loop's own rewrite (playground.engine.server_search), not a second copy of it.
         request = server_search_request(request, plan, resolved.server_search)
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=request, server_search=resolved.server_search if plan.decision.enabled else "")

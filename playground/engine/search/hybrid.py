@@ -43,7 +43,7 @@ from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
-from playground.engine.search.semantic import dense_may_answer, query_text, query_text_spans
+from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
@@ -220,8 +220,6 @@ class HybridBackend(SearchBackend):
         self.semantic = None
         self.degraded_reason = ""
         try:
-            from playground.engine.search.semantic import SemanticBackend
-
             self.semantic = SemanticBackend(**(options.get("semantic") or {}))
         except EncoderUnavailable as exc:
             self.degraded_reason = f"dense side off, BM25 only: {exc}"

@@ -9,9 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import staff_for_writes, staff_required
-from playground.conversations.usage import forget_usage
-
-from playground.registry import adapter, previews
+from playground.registry import adapter, ports, previews
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
@@ -75,7 +73,7 @@ def _inspect(request, query: str, profile: AgentProfile | None, backend: str) ->
 @require_POST
 def usage_forget(request):
     """Forget everything learned from usage (the past searches behind each tool's "usage" field)."""
-    deleted = forget_usage()
+    deleted = ports.usage().forget_usage()
     messages.success(request, f"Forgot {deleted} learned search{'es' if deleted != 1 else ''}; ranking is back to the tools' own text.")
     return redirect(reverse("registry:inspector"))
 

@@ -8,8 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
 from playground.access import staff_for_writes, staff_required
-from playground.conversations.providers import provider_label
-from playground.registry import adapter, previews
+from playground.registry import adapter, ports, previews
 from playground.registry.forms import AgentProfileForm
 from playground.registry.models import AgentProfile
 
@@ -40,7 +39,7 @@ def profile_detail(request, pk: int):
         "profile": profile,
         "settings_obj": settings_obj,
         "wire_style_label": resolved.wire_style_label if resolved else profile.wire_style,
-        "provider_label": provider_label(profile.provider),
+        "provider_label": ports.providers().provider_label(profile.provider),
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,

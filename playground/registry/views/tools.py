@@ -11,9 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import is_staff, staff_for_writes, staff_required
-from playground.conversations.usage import queries_for_tool
 from playground.engine.tools import ToolDefinitionError
-from playground.registry import adapter, selectors, services
+from playground.registry import adapter, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
 
@@ -86,7 +85,7 @@ def tool_detail(request, pk: int):
         "global_decision": decision,
         "verdicts": verdicts,
         # A query may quote a person's request: others' conversations only for staff.
-        "past_searches": queries_for_tool(tool.name, user=None if is_staff(request.user) else request.user),
+        "past_searches": ports.usage().queries_for_tool(tool.name, user=None if is_staff(request.user) else request.user),
     }
     return render(request, "registry/tool_detail.html", context)
 

@@ -27,14 +27,12 @@ def server_search_tool(variant: str) -> dict[str, str]:
         raise ValueError(f"unknown server-side search tool {variant!r}: use bm25 or regex") from None
 
 
-def engine_wire_style(wire_style: str) -> tuple[str, str]:
+def engine_wire_style(wire_style: str, variant: str) -> tuple[str, str]:
     """(the wire style the engine plans with, the server-side variant or ""). The "server" style plans
-    as native with the ANTHROPIC_SERVER_SEARCH_TOOL variant; a bad setting fails here, with its name."""
+    as native with `variant` (the deployment's ANTHROPIC_SERVER_SEARCH_TOOL, passed in by the caller);
+    a bad variant fails here, with its name."""
     if wire_style != SERVER_STYLE:
         return wire_style, ""
-    from django.conf import settings
-
-    variant = settings.ANTHROPIC_SERVER_SEARCH_TOOL
     server_search_tool(variant)
     return "native", variant
 
