@@ -37,12 +37,13 @@ from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.turn import TurnPlan, plan_turn
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter
 from playground.registry.models import AgentProfile
@@ -169,7 +170,8 @@ class AgentRun:
             boundary = self.current_boundary()
             if self.compaction_enabled:
                 messages, boundary = self.maybe_compact(messages, boundary, counter)
-            plan = self.build_plan(messages, boundary, counter, pending)
+            turn_plan = self.build_plan(messages, boundary, counter, backend, pending)
+            plan = turn_plan.request
             if plan.announcement_block is not None:
                 # Delta announcements live in the history: keep the block, or the next request repeats it.
                 self.store.extend_last_user(plan.announcement_block)
@@ -213,7 +215,7 @@ class AgentRun:
             try:
                 for block in tool_uses:
                     self.check_cancel()
-                    result, sibling = self.handle_tool_use(block, plan, backend, pending, turn_seq)
+                    result, sibling = self.handle_tool_use(block, turn_plan, turn_seq)
                     results.append(result)
                     siblings.extend(sibling)
             except Cancelled:
@@ -243,10 +245,10 @@ class AgentRun:
                                   announced_tools=tuple(stored.get("announced_tools", ())), metadata=stored.get("metadata") or {})
 
     def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, counter: TokenCounter,
-                   pending: list[str]) -> RequestPlan:
+                   backend: Any, pending: list[str]) -> TurnPlan:
         state = ConversationState(messages=messages, compaction=boundary)
-        return build_request(self.catalog, self.policy, self.agent_settings, state, token_counter=counter,
-                             pending_mcp_servers=pending)
+        return plan_turn(self.catalog, self.policy, self.agent_settings, state, token_counter=counter, backend=backend,
+                         pending_mcp_servers=pending, usage=usage_log())
 
     def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
         request = dict(plan.to_api_kwargs())
@@ -297,16 +299,17 @@ class AgentRun:
             ), turn_sequence=turn_seq)
 
     # -- tool calls ----------------------------------------------------------------------------------
-    def handle_tool_use(self, block: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
+    def handle_tool_use(self, block: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
+        plan = turn.request
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
         if name == TOOL_SEARCH_NAME:
             refusal = plan.call_error(name) or (
                 "ToolSearch is not available: this conversation uses Anthropic's server-side search." if self.server_search else None)
             if refusal is not None:
                 return self.tool_error(tool_use_id, name, refusal, turn_seq), []
-            return self.run_tool_search(tool_use_id, arguments, plan, backend, pending, turn_seq)
+            return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
 
         decision = self.policy.decide(name)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments, permission=decision.effect),
@@ -348,12 +351,12 @@ class AgentRun:
                   turn_sequence=turn_seq)
         return result
 
-    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
+    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         wire_style = self.agent_settings.wire_style
+        backend = turn.backend
         try:
-            result = ts.run_tool_search(arguments, plan.searchable, backend, pending_mcp_servers=pending,
-                                        default_max_results=self.agent_settings.max_results, usage=usage_log())
+            result = turn.run_tool_search(arguments)
         except ts.ToolSearchInputError as exc:
             self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=str(arguments.get("query", "")) if isinstance(arguments, dict) else "",
                                          backend=getattr(backend, "name", ""), error=str(exc)), turn_sequence=turn_seq)

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
+from playground.engine.requests import TokenAccounting
 
 CHAT_TYPES = ("message", "permission_prompt")
 
@@ -37,14 +38,14 @@ def provider_label(conversation: Conversation) -> str:
 def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths.
 
-    "saved" is the engine's: the baseline minus the tools sent *and* the announced deferred names,
-    the price of deferring (the model view shows the same figure).
+    "saved" is the engine's, as the turn stored it: the baseline minus the tools sent *and* the
+    announced deferred names, the price of deferring (the model view shows the same figure). Figures
+    a stored turn lacks come from the engine's accounting of its counts, never from a formula here.
     """
-    sent = int(tokens.get("sent_tokens") or 0)
-    baseline = int(tokens.get("baseline_tokens") or 0)
-    announced = int(tokens.get("announcement_tokens") or 0)
+    accounting = TokenAccounting.from_dict(tokens)
+    sent, baseline, announced = accounting.sent_tokens, accounting.baseline_tokens, accounting.announcement_tokens
     scale = max(sent, baseline, 1)
-    saved = baseline - sent - announced if baseline else 0
+    saved = int(tokens.get("saved_tokens", accounting.saved_tokens)) if baseline else 0
     return {
         "sent": sent,
         "announced": announced,
@@ -52,7 +53,7 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
         "sent_pct": round(100 * sent / scale, 1),
         "baseline_pct": round(100 * baseline / scale, 1),
         "saved": saved,
-        "saved_pct": round(100 * saved / baseline, 1) if baseline else 0,
+        "saved_pct": tokens.get("saved_percent", accounting.saved_percent) if baseline else 0,
     }
 
 

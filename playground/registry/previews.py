@@ -3,19 +3,17 @@ build (model view, permissions preview, profile detail). Engine calls only; no r
 from __future__ import annotations
 
 import json
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 
-from playground.engine.modes import ModeDecision, decide_mode
+from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
-from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
+from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
@@ -66,35 +64,6 @@ class InspectorAnswer:
         return json.dumps(self.result.to_output() if self.result else {}, indent=2, ensure_ascii=False)
 
 
-_decisions: weakref.WeakKeyDictionary[ToolCatalog, dict[tuple, ModeDecision]] = weakref.WeakKeyDictionary()
-_decisions_lock = threading.Lock()
-
-
-def mode_decision(permitted: ToolCatalog, settings, policy) -> ModeDecision:
-    """The engine's mode decision for these permitted tools, cached per catalog object and settings
-    (counting 10,000 deferred tools' tokens on every keystroke would dominate the inspector)."""
-    key = (str(settings.mode), settings.wire_style, settings.model, settings.base_url, settings.context_window,
-           tuple(settings.unsupported_model_patterns), policy.decide(TOOL_SEARCH_NAME).permitted)
-    with _decisions_lock:
-        cached = _decisions.get(permitted, {}).get(key)
-    if cached is not None:
-        return cached
-    decision = decide_mode(
-        settings.mode,
-        deferred_tools=[tool.to_api() for tool in permitted.deferred],
-        token_counter=adapter.token_counter(),
-        context_window=settings.context_window,
-        model=settings.model,
-        base_url=settings.base_url,
-        unsupported_model_patterns=settings.unsupported_model_patterns,
-        tool_search_permitted=key[-1],
-        wire_style=settings.wire_style,
-    )
-    with _decisions_lock:
-        _decisions.setdefault(permitted, {})[key] = decision
-    return decision
-
-
 def inspect_query(
     query: str,
     profile: AgentProfile | None = None,
@@ -127,6 +96,11 @@ def inspect_query(
     wire_style = settings.wire_style
     policy = adapter.permission_policy(profile)
     unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
+    usage = ports.usage().usage_log()
+    turn = plan_turn(
+        unfiltered, policy, settings, token_counter=adapter.token_counter(), backend=search_backend, usage=usage,
+        pending_mcp_servers=adapter.pending_mcp_servers() if query.strip() else (), filtered=filtered,
+    )
     answer = InspectorAnswer(
         query=query,
         backend=search_backend.name,
@@ -136,12 +110,11 @@ def inspect_query(
         excluded_total=len(filtered.excluded),
         searchable_count=len(filtered.permitted),
         deferred_count=len(filtered.permitted.deferred),
-        decision=mode_decision(filtered.permitted, settings, policy),
+        decision=turn.decision,
         ask=frozenset(filtered.ask),
         note=note,
         backend_options=adapter.backend_option_names(search_backend),
     )
-    usage = ports.usage().usage_log()
     answer.learning_enabled = ports.usage().learning_enabled()
     answer.backend_learns = search_backend.reads_usage
     if usage:
@@ -149,10 +122,10 @@ def inspect_query(
         answer.usage_tools = usage.tools
     if not query.strip():
         return answer
-    pending = adapter.pending_mcp_servers()
     arguments = {"query": query, "max_results": max_results}
     try:
-        answer.result = run_tool_search(arguments, filtered.permitted, search_backend, pending_mcp_servers=pending, usage=usage)
+        # The permitted tools whatever the mode: the inspector shows what a search would find.
+        answer.result = turn.run_tool_search(arguments, over=turn.permitted)
     except ToolSearchInputError as exc:
         answer.error = str(exc)
         return answer
@@ -162,7 +135,7 @@ def inspect_query(
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
         decisions = dict(filtered.excluded)
-        unfiltered_result = run_tool_search(arguments, unfiltered, search_backend, pending_mcp_servers=pending, usage=usage)
+        unfiltered_result = turn.run_tool_search(arguments, over=unfiltered)
         answer.excluded_matches = [(name, decisions[name]) for name in unfiltered_result.matches if name in decisions]
     return answer
 
@@ -261,14 +234,14 @@ def model_preview(
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
     state = discovery_state(known, catalog, settings.wire_style)
-    plan = build_request(
+    plan = plan_turn(
         catalog,
         adapter.permission_policy(profile),
         settings,
         state,
         token_counter=adapter.token_counter(),
         pending_mcp_servers=adapter.pending_mcp_servers(),
-    )
+    ).request
     request = dict(plan.to_api_kwargs())
     if resolved.server_search:
         # The loop's own rewrite (playground.engine.server_search), not a second copy of it.

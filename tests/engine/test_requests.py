@@ -220,20 +220,3 @@ def test_request_invariants_hold_for_any_catalog_rules_and_history(data, catalog
         permitted = [t.name for t in catalog if t.name != "ToolSearch" and policy.decide(t.name).permitted]
         assert sent == permitted
     json.dumps(plan.to_dict())
-
-
-def test_the_plan_answers_toolsearch_over_permitted_tools_only_and_names_pending_servers(small_catalog):
-    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
-
-    plan = build_request(
-        small_catalog,
-        PermissionPolicy([PermissionRule("deny", "mcp__slack")]),
-        AgentSettings(mode="true", max_results=1),
-        ConversationState([{"role": "user", "content": "hi"}]),
-        token_counter=COUNTER,
-        pending_mcp_servers=["jira"],
-    )
-    backend = ClaudeCodeKeywordBackend()
-    assert plan.run_tool_search({"query": "+slack"}, backend).matches == []
-    assert plan.run_tool_search({"query": "+slack"}, backend).pending_mcp_servers == ["jira"]
-    assert plan.run_tool_search({"query": "github"}, backend).matches == ["mcp__github__create_issue"]
