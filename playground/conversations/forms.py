@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from playground.conversations.providers import provider_choices
+from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.registry.models import AgentProfile
 
 
@@ -11,7 +12,7 @@ class NewConversationForm(forms.Form):
                                      empty_label="Default settings")
     provider = forms.ChoiceField(choices=(), required=False)
     message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?"}),
-                              required=False, max_length=20_000)
+                              required=False, max_length=MAX_MESSAGE_CHARS)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -19,12 +20,12 @@ class NewConversationForm(forms.Form):
 
 
 class MessageForm(forms.Form):
-    text = forms.CharField(max_length=20_000)
+    text = forms.CharField(max_length=MAX_MESSAGE_CHARS)
 
 
 class AnswerForm(forms.Form):
     prompt = forms.IntegerField(min_value=1)
-    choice = forms.ChoiceField(choices=[("once", "Approve once"), ("always", "Always"), ("deny", "Deny")])
+    choice = forms.ChoiceField(choices=list(PERMISSION_CHOICES.items()))
 
 
 class CompareForm(forms.Form):
@@ -34,7 +35,7 @@ class CompareForm(forms.Form):
                                        empty_label="Default settings", label="Right profile")
     provider = forms.ChoiceField(choices=(), required=False)
     message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?"}),
-                              max_length=20_000)
+                              max_length=MAX_MESSAGE_CHARS)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -41,7 +41,7 @@ from playground.engine.requests import AgentSettings, ConversationState, Request
 from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import TokenCounter, count_messages
-from playground.engine.toolsearch_tool import WIRE_STYLES
+from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan, plan_turn
 from playground.mcp_servers.executor import PlaygroundExecutor
@@ -526,7 +526,7 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
         executor = PlaygroundExecutor()
-    wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
+    wire_style = getattr(profile, "wire_style", NATIVE_STYLE) if profile is not None else NATIVE_STYLE
     if wire_style == SERVER_STYLE:
         if SERVER_STYLE not in provider.wire_styles:
             raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "

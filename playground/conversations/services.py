@@ -28,7 +28,8 @@ from playground.engine.execution import error_tool_result
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
-PERMISSION_CHOICES = ("once", "always", "deny")
+# A person's answers to a permission prompt, with the labels the answer form offers.
+PERMISSION_CHOICES = {"once": "Approve once", "always": "Always", "deny": "Deny"}
 LOOP_CHOICES = ("timeout", "cancelled")  # recorded by the loop itself, never offered to people
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",

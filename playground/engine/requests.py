@@ -40,6 +40,7 @@ from playground.engine.permissions import PermissionDecision, PermissionFilterRe
 from playground.engine.tokens import TokenCounter
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
+    NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
     WIRE_STYLES,
     deferred_tool_not_loaded_message,
@@ -52,7 +53,7 @@ class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
     mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
-    wire_style: str = "native"  # native | client
+    wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
@@ -250,7 +251,7 @@ def build_request(
     # with defer_loading (the reference expands it). One with no reference left to expand it (carried
     # over a compaction, or found in a client-style result) goes as an ordinary tool, or the model
     # would never see its schema.
-    native = settings.wire_style == "native"
+    native = settings.wire_style == NATIVE_STYLE
     referenced = set(referenced_tool_names(state.messages)) if native else set()
     tools = [t.to_api() for t in loaded] + [TOOL_SEARCH_TOOL.to_api()]
     tools += [permitted.get(n).to_api(defer_loading=n in referenced) for n in discovered]

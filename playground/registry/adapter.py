@@ -30,6 +30,7 @@ from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
+from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
@@ -252,7 +253,7 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
     """
     values: dict[str, Any] = {
         "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
-        "wire_style": profile.wire_style if profile else "native",
+        "wire_style": profile.wire_style if profile else NATIVE_STYLE,
         "backend": (profile.search_backend if profile else "") or settings.TOOLSEARCH_DEFAULT_BACKEND,
         "max_results": profile.max_results if profile else 5,
         "announcement_style": profile.announcement_style if profile else "full",

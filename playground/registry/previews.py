@@ -15,6 +15,7 @@ from playground.engine.search.base import ToolSearchResult
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
 from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
+    NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
@@ -91,7 +92,7 @@ def inspect_query(
         note = (f"This profile uses Anthropic's server-side search tool, so the model never calls our ToolSearch. "
                 f"Shown: our ranking with {'the profile' if profile and profile.search_backend else 'the default'} "
                 f"search backend, as the native wire style would receive it.")
-        wire_style = "native"
+        wire_style = NATIVE_STYLE
     settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
     wire_style = settings.wire_style
     policy = adapter.permission_policy(profile)

@@ -9,12 +9,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import staff_for_writes, staff_required
+from playground.engine.server_search import SERVER_STYLE
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.registry import adapter, ports, previews
 from playground.registry.models import AgentProfile
 
-WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
+WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
 # The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
-MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, ("server", "server-side search (Anthropic)")]
+MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)")]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
 
 
@@ -63,7 +65,7 @@ def _inspect(request, query: str, profile: AgentProfile | None, backend: str) ->
         profile,
         backend=backend,
         max_results=_int(request.GET.get("max_results"), None),
-        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
+        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in dict(WIRE_STYLES) else "",
         mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
         backend_settings=request.GET.get("settings", ""),
     )
