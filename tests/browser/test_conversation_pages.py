@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import doc_screenshot, screenshot
 from tests.browser.test_registry_pages import seed_catalog
 
 TIMELINE = "[data-testid=conversation] [data-testid=timeline]"
@@ -48,6 +48,7 @@ def test_demo_agent_events_stream_live_and_survive_a_reload(logged_in_page):
     wait_for_runs_finished(page, 1)
     first_types = event_types(page)
     assert "toolsearch_query" in first_types and "turn_finished" in first_types, first_types
+    doc_screenshot(page, "conversation")  # the README's picture (only with UPDATE_DOC_SCREENSHOTS=1)
 
     # Second message, sent over the socket: the new events must arrive with no page load.
     page.evaluate("window.__sameDocument = 'yes'")

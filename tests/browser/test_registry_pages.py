@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import doc_screenshot, screenshot
 
 CATALOG = Path(__file__).with_name("catalog.jsonl")
 
@@ -107,6 +107,7 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     assert first != second
     assert page.locator("[data-testid=term-contribution]").count() > 0  # the term-by-term breakdown
     screenshot(page, "inspector")
+    doc_screenshot(page, "inspector", scroll_to="[data-testid=inspector-form]")  # the README's picture (only with UPDATE_DOC_SCREENSHOTS=1)
 
     query.fill("+weather alerts")
     page.wait_for_selector('[data-testid=inspector-results][data-query="+weather alerts"]')
