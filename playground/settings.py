@@ -2,7 +2,7 @@
 
 Defaults give a working development set-up with no configuration at all: SQLite in the
 repository, Redis at localhost:6379 (`make run` embeds one when none answers), DEBUG on.
-Every variable is documented in README.md and `.env.example`.
+Every variable is documented in docs/configuration.md and `.env.example`.
 """
 from __future__ import annotations
 
