@@ -24,7 +24,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     # Scale path: PostgreSQL full text (+ pgvector when installed); needs TOOLSEARCH_PG_DSN or a PostgreSQL DATABASE_URL.
     "postgres": "playground.engine.search.postgres.PostgresSearchBackend",
 }
-# The evaluation winner within the speed budget (README "Search quality"). Without the `semantic`
+# The evaluation winner within the speed budget (docs/search-quality.md). Without the `semantic`
 # extra it answers with BM25 alone and logs why, so a light install still works.
 DEFAULT_BACKEND = "hybrid"
 # The retrieval backends `bench` adds rows for unless told otherwise (hybrid-pooled beside hybrid:

@@ -38,7 +38,7 @@ from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
-# Tuned on the development split of every toolset (see README "Search quality"), per scoring.
+# Tuned on the development split of every toolset (see docs/search-quality.md), per scoring.
 SCORINGS = ("bm25f", "fields")
 DEFAULT_SCORING = "bm25f"
 SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -48,7 +48,7 @@ SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
 # The "usage" field (past queries that led to the tool, usage.py): a BM25F field with this weight
-# (chosen by 5-fold cross-validation within the development split, README "Learning from usage"),
+# (chosen by 5-fold cross-validation within the development split: docs/search-quality.md),
 # kept in its own small index (UsageIndex) so that a new log entry rebuilds only the log's postings.
 USAGE_FIELD = "usage"
 DEFAULT_USAGE_WEIGHT = 1.0

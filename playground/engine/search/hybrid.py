@@ -5,7 +5,7 @@ Two fusions (option `fusion`):
     + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
     the query length.
   - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
-General refinements, all tuned on the development split only (README "Search quality"):
+General refinements, all tuned on the development split only (docs/search-quality.md):
   - sentences (`intent_weight`): a query of several sentences asks for several things; each
     sentence is also scored alone and the best per-sentence score (normalised) is mixed in, so a
     tool that answers one sub-request well is not drowned by the others' words.
@@ -21,7 +21,7 @@ General refinements, all tuned on the development split only (README "Search qua
   - piece vectors (`piece_vectors`): sentences and clauses are encoded as texts of their own
     ("alone", the default), or pooled from the token states of the one pass over the request
     ("pooled", late chunking): about half the time of a multi-piece request, for a point or so of
-    recall on long multi-step requests (README "Speed").
+    recall on long multi-step requests (docs/benchmarks.md, "Speed").
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it; after aspect coverage, the parts are scaled to their share and the clause the
@@ -49,7 +49,7 @@ from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
 
-# Tuned on the development split of every toolset (README "Search quality").
+# Tuned on the development split of every toolset (docs/search-quality.md).
 DEFAULTS: dict[str, Any] = {
     "fusion": "weighted",
     "bm25_weight": 0.2,
@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
     # How sentences and clauses get their vectors: "alone" (each encoded as a text of its own) or
     # "pooled" (late chunking: the mean of their tokens' states in the one pass over the whole
     # request: one pass instead of one per piece, about half the search time of a request of
-    # several pieces; README "Speed" has the cost in recall).
+    # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
