@@ -26,7 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.engine.announcements import ANNOUNCEMENT_STYLES, Announcement, announce
+from playground.engine.announcements import (
+    ANNOUNCEMENT_LAYOUTS,
+    ANNOUNCEMENT_STYLES,
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_MAX_SHARE,
+    Announcement,
+    announce,
+)
 from playground.engine.history import (
     CompactionBoundary,
     Message,
@@ -58,6 +65,8 @@ class AgentSettings:
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
+    announcement_layout: str = "flat"  # flat | grouped | budgeted
+    announcement_budget: int = 0  # budgeted layout's token budget; 0 → DEFAULT_BUDGET_SHARE of the window
     model: str = "claude-sonnet-4-5"
     context_window: int = 200_000
     base_url: str = ""
@@ -70,8 +79,23 @@ class AgentSettings:
             raise ValueError(f"unknown wire style {self.wire_style!r} (expected native or client)")
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
+        if self.announcement_layout not in ANNOUNCEMENT_LAYOUTS:
+            raise ValueError(
+                f"unknown announcement layout {self.announcement_layout!r} (expected flat, grouped or budgeted)"
+            )
         if self.context_window <= 0:
             raise ValueError("context_window must be positive")
+        if self.announcement_budget < 0:
+            raise ValueError("announcement_budget must be 0 (the default share of the window) or positive")
+
+    @property
+    def announcement_budget_tokens(self) -> int:
+        return self.announcement_budget or max(1, int(self.context_window * DEFAULT_BUDGET_SHARE))
+
+    @property
+    def announcement_max_tokens(self) -> int:
+        """Above this a flat or grouped list is never sent: the budgeted layout goes instead."""
+        return max(1, int(self.context_window * DEFAULT_MAX_SHARE))
         self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
 
 
@@ -265,7 +289,14 @@ def build_request(
     sent_names = [t["name"] for t in tools]
     messages = drop_dangling_references(history, sent_names) if native else strip_tool_references(history)
 
-    announcement = announce([t.name for t in deferred], state.messages, settings.announcement_style)
+    announcement = announce(
+        [t.name for t in deferred],
+        state.messages,
+        settings.announcement_style,
+        layout=settings.announcement_layout,
+        budget_tokens=settings.announcement_budget_tokens,
+        max_tokens=settings.announcement_max_tokens,
+    )
     system = settings.system_prompt
     placement = ""
     if announcement is not None and settings.announcement_style == "full":

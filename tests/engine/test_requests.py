@@ -237,3 +237,26 @@ def test_the_plan_answers_toolsearch_over_permitted_tools_only_and_names_pending
     assert plan.run_tool_search({"query": "+slack"}, backend).matches == []
     assert plan.run_tool_search({"query": "+slack"}, backend).pending_mcp_servers == ["jira"]
     assert plan.run_tool_search({"query": "github"}, backend).matches == ["mcp__github__create_issue"]
+
+
+def test_the_profile_layout_shapes_the_announcement_and_its_tokens_are_counted(small_catalog):
+    grouped = plan_for(small_catalog, messages=[{"role": "user", "content": "hi"}], announcement_layout="grouped")
+    assert grouped.announcement.layout == "grouped"
+    assert "mcp__github: " in grouped.system and "mcp__github__create_issue" not in grouped.system
+    assert grouped.tokens.announcement_tokens == COUNTER.count_text(grouped.announcement.text)
+
+
+def test_a_flat_list_that_would_not_fit_the_window_is_never_sent():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp(f"s{i % 40}", f"tool_number_{i}") for i in range(3000))])
+    plan = plan_for(catalog, messages=[{"role": "user", "content": "hi"}], context_window=20_000)
+    assert plan.announcement.layout == "budgeted" and "would" not in plan.announcement.reason
+    assert "flat list of 3,000 tools" in plan.announcement.reason
+    assert plan.tokens.announcement_tokens <= AgentSettings(context_window=20_000).announcement_budget_tokens
+    assert "mcp__s0__tool_number_0" not in plan.system
+
+
+def test_bad_layouts_and_budgets_are_refused():
+    with pytest.raises(ValueError, match="layout"):
+        AgentSettings(announcement_layout="tree")
+    with pytest.raises(ValueError, match="announcement_budget"):
+        AgentSettings(announcement_budget=-1)
