@@ -41,6 +41,7 @@ AnnouncementStyle = Literal["full", "delta"]
 ANNOUNCEMENT_STYLES: tuple[str, ...] = ("full", "delta")
 ANNOUNCEMENT_LAYOUTS: tuple[str, ...] = ("flat", "grouped", "budgeted")
 DEFAULT_BUDGET_SHARE = 0.02  # budgeted layout: 2 % of the context window unless a profile says otherwise
+MIN_BUDGET_TOKENS = 100  # the header, the tags and one summary line need about this much
 DEFAULT_MAX_SHARE = 0.5  # a flat or grouped list above half the window is never sent (budgeted instead)
 FULL_OPEN, FULL_CLOSE = "<available-deferred-tools>", "</available-deferred-tools>"
 DELTA_OPEN, DELTA_CLOSE = "<available-deferred-tools-changed>", "</available-deferred-tools-changed>"
@@ -178,8 +179,8 @@ def layout_lines(
     if layout not in ANNOUNCEMENT_LAYOUTS:
         raise ValueError(f"unknown announcement layout {layout!r} (expected flat, grouped or budgeted)")
     if layout == "budgeted":
-        if budget_tokens is None or budget_tokens < 1:
-            raise ValueError("the budgeted layout needs a positive token budget")
+        if budget_tokens is None or budget_tokens < MIN_BUDGET_TOKENS:
+            raise ValueError(f"the budgeted layout needs a token budget of at least {MIN_BUDGET_TOKENS}")
         lines, header = budgeted_lines(names, budget_tokens)
         return lines, header, "budgeted", ""
     lines, header = (flat_lines(names), "") if layout == "flat" else (grouped_lines(names), GROUPED_HEADER)

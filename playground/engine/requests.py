@@ -31,6 +31,7 @@ from playground.engine.announcements import (
     ANNOUNCEMENT_STYLES,
     DEFAULT_BUDGET_SHARE,
     DEFAULT_MAX_SHARE,
+    MIN_BUDGET_TOKENS,
     Announcement,
     announce,
 )
@@ -85,12 +86,14 @@ class AgentSettings:
             )
         if self.context_window <= 0:
             raise ValueError("context_window must be positive")
-        if self.announcement_budget < 0:
-            raise ValueError("announcement_budget must be 0 (the default share of the window) or positive")
+        if self.announcement_budget and self.announcement_budget < MIN_BUDGET_TOKENS:
+            raise ValueError(
+                f"announcement_budget must be 0 (2 % of the window) or at least {MIN_BUDGET_TOKENS} tokens"
+            )
 
     @property
     def announcement_budget_tokens(self) -> int:
-        return self.announcement_budget or max(1, int(self.context_window * DEFAULT_BUDGET_SHARE))
+        return self.announcement_budget or max(MIN_BUDGET_TOKENS, int(self.context_window * DEFAULT_BUDGET_SHARE))
 
     @property
     def announcement_max_tokens(self) -> int:

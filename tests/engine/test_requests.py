@@ -260,3 +260,5 @@ def test_bad_layouts_and_budgets_are_refused():
         AgentSettings(announcement_layout="tree")
     with pytest.raises(ValueError, match="announcement_budget"):
         AgentSettings(announcement_budget=-1)
+    with pytest.raises(ValueError, match="at least 100"):
+        AgentSettings(announcement_budget=99)
