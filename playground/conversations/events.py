@@ -52,6 +52,8 @@ class AnnouncementSent(LoopEvent):
     text: str
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    layout: str = "flat"  # flat | grouped | budgeted: the layout sent
+    reason: str = ""  # why it is not the profile's layout (a list that would not fit the window)
 
 
 @dataclass

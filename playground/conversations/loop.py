@@ -277,7 +277,8 @@ class AgentRun:
         announcement = plan.announcement
         if announcement is not None:
             self.emit(ev.AnnouncementSent(style=announcement.kind, text=announcement.text,
-                                          added=list(announcement.added), removed=list(announcement.removed)),
+                                          added=list(announcement.added), removed=list(announcement.removed),
+                                          layout=announcement.layout, reason=announcement.reason),
                       turn_sequence=seq)
         return seq
 

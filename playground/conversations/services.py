@@ -32,7 +32,7 @@ PERMISSION_CHOICES = ("once", "always", "deny")
 LOOP_CHOICES = ("timeout", "cancelled")  # recorded by the loop itself, never offered to people
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
-    "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+    "announcement_style", "announcement_layout", "announcement_budget", "allowed_tools", "disallowed_tools", "is_subagent",
 )
 
 
