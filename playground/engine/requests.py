@@ -250,6 +250,7 @@ def build_request(
         unsupported_model_patterns=settings.unsupported_model_patterns,
         tool_search_permitted=tool_search_permitted,
         wire_style=settings.wire_style,
+        pending_mcp_servers=pending_mcp_servers,
     )
     history = _with_summary(state)
     baseline = token_counter.count_engine_tools(permitted.tools)

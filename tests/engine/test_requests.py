@@ -262,3 +262,15 @@ def test_bad_layouts_and_budgets_are_refused():
         AgentSettings(announcement_budget=-1)
     with pytest.raises(ValueError, match="at least 100"):
         AgentSettings(announcement_budget=99)
+
+
+def test_while_servers_connect_and_nothing_is_deferred_toolsearch_is_sent_and_names_them():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file.")])
+    plan = build_request(
+        catalog, PermissionPolicy(()), AgentSettings(mode="true"), ConversationState([{"role": "user", "content": "hi"}]),
+        token_counter=COUNTER, pending_mcp_servers=["jira"],
+    )
+    assert plan.decision.gate == "pending-servers" and plan.tool_names == ["Read", "ToolSearch"]
+    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+
+    assert plan.run_tool_search({"query": "jira issues"}, ClaudeCodeKeywordBackend()).pending_mcp_servers == ["jira"]

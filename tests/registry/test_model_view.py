@@ -60,6 +60,7 @@ def test_tool_search_off_sends_every_permitted_tool(viewer_client, tools, deny_d
     assert "mcp__github__delete_repo" not in sent_names(response)  # denied
     assert "mcp__slack__list_channels" not in sent_names(response)  # disabled
     assert 'data-tool-search="off"' in response.content.decode()
+    assert "≈None" not in response.content.decode()  # nothing was counted: no "deferred tools ≈None tokens"
 
 
 def test_the_mode_override_wins_over_the_profile(viewer_client, tools, profile):
