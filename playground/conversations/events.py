@@ -36,7 +36,7 @@ class TurnStarted(LoopEvent):
     provider: str
     model: str
     wire_style: str
-    loaded_tools: list[str] = field(default_factory=list)  # sent with full schemas (non-deferred + discovered)
+    loaded_tools: list[str] = field(default_factory=list)  # every tool the request carried (loaded + ToolSearch + discovered)
     deferred_tools: list[str] = field(default_factory=list)  # undiscovered: names only (announcement)
     discovered_tools: list[str] = field(default_factory=list)  # recovered from the history
     tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline

@@ -266,7 +266,9 @@ class AgentRun:
             provider=self.provider.key,
             model=plan.model,
             wire_style=plan.wire_style,
-            loaded_tools=list(plan.loaded_tools),
+            # Every tool the request carried: native discovered tools go with defer_loading, and are
+            # no less sent for that.
+            loaded_tools=list(plan.tool_names),
             deferred_tools=list(plan.deferred_tools),
             discovered_tools=list(plan.discovered_tools),
             tokens=plan.tokens.to_dict(),
