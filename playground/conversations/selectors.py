@@ -37,22 +37,23 @@ def provider_label(conversation: Conversation) -> str:
 def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths.
 
-    "saved" is the engine's: the baseline minus the tools sent *and* the announced deferred names,
-    the price of deferring (the model view shows the same figure).
+    "saved" is read as the engine stored it for the turn: the baseline minus the tools sent *and*
+    the announced deferred names, the price of deferring (the model view shows the same figure).
     """
     sent = int(tokens.get("sent_tokens") or 0)
     baseline = int(tokens.get("baseline_tokens") or 0)
     announced = int(tokens.get("announcement_tokens") or 0)
-    scale = max(sent, baseline, 1)
-    saved = baseline - sent - announced if baseline else 0
+    scale = max(sent + announced, baseline, 1)
+    saved = int(tokens.get("saved_tokens") or 0)
     return {
         "sent": sent,
         "announced": announced,
+        "cost": sent + announced,
         "baseline": baseline,
-        "sent_pct": round(100 * sent / scale, 1),
+        "sent_pct": round(100 * (sent + announced) / scale, 1),
         "baseline_pct": round(100 * baseline / scale, 1),
         "saved": saved,
-        "saved_pct": round(100 * saved / baseline, 1) if baseline else 0,
+        "saved_pct": tokens.get("saved_percent") or 0,
     }
 
 
@@ -112,8 +113,13 @@ def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
 
 def tokens_total(events: list[Event]) -> dict[str, int]:
     rows = turn_rows(events)
-    return {"sent": sum(r["numbers"]["sent"] for r in rows), "baseline": sum(r["numbers"]["baseline"] for r in rows),
-            "turns": len(rows)}
+    return {
+        "sent": sum(r["numbers"]["sent"] for r in rows),
+        "announced": sum(r["numbers"]["announced"] for r in rows),
+        "cost": sum(r["numbers"]["cost"] for r in rows),
+        "baseline": sum(r["numbers"]["baseline"] for r in rows),
+        "turns": len(rows),
+    }
 
 
 def tokens_total_for(conversation_id: int) -> dict[str, int]:
