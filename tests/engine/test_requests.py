@@ -274,3 +274,15 @@ def test_while_servers_connect_and_nothing_is_deferred_toolsearch_is_sent_and_na
     from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 
     assert plan.run_tool_search({"query": "jira issues"}, ClaudeCodeKeywordBackend()).pending_mcp_servers == ["jira"]
+
+
+@pytest.mark.parametrize("layout", ["grouped", "budgeted"])
+def test_toolsearch_finds_the_same_tools_whatever_names_the_announcement_shows(small_catalog, layout):
+    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+
+    backend = ClaudeCodeKeywordBackend()
+    messages = [{"role": "user", "content": "hi"}]
+    flat = plan_for(small_catalog, messages=messages)
+    other = plan_for(small_catalog, messages=messages, announcement_layout=layout, announcement_budget=100)
+    for query in ("github issue", "+slack message", "select:mcp__github__create_issue", "mcp__slack"):
+        assert other.run_tool_search({"query": query}, backend).matches == flat.run_tool_search({"query": query}, backend).matches
