@@ -1,4 +1,4 @@
-"""Realtime plumbing shared by the apps: send to a channel-layer group from sync code.
+"""Realtime plumbing shared by the apps: send to a channel-layer group from sync code, admit a socket.
 
 Sending. Celery tasks and views are sync code. `async_to_sync(layer.group_send)` there runs a
 fresh event loop per call, and channels_redis binds its Redis connections to the loop that opened
@@ -8,6 +8,14 @@ one background thread running one event loop, which owns one channel layer (and 
 connection pool) for the life of the process. `send_to_group` hands the coroutine to that loop and
 waits for it with a timeout. After a fork (Celery's prefork pool) the child starts its own thread
 and layer on first use: the parent's thread does not exist in the child.
+
+Admitting sockets. `socket_refusal` is the one check both WebSocket consumers make, and
+`refuse_socket` / `arefuse_socket` the one way they refuse:
+
+* anonymous → close code 4401, an authenticated user without access → 4403;
+* the consumer accepts first and then closes with that code. A close before the handshake becomes
+  an HTTP 403 that the browser reports as code 1006, and htmx's ws extension reconnects on 1006
+  forever; after the handshake the page sees 4401/4403 and does not retry.
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ import concurrent.futures
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
@@ -24,6 +32,8 @@ from django.core.signals import setting_changed
 logger = logging.getLogger(__name__)
 
 SEND_TIMEOUT_SECONDS = 5.0
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
 
 
 class _Sender:
@@ -115,3 +125,27 @@ def send_to_group(group: str, message: dict, *, timeout: float = SEND_TIMEOUT_SE
     sender = _get_sender()
     sender.submit(sender._group_send(group, message), timeout)
 
+
+# -- sockets ------------------------------------------------------------------------------------------
+def socket_refusal(user: Any, may_access: Callable[[Any], bool] | None = None) -> int | None:
+    """The close code to refuse a socket with, or None to admit it.
+
+    4401 when nobody is logged in; 4403 when `may_access(user)` says this user may not see it.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        return CLOSE_UNAUTHENTICATED
+    if may_access is not None and not may_access(user):
+        return CLOSE_FORBIDDEN
+    return None
+
+
+def refuse_socket(consumer: Any, code: int) -> None:
+    """Refuse a sync consumer's socket: accept, then close with `code` (so the browser sees it)."""
+    consumer.accept()
+    consumer.close(code=code)
+
+
+async def arefuse_socket(consumer: Any, code: int) -> None:
+    """`refuse_socket` for async consumers."""
+    await consumer.accept()
+    await consumer.close(code=code)

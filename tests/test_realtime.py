@@ -6,6 +6,7 @@ import os
 import threading
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 
 from playground import realtime
 from tests.conversations.conftest import redis  # noqa: F401 (fixture: this run's Redis channel layer)
@@ -83,3 +84,15 @@ def test_a_failing_layer_raises_within_the_timeout(settings):
     with pytest.raises(Exception):  # noqa: B017 - refused connection, whatever the client calls it
         realtime.send_to_group("g", {"type": "x"}, timeout=5)
 
+
+class User:
+    def __init__(self, authenticated: bool) -> None:
+        self.is_authenticated = authenticated
+
+
+def test_socket_refusal_codes():
+    assert realtime.socket_refusal(None) == realtime.socket_refusal(AnonymousUser()) == 4401
+    assert realtime.socket_refusal(AnonymousUser(), lambda user: True) == 4401
+    assert realtime.socket_refusal(User(True)) is None
+    assert realtime.socket_refusal(User(True), lambda user: False) == 4403
+    assert realtime.socket_refusal(User(True), lambda user: True) is None
