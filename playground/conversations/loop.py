@@ -4,8 +4,10 @@ Each turn: (maybe compact) → the engine builds the request (permissions → de
 → tools, the announcement, the mode decision) → the provider answers → tool calls are executed
 (ToolSearch in-process through the engine, `Agent` as a nested run, everything else through the
 executor) with call-time permission checks → results are appended → repeat until the model ends its
-turn, the person cancels, or `AGENT_MAX_TURNS`. Every step is a typed event (`events.py`); the loop
-never talks to the channel layer. No rule about tools lives here: the engine decides, the loop
+turn, the person cancels, or `AGENT_MAX_TURNS`. A call that needs the person's permission pauses the
+run: the prompt and what the turn needs to go on are saved, and the task ends (no worker waits); the
+answer queues a task that resumes from there (`AgentRun.pause`, `run(resume=...)`). Every step is a
+typed event (`events.py`); the loop never talks to the channel layer. No rule about tools lives here: the engine decides, the loop
 orchestrates.
 """
 from __future__ import annotations
@@ -30,7 +32,14 @@ from playground.conversations.providers import (
     conversation_provider_key,
     get_provider,
 )
-from playground.conversations.services import answer_permission, pending_answer
+from playground.conversations.services import (
+    CANCELLED_CALL,
+    answer_permission,
+    close_paused_turn,
+    pending_answer,
+    queue_prompt_timeout,
+    take_paused_run,
+)
 from playground.conversations.server_search import (
     SERVER_STYLE,
     engine_wire_style,
@@ -56,6 +65,19 @@ PERMISSION_POLL_SECONDS = 0.2
 
 class Cancelled(Exception):
     """The person asked to stop; the run ends at this step."""
+
+
+class AwaitingAnswer(Exception):
+    """A call needs the person's permission: the run pauses (raised before the prompt is recorded)."""
+
+    def __init__(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str, call_sequence: int) -> None:
+        super().__init__(name)
+        self.tool_use_id, self.name, self.arguments, self.reason = tool_use_id, name, arguments, reason
+        self.call_sequence = call_sequence
+
+
+class Paused(Exception):
+    """The run is saved, waiting for a permission answer; its task ends here."""
 
 
 # -- message stores: the main conversation keeps its messages in the database, a subagent in memory --
@@ -159,14 +181,26 @@ class AgentRun:
             raise Cancelled()
 
     # -- the loop ----------------------------------------------------------------------------------
-    def run(self) -> RunOutcome:
+    def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
+        """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
         from playground.registry import adapter
 
         backend = adapter.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         pending = adapter.pending_mcp_servers()
         final_text = ""
-        for turn in range(1, self.max_turns + 1):
+        first_turn = 1
+        if resume is not None:
+            final_text = resume.get("final_text", "")
+            self._server_sent = set(resume.get("server_sent") or ())
+            messages = self.store.load()
+            if messages and messages[-1]["role"] == "assistant":
+                messages = messages[:-1]  # the paused turn's plan was built before the model answered
+            plan = self.build_plan(messages, self.current_boundary(), counter, pending)
+            self.run_tools(resume["turn"], resume["turn_sequence"], resume["tool_uses"], resume.get("stop_reason", "tool_use"),
+                           plan, backend, pending, final_text, resume=resume)
+            first_turn = resume["turn"] + 1
+        for turn in range(first_turn, self.max_turns + 1):
             self.check_cancel()
             messages = self.store.load()
             boundary = self.current_boundary()
@@ -211,31 +245,52 @@ class AgentRun:
                 self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.IDLE,
                                           final=True, reason="end_turn"), turn_sequence=turn_seq)
                 return RunOutcome("end_turn", final_text, turn)
-            results: list[dict[str, Any]] = []
-            siblings: list[dict[str, Any]] = []
-            try:
-                for block in tool_uses:
-                    self.check_cancel()
-                    result, sibling = self.handle_tool_use(block, plan, backend, pending, turn_seq)
-                    results.append(result)
-                    siblings.extend(sibling)
-            except Cancelled:
-                # Keep the history valid for the next message: every tool_use gets its tool_result.
-                answered = {r["tool_use_id"] for r in results}
-                results.extend(
-                    error_tool_result(b["id"], "Cancelled by the person before this call ran.")
-                    for b in tool_uses if b["id"] not in answered
-                )
-                self.store.append("user", results + siblings)
-                raise
-            # tool_result blocks first, then text (the API requires that order; "Tool loaded." is text).
-            self.store.append("user", results + siblings)
-            self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.RUNNING),
-                      turn_sequence=turn_seq)
+            self.run_tools(turn, turn_seq, tool_uses, response.stop_reason, plan, backend, pending, final_text)
         self.emit(ev.ErrorEvent(message=f"Stopped after {self.max_turns} model turns (AGENT_MAX_TURNS).", kind="max_turns"))
         self.emit(ev.TurnFinished(turn=self.max_turns, stop_reason="max_turns", status=Conversation.Status.IDLE, final=True,
                                   reason="max_turns"))
         return RunOutcome("max_turns", final_text, self.max_turns)
+
+    def run_tools(self, turn: int, turn_seq: int, tool_uses: list[dict[str, Any]], stop_reason: str, plan: RequestPlan,
+                  backend: Any, pending: list[str], final_text: str, *, resume: dict[str, Any] | None = None) -> None:
+        """Run one response's tool calls, store their results and finish the turn (raises Paused / Cancelled).
+
+        With `resume`, the calls before the paused one already ran (their results are in it) and the
+        paused call is settled by its answer.
+        """
+        results: list[dict[str, Any]] = list(resume["results"]) if resume else []
+        siblings: list[dict[str, Any]] = list(resume["siblings"]) if resume else []
+        start = resume["index"] if resume else 0
+        try:
+            if resume is not None:
+                self.check_cancel()
+                result, sibling = self.answered_call(resume, plan, turn_seq)
+                results.append(result)
+                siblings.extend(sibling)
+                start += 1
+            for index in range(start, len(tool_uses)):
+                self.check_cancel()
+                try:
+                    result, sibling = self.handle_tool_use(tool_uses[index], plan, backend, pending, turn_seq)
+                except AwaitingAnswer as waiting:
+                    self.pause(waiting, {
+                        "turn": turn, "turn_sequence": turn_seq, "stop_reason": stop_reason, "tool_uses": tool_uses,
+                        "index": index, "results": results, "siblings": siblings, "final_text": final_text,
+                        "server_sent": sorted(self._server_sent),
+                    })
+                    raise Paused() from None
+                results.append(result)
+                siblings.extend(sibling)
+        except Cancelled:
+            # Keep the history valid for the next message: every tool_use gets its tool_result.
+            answered = {r["tool_use_id"] for r in results}
+            results.extend(error_tool_result(b["id"], CANCELLED_CALL) for b in tool_uses if b["id"] not in answered)
+            self.store.append("user", results + siblings)
+            raise
+        # tool_result blocks first, then text (the API requires that order; "Tool loaded." is text).
+        self.store.append("user", results + siblings)
+        self.emit(ev.TurnFinished(turn=turn, stop_reason=stop_reason, status=Conversation.Status.RUNNING),
+                  turn_sequence=turn_seq)
 
     # -- request building (the engine decides) -------------------------------------------------------
     def current_boundary(self) -> CompactionBoundary | None:
@@ -332,9 +387,16 @@ class AgentRun:
                        else f"Tool {name!r} does not exist or is not available in this conversation.")
             return self.tool_error(tool_use_id, name, message, turn_seq), []
         if decision.effect == "ask" and name not in self.always_allowed():
+            if self.parent_sequence is None:
+                # The main run pauses (run_tools → pause); a subagent's run lives in memory and waits.
+                raise AwaitingAnswer(tool_use_id, name, arguments, decision.reason, call_seq)
             allowed, why = self.ask_permission(tool_use_id, name, arguments, decision.reason, turn_seq)
             if not allowed:
                 return self.tool_error(tool_use_id, name, why, turn_seq), []
+        return self.run_allowed_call(tool_use_id, name, arguments, tool, call_seq, turn_seq)
+
+    def run_allowed_call(self, tool_use_id: str, name: str, arguments: dict[str, Any], tool: Any, call_seq: int,
+                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if name == AGENT_TOOL_NAME:
             return self.run_subagent(tool_use_id, arguments, call_seq, turn_seq), []
         outcome = self.executor.execute(tool, arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
@@ -373,9 +435,40 @@ class AgentRun:
     def always_allowed(self) -> list[str]:
         return list(Conversation.objects.filter(pk=self.conversation.pk).values_list("always_allowed", flat=True).first() or [])
 
+    def pause(self, waiting: AwaitingAnswer, state: dict[str, Any]) -> None:
+        """Record the prompt and save what the run needs to go on, in one transaction: whoever answers
+        finds the saved state (and queues the resumption); the timeout is a task scheduled after commit."""
+        timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
+        with transaction.atomic():
+            prompt_seq = self.emit(ev.PermissionPrompt(tool_use_id=waiting.tool_use_id, name=waiting.name,
+                                                       arguments=waiting.arguments, reason=waiting.reason, timeout_seconds=timeout),
+                                   turn_sequence=state["turn_sequence"], status=Conversation.Status.WAITING)
+            state = {**state, "prompt_sequence": prompt_seq, "call_sequence": waiting.call_sequence, "timeout": timeout,
+                     "call": {"id": waiting.tool_use_id, "name": waiting.name, "input": waiting.arguments}}
+            Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
+            conversation_id = self.conversation.pk
+            transaction.on_commit(lambda: queue_prompt_timeout(conversation_id, prompt_seq, timeout))
+
+    def answered_call(self, state: dict[str, Any], plan: RequestPlan, turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Settle the call a paused run waited on, by the answer its prompt got."""
+        call = state["call"]
+        tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
+        answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
+        allowed, why = permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name,
+                                          float(state.get("timeout") or 0))
+        if not allowed:
+            return self.tool_error(tool_use_id, name, why, turn_seq), []
+        tool = plan.searchable.get(name) or self.catalog.get(name)
+        if tool is None:
+            return self.tool_error(tool_use_id, name, f"Tool {name!r} is no longer available in this conversation.", turn_seq), []
+        return self.run_allowed_call(tool_use_id, name, arguments, tool, int(state.get("call_sequence") or 0), turn_seq)
+
     def ask_permission(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str,
                        turn_seq: int) -> tuple[bool, str]:
-        """Pause for the person: approve once / always / deny, or deny on timeout. Polls the database."""
+        """A subagent waits for the person: approve once / always / deny, or deny on timeout. Polls the database.
+
+        (The main run pauses instead and holds no worker; a subagent's history lives in this worker's memory.)
+        """
         timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
         prompt_seq = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason,
                                                    timeout_seconds=timeout),
@@ -402,12 +495,7 @@ class AgentRun:
                     answer = pending_answer(self.conversation.pk, prompt_seq)
                 break
             time.sleep(PERMISSION_POLL_SECONDS)
-        choice = answer.payload.get("choice") if answer is not None else "timeout"
-        if choice in ("once", "always"):
-            return True, ""
-        if choice == "timeout":
-            return False, f"Permission to use {name} was not granted: nobody answered within {timeout:g} seconds."
-        return False, f"The person denied permission to use {name}."
+        return permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name, timeout)
 
     def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int) -> dict[str, Any]:
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
@@ -468,6 +556,15 @@ class AgentRun:
             self.emit(ev.Compaction(summary=summary, compacted_messages=keep_from, carried_tools=list(carried),
                                     tokens_before=tokens, threshold_tokens=threshold))
         return messages[keep_from:], new_boundary
+
+
+def permission_outcome(choice: str, name: str, timeout: float) -> tuple[bool, str]:
+    """Whether an answer allows the call, and the error the model reads when it does not."""
+    if choice in ("once", "always"):
+        return True, ""
+    if choice == "timeout":
+        return False, f"Permission to use {name} was not granted: nobody answered within {timeout:g} seconds."
+    return False, f"The person denied permission to use {name}."
 
 
 def _last_person_message(messages: list[dict[str, Any]]) -> int:
@@ -554,33 +651,47 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
 
 def run_conversation(conversation_id: int, *, provider: ModelProvider | None = None,
-                     executor: ToolExecutor | None = None) -> RunOutcome:
-    """Run the loop for the person's latest message. Always leaves the conversation idle or failed,
-    unless the run no longer owns it (released as lost, or superseded): then it writes nothing more."""
+                     executor: ToolExecutor | None = None, resume_prompt: int | None = None) -> RunOutcome:
+    """Run the loop for the person's latest message, or resume the run paused on `resume_prompt`.
+
+    Leaves the conversation idle or failed, or waiting (outcome "waiting") when a call needs the
+    person's permission: the run is saved and a later `resume_prompt` call goes on. Unless the run no
+    longer owns it (released as lost, or superseded): then it writes nothing more.
+    """
     conversation = Conversation.objects.get(pk=conversation_id)
     try:
-        outcome = _run_owned(conversation, provider=provider, executor=executor)
+        outcome = _run_owned(conversation, provider=provider, executor=executor, resume_prompt=resume_prompt)
     except RunReleased:
         logger.warning("conversation %s: this run was released while it ran; it stops without writing", conversation_id)
         return RunOutcome("released")
-    record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+    if outcome.reason not in ("waiting", "superseded"):
+        record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
     return outcome
 
 
 def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
-               executor: ToolExecutor | None) -> RunOutcome:
+               executor: ToolExecutor | None, resume_prompt: int | None = None) -> RunOutcome:
     def finish(event: ev.LoopEvent, status: str) -> None:
         record_event(conversation, event, status=status, run_token=conversation.run_token)
 
+    paused: dict[str, Any] | None = None
+    if resume_prompt is not None:
+        paused = take_paused_run(conversation.pk, conversation.run_token, resume_prompt)
+        if paused is None:
+            return RunOutcome("superseded")  # already resumed, or ended (cancel, release) meanwhile
     if conversation.status == Conversation.Status.CANCELLING:
+        if paused is not None:
+            close_paused_turn(conversation.pk, paused, CANCELLED_CALL)
         finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
                Conversation.Status.IDLE)
         return RunOutcome("cancelled")
     try:
         run = build_run(conversation, provider=provider, executor=executor)
-        outcome = run.run()
+        outcome = run.run(resume=paused)
     except RunReleased:
         raise  # not a failure of this conversation: a newer run or the release owns it now
+    except Paused:
+        return RunOutcome("waiting")
     except Cancelled:
         finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
                Conversation.Status.IDLE)
