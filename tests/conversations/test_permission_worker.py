@@ -2,16 +2,25 @@
 and the answer — allow, deny, or the scheduled timeout — queues the task that resumes it."""
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from playground.celery_app import app
 from playground.conversations import services
+from playground.conversations.broadcast import conversation_group
 from playground.conversations.models import Conversation, Event
 from playground.registry.models import PermissionRule
 from tests.conversations.conftest import events_of, make_profile
+from tests.conversations.test_lost_worker import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 TIME = "mcp__time__get_current_time"
@@ -131,3 +140,67 @@ def test_cancelling_while_waiting_ends_the_run(celery_worker, admin_user, tool_w
     services.answer_permission(conversation, second.sequence, "once", user=admin_user)
     wait_idle(conversation)
     assert [e.payload["choice"] for e in events_of(conversation, "permission_answer")] == ["cancelled", "once"]
+
+
+def test_a_one_process_prefork_worker_pauses_resumes_and_broadcasts_from_its_child(
+        redis, admin_user, tool_world, asking_profile, native_profile, tmp_path):
+    """The deployment's pool: the task runs in a forked child, which sends events through its own
+    channel layer (playground.realtime resets after fork) and is free while the prompt is open."""
+    waiting = services.start_conversation(admin_user, profile=asking_profile, provider="demo")
+    joined, stop, received = threading.Event(), threading.Event(), []
+
+    def listen() -> None:
+        async def run() -> None:
+            layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+            channel = await layer.new_channel()
+            await layer.group_add(conversation_group(waiting.pk), channel)
+            joined.set()
+            try:
+                while not stop.is_set():
+                    try:
+                        received.append((await asyncio.wait_for(layer.receive(channel), timeout=0.5))["sequence"])
+                    except asyncio.TimeoutError:
+                        pass
+            finally:
+                await layer.close_pools()
+
+        asyncio.run(run())
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    assert joined.wait(10)
+    queue = os.environ["CELERY_TASK_DEFAULT_QUEUE"]
+    previous = app.conf.broker_url, app.conf.task_always_eager
+    app.conf.broker_url, app.conf.task_always_eager = redis, False
+    app.control.purge()
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--pool", "prefork", "--concurrency", "1",
+         "-Q", queue, "-n", f"prefork-{os.getpid()}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
+        env={**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": redis}, stdout=log.open("ab"),
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        services.send_message(waiting, QUESTION, user=admin_user)
+        prompt = wait_until(lambda: Event.objects.filter(conversation=waiting, type="permission_prompt").first(),
+                            "a permission prompt", 90)
+        wait_until(lambda: conversation_row(waiting).heartbeat_at is None, "the paused task ended", 30)
+        other = services.start_conversation(admin_user, profile=native_profile, provider="demo")
+        services.send_message(other, QUESTION, user=admin_user)
+        assert time_result(wait_idle(other))["is_error"] is False
+        services.answer_permission(waiting, prompt.sequence, "once", user=admin_user)
+        last = wait_idle(waiting).next_sequence - 1
+        wait_until(lambda: last in received, "the last event's broadcast", 30)
+    except AssertionError:
+        raise AssertionError(f"worker log:\n{log.read_text()[-3000:]}") from None
+    finally:
+        stop.set()
+        listener.join(10)
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+        app.conf.broker_url, app.conf.task_always_eager = previous
+    assert set(range(1, last + 1)) <= set(received)  # every saved event was announced, most from the child
