@@ -34,7 +34,6 @@ from playground.conversations.providers import (
 )
 from playground.conversations.services import (
     CANCELLED_CALL,
-    answer_permission,
     close_paused_turn,
     pending_answer,
     queue_prompt_timeout,
@@ -60,7 +59,6 @@ from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 logger = logging.getLogger(__name__)
 
 SERVER_SEARCH_BLOCKS = ("server_tool_use", "tool_search_tool_result")
-PERMISSION_POLL_SECONDS = 0.2
 
 
 class Cancelled(Exception):
@@ -68,12 +66,18 @@ class Cancelled(Exception):
 
 
 class AwaitingAnswer(Exception):
-    """A call needs the person's permission: the run pauses (raised before the prompt is recorded)."""
+    """A call needs the person's permission: the run pauses (raised before the prompt is recorded).
 
-    def __init__(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str, call_sequence: int) -> None:
+    It climbs from the run that made the call through any subagent runs to the main run; each adds
+    the frame it needs to go on (`frames`, outermost first), and the main run saves them (`pause`).
+    """
+
+    def __init__(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str, call_sequence: int,
+                 parent_sequence: int | None) -> None:
         super().__init__(name)
         self.tool_use_id, self.name, self.arguments, self.reason = tool_use_id, name, arguments, reason
-        self.call_sequence = call_sequence
+        self.call_sequence, self.parent_sequence = call_sequence, parent_sequence
+        self.frames: list[dict[str, Any]] = []
 
 
 class Paused(Exception):
@@ -256,31 +260,45 @@ class AgentRun:
         """Run one response's tool calls, store their results and finish the turn (raises Paused / Cancelled).
 
         With `resume`, the calls before the paused one already ran (their results are in it) and the
-        paused call is settled by its answer.
+        paused call is settled by its answer — or, when it is an `Agent` call whose subagent paused,
+        the subagent goes on from its own saved frame (`child`).
         """
         results: list[dict[str, Any]] = list(resume["results"]) if resume else []
         siblings: list[dict[str, Any]] = list(resume["siblings"]) if resume else []
-        start = resume["index"] if resume else 0
+        index = resume["index"] if resume else 0
         try:
-            if resume is not None:
-                self.check_cancel()
-                result, sibling = self.answered_call(resume, plan, turn_seq)
-                results.append(result)
-                siblings.extend(sibling)
-                start += 1
-            for index in range(start, len(tool_uses)):
-                self.check_cancel()
-                try:
+            try:
+                if resume is not None:
+                    self.check_cancel()
+                    if "child" in resume:  # the paused call is inside the subagent this Agent call runs
+                        block, child = tool_uses[index], resume["child"]
+                        result = self.run_subagent(block["id"], block.get("input") or {}, child["parent_sequence"], turn_seq,
+                                                   resume=child)
+                        sibling = []
+                    else:
+                        result, sibling = self.answered_call(resume, plan, turn_seq)
+                    results.append(result)
+                    siblings.extend(sibling)
+                    index += 1
+                while index < len(tool_uses):
+                    self.check_cancel()
                     result, sibling = self.handle_tool_use(tool_uses[index], plan, backend, pending, turn_seq)
-                except AwaitingAnswer as waiting:
-                    self.pause(waiting, {
-                        "turn": turn, "turn_sequence": turn_seq, "stop_reason": stop_reason, "tool_uses": tool_uses,
-                        "index": index, "results": results, "siblings": siblings, "final_text": final_text,
-                        "server_sent": sorted(self._server_sent),
-                    })
-                    raise Paused() from None
-                results.append(result)
-                siblings.extend(sibling)
+                    results.append(result)
+                    siblings.extend(sibling)
+                    index += 1
+            except AwaitingAnswer as waiting:
+                frame = {
+                    "turn": turn, "turn_sequence": turn_seq, "stop_reason": stop_reason, "tool_uses": tool_uses,
+                    "index": index, "results": results, "siblings": siblings, "final_text": final_text,
+                    "server_sent": sorted(self._server_sent),
+                }
+                if self.parent_sequence is not None:
+                    # A subagent: its history lives in memory, so it goes into the frame; the parent pauses.
+                    waiting.frames.insert(0, {**frame, "messages": self.store.load(), "parent_sequence": self.parent_sequence})
+                    raise
+                waiting.frames.insert(0, frame)
+                self.pause(waiting)
+                raise Paused() from None
         except Cancelled:
             # Keep the history valid for the next message: every tool_use gets its tool_result.
             answered = {r["tool_use_id"] for r in results}
@@ -387,12 +405,8 @@ class AgentRun:
                        else f"Tool {name!r} does not exist or is not available in this conversation.")
             return self.tool_error(tool_use_id, name, message, turn_seq), []
         if decision.effect == "ask" and name not in self.always_allowed():
-            if self.parent_sequence is None:
-                # The main run pauses (run_tools → pause); a subagent's run lives in memory and waits.
-                raise AwaitingAnswer(tool_use_id, name, arguments, decision.reason, call_seq)
-            allowed, why = self.ask_permission(tool_use_id, name, arguments, decision.reason, turn_seq)
-            if not allowed:
-                return self.tool_error(tool_use_id, name, why, turn_seq), []
+            # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
+            raise AwaitingAnswer(tool_use_id, name, arguments, decision.reason, call_seq, self.parent_sequence)
         return self.run_allowed_call(tool_use_id, name, arguments, tool, call_seq, turn_seq)
 
     def run_allowed_call(self, tool_use_id: str, name: str, arguments: dict[str, Any], tool: Any, call_seq: int,
@@ -435,21 +449,34 @@ class AgentRun:
     def always_allowed(self) -> list[str]:
         return list(Conversation.objects.filter(pk=self.conversation.pk).values_list("always_allowed", flat=True).first() or [])
 
-    def pause(self, waiting: AwaitingAnswer, state: dict[str, Any]) -> None:
+    def pause(self, waiting: AwaitingAnswer) -> None:
         """Record the prompt and save what the run needs to go on, in one transaction: whoever answers
-        finds the saved state (and queues the resumption); the timeout is a task scheduled after commit."""
+        finds the saved state (and queues the resumption); the timeout is a task scheduled after commit.
+
+        The state is the main run's frame; a subagent's frame, when the call is its own, nests as `child`.
+        The innermost frame holds the call waiting for the answer.
+        """
         timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
+        frames = waiting.frames
         with transaction.atomic():
-            prompt_seq = self.emit(ev.PermissionPrompt(tool_use_id=waiting.tool_use_id, name=waiting.name,
-                                                       arguments=waiting.arguments, reason=waiting.reason, timeout_seconds=timeout),
-                                   turn_sequence=state["turn_sequence"], status=Conversation.Status.WAITING)
-            state = {**state, "prompt_sequence": prompt_seq, "call_sequence": waiting.call_sequence, "timeout": timeout,
-                     "call": {"id": waiting.tool_use_id, "name": waiting.name, "input": waiting.arguments}}
+            prompt = record_event(
+                self.conversation,
+                ev.PermissionPrompt(tool_use_id=waiting.tool_use_id, name=waiting.name, arguments=waiting.arguments,
+                                    reason=waiting.reason, timeout_seconds=timeout),
+                parent_sequence=waiting.parent_sequence, turn_sequence=frames[-1]["turn_sequence"],
+                status=Conversation.Status.WAITING, run_token=self.conversation.run_token,
+            )
+            common = {"prompt_sequence": prompt.sequence, "timeout": timeout}
+            state: dict[str, Any] = {**frames[-1], **common, "call_sequence": waiting.call_sequence,
+                                     "call": {"id": waiting.tool_use_id, "name": waiting.name, "input": waiting.arguments}}
+            for frame in reversed(frames[:-1]):
+                state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
-            conversation_id = self.conversation.pk
+            conversation_id, prompt_seq = self.conversation.pk, prompt.sequence
             transaction.on_commit(lambda: queue_prompt_timeout(conversation_id, prompt_seq, timeout))
 
-    def answered_call(self, state: dict[str, Any], plan: RequestPlan, turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def answered_call(self, state: dict[str, Any], plan: RequestPlan,
+                      turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Settle the call a paused run waited on, by the answer its prompt got."""
         call = state["call"]
         tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
@@ -463,61 +490,31 @@ class AgentRun:
             return self.tool_error(tool_use_id, name, f"Tool {name!r} is no longer available in this conversation.", turn_seq), []
         return self.run_allowed_call(tool_use_id, name, arguments, tool, int(state.get("call_sequence") or 0), turn_seq)
 
-    def ask_permission(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str,
-                       turn_seq: int) -> tuple[bool, str]:
-        """A subagent waits for the person: approve once / always / deny, or deny on timeout. Polls the database.
-
-        (The main run pauses instead and holds no worker; a subagent's history lives in this worker's memory.)
-        """
-        timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
-        prompt_seq = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason,
-                                                   timeout_seconds=timeout),
-                               turn_sequence=turn_seq, status=Conversation.Status.WAITING)
-        deadline = time.monotonic() + timeout
-        while True:
-            answer = pending_answer(self.conversation.pk, prompt_seq)
-            if answer is not None:
-                break
-            try:
-                self.check_cancel()
-            except Cancelled:
-                # Close the prompt so its buttons go away; the first answer wins if the person was quicker.
-                try:
-                    answer_permission(self.conversation, prompt_seq, "cancelled", note="the run was cancelled")
-                except Exception:  # noqa: BLE001 - already answered
-                    pass
-                raise
-            if time.monotonic() >= deadline:
-                try:
-                    answer = answer_permission(self.conversation, prompt_seq, "timeout",
-                                               note=f"no answer within {timeout:g} s: denied")
-                except Exception:  # noqa: BLE001 - the person answered at the same moment: theirs wins
-                    answer = pending_answer(self.conversation.pk, prompt_seq)
-                break
-            time.sleep(PERMISSION_POLL_SECONDS)
-        return permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name, timeout)
-
-    def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int) -> dict[str, Any]:
+    def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
+                     resume: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run an `Agent` call as a nested run; with `resume`, go on with the subagent that paused on a prompt."""
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
             return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
+        messages = resume["messages"] if resume is not None else [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
-            policy=sub_policy, agent_settings=sub_settings,
-            store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
+            policy=sub_policy, agent_settings=sub_settings, store=MemoryMessages(messages),
             parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
-        released = False
+        learn = True
         try:
-            outcome = child.run()
-        except RunReleased:
-            released = True  # this run no longer owns the conversation: it writes nothing more
+            outcome = child.run(resume=resume)
+        except (RunReleased, AwaitingAnswer):
+            # Released: this run no longer owns the conversation and writes nothing more. Waiting: the
+            # subagent's history is saved with the paused run, and learned from once it has finished.
+            learn = False
             raise
         finally:  # a subagent's history lives in memory only: learn from it now (cancelled too)
-            if not released:
+            if learn:
                 record_usage_safely(self.conversation.pk, child.store.load())
         is_error = outcome.reason != "end_turn"
         text = outcome.final_text or f"The subagent ended without an answer ({outcome.reason})."

@@ -144,22 +144,54 @@ def test_the_agent_tool_runs_a_subagent_whose_events_nest_under_the_call(admin_u
     assert last_result(fake_api)["content"] == [{"type": "text", "text": "Tokyo: noon."}]
 
 
-def test_a_subagents_prompt_waits_in_its_worker_and_times_out(admin_user, tool_world, native_profile, fake_api, claude,
-                                                               settings):
-    # A subagent's history lives in the worker's memory: it cannot pause, so it still waits (and times out).
-    settings.PERMISSION_PROMPT_TIMEOUT_SECONDS = 0.3
+def test_a_subagents_prompt_pauses_the_whole_run_and_the_subagent_goes_on_after_the_answer(
+        admin_user, tool_world, native_profile, fake_api, claude):
     PermissionRule.objects.create(effect="ask", pattern="echo")
     fake_api.script(
         tool_use_reply("Agent", {"description": "echo", "prompt": "echo hi"}),
-        tool_use_reply("echo", {"text": "hi"}),
-        text_reply("could not echo"),
+        tool_use_reply("echo", {"text": "hi"}),  # the subagent's call: it asks
+        tool_use_reply("echo", {"text": "again"}),  # and asks again on resumption
+        text_reply("echoed twice"),
         text_reply("done"),
     )
     conversation, outcome = converse(admin_user, "ask a helper to echo", profile=native_profile, provider=claude)
-    assert outcome.reason == "end_turn" and conversation.paused_run is None
+    assert outcome.reason == "waiting" and conversation.status == Conversation.Status.WAITING
+    call = next(e for e in events_of(conversation, "tool_call") if e.payload["name"] == "Agent")
     prompt = events_of(conversation, "permission_prompt")[0]
-    assert prompt.parent_sequence is not None
-    assert events_of(conversation, "permission_answer")[0].payload["choice"] == "timeout"
+    assert prompt.parent_sequence == call.sequence  # shown nested under the Agent call
+    state = conversation.paused_run
+    assert "call" not in state and state["child"]["call"]["name"] == "echo"  # the call waits in the subagent
+    assert state["child"]["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "echo hi"}]}
+
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    assert resume(conversation, prompt, claude).reason == "waiting"  # the subagent's second call asks again
+    second = events_of(conversation, "permission_prompt")[-1]
+    assert second.parent_sequence == call.sequence and second.sequence != prompt.sequence
+    services.answer_permission(conversation, second.sequence, "deny", user=admin_user)
+    assert resume(conversation, second, claude).reason == "end_turn"
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    # The subagent's history went on where it stopped: its third request carries both results.
+    sub_messages = fake_api.message_requests[3].body["messages"]
+    assert sub_messages[0]["content"][0]["text"] == "echo hi"
+    assert sub_messages[2]["content"][0]["content"][0]["text"] == "hi"
+    assert "denied permission" in sub_messages[4]["content"][0]["content"][0]["text"]
+    agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
+    assert agent_result.payload["content"] == [{"type": "text", "text": "echoed twice"}]
+    assert last_result(fake_api)["content"] == [{"type": "text", "text": "echoed twice"}]
+
+
+def test_cancelling_a_paused_subagent_answers_the_agent_call(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("Agent", {"description": "echo", "prompt": "echo hi"}), tool_use_reply("echo", {"text": "hi"}),
+                    text_reply("next answer"))
+    conversation, _ = converse(admin_user, "ask a helper to echo", profile=native_profile, provider=claude)
+    assert services.request_cancel(conversation, user=admin_user)
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn"
 
 
 def test_compaction_summarises_older_messages_and_carries_discovered_tools(admin_user, tool_world, native_profile, fake_api,
