@@ -200,6 +200,9 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             return True
         if locked.status == Conversation.Status.CANCELLING and _run_is_stale(locked):
             # Nobody acted on the first cancel for a long time: the worker died. Free the conversation.
+            if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
+                Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
+                close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL)
             record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
                                                note="stopped: no worker answered the cancel request"),
                          status=Conversation.Status.IDLE)

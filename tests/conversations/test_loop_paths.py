@@ -1,7 +1,10 @@
 """Call-time permissions (deny, ask → once / always / timeout), cancel, subagents and compaction."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from playground.conversations import services
 from playground.conversations.loop import run_conversation
@@ -287,3 +290,20 @@ def test_a_profile_with_a_tuned_backend_searches_with_it(admin_user, tool_world)
     search = events_of(conversation, "toolsearch_query")[0].payload
     assert search["backend"] == "bm25:k1=1.5:server_weight=0" and TIME in search["loaded"], search
     assert outcome.reason == "end_turn"
+
+
+def test_a_second_cancel_frees_an_answered_run_no_worker_resumed(admin_user, tool_world, native_profile, fake_api, claude,
+                                                                 settings):
+    settings.AGENT_STALE_SECONDS = 60
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
+    conversation, _ = converse(admin_user, "echo", profile=native_profile, provider=claude)
+    prompt = events_of(conversation, "permission_prompt")[0]
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # its resumption is lost
+    assert services.request_cancel(conversation, user=admin_user)
+    Event.objects.filter(conversation=conversation).update(created_at=timezone.now() - timedelta(seconds=61))
+    assert services.request_cancel(conversation, user=admin_user)
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn"  # the history is valid: the call got its result
