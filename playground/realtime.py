@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import os
 import threading
 from typing import Any, Callable
 
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
-
-logger = logging.getLogger(__name__)
 
 SEND_TIMEOUT_SECONDS = 5.0
 CLOSE_UNAUTHENTICATED = 4401
