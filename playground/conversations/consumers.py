@@ -14,6 +14,7 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import WebsocketConsumer
 
+from playground.engine import safe_json
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
@@ -50,7 +51,7 @@ class ConversationConsumer(WebsocketConsumer):
         if not self.group:
             return
         try:
-            data = json.loads(text_data or "{}")
+            data = safe_json.loads(text_data or "{}")
         except json.JSONDecodeError:
             self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
             return

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from playground.engine import safe_json
 from playground.mcp_servers.models import McpServer
 
 # Shown instead of every env and header value. Submitting it unchanged keeps the stored value.
@@ -183,7 +184,7 @@ class ToolCallForm(forms.Form):
                 self.errors.pop(ARG_PREFIX + name, None)
             text = (data.get("raw_arguments") or "").strip() or "{}"
             try:
-                arguments = json.loads(text)
+                arguments = safe_json.loads(text)
             except json.JSONDecodeError as exc:
                 raise forms.ValidationError(f"raw arguments are not valid JSON: {exc}") from None
             if not isinstance(arguments, dict):
@@ -201,7 +202,7 @@ class ToolCallForm(forms.Form):
                 value = json.loads(value)
             elif getattr(field, "json_value", None):
                 try:
-                    value = json.loads(value)
+                    value = safe_json.loads(value)
                 except json.JSONDecodeError as exc:
                     self.add_error(key, f"not valid JSON: {exc}")
                     continue

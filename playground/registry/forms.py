@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.announcements import MIN_BUDGET_TOKENS
 from playground.engine.modes import parse_mode
+from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.conversations.providers import provider_choices, provider_class
@@ -34,6 +35,7 @@ class PrettyJSONField(forms.JSONField):
 
 class ToolForm(forms.ModelForm):
     input_schema = PrettyJSONField(
+        decoder=LimitedJSONDecoder,
         initial={"type": "object", "properties": {}},
         help_text='A JSON Schema object schema: {"type": "object", "properties": {...}}.',
     )
