@@ -196,9 +196,18 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # MCP servers' credentials (URL userinfo and query values, --token=… arguments) are masked in
+    # every record: on the handler, and on the loggers that write a server's URL (so that other
+    # handlers, e.g. Celery's, get masked records too).
+    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub_secrets"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        **{name: {"filters": ["scrub_secrets"]} for name in (
+            "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
+        )},
+    },
 }
 
 # Conversations (issue 5): model providers by key → dotted path of a ModelProvider subclass
