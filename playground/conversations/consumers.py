@@ -53,6 +53,8 @@ class ConversationConsumer(WebsocketConsumer):
         try:
             data = safe_json.loads(text_data or "{}")
         except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):  # not JSON, over the nesting/number limits, or not an object
             self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "send")
