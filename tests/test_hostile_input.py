@@ -176,3 +176,19 @@ def test_profile_settings(world):
         response = client.post(edit, {**base, "backend_settings": settings_text})
         assert response.status_code == 400 and message in response.content.decode(), settings_text
         assert AgentProfile.objects.get(pk=world["profile"].pk).search_backend == ""
+
+
+def test_tool_form_schema(world):
+    client = world["admin"]
+    base = {"name": "mcp__x__new_tool", "description": "d", "input_schema": "{}", "search_hint": "", "enabled": "on"}
+
+    @SETTINGS
+    @given(schema=hostile, name=hostile)
+    def check(schema, name):
+        for url in (reverse("registry:tool_create"), reverse("registry:tool_edit", args=[world["tool"].pk])):
+            assert_no_server_error(client.post(url, {**base, "name": name, "input_schema": schema}), f"tool form {schema!r:.100}")
+
+    check()
+    deep = '{"type": "object", "properties": {"x": ' + '{"items": ' * 3_000 + "{}" + "}" * 3_000 + "}}"
+    response = client.post(reverse("registry:tool_create"), {**base, "input_schema": deep})
+    assert response.status_code < 500 and "Enter valid JSON: nested more than 64 levels deep" in response.content.decode()

@@ -32,6 +32,17 @@ class PrettyJSONField(forms.JSONField):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False)
 
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except forms.ValidationError:
+            # Django says only "Enter a valid JSON."; say where, and which limit (LimitedJSONDecoder).
+            try:
+                json.loads(value, cls=self.decoder)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"Enter valid JSON: {exc}", code="invalid") from None
+            raise
+
 
 class ToolForm(forms.ModelForm):
     input_schema = PrettyJSONField(
