@@ -8,10 +8,9 @@ from django import forms
 
 from playground.engine import safe_json
 from playground.mcp_servers.models import McpServer
+# SECRET_MASK is shown instead of every env and header value. Submitting it unchanged keeps the
+# stored value, unless the URL (headers) or the command (env) it was stored for changed.
 from playground.mcp_servers.secrets import SECRET_MASK
-
-# Shown instead of every env and header value (secrets.SECRET_MASK). Submitting it unchanged keeps
-# the stored value, unless the URL (headers) or the command (env) it was stored for changed.
 
 
 def _parse_pairs(text: str, separator: str, what: str) -> dict[str, str]:
