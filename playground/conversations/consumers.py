@@ -15,6 +15,7 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import WebsocketConsumer
 
+from playground.engine import safe_json
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
@@ -51,8 +52,10 @@ class ConversationConsumer(WebsocketConsumer):
         if not self.group:
             return
         try:
-            data = json.loads(text_data or "{}")
+            data = safe_json.loads(text_data or "{}")
         except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):  # not JSON, over the nesting/number limits, or not an object
             self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "send")

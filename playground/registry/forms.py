@@ -12,6 +12,7 @@ from jsonschema.validators import validator_for
 
 from playground.engine.announcements import MIN_BUDGET_TOKENS
 from playground.engine.modes import parse_mode
+from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.conversations.providers import provider_choices, provider_class
@@ -31,9 +32,21 @@ class PrettyJSONField(forms.JSONField):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False)
 
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except forms.ValidationError:
+            # Django says only "Enter a valid JSON."; say where, and which limit (LimitedJSONDecoder).
+            try:
+                json.loads(value, cls=self.decoder)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"Enter valid JSON: {exc}", code="invalid") from None
+            raise
+
 
 class ToolForm(forms.ModelForm):
     input_schema = PrettyJSONField(
+        decoder=LimitedJSONDecoder,
         initial={"type": "object", "properties": {}},
         help_text='A JSON Schema object schema: {"type": "object", "properties": {...}}.',
     )

@@ -22,7 +22,7 @@ from playground.engine.modes import ModeDecision, decide_mode
 from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
-from playground.engine.search.base import ToolSearchResult
+from playground.engine.search.base import ToolSearchResult, check_query_size
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
@@ -115,7 +115,8 @@ def inspect_query(
     """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
     and whether the mode decision would offer ToolSearch at all. `backend_settings`
     (`aspect_weight=0:intent_weight=0.5`) tunes the backend for this search only; bad settings raise
-    ValueError with a message for the page."""
+    ValueError with a message for the page, and so does a query over the size limits."""
+    check_query_size(query)
     backend_name = backend or (profile.search_backend if profile else "") or ""
     if backend_settings.strip():
         search_backend = adapter.tuned_search_backend(adapter.tuned_backend_spec(backend_name, backend_settings))
