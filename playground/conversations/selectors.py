@@ -63,6 +63,11 @@ def event_view(event: Event) -> dict[str, Any]:
     view: dict[str, Any] = {}
     if event.type == "turn_started":
         view["tokens"] = token_numbers(payload.get("tokens") or {})
+        # Payloads keep the first names of long lists and the full counts (older events: the lists).
+        for kind in ("loaded", "deferred"):
+            names = payload.get(f"{kind}_tools") or []
+            count = payload.get(f"{kind}_count", len(names))
+            view[f"{kind}_count"], view[f"{kind}_more"] = count, max(count - len(names), 0)
     elif event.type == "toolsearch_query":
         scored = payload.get("scored") or []
         top = max((s.get("score", 0) for s in scored), default=0) or 1
