@@ -31,6 +31,7 @@ from playground.engine.announcements import (
     ANNOUNCEMENT_STYLES,
     DEFAULT_BUDGET_SHARE,
     DEFAULT_MAX_SHARE,
+    WARN_SHARE,
     MIN_BUDGET_TOKENS,
     Announcement,
     announce,
@@ -160,6 +161,18 @@ class RequestPlan:
     @property
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
+
+    @property
+    def announcement_warning(self) -> str:
+        """Why the announcement is worth a look: it takes a large share of the context window."""
+        window = self.decision.context_window or 0
+        tokens = self.tokens.announcement_tokens
+        if not window or tokens <= window * WARN_SHARE:
+            return ""
+        return (
+            f"The announcement of deferred tools takes {tokens:,} tokens, {100 * tokens / window:.0f} % of the "
+            f"{window:,}-token context window, on every request: the grouped or budgeted layout would shrink it."
+        )
 
     @property
     def announcement_block(self) -> dict[str, Any] | None:

@@ -286,3 +286,11 @@ def test_toolsearch_finds_the_same_tools_whatever_names_the_announcement_shows(s
     other = plan_for(small_catalog, messages=messages, announcement_layout=layout, announcement_budget=100)
     for query in ("github issue", "+slack message", "select:mcp__github__create_issue", "mcp__slack"):
         assert other.run_tool_search({"query": query}, backend).matches == flat.run_tool_search({"query": query}, backend).matches
+
+
+def test_an_announcement_above_a_tenth_of_the_window_carries_a_warning():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp(f"s{i % 40}", f"tool_number_{i}") for i in range(300))])
+    messages = [{"role": "user", "content": "hi"}]
+    small_window = plan_for(catalog, messages=messages, context_window=30_000)
+    assert "% of the 30,000-token context window" in small_window.announcement_warning
+    assert plan_for(catalog, messages=messages).announcement_warning == ""
