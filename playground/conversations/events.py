@@ -7,6 +7,7 @@ socket that reconnects) and a page that is watching live see exactly the same ro
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -15,6 +16,49 @@ from django.db.models import F
 
 from playground.conversations.broadcast import broadcast_event
 from playground.conversations.models import Conversation, Event
+
+# Payloads stay small at any catalog size: a 50,000-tool turn listed every deferred name (2 MB), and
+# its frame broke the WebSocket server's 1 MiB limit. Lists of names keep the first few and a count;
+# long texts keep their head and their length.
+NAMES_KEPT = 200
+TEXT_KEPT = 64 * 1024
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+def bounded_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, or (above MAX_PAYLOAD_BYTES, e.g. a tool that returned megabytes) a copy whose
+    long strings keep their head and long lists their first NAMES_KEPT items, marked `truncated`."""
+    if _size(payload) <= MAX_PAYLOAD_BYTES:
+        return payload
+
+    def shrink(value: Any, limit: int) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            return value[:limit] + f"… ({len(value) - limit:,} more characters not stored)"
+        if isinstance(value, list):
+            return [shrink(item, limit) for item in value[:NAMES_KEPT]]
+        if isinstance(value, dict):
+            return {key: shrink(item, limit) for key, item in value.items()}
+        return value
+
+    for limit in (16_384, 4_096, 1_024, 256, 64):
+        smaller = shrink(payload, limit)
+        if _size(smaller) <= MAX_PAYLOAD_BYTES:
+            break
+    return {**smaller, "truncated": True}
+
+
+def _size(payload: dict[str, Any]) -> int:
+    return len(json.dumps(payload, ensure_ascii=False, default=str).encode())
+
+
+def kept_names(names: list[str]) -> list[str]:
+    return list(names[:NAMES_KEPT])
+
+
+def kept_text(text: str) -> str:
+    if len(text) <= TEXT_KEPT:
+        return text
+    return text[:TEXT_KEPT] + f"\n… ({len(text) - TEXT_KEPT:,} more characters not stored; the request carried them all)"
 
 
 @dataclass
@@ -36,13 +80,22 @@ class TurnStarted(LoopEvent):
     provider: str
     model: str
     wire_style: str
-    loaded_tools: list[str] = field(default_factory=list)  # sent with full schemas (non-deferred + discovered)
+    loaded_tools: list[str] = field(default_factory=list)  # every tool the request carried (loaded + ToolSearch + discovered)
     deferred_tools: list[str] = field(default_factory=list)  # undiscovered: names only (announcement)
+    loaded_count: int = -1  # the full counts; the lists above keep their first NAMES_KEPT names
+    deferred_count: int = -1
     discovered_tools: list[str] = field(default_factory=list)  # recovered from the history
     tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
     server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
+
+    def __post_init__(self) -> None:
+        if self.loaded_count < 0:
+            self.loaded_count = len(self.loaded_tools)
+        if self.deferred_count < 0:
+            self.deferred_count = len(self.deferred_tools)
+        self.loaded_tools, self.deferred_tools = kept_names(self.loaded_tools), kept_names(self.deferred_tools)
 
 
 @dataclass
@@ -52,6 +105,15 @@ class AnnouncementSent(LoopEvent):
     text: str
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    layout: str = "flat"  # flat | grouped | budgeted: the layout sent
+    reason: str = ""  # why it is not the profile's layout (a list that would not fit the window)
+    text_chars: int = -1  # the whole text's length; `text` keeps its first TEXT_KEPT characters
+
+    def __post_init__(self) -> None:
+        if self.text_chars < 0:
+            self.text_chars = len(self.text)
+        self.text = kept_text(self.text)
+        self.added, self.removed = kept_names(self.added), kept_names(self.removed)
 
 
 @dataclass
@@ -228,7 +290,7 @@ def record_event(
             conversation_id=conversation_id,
             sequence=sequence,
             type=event.type,
-            payload=event.to_payload(),
+            payload=bounded_payload(event.to_payload()),
             parent_sequence=parent_sequence,
             turn_sequence=turn_sequence,
         )

@@ -13,7 +13,6 @@ from django.db.models import QuerySet
 from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
-from playground.engine.requests import TokenAccounting
 
 CHAT_TYPES = ("message", "permission_prompt")
 
@@ -38,22 +37,23 @@ def provider_label(conversation: Conversation) -> str:
 def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     """Sent vs all-tools baseline from the engine's `TokenAccounting.to_dict()`, with bar widths.
 
-    "saved" is the engine's, as the turn stored it: the baseline minus the tools sent *and* the
-    announced deferred names, the price of deferring (the model view shows the same figure). Figures
-    a stored turn lacks come from the engine's accounting of its counts, never from a formula here.
+    "saved" is read as the engine stored it for the turn: the baseline minus the tools sent *and*
+    the announced deferred names, the price of deferring (the model view shows the same figure).
     """
-    accounting = TokenAccounting.from_dict(tokens)
-    sent, baseline, announced = accounting.sent_tokens, accounting.baseline_tokens, accounting.announcement_tokens
-    scale = max(sent, baseline, 1)
-    saved = int(tokens.get("saved_tokens", accounting.saved_tokens)) if baseline else 0
+    sent = int(tokens.get("sent_tokens") or 0)
+    baseline = int(tokens.get("baseline_tokens") or 0)
+    announced = int(tokens.get("announcement_tokens") or 0)
+    scale = max(sent + announced, baseline, 1)
+    saved = int(tokens.get("saved_tokens") or 0)
     return {
         "sent": sent,
         "announced": announced,
+        "cost": sent + announced,
         "baseline": baseline,
-        "sent_pct": round(100 * sent / scale, 1),
+        "sent_pct": round(100 * (sent + announced) / scale, 1),
         "baseline_pct": round(100 * baseline / scale, 1),
         "saved": saved,
-        "saved_pct": tokens.get("saved_percent", accounting.saved_percent) if baseline else 0,
+        "saved_pct": tokens.get("saved_percent") or 0,
     }
 
 
@@ -63,6 +63,11 @@ def event_view(event: Event) -> dict[str, Any]:
     view: dict[str, Any] = {}
     if event.type == "turn_started":
         view["tokens"] = token_numbers(payload.get("tokens") or {})
+        # Payloads keep the first names of long lists and the full counts (older events: the lists).
+        for kind in ("loaded", "deferred"):
+            names = payload.get(f"{kind}_tools") or []
+            count = payload.get(f"{kind}_count", len(names))
+            view[f"{kind}_count"], view[f"{kind}_more"] = count, max(count - len(names), 0)
     elif event.type == "toolsearch_query":
         scored = payload.get("scored") or []
         top = max((s.get("score", 0) for s in scored), default=0) or 1
@@ -113,8 +118,13 @@ def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
 
 def tokens_total(events: list[Event]) -> dict[str, int]:
     rows = turn_rows(events)
-    return {"sent": sum(r["numbers"]["sent"] for r in rows), "baseline": sum(r["numbers"]["baseline"] for r in rows),
-            "turns": len(rows)}
+    return {
+        "sent": sum(r["numbers"]["sent"] for r in rows),
+        "announced": sum(r["numbers"]["announced"] for r in rows),
+        "cost": sum(r["numbers"]["cost"] for r in rows),
+        "baseline": sum(r["numbers"]["baseline"] for r in rows),
+        "turns": len(rows),
+    }
 
 
 def tokens_total_for(conversation_id: int) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""`python -m playground.toolsearch search|eval|bench`: the engine from a terminal, no database.
+"""`python -m playground.toolsearch search|eval|bench|announce`: the engine from a terminal, no database.
 
 Exit codes: 0 done, 2 bad input (unreadable or malformed catalog / query file, unknown backend,
 bad arguments); the message names the file and line.
@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from playground.engine.benchmark import BenchConfig, format_table, run_bench
+from playground.engine.announcements import announce, estimate_tokens
+from playground.engine.benchmark import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
+from playground.engine.permissions import PermissionPolicy
+from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.engine.search import quality, speed
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
+from playground.engine.tokens import CharEstimateCounter
 
 EXIT_BAD_INPUT = 2
 
@@ -194,6 +198,76 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def announcement_figures(catalog, layout: str, *, budget: int = 0, context_window: int = 200_000) -> dict:
+    """A first turn's tool overhead with the default loaded tools, for one announcement layout.
+
+    `fits_window` is false when the request builder would refuse the layout (its list is above the
+    cap) and send the budgeted one instead; the figures are still the refused layout's own.
+    """
+    counter = CharEstimateCounter()
+    settings = AgentSettings(mode="true", announcement_layout=layout, announcement_budget=budget, context_window=context_window)
+    state = ConversationState([{"role": "user", "content": "hello"}])
+    plan = build_request(catalog, PermissionPolicy(), settings, state, token_counter=counter)
+    asked = announce(plan.deferred_tools, [], "full", layout=layout, budget_tokens=settings.announcement_budget_tokens)
+    announcement_tokens = estimate_tokens(asked.text)
+    first_turn = plan.tokens.sent_tokens + announcement_tokens
+    everything = plan.tokens.baseline_tokens
+    return {
+        "style": layout,
+        "tools": len(catalog),
+        "announcement_tokens": announcement_tokens,
+        "first_turn_tool_tokens": first_turn,
+        "all_tools_tokens": everything,
+        "saved_share": round(1 - first_turn / everything, 4) if everything else 0.0,
+        "fits_window": announcement_tokens <= settings.announcement_max_tokens,
+    }
+
+
+def cmd_announce(args: argparse.Namespace) -> int:
+    if args.sizes:
+        return cmd_announce_table(args)
+    if not args.catalog:
+        raise BadInput("announce needs --catalog FILE, or --sizes N[,N] to grow catalogs from the shared toolsets")
+    catalog = load_catalog(args.catalog)
+    try:
+        figures = announcement_figures(catalog, args.style, budget=args.budget, context_window=args.context_window)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"{figures['style']} announcement of {figures['tools']:,} tools: {figures['announcement_tokens']:,} tokens")
+    print(f"first turn's tools + announcement: {figures['first_turn_tool_tokens']:,} tokens "
+          f"(every tool in full: {figures['all_tools_tokens']:,}; saved {figures['saved_share']:.1%})")
+    if not figures["fits_window"]:
+        print(f"refused: above half of the {args.context_window:,}-token window; the request builder sends the budgeted layout instead")
+    return 0
+
+
+def cmd_announce_table(args: argparse.Namespace) -> int:
+    """Every layout at every size, catalogs grown from the shared toolsets as `bench` grows them."""
+    folder = Path(args.toolsets) if args.toolsets else toolsets_dir()
+    try:
+        base = source_tools(folder)
+    except FileNotFoundError as exc:
+        raise BadInput(str(exc)) from None
+    rows = []
+    for size in args.sizes:
+        catalog = scaled_catalog(base, size)
+        for layout in ("flat", "grouped", "budgeted"):
+            rows.append(announcement_figures(catalog, layout, budget=args.budget, context_window=args.context_window))
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"first turn with the default loaded tools; tokens estimated as characters ÷ 2.5; window {args.context_window:,}")
+    print(f"{'tools':>8}  {'layout':<9} {'announcement':>12} {'first turn':>10} {'% window':>8} {'all tools':>10} {'saved':>7}  fits")
+    for row in rows:
+        share = 100 * row["first_turn_tool_tokens"] / args.context_window
+        print(f"{row['tools']:>8,}  {row['style']:<9} {row['announcement_tokens']:>12,} {row['first_turn_tool_tokens']:>10,} "
+              f"{share:>7.1f}% {row['all_tools_tokens']:>10,} {row['saved_share']:>7.1%}  {'yes' if row['fits_window'] else 'REFUSED'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m playground.toolsearch", description="ToolSearch engine: search a catalog, evaluate a backend, benchmark the scorer.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -238,6 +312,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also time the backends that learn from usage with a log of N past searches ('NAME +usage' rows; build s = the index update when the log changes)")
     bench.add_argument("--search-backends", default=",".join(BENCH_BACKENDS), help="retrieval backends to add rows for (comma-separated; '' for none; NAME:option=value for other settings, e.g. hybrid:aspect_weight=0)")
     bench.set_defaults(handler=cmd_bench)
+
+    announce = commands.add_parser("announce", help="a first turn's tokens with one announcement layout (flat, grouped, budgeted)")
+    announce.add_argument("--catalog", help="one catalog file (prints one object with --json)")
+    announce.add_argument("--sizes", type=_sizes, help="instead of --catalog: grow catalogs of these sizes from the shared toolsets and print every layout")
+    announce.add_argument("--toolsets", help="with --sizes: folder holding the shared catalogs (default: $TOOLSETS_DIR or ../shared/toolsets)")
+    announce.add_argument("--style", choices=["flat", "grouped", "budgeted"], default="flat", help="the announcement layout")
+    announce.add_argument("--budget", type=_not_negative, default=0, help="budgeted layout's token budget (0: 2%% of the window)")
+    announce.add_argument("--context-window", type=_positive, default=200_000)
+    announce.add_argument("--json", action="store_true",
+                          help='one object: {"style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window"}')
+    announce.set_defaults(handler=cmd_announce)
     return parser
 
 

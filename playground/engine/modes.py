@@ -10,7 +10,9 @@ Gates, in order (the first that applies decides):
 3. native wire style and the model matches a "no tool_reference support" pattern → off.
 4. native wire style, mode unset and `ANTHROPIC_BASE_URL` not Anthropic's → off (gateways often reject
    `defer_loading`; an explicit `true`/`auto` overrides this, as in Claude Code).
-5. no deferred tools among the permitted ones → off (nothing to defer).
+5. no deferred tools among the permitted ones → off (nothing to defer), unless MCP servers are still
+   connecting: then on, so ToolSearch is there to find their tools when they arrive (and names the
+   pending servers meanwhile), as in Claude Code.
 6. `true` / unset / `auto:0` → on; `auto:100` → off; `auto:N` → the token threshold.
 The client wire style needs neither `tool_reference` nor `defer_loading`, so gates 3 and 4 do not
 apply to it: that is what it is for.
@@ -109,6 +111,7 @@ def decide_mode(
     tool_search_permitted: bool = True,
     wire_style: str = NATIVE_STYLE,
     deferred_tokens: int | None = None,
+    pending_mcp_servers: Sequence[str] = (),
 ) -> ModeDecision:
     """Decide for one request. `deferred_tools` are the permitted deferred tools (API dicts, or any
     sequence of them when `deferred_tokens` already gives their token count)."""
@@ -137,6 +140,14 @@ def decide_mode(
                 "third-party-base-url",
                 f"ANTHROPIC_BASE_URL={base_url!r} is not Anthropic's and ENABLE_TOOL_SEARCH is unset: off, since gateways often reject defer_loading (set it to true to force)",
             )
+    if not deferred_tools and pending_mcp_servers:
+        return decision(
+            True,
+            "pending-servers",
+            f"no tool is deferred yet, but {len(pending_mcp_servers)} MCP server(s) are still connecting "
+            f"({', '.join(pending_mcp_servers)}): tool search stays on so their tools can be found when they arrive",
+            deferred_tokens=0,
+        )
     if not deferred_tools:
         return decision(False, "nothing-deferred", "no permitted tool is deferred: nothing to search")
     # Measured whatever the mode, so the UI can show what deferral saves (counts are cached per list).

@@ -26,7 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.engine.announcements import ANNOUNCEMENT_STYLES, Announcement, announce
+from playground.engine.announcements import (
+    ANNOUNCEMENT_LAYOUTS,
+    ANNOUNCEMENT_STYLES,
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_MAX_SHARE,
+    WARN_SHARE,
+    MIN_BUDGET_TOKENS,
+    Announcement,
+    announce,
+)
 from playground.engine.history import (
     CompactionBoundary,
     Message,
@@ -57,6 +66,8 @@ class AgentSettings:
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
+    announcement_layout: str = "flat"  # flat | grouped | budgeted
+    announcement_budget: int = 0  # budgeted layout's token budget; 0 → DEFAULT_BUDGET_SHARE of the window
     model: str = "claude-sonnet-4-5"
     context_window: int = 200_000
     base_url: str = ""
@@ -69,8 +80,25 @@ class AgentSettings:
             raise ValueError(f"unknown wire style {self.wire_style!r} (expected native or client)")
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
+        if self.announcement_layout not in ANNOUNCEMENT_LAYOUTS:
+            raise ValueError(
+                f"unknown announcement layout {self.announcement_layout!r} (expected flat, grouped or budgeted)"
+            )
         if self.context_window <= 0:
             raise ValueError("context_window must be positive")
+        if self.announcement_budget and self.announcement_budget < MIN_BUDGET_TOKENS:
+            raise ValueError(
+                f"announcement_budget must be 0 (2 % of the window) or at least {MIN_BUDGET_TOKENS} tokens"
+            )
+
+    @property
+    def announcement_budget_tokens(self) -> int:
+        return self.announcement_budget or max(MIN_BUDGET_TOKENS, int(self.context_window * DEFAULT_BUDGET_SHARE))
+
+    @property
+    def announcement_max_tokens(self) -> int:
+        """Above this a flat or grouped list is never sent: the budgeted layout goes instead."""
+        return max(1, int(self.context_window * DEFAULT_MAX_SHARE))
         self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
 
 
@@ -107,15 +135,6 @@ class TokenAccounting:
             "source": self.source,
         }
 
-    @classmethod
-    def from_dict(cls, stored: dict[str, Any]) -> TokenAccounting:
-        """Back from `to_dict()` (a stored turn's figures); missing counts read as 0."""
-        return cls(
-            sent_tokens=int(stored.get("sent_tokens") or 0),
-            baseline_tokens=int(stored.get("baseline_tokens") or 0),
-            source=str(stored.get("source") or ""),
-            announcement_tokens=int(stored.get("announcement_tokens") or 0),
-        )
 
 
 @dataclass
@@ -143,6 +162,18 @@ class RequestPlan:
     @property
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
+
+    @property
+    def announcement_warning(self) -> str:
+        """Why the announcement is worth a look: it takes a large share of the context window."""
+        window = self.decision.context_window or 0
+        tokens = self.tokens.announcement_tokens
+        if not window or tokens <= window * WARN_SHARE:
+            return ""
+        return (
+            f"The announcement of deferred tools takes {tokens:,} tokens, {100 * tokens / window:.0f} % of the "
+            f"{window:,}-token context window, on every request: the grouped or budgeted layout would shrink it."
+        )
 
     @property
     def announcement_block(self) -> dict[str, Any] | None:
@@ -215,7 +246,8 @@ def build_request(
     loaded: list[Tool] = [t for t in permitted if not permitted.is_deferred(t.name)]
 
     # 3. Mode.
-    decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter)
+    decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter,
+                         pending_mcp_servers=pending_mcp_servers)
     history = _with_summary(state)
     baseline = token_counter.count_engine_tools(permitted.tools)
 
@@ -258,7 +290,14 @@ def build_request(
     sent_names = [t["name"] for t in tools]
     messages = drop_dangling_references(history, sent_names) if native else strip_tool_references(history)
 
-    announcement = announce([t.name for t in deferred], state.messages, settings.announcement_style)
+    announcement = announce(
+        [t.name for t in deferred],
+        state.messages,
+        settings.announcement_style,
+        layout=settings.announcement_layout,
+        budget_tokens=settings.announcement_budget_tokens,
+        max_tokens=settings.announcement_max_tokens,
+    )
     system = settings.system_prompt
     placement = ""
     if announcement is not None and settings.announcement_style == "full":
@@ -297,7 +336,7 @@ def build_request(
 
 
 def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_permitted: bool,
-              token_counter: TokenCounter) -> ModeDecision:
+              token_counter: TokenCounter, pending_mcp_servers: Sequence[str] = ()) -> ModeDecision:
     """Whether ToolSearch is on for a turn over these permitted tools, and why: the one place the
     mode decision gets the turn's inputs (the request plan and `turn.plan_turn` both ask here)."""
     deferred = list(permitted.deferred)
@@ -312,6 +351,7 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
         unsupported_model_patterns=settings.unsupported_model_patterns,
         tool_search_permitted=tool_search_permitted,
         wire_style=settings.wire_style,
+        pending_mcp_servers=pending_mcp_servers,
     )
 
 

@@ -71,7 +71,8 @@ class TurnPlan:
         if "request" in self.__dict__ or self._filtered is None:
             return self.request.decision
         return turn_mode(self.permitted, self.settings, token_counter=self.token_counter,
-                         tool_search_permitted=self.policy.decide(TOOL_SEARCH_NAME).permitted)
+                         tool_search_permitted=self.policy.decide(TOOL_SEARCH_NAME).permitted,
+                         pending_mcp_servers=self.pending_mcp_servers)
 
     @property
     def tokens(self) -> TokenAccounting:

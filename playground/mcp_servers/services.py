@@ -47,6 +47,7 @@ from playground.mcp_servers.connection import (
     list_server_tools,
 )
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
 from playground.registry.models import Tool
@@ -108,7 +109,7 @@ def set_status(server: McpServer, status: str, *, last_error: str | None = None)
     server.status = status
     fields = ["status", "updated_at"]
     if last_error is not None:
-        server.last_error = last_error
+        server.last_error = scrub_for(server, last_error)
         fields.append("last_error")
     server.save(update_fields=fields)
     server_id = server.pk
@@ -167,6 +168,8 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
 
 
 def _record_failure(server: McpServer, message: str, started: float) -> SyncResult:
+    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets.
+    message = scrub_for(server, message)
     result = SyncResult(
         server=server.name, ok=False, status=McpServer.Status.FAILED, error=message,
         duration_ms=(time.perf_counter() - started) * 1000,
@@ -256,7 +259,7 @@ def request_sync(server: McpServer) -> None:
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
-                status=McpServer.Status.FAILED, last_error=f"could not queue the sync (is Redis running?): {exc}"
+                status=McpServer.Status.FAILED, last_error=scrub_for(server, f"could not queue the sync (is Redis running?): {exc}")
             )
             broadcast_server_status(server_id)
 

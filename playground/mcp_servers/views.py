@@ -18,6 +18,7 @@ from playground.mcp_servers.connection import McpConnectionError, check_connecti
 from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, ToolCallForm
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool
 from playground.mcp_servers.transports import ServerConfig
 
@@ -126,7 +127,7 @@ def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         context["probe"] = check_connection(ServerConfig.from_server(server))
     except McpConnectionError as exc:
-        context["error"] = str(exc)
+        context["error"] = scrub_for(server, str(exc))
     return render(request, "mcp_servers/_test_result.html", context)
 
 

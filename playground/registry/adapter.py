@@ -257,6 +257,8 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "backend": (profile.search_backend if profile else "") or settings.TOOLSEARCH_DEFAULT_BACKEND,
         "max_results": profile.max_results if profile else 5,
         "announcement_style": profile.announcement_style if profile else "full",
+        "announcement_layout": profile.announcement_layout if profile else "flat",
+        "announcement_budget": profile.announcement_budget if profile else 0,
         "model": (profile.model if profile else "") or settings.DEFAULT_MODEL,
         "context_window": settings.CONTEXT_WINDOW_TOKENS,
         "base_url": settings.ANTHROPIC_BASE_URL,

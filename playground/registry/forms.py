@@ -10,7 +10,9 @@ from django.conf import settings
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from playground.engine.announcements import MIN_BUDGET_TOKENS
 from playground.engine.modes import parse_mode
+from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.registry import adapter, ports
@@ -29,9 +31,21 @@ class PrettyJSONField(forms.JSONField):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False)
 
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except forms.ValidationError:
+            # Django says only "Enter a valid JSON."; say where, and which limit (LimitedJSONDecoder).
+            try:
+                json.loads(value, cls=self.decoder)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"Enter valid JSON: {exc}", code="invalid") from None
+            raise
+
 
 class ToolForm(forms.ModelForm):
     input_schema = PrettyJSONField(
+        decoder=LimitedJSONDecoder,
         initial={"type": "object", "properties": {}},
         help_text='A JSON Schema object schema: {"type": "object", "properties": {...}}.',
     )
@@ -200,7 +214,7 @@ class AgentProfileForm(forms.ModelForm):
         model = AgentProfile
         fields = [
             "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
-            "backend_settings", "max_results", "announcement_style", "allowed_tools", "disallowed_tools", "is_subagent",
+            "backend_settings", "max_results", "announcement_style", "announcement_layout", "announcement_budget", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 
@@ -231,6 +245,12 @@ class AgentProfileForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return text
 
+
+    def clean_announcement_budget(self) -> int:
+        budget = self.cleaned_data["announcement_budget"]
+        if budget and budget < MIN_BUDGET_TOKENS:
+            raise forms.ValidationError(f"Use 0 (2 % of the context window) or at least {MIN_BUDGET_TOKENS} tokens.")
+        return budget
 
     def clean_tool_search_mode(self) -> str:
         mode = self.cleaned_data["tool_search_mode"].strip()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from playground.engine import permissions as engine_permissions
@@ -79,6 +80,11 @@ class AgentProfile(models.Model):
         FULL = "full", "Full list every request"
         DELTA = "delta", "Deltas since the last announcement"
 
+    class Layout(models.TextChoices):
+        FLAT = "flat", "Flat: one name per line (Claude Code)"
+        GROUPED = "grouped", "Grouped: one line per MCP server"
+        BUDGETED = "budgeted", "Budgeted: grouped, then server summaries within a token budget"
+
     name = models.CharField(max_length=100, unique=True)
     system_prompt = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
@@ -92,6 +98,12 @@ class AgentProfile(models.Model):
     search_backend = models.CharField(max_length=350, blank=True, help_text="Empty: the default backend.")
     max_results = models.PositiveSmallIntegerField(default=5)
     announcement_style = models.CharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)
+    announcement_layout = models.CharField(max_length=10, choices=Layout.choices, default=Layout.FLAT)
+    announcement_budget = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(1_000_000)],
+        help_text="Budgeted layout's token budget: 0 = 2 % of the context window, otherwise at least 100.",
+    )
     allowed_tools = models.JSONField(default=list, blank=True, help_text="Empty: every tool.")
     disallowed_tools = models.JSONField(default=list, blank=True)
     is_subagent = models.BooleanField(default=False, help_text="Subject to the global agent denylist.")

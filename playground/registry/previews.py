@@ -11,7 +11,7 @@ from typing import Any
 from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.search.base import ToolSearchResult
+from playground.engine.search.base import ToolSearchResult, check_query_size
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
 from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
@@ -78,7 +78,8 @@ def inspect_query(
     """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
     and whether the mode decision would offer ToolSearch at all. `backend_settings`
     (`aspect_weight=0:intent_weight=0.5`) tunes the backend for this search only; bad settings raise
-    ValueError with a message for the page."""
+    ValueError with a message for the page, and so does a query over the size limits."""
+    check_query_size(query)
     backend_name = backend or (profile.search_backend if profile else "") or ""
     if backend_settings.strip():
         search_backend = adapter.tuned_search_backend(adapter.tuned_backend_spec(backend_name, backend_settings))
@@ -100,7 +101,7 @@ def inspect_query(
     usage = ports.usage().usage_log()
     turn = plan_turn(
         unfiltered, policy, settings, token_counter=adapter.token_counter(), backend=search_backend, usage=usage,
-        pending_mcp_servers=adapter.pending_mcp_servers() if query.strip() else (), filtered=filtered,
+        pending_mcp_servers=adapter.pending_mcp_servers(), filtered=filtered,
     )
     answer = InspectorAnswer(
         query=query,

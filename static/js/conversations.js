@@ -41,7 +41,7 @@
     var box = document.querySelector("[data-compare-diff]");
     if (!box) return;
     var totals = Array.prototype.map.call(document.querySelectorAll("[data-testid=tokens-total]"), function (el) {
-      return parseInt(el.dataset.tokensSent || "0", 10);
+      return parseInt(el.dataset.tokensCost || "0", 10);  // schemas + announcement: what deferring really costs
     });
     if (totals.length < 2) return;
     var diff = totals[0] - totals[1], text = box.querySelector("[data-diff-text]");

@@ -6,7 +6,8 @@ Celery worker in subprocesses (the commands `make run` starts), pointed at the *
 Tests use `transactional_db` so what they create is committed and visible to those processes.
 
 Waits are on `data-*` attributes the pages set (never on sleeps). Each main page is saved as a
-screenshot in test-artifacts/.
+screenshot in test-artifacts/. With UPDATE_DOC_SCREENSHOTS=1 the tests also refresh the README's
+pictures in docs/img/ (`doc_screenshot`); without it they write nothing there.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from tests.conftest import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
+DOC_IMAGES = ROOT / "docs" / "img"
+DOC_VIEWPORT = {"width": 1280, "height": 800}
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -191,6 +194,30 @@ def screenshot(page, name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def doc_screenshot(page, name: str, scroll_to: str | None = None) -> Path | None:
+    """Save docs/img/<name>.png at 1280x800 when UPDATE_DOC_SCREENSHOTS=1; otherwise do nothing.
+
+    The viewport is set to the documentation size for the picture and put back afterwards, so the
+    test's own steps run as before. `scroll_to` (a selector) scrolls that element to the top first.
+    """
+    if os.environ.get("UPDATE_DOC_SCREENSHOTS") != "1":
+        return None
+    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+    path = DOC_IMAGES / f"{name}.png"
+    previous = page.viewport_size
+    page.set_viewport_size(DOC_VIEWPORT)
+    try:
+        if scroll_to:
+            page.locator(scroll_to).first.evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 48)")
+        page.screenshot(path=str(path), full_page=False, animations="disabled")
+    finally:
+        if scroll_to:
+            page.evaluate("window.scrollTo(0, 0)")
+        if previous:
+            page.set_viewport_size(previous)
     return path
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from playground.conversations.models import Event
+from tests.browser.conftest import doc_screenshot, screenshot
 from tests.browser.test_registry_pages import seed_catalog
 
 TIMELINE = "[data-testid=conversation] [data-testid=timeline]"
@@ -48,6 +49,7 @@ def test_demo_agent_events_stream_live_and_survive_a_reload(logged_in_page):
     wait_for_runs_finished(page, 1)
     first_types = event_types(page)
     assert "toolsearch_query" in first_types and "turn_finished" in first_types, first_types
+    doc_screenshot(page, "conversation")  # the README's picture (only with UPDATE_DOC_SCREENSHOTS=1)
 
     # Second message, sent over the socket: the new events must arrive with no page load.
     page.evaluate("window.__sameDocument = 'yes'")
@@ -104,7 +106,12 @@ def test_compare_view_runs_both_profiles_side_by_side(logged_in_page):
         " return t.length === 2 && Array.from(t).every(e => Number(e.dataset.tokensSent) > 0); }",
         timeout=60_000,
     )
-    sent = [int(v) for v in page.locator("[data-testid=tokens-total]").evaluate_all("els => els.map(e => e.dataset.tokensSent)")]
+    cost = [int(v) for v in page.locator("[data-testid=tokens-total]").evaluate_all("els => els.map(e => e.dataset.tokensCost)")]
     page.wait_for_selector("[data-testid=token-difference][data-difference]")
-    assert int(page.get_attribute("[data-testid=token-difference]", "data-difference")) == sent[0] - sent[1]
+    # The headline counts what deferring really sends: schemas and the announced names, per the engine.
+    assert int(page.get_attribute("[data-testid=token-difference]", "data-difference")) == cost[0] - cost[1]
+    for panel, shown in zip((left, right), cost):
+        conversation_id = int(panel.rsplit("-", 1)[1])
+        turns = Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)
+        assert shown == sum(t.payload["tokens"]["sent_tokens"] + t.payload["tokens"]["announcement_tokens"] for t in turns)
     screenshot(page, "compare")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import doc_screenshot, screenshot
 
 CATALOG = Path(__file__).with_name("catalog.jsonl")
 
@@ -107,6 +107,7 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     assert first != second
     assert page.locator("[data-testid=term-contribution]").count() > 0  # the term-by-term breakdown
     screenshot(page, "inspector")
+    doc_screenshot(page, "inspector", scroll_to="[data-testid=inspector-form]")  # the README's picture (only with UPDATE_DOC_SCREENSHOTS=1)
 
     query.fill("+weather alerts")
     page.wait_for_selector('[data-testid=inspector-results][data-query="+weather alerts"]')
@@ -133,6 +134,22 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     error = page.wait_for_selector("[data-testid=inspector-error]")
     assert "unknown option 'aspect_wieght'" in error.inner_text()
     screenshot(page, "inspector-settings-error")
+
+
+def test_a_long_select_list_goes_to_the_inspector_as_a_post(logged_in_page):
+    # ~70 KB of names: as a GET its URL would pass what the live server takes.
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    names = ",".join(f"mcp__nowhere__tool_{i}" for i in range(3_000)) + ",mcp__github__create_issue"
+    methods: list[str] = []
+    page.on("request", lambda request: methods.append(request.method) if "/inspector/" in request.url else None)
+    page.locator("[data-testid=inspector-query]").fill(f"select:{names}")
+    page.wait_for_function("(document.querySelector('[data-testid=inspector-results]').dataset.query || '').length > 60000")
+    results = page.locator("[data-testid=inspector-results]")
+    assert results.get_attribute("data-state") == "ready" and results.get_attribute("data-result-count") == "1"
+    assert "POST" in methods, methods
 
 
 def test_the_inspector_shows_what_was_learned_and_staff_can_forget_it(logged_in_page, admin_user):

@@ -178,3 +178,23 @@ def test_after_a_search_it_calls_nothing_that_shares_no_word_with_the_request():
     response = DemoAgentProvider().create(request)
     assert response.stop_reason == "end_turn" and not response.tool_uses()
     assert "mcp__opgg-mcp__lol-summoner-game-history" in response.content[0]["text"] and "called none" in response.content[0]["text"]
+
+
+@pytest.mark.parametrize("style", ["full", "delta"])
+def test_the_demo_agent_reads_the_announced_names_in_every_layout(style):
+    from playground.engine.announcements import announce
+
+    names = ["Read", "mcp__github__create_issue", "mcp__github__list_issues", "mcp__time__get_current_time"]
+    for layout in ("flat", "grouped"):
+        announcement = announce(names, [], style, layout=layout)
+        request = {"system": announcement.text, "messages": [{"role": "user", "content": "hi"}]}
+        assert DemoAgentProvider._announced(request) == names
+    # Past its budget a server is a summary line; the agent scores its words.
+    many = [f"mcp__github__create_repository_{i}" for i in range(300)]
+    summary = announce(many, [], "full", layout="budgeted", budget_tokens=100)
+    lines = DemoAgentProvider._announced({"system": summary.text, "messages": []})
+    assert lines and lines[0].startswith("mcp__github (300 tools)")
+    # A delta in the history adds to the system prompt's full list.
+    delta = announce([*names, "mcp__time__convert_time"], [{"role": "user", "content": announce(names, [], "full", layout="grouped").text}], "delta", layout="grouped")
+    request = {"system": announce(names, [], "full", layout="grouped").text, "messages": [{"role": "user", "content": [delta.to_block()]}]}
+    assert "mcp__time__convert_time" in DemoAgentProvider._announced(request)

@@ -50,6 +50,8 @@ def test_native_style_discovers_loads_and_calls_a_deferred_tool(admin_user, tool
     turns = events_of(conversation, "turn_started")
     assert [t.payload["discovered_tools"] for t in turns] == [[], [TIME], [TIME]]
     assert turns[0].payload["decision"]["enabled"] is True
+    # The turn lists exactly what its request carried, the discovered tool included.
+    assert [t.payload["loaded_tools"] for t in turns] == [tool_names(r) for r in (first, second, third)]
     # Loading the discovered tool's schema costs tokens in the next request (small world: ToolSearch
     # itself outweighs the few deferred tools, so no saving is asserted here).
     assert turns[1].payload["tokens"]["sent_tokens"] > turns[0].payload["tokens"]["sent_tokens"] > 0

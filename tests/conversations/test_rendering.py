@@ -53,8 +53,9 @@ def test_frames_go_into_the_containers_the_page_renders(nested, admin_client):
 
 
 def test_token_numbers_read_the_engine_accounting():
-    numbers = token_numbers({"sent_tokens": 300, "baseline_tokens": 1200, "saved_percent": 75.0})
-    assert numbers == {"sent": 300, "announced": 0, "baseline": 1200, "sent_pct": 25.0, "baseline_pct": 100.0, "saved": 900, "saved_pct": 75.0}
+    numbers = token_numbers(TokenAccounting(sent_tokens=300, baseline_tokens=1200, source="estimate", announcement_tokens=60).to_dict())
+    assert numbers == {"sent": 300, "announced": 60, "cost": 360, "baseline": 1200, "sent_pct": 30.0, "baseline_pct": 100.0,
+                       "saved": 840, "saved_pct": 70.0}
 
 
 def test_the_saving_counts_the_announced_names_as_the_engine_does():
@@ -69,8 +70,19 @@ def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_
     second = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire_style="native",
                                                        tokens={"sent_tokens": 100, "baseline_tokens": 1200}))
     frame = render_event_frame(conversation, second)
-    assert 'data-tokens-sent="400" data-tokens-baseline="2400"' in frame  # both top-level turns, not the subagent's
+    # both top-level turns, not the subagent's
+    assert 'data-tokens-sent="400" data-tokens-cost="400" data-tokens-baseline="2400"' in frame
     # A catch-up passes the totals it read once; the frame then reads nothing more.
     with django_assert_num_queries(0):
-        frame = render_event_frame(conversation, turn, total={"sent": 7, "baseline": 9, "turns": 2})
-    assert 'data-tokens-sent="7" data-tokens-baseline="9"' in frame
+        frame = render_event_frame(conversation, turn, total={"sent": 7, "cost": 8, "baseline": 9, "turns": 2})
+    assert 'data-tokens-sent="7" data-tokens-cost="8" data-tokens-baseline="9"' in frame
+
+
+def test_a_turn_with_more_names_than_stored_shows_the_full_counts(nested):
+    conversation, *_ = nested
+    names = [f"mcp__s__tool_{i}" for i in range(1_000)]
+    turn = record_event(conversation, ev.TurnStarted(turn=9, provider="demo", model="m", wire_style="native",
+                                                     loaded_tools=["Read", "ToolSearch"], deferred_tools=names))
+    frame = render_event_frame(conversation, turn)
+    assert '<span data-testid="deferred-count">1000</span> deferred' in frame and "… 800 more" in frame
+    assert "mcp__s__tool_199<" in frame and "mcp__s__tool_200<" not in frame

@@ -163,3 +163,38 @@ def test_bench_without_toolsets_exits_2(tmp_path):
 def test_bad_arguments_exit_2():
     assert run_cli("search", "--catalog", "x", "q", "--max-results", "0").returncode == 2
     assert run_cli("bench", "--sizes", "a,b").returncode == 2
+
+
+def announce_json(capsys, *args):
+    from playground.engine.cli import main
+
+    assert main(["announce", *map(str, args), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_announce_prints_exactly_the_documented_figures(capsys, catalog_file):
+    figures = announce_json(capsys, "--catalog", catalog_file, "--style", "grouped")
+    assert list(figures) == ["style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window"]
+    assert (figures["style"], figures["tools"], figures["fits_window"]) == ("grouped", 3, True)
+    from playground.engine.announcements import announce, estimate_tokens
+    from playground.engine.catalog_io import load_catalog
+
+    names = [t.name for t in load_catalog(catalog_file)]
+    assert figures["announcement_tokens"] == estimate_tokens(announce(names, [], "full", layout="grouped").text)
+    assert figures["saved_share"] == round(1 - figures["first_turn_tool_tokens"] / figures["all_tools_tokens"], 4)
+
+
+def test_announce_reports_a_refused_flat_list_and_still_exits_0(capsys, tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text(dump_tools([mcp(f"server{i % 9}", f"tool_number_{i}") for i in range(800)]))
+    flat = announce_json(capsys, "--catalog", path, "--style", "flat", "--context-window", "10000")
+    budgeted = announce_json(capsys, "--catalog", path, "--style", "budgeted", "--context-window", "10000")
+    assert flat["fits_window"] is False and flat["announcement_tokens"] > 5000
+    assert budgeted["fits_window"] is True and budgeted["announcement_tokens"] <= 200  # 2 % of 10,000
+
+
+def test_announce_without_a_catalog_or_sizes_is_bad_input(capsys):
+    from playground.engine.cli import main
+
+    assert main(["announce"]) == 2
+    assert "--catalog" in capsys.readouterr().err

@@ -60,6 +60,18 @@ def test_nothing_deferred_means_off():
     assert decide("true", deferred_tools=[]).gate == "nothing-deferred"
 
 
+@pytest.mark.parametrize("mode", ["", "true", "auto", "auto:50"])
+def test_nothing_deferred_yet_but_servers_still_connecting_keeps_tool_search_on(mode):
+    decision = decide(mode, deferred_tools=[], pending_mcp_servers=["jira", "linear"])
+    assert (decision.enabled, decision.gate) == (True, "pending-servers")
+    assert "jira, linear" in decision.reason
+
+
+def test_pending_servers_do_not_override_an_explicit_off_or_a_denied_toolsearch():
+    assert decide("false", deferred_tools=[], pending_mcp_servers=["jira"]).gate == "disabled"
+    assert decide("true", deferred_tools=[], pending_mcp_servers=["jira"], tool_search_permitted=False).gate == "tool-search-denied"
+
+
 def test_auto_turns_on_when_deferred_tokens_reach_floor_of_the_percentage_of_the_context_window():
     tokens = CharEstimateCounter().count_tools(DEFERRED)
     on = decide("auto:10", context_window=tokens * 10)  # threshold == tokens exactly

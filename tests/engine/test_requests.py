@@ -13,6 +13,7 @@ from playground.engine.permissions import PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import Tool, ToolCatalog
+from playground.engine.turn import plan_turn
 
 from .conftest import mcp
 from .strategies import SERVERS, catalogs
@@ -220,3 +221,65 @@ def test_request_invariants_hold_for_any_catalog_rules_and_history(data, catalog
         permitted = [t.name for t in catalog if t.name != "ToolSearch" and policy.decide(t.name).permitted]
         assert sent == permitted
     json.dumps(plan.to_dict())
+
+
+def test_the_profile_layout_shapes_the_announcement_and_its_tokens_are_counted(small_catalog):
+    grouped = plan_for(small_catalog, messages=[{"role": "user", "content": "hi"}], announcement_layout="grouped")
+    assert grouped.announcement.layout == "grouped"
+    assert "mcp__github: " in grouped.system and "mcp__github__create_issue" not in grouped.system
+    assert grouped.tokens.announcement_tokens == COUNTER.count_text(grouped.announcement.text)
+
+
+def test_a_flat_list_that_would_not_fit_the_window_is_never_sent():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp(f"s{i % 40}", f"tool_number_{i}") for i in range(3000))])
+    plan = plan_for(catalog, messages=[{"role": "user", "content": "hi"}], context_window=20_000)
+    assert plan.announcement.layout == "budgeted" and "would" not in plan.announcement.reason
+    assert "flat list of 3,000 tools" in plan.announcement.reason
+    assert plan.tokens.announcement_tokens <= AgentSettings(context_window=20_000).announcement_budget_tokens
+    assert "mcp__s0__tool_number_0" not in plan.system
+
+
+def test_bad_layouts_and_budgets_are_refused():
+    with pytest.raises(ValueError, match="layout"):
+        AgentSettings(announcement_layout="tree")
+    with pytest.raises(ValueError, match="announcement_budget"):
+        AgentSettings(announcement_budget=-1)
+    with pytest.raises(ValueError, match="at least 100"):
+        AgentSettings(announcement_budget=99)
+
+
+def test_while_servers_connect_and_nothing_is_deferred_toolsearch_is_sent_and_names_them():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file.")])
+    plan = build_request(
+        catalog, PermissionPolicy(()), AgentSettings(mode="true"), ConversationState([{"role": "user", "content": "hi"}]),
+        token_counter=COUNTER, pending_mcp_servers=["jira"],
+    )
+    assert plan.decision.gate == "pending-servers" and plan.tool_names == ["Read", "ToolSearch"]
+    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+
+    turn = plan_turn(catalog, PermissionPolicy(()), AgentSettings(mode="true"), ConversationState([{"role": "user", "content": "hi"}]),
+                     token_counter=COUNTER, pending_mcp_servers=["jira"], backend=ClaudeCodeKeywordBackend())
+    assert turn.run_tool_search({"query": "jira issues"}).pending_mcp_servers == ["jira"]
+
+
+@pytest.mark.parametrize("layout", ["grouped", "budgeted"])
+def test_toolsearch_finds_the_same_tools_whatever_names_the_announcement_shows(small_catalog, layout):
+    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+
+    state = ConversationState([{"role": "user", "content": "hi"}])
+    flat = plan_turn(small_catalog, PermissionPolicy(()), AgentSettings(mode="true"), state, token_counter=COUNTER,
+                     backend=ClaudeCodeKeywordBackend())
+    other = plan_turn(small_catalog, PermissionPolicy(()),
+                      AgentSettings(mode="true", announcement_layout=layout, announcement_budget=100), state,
+                      token_counter=COUNTER, backend=ClaudeCodeKeywordBackend())
+    assert other.request.announcement.layout == layout
+    for query in ("github issue", "+slack message", "select:mcp__github__create_issue", "mcp__slack"):
+        assert other.run_tool_search({"query": query}).matches == flat.run_tool_search({"query": query}).matches
+
+
+def test_an_announcement_above_a_tenth_of_the_window_carries_a_warning():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp(f"s{i % 40}", f"tool_number_{i}") for i in range(300))])
+    messages = [{"role": "user", "content": "hi"}]
+    small_window = plan_for(catalog, messages=messages, context_window=30_000)
+    assert "% of the 30,000-token context window" in small_window.announcement_warning
+    assert plan_for(catalog, messages=messages).announcement_warning == ""

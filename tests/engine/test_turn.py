@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from playground.engine.permissions import PermissionPolicy, PermissionRule
-from playground.engine.requests import AgentSettings, ConversationState, TokenAccounting, build_request
+from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.tokens import CharEstimateCounter
@@ -88,10 +88,3 @@ def test_a_filter_the_caller_already_has_is_used_as_is(small_catalog):
     assert "request" not in vars(turn)  # the decision alone (the inspector) builds no request
     assert turn.decision == turn.request.decision
     assert turn.request.to_dict() == turn_for(small_catalog, rules=policy.rules).request.to_dict() | {"pending_mcp_servers": []}
-
-
-def test_stored_token_figures_come_back_as_the_same_accounting():
-    accounting = TokenAccounting(sent_tokens=1460, baseline_tokens=226944, source="estimate", announcement_tokens=10024)
-    again = TokenAccounting.from_dict(accounting.to_dict())
-    assert again == accounting and again.saved_percent == accounting.saved_percent
-    assert TokenAccounting.from_dict({}).saved_tokens == 0

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.django_db
 def form_data(**overrides):
     data = {
         "name": "New profile", "system_prompt": "", "model": "", "tool_search_mode": "auto:15", "wire_style": "client",
-        "search_backend": "", "max_results": 7, "announcement_style": "delta", "allowed_tools": "",
+        "search_backend": "", "max_results": 7, "announcement_style": "delta", "announcement_layout": "flat",
+        "announcement_budget": 0, "allowed_tools": "",
         "disallowed_tools": "Write\nmcp__slack", "is_subagent": "",
     }
     data.update(overrides)
@@ -59,6 +60,10 @@ def test_staff_creates_a_profile(admin_client):
         ({"search_backend": "bm25", "backend_settings": 'k1="abc"'}, "backend_settings"),
         ({"search_backend": "postgres", "backend_settings": 'dsn="postgres://x@h/db"'}, "backend_settings"),
         ({"search_backend": "", "backend_settings": "k1=1.5"}, "backend_settings"),
+        ({"announcement_layout": "tree"}, "announcement_layout"),
+        ({"announcement_budget": 99}, "announcement_budget"),
+        ({"announcement_budget": -5}, "announcement_budget"),
+        ({"announcement_budget": 10**9}, "announcement_budget"),
     ],
 )
 def test_invalid_profiles_show_errors(admin_client, overrides, field):
@@ -133,3 +138,16 @@ def test_a_profile_keeps_a_tuned_backend_and_its_edit_form_shows_it_split(admin_
     admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(search_backend="hybrid", backend_settings=""))
     profile.refresh_from_db()
     assert profile.search_backend == "hybrid"
+
+
+def test_a_profiles_announcement_layout_reaches_the_engine_and_what_the_model_sees(admin_client, tools):
+    admin_client.post(reverse("registry:profile_create"), form_data(announcement_layout="budgeted", announcement_budget=500, tool_search_mode="true"))
+    profile = AgentProfile.objects.get(name="New profile")
+    assert (profile.announcement_layout, profile.announcement_budget) == ("budgeted", 500)
+    detail = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert "budgeted layout (budget 500 tokens)" in detail
+    view = admin_client.get(reverse("registry:model_view"), {"profile": profile.pk})
+    plan = view.context["preview"].plan
+    assert plan.announcement.layout == "budgeted"  # its grouped list fits the budget, so that is what goes
+    assert "mcp__github: " in plan.announcement.text and "mcp__github__create_issue" not in plan.announcement.text
+    assert "budgeted layout" in view.content.decode()

@@ -28,7 +28,8 @@ from typing import Any
 from playground.conversations.providers.base import ModelProvider, ProviderResponse
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.tokens import CharEstimateCounter, count_messages
-from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.announcements import announced_lines
+from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 from playground.engine.toolsearch_tool import WIRE_STYLES
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
@@ -50,7 +51,6 @@ PROPER_NOUN = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)"
 # "14:30", "9am", "9:30 pm", "12 p.m." (a bare number is not a clock time).
 CLOCK_TIME = re.compile(r"\b([01]?\d|2[0-3])(?::([0-5]\d))?\s*([ap])\.?m\b\.?|\b([01]?\d|2[0-3]):([0-5]\d)\b", re.I)
 ARITHMETIC = re.compile(r"[-+*/%^().\d\s]*\d[-+*/%^().\d\s]*[-+*/%^][-+*/%^().\d\s]*\d[-+*/%^().\d\s]*")
-ANNOUNCEMENT = re.compile(r"<available-deferred-tools(?:-changed)?>(.*?)</available-deferred-tools(?:-changed)?>", re.S)
 WORD = re.compile(r"[a-z0-9]+")
 
 _ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo reports usage the same way
@@ -331,16 +331,20 @@ class DemoAgentProvider(ModelProvider):
 
     @staticmethod
     def _announced(request_kwargs: dict[str, Any]) -> list[str]:
-        texts = [request_kwargs.get("system") or ""]
-        if isinstance(texts[0], list):
-            texts = [b.get("text", "") for b in texts[0]]
-        for message in request_kwargs.get("messages", []):
-            texts.extend(b.get("text", "") for b in _blocks(message) if b.get("type") == "text")
+        """The deferred tools the request announced, read as the engine reads its announcements
+        (system prompt, then the deltas in the history), in any layout: a grouped server line gives
+        its tools' full names; a summary line is scored as it stands."""
+        system = request_kwargs.get("system") or ""
+        if isinstance(system, list):
+            system = "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+        lines = announced_lines([{"role": "user", "content": system}, *request_kwargs.get("messages", [])]) or {}
         names: list[str] = []
-        for text in texts:
-            for body in ANNOUNCEMENT.findall(str(text)):
-                # full lists hold names; deltas hold +name / -name lines
-                names.extend(n.strip().lstrip("+") for n in re.split(r"[\s,]+", body) if n.strip() and not n.startswith("-"))
+        for key, line in lines.items():
+            head, separator, rest = line.partition(": ")
+            if key.startswith(MCP_PREFIX) and separator and head == key:  # grouped: `mcp__server: a, b`
+                names.extend(f"{key}__{short.strip()}" for short in rest.split(",") if short.strip())
+            else:
+                names.append(line)
         return names
 
     @staticmethod

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from playground.engine import safe_json
 from playground.engine.search.base import SearchBackend, load_backend
 
 BUILTIN_BACKENDS: dict[str, str] = {
@@ -24,7 +25,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     # Scale path: PostgreSQL full text (+ pgvector when installed); needs TOOLSEARCH_PG_DSN or a PostgreSQL DATABASE_URL.
     "postgres": "playground.engine.search.postgres.PostgresSearchBackend",
 }
-# The evaluation winner within the speed budget (README "Search quality"). Without the `semantic`
+# The evaluation winner within the speed budget (docs/search-quality.md). Without the `semantic`
 # extra it answers with BM25 alone and logs why, so a light install still works.
 DEFAULT_BACKEND = "hybrid"
 # The retrieval backends `bench` adds rows for unless told otherwise (hybrid-pooled beside hybrid:
@@ -53,8 +54,11 @@ def parse_backend_spec(spec: str) -> tuple[str, dict[str, Any]]:
         if not sep or not key.strip():
             raise ValueError(f"backend option {pair!r} in {spec!r} is not key=value")
         try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+            # NaN, 1e309, a huge integer: kept as text, which the backend's number check refuses.
+            options[key.strip()] = safe_json.loads(value)
+        except json.JSONDecodeError as exc:
+            if value.lstrip()[:1] in ("{", "["):  # meant as JSON: say what is wrong with it
+                raise ValueError(f"backend option {key.strip()}: {exc.msg} (column {exc.colno})") from None
             options[key.strip()] = value
     return name.strip(), options
 

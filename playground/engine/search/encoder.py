@@ -107,7 +107,7 @@ def resolve_runtime(requested: str | None) -> str:
     """`numpy`, `onnx` or `onnx-int8` for a requested runtime (None: TOOLSEARCH_EMBEDDING_RUNTIME,
     default `auto` = `onnx-int8` when ONNX Runtime is installed, else `numpy`). int8 is the default
     because it is the one that meets the hybrid speed budget on long requests, with the float
-    model's recall on every toolset (README "Speed")."""
+    model's recall on every toolset (docs/benchmarks.md, "Speed")."""
     name = (requested if requested is not None else os.environ.get(RUNTIME_ENV, "")).strip().lower() or "auto"
     if name not in RUNTIMES:
         source = f"{RUNTIME_ENV}={name!r}" if requested is None else repr(name)

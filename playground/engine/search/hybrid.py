@@ -5,7 +5,7 @@ Two fusions (option `fusion`):
     + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
     the query length.
   - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
-General refinements, all tuned on the development split only (README "Search quality"):
+General refinements, all tuned on the development split only (docs/search-quality.md):
   - sentences (`intent_weight`): a query of several sentences asks for several things; each
     sentence is also scored alone and the best per-sentence score (normalised) is mixed in, so a
     tool that answers one sub-request well is not drowned by the others' words.
@@ -21,7 +21,7 @@ General refinements, all tuned on the development split only (README "Search qua
   - piece vectors (`piece_vectors`): sentences and clauses are encoded as texts of their own
     ("alone", the default), or pooled from the token states of the one pass over the request
     ("pooled", late chunking): about half the time of a multi-piece request, for a point or so of
-    recall on long multi-step requests (README "Speed").
+    recall on long multi-step requests (docs/benchmarks.md, "Speed").
 Both sides see the same candidates (required terms filter by the Claude Code rule), ties keep
 catalog order. The explanation shows each side's rank and score, what it added, and the BM25
 terms behind it; after aspect coverage, the parts are scaled to their share and the clause the
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from playground.engine.search import text
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
@@ -49,7 +49,7 @@ from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
 
-# Tuned on the development split of every toolset (README "Search quality").
+# Tuned on the development split of every toolset (docs/search-quality.md).
 DEFAULTS: dict[str, Any] = {
     "fusion": "weighted",
     "bm25_weight": 0.2,
@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
     # How sentences and clauses get their vectors: "alone" (each encoded as a text of its own) or
     # "pooled" (late chunking: the mean of their tokens' states in the one pass over the whole
     # request: one pass instead of one per piece, about half the search time of a request of
-    # several pieces; README "Speed" has the cost in recall).
+    # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
@@ -198,18 +198,18 @@ class HybridBackend(SearchBackend):
         if settings["fusion"] not in ("weighted", "rrf"):
             raise ValueError(f"hybrid fusion must be 'weighted' or 'rrf', not {settings['fusion']!r}")
         self.fusion: str = settings["fusion"]
-        self.bm25_weight = float(settings["bm25_weight"])
-        self.dense_weight = float(settings["dense_weight"])
-        self.rrf_k = float(settings["rrf_k"])
-        self.depth = int(settings["depth"])
-        self.intent_weight = float(settings["intent_weight"])
-        self.server_weight = float(settings["server_weight"])
+        self.bm25_weight = number_option("hybrid bm25_weight", settings["bm25_weight"], 0, 100)
+        self.dense_weight = number_option("hybrid dense_weight", settings["dense_weight"], 0, 100)
+        self.rrf_k = number_option("hybrid rrf_k", settings["rrf_k"], 0, 100_000)
+        self.depth = number_option("hybrid depth", settings["depth"], 1, 100_000, integer=True)
+        self.intent_weight = number_option("hybrid intent_weight", settings["intent_weight"], 0, 100)
+        self.server_weight = number_option("hybrid server_weight", settings["server_weight"], 0, 100)
         long_weight = settings["bm25_weight_long"]
-        self.bm25_weight_long = self.bm25_weight if long_weight is None else float(long_weight)
-        self.long_query_terms = int(settings["long_query_terms"])
-        self.aspect_weight = float(settings["aspect_weight"])
-        self.aspect_sharpness = float(settings["aspect_sharpness"])
-        self.aspect_pool = int(settings["aspect_pool"])
+        self.bm25_weight_long = self.bm25_weight if long_weight is None else number_option("hybrid bm25_weight_long", long_weight, 0, 100)
+        self.long_query_terms = number_option("hybrid long_query_terms", settings["long_query_terms"], 1, 100_000, integer=True)
+        self.aspect_weight = number_option("hybrid aspect_weight", settings["aspect_weight"], 0, 1)
+        self.aspect_sharpness = number_option("hybrid aspect_sharpness", settings["aspect_sharpness"], 0, 100)
+        self.aspect_pool = number_option("hybrid aspect_pool", settings["aspect_pool"], 1, 100_000, integer=True)
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from playground.engine.search import text
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS
 from playground.engine.search.embedding_cache import embed_tools
 from playground.engine.search.required import RequiredTermFilter
@@ -238,7 +238,7 @@ class PostgresSearchBackend(SearchBackend):
         self.dsn = options.get("dsn") or default_dsn()
         self.table = options.get("table", "toolsearch_tools")
         self.scope = options.get("scope", "default")
-        self.fulltext_weight = float(options.get("fulltext_weight", 0.2))
+        self.fulltext_weight = number_option("postgres fulltext_weight", options.get("fulltext_weight", 0.2), 0, 100)
         self.semantic = None
         if options.get("vectors", True):
             try:
