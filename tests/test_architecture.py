@@ -169,3 +169,11 @@ def test_the_checks_catch_violations(tmp_path):
     assert engine_django_imports(django)
     late = _imports_of_source(tmp_path, "mcp_servers/bad.py", "def f():\n    from playground.registry import adapter\n")
     assert late_imports(late) and "inside a function" in late_imports(late)[0]
+
+
+def test_the_conversations_app_hands_the_registry_what_its_pages_show():
+    """registry/ports.py is filled at start-up (ConversationsConfig.ready), not by an upward import."""
+    from playground.conversations import providers, usage
+    from playground.registry import ports
+
+    assert ports.usage() is usage and ports.providers() is providers
