@@ -13,7 +13,10 @@ Gates, in order (the first that applies decides):
 5. no deferred tools among the permitted ones → off (nothing to defer), unless MCP servers are still
    connecting: then on, so ToolSearch is there to find their tools when they arrive (and names the
    pending servers meanwhile), as in Claude Code.
-6. `true` / unset / `auto:0` → on; `auto:100` → off; `auto:N` → the token threshold.
+6. `true` / unset / `auto:0` → on; `auto:100` → off; `auto:N` → the token threshold, compared with
+   the saving net of the announcement (the deferred tools' tokens minus the tokens announcing them
+   on every request; Claude Code compares the deferred tokens alone — the same when no
+   announcement is passed).
 The client wire style needs neither `tool_reference` nor `defer_loading`, so gates 3 and 4 do not
 apply to it: that is what it is for.
 """
@@ -77,6 +80,7 @@ class ModeDecision:
     context_window: int | None = None
     percent: int | None = None
     gate: str = ""  # short key of the rule that decided, for the UI and tests
+    announcement_tokens: int = 0  # auto: the announcement's cost, weighed against the saving
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +116,7 @@ def decide_mode(
     wire_style: str = NATIVE_STYLE,
     deferred_tokens: int | None = None,
     pending_mcp_servers: Sequence[str] = (),
+    announcement_tokens: int = 0,
 ) -> ModeDecision:
     """Decide for one request. `deferred_tools` are the permitted deferred tools (API dicts, or any
     sequence of them when `deferred_tokens` already gives their token count)."""
@@ -161,13 +166,21 @@ def decide_mode(
     if setting.percent == 100:
         return decision(False, "auto-never", "auto:100 means never on", deferred_tokens=deferred_tokens)
     threshold = math.floor(context_window * setting.percent / 100)
-    enabled = deferred_tokens >= threshold
+    saving = deferred_tokens - announcement_tokens
+    enabled = saving >= threshold
     comparison = "≥" if enabled else "<"
+    measured = (
+        f"deferred tools take {deferred_tokens} tokens ({token_counter.source})"
+        if not announcement_tokens
+        else f"deferring saves {saving} tokens ({deferred_tokens} of deferred tools − {announcement_tokens} announcing them; "
+        f"{token_counter.source})"
+    )
     return decision(
         enabled,
         "auto-threshold",
-        f"deferred tools take {deferred_tokens} tokens ({token_counter.source}) {comparison} the threshold "
-        f"{threshold} = {setting.percent}% of a {context_window}-token context window: tool search {'on' if enabled else 'off'}",
+        f"{measured} {comparison} the threshold {threshold} = {setting.percent}% of a {context_window}-token context window: "
+        f"tool search {'on' if enabled else 'off'}",
         threshold_tokens=threshold,
         deferred_tokens=deferred_tokens,
+        announcement_tokens=announcement_tokens,
     )

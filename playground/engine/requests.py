@@ -44,7 +44,7 @@ from playground.engine.history import (
     referenced_tool_names,
     strip_tool_references,
 )
-from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode
+from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.tokens import TokenCounter
 from playground.engine.toolsearch_tool import (
@@ -340,10 +340,18 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
     """Whether ToolSearch is on for a turn over these permitted tools, and why: the one place the
     mode decision gets the turn's inputs (the request plan and `turn.plan_turn` both ask here)."""
     deferred = list(permitted.deferred)
+    setting = settings.mode if isinstance(settings.mode, ModeSetting) else parse_mode(settings.mode)
+    announcement_tokens = 0
+    if setting.kind == "auto" and deferred:
+        # Deferring costs the announcement on every request: auto weighs the saving net of it.
+        first = announce(deferred, [], "full", layout=settings.announcement_layout,
+                         budget_tokens=settings.announcement_budget_tokens, max_tokens=settings.announcement_max_tokens)
+        announcement_tokens = token_counter.count_text(first.text)
     return decide_mode(
-        settings.mode,
+        setting,
         deferred_tools=deferred,
         deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
+        announcement_tokens=announcement_tokens,
         token_counter=token_counter,
         context_window=settings.context_window,
         model=settings.model,

@@ -91,3 +91,13 @@ def test_the_decision_serialises_everything_the_ui_shows():
     data = decide("auto").to_dict()
     assert set(data) >= {"enabled", "mode", "reason", "threshold_tokens", "deferred_tokens", "context_window", "percent"}
     assert data["mode"] == "auto:10"
+
+
+def test_auto_weighs_the_saving_net_of_the_announcement():
+    deferred_tokens = decide("auto").deferred_tokens
+    window = deferred_tokens * 10  # auto:10 → the threshold is exactly the deferred tools' tokens
+    on = decide("auto:10", context_window=window)
+    assert on.enabled and on.announcement_tokens == 0
+    off = decide("auto:10", context_window=window, announcement_tokens=1)
+    assert not off.enabled and off.announcement_tokens == 1
+    assert f"deferring saves {deferred_tokens - 1} tokens" in off.reason and "− 1 announcing them" in off.reason

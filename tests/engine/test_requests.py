@@ -283,3 +283,13 @@ def test_an_announcement_above_a_tenth_of_the_window_carries_a_warning():
     small_window = plan_for(catalog, messages=messages, context_window=30_000)
     assert "% of the 30,000-token context window" in small_window.announcement_warning
     assert plan_for(catalog, messages=messages).announcement_warning == ""
+
+
+def test_auto_counts_the_announcement_the_request_would_carry(small_catalog):
+    messages = [{"role": "user", "content": "hi"}]
+    plan = plan_for(small_catalog, messages=messages, mode="auto:0")
+    deferred_tokens = COUNTER.count_engine_tools([t for t in small_catalog if small_catalog.is_deferred(t.name)])
+    # A window whose 10 % equals the deferred tokens: on by Claude Code's rule, off net of the announcement.
+    auto = plan_for(small_catalog, messages=messages, mode="auto", context_window=deferred_tokens * 10)
+    assert auto.decision.announcement_tokens == plan.tokens.announcement_tokens > 0
+    assert auto.decision.enabled is False and "announcing them" in auto.decision.reason
