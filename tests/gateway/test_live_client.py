@@ -183,3 +183,32 @@ def test_requests_without_a_valid_token_are_refused_and_logged(live_gateway, gat
     assert "MCP gateway refused" in logs and "unknown token" in logs and "no bearer token" in logs
     assert "revoked token" in logs and "Origin 'http://evil.example'" in logs
     assert token not in logs
+
+
+def test_a_discovered_tool_of_a_real_mcp_server_is_called_through_the_session_pool(live_gateway, gateway_world):
+    """mcp-server-time over stdio, reached by the live server's executor and session pool."""
+    import sys
+
+    from playground.mcp_servers.models import McpServer
+    from playground.registry import adapter
+    from playground.registry.models import Tool
+
+    server = McpServer.objects.create(name="time", transport="stdio", command=sys.executable,
+                                      args=["-m", "mcp_server_time", "--local-timezone", "UTC"])
+    Tool.objects.create(name="mcp__time__get_current_time", server=server, source=Tool.Source.MCP,
+                        description="Get the current time in a specific timezone.",
+                        input_schema={"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]})
+    adapter.reset_caches()
+    profile = gateway_world["profile"]
+
+    async def flow():
+        async with connect(live_gateway.endpoint(profile.pk), gateway_world["token"]) as session:
+            assert "mcp__time__get_current_time" not in names(await session.list_tools())
+            found = await session.call_tool("ToolSearch", {"query": "+time current"})
+            assert "mcp__time__get_current_time" in json.loads(found.content[0].text)["matches"]
+            assert "mcp__time__get_current_time" in names(await session.list_tools())
+            return await session.call_tool("mcp__time__get_current_time", {"timezone": "UTC"})
+
+    result = anyio.run(flow)
+    assert not result.is_error, text_of(result)
+    assert '"timezone": "UTC"' in text_of(result) or "UTC" in text_of(result)
