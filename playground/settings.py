@@ -231,3 +231,6 @@ ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "b
 # how long an MCP session may stay idle before the server forgets it.
 GATEWAY_ALLOWED_ORIGINS = envlist("GATEWAY_ALLOWED_ORIGINS")
 GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECONDS") or 1800)
+# A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
+# request stays open meanwhile); 0 refuses such calls at once.
+GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)

@@ -61,6 +61,8 @@ class GatewayEvent(models.Model):
         TOOLS_LISTED = "tools_listed", "tools/list"
         TOOL_SEARCH = "tool_search", "ToolSearch"
         TOOL_CALL = "tool_call", "Tool call"
+        PERMISSION_ASKED = "permission_asked", "Permission asked"
+        PERMISSION_ANSWERED = "permission_answered", "Permission answered"
 
     session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="events")
     sequence = models.PositiveIntegerField()
@@ -71,3 +73,26 @@ class GatewayEvent(models.Model):
     class Meta:
         ordering = ["session_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["session", "sequence"], name="unique_gateway_event_sequence")]
+
+
+class GatewayPrompt(models.Model):
+    """A call under an `ask` rule, waiting for a person's answer on the session's page. The MCP
+    request stays open while it waits (GATEWAY_PERMISSION_TIMEOUT_SECONDS at most)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an answer"
+        ALLOWED = "allowed", "Allowed"
+        DENIED = "denied", "Denied"
+        TIMEOUT = "timeout", "Nobody answered in time"
+
+    session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="prompts")
+    tool_name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]

@@ -8,20 +8,24 @@ TOOL_CALL_TIMEOUT_SECONDS, must not block the event loop) and record an event fo
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+import anyio
 import mcp_types as types
 from channels.db import database_sync_to_async
+from django.conf import settings
 from mcp.server.lowlevel.server import NotificationOptions, Server
 
 from playground.gateway import service
 from playground.gateway.events import record_event
-from playground.gateway.models import GatewayEvent, GatewaySession
+from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "toolsearch-playground-gateway"
+PROMPT_POLL_SECONDS = 0.5
 SCOPE_KEY = "toolsearch_gateway"  # what endpoint.py puts in the ASGI scope: {"profile_id", "token_id"}
 
 
@@ -94,21 +98,49 @@ def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, s
 
 
 def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], name: str,
-          arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:
+          arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str], Any]:
+    """(content, is_error, tools added to the list, a call waiting for a person or None)."""
     session = _open_session(session_id, info, client)
     view = service.profile_view(info["profile_id"])
     if name == service.TOOL_SEARCH_NAME:
         answer = service.tool_search(session, view, arguments)
         record_event(session.pk, GatewayEvent.Type.TOOL_SEARCH, answer.event)
-        return answer.content, answer.is_error, answer.added
+        return answer.content, answer.is_error, answer.added, None
     via = ""
     if name == service.CALL_DISCOVERED_NAME and view.tool_search_on:
         via, name, arguments = service.CALL_DISCOVERED_NAME, str(arguments.get("name", "")), arguments.get("arguments", {})
         if arguments is None:
             arguments = {}
-    call = service.call_tool(session, view, name, arguments, via=via)
+    planned = service.plan_call(session, view, name, arguments, via=via)
+    if planned.needs_person:
+        prompt = service.open_prompt(session, planned)
+        return [], False, [], (session.pk, planned, prompt.pk)
+    call = service.refuse(planned) if planned.refusal else service.execute(planned)
     record_event(session.pk, GatewayEvent.Type.TOOL_CALL, call.event)
-    return call.content, call.is_error, []
+    return call.content, call.is_error, [], None
+
+
+def _finish_prompted(session_pk: int, planned: service.PlannedCall, prompt_pk: int, status: str):
+    if status == GatewayPrompt.Status.PENDING:
+        service.answer_prompt(prompt_pk, GatewayPrompt.Status.TIMEOUT)
+        status = service.prompt_status(prompt_pk)  # an answer may have landed in between: it stands
+    call = service.finish_prompted_call(planned, status)
+    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    return call.content, call.is_error
+
+
+async def wait_for_answer(prompt_pk: int) -> str:
+    """Poll the prompt's row until a person answers or the timeout passes. Only this coroutine
+    waits (the MCP request stays open); no thread is held between polls."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS
+    status = GatewayPrompt.Status.PENDING
+    while loop.time() < deadline:
+        status = await in_thread(service.prompt_status)(prompt_pk)
+        if status != GatewayPrompt.Status.PENDING:
+            break
+        await asyncio.sleep(min(PROMPT_POLL_SECONDS, max(0.0, deadline - loop.time())))
+    return status
 
 
 # -- MCP handlers ------------------------------------------------------------------------------------
@@ -137,7 +169,18 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     session_id = _session_id(ctx)
     if not session_id:
         raise RuntimeError("the gateway needs an MCP session (initialize first)")
-    content, is_error, added = await in_thread(_call)(session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+    content, is_error, added, waiting = await in_thread(_call)(
+        session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+    if waiting is not None:
+        session_pk, planned, prompt_pk = waiting
+        try:
+            status = await wait_for_answer(prompt_pk)
+        except BaseException:
+            # The client cancelled or went away: nobody waits for the answer any more.
+            with anyio.CancelScope(shield=True):
+                await in_thread(service.answer_prompt)(prompt_pk, GatewayPrompt.Status.TIMEOUT)
+            raise
+        content, is_error = await in_thread(_finish_prompted)(session_pk, planned, prompt_pk, status)
     if added:
         # On this request's own stream: it reaches the client before the result, whether or not
         # the client keeps a standalone GET stream open.

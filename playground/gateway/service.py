@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from playground.engine.execution import ToolOutcome
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
@@ -31,7 +32,8 @@ from playground.engine.toolsearch_tool import (
     run_tool_search,
     tool_search_result_content,
 )
-from playground.gateway.models import GatewaySession
+from playground.gateway.events import record_event
+from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 from playground.registry import adapter
 
 CALL_DISCOVERED_NAME = "CallDiscoveredTool"
@@ -193,6 +195,26 @@ class CallAnswer:
     event: dict[str, Any]
 
 
+@dataclass
+class PlannedCall:
+    """A tools/call checked against the session and the rules, not run yet."""
+
+    name: str
+    arguments: Any
+    via: str
+    decision: PermissionDecision
+    tool: Any = None
+    refusal: str | None = None
+
+    @property
+    def needs_person(self) -> bool:
+        return self.refusal is None and self.decision.effect == "ask"
+
+    def event(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "via": self.via,
+                "permission": self.decision.effect, "permission_reason": self.decision.reason}
+
+
 def call_error(view: ProfileView, name: str, discovered: list[str]) -> str | None:
     """Why `name` may not be called in this session now (None when it may)."""
     if name in view.callable_names(discovered):
@@ -202,43 +224,95 @@ def call_error(view: ProfileView, name: str, discovered: list[str]) -> str | Non
     return view.plan.call_error(name) or f"Tool {name!r} does not exist or is not available here."
 
 
-def permission_refusal(name: str, decision: PermissionDecision) -> str | None:
-    """The call-time permission check. `ask` cannot reach a person through MCP in this version: it
-    is refused, saying so (see docs/gateway.md, limitations)."""
-    if decision.effect == "deny":
-        return f"Permission to use {name} was denied ({decision.reason})."
-    if decision.effect == "ask":
-        return (
-            f"{name} needs a person's confirmation ({decision.reason}), and this MCP gateway cannot ask "
-            "one yet: the call was not run. Ask an admin to allow the tool for this profile, or use it "
-            "from a playground conversation where the prompt can be answered."
+def plan_call(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> PlannedCall:
+    """The call-time checks, in the loop's order: may the session call it now (listed, or found by
+    a search), then the permission rules as they stand at this moment. `deny` is refused here;
+    `ask` waits for a person (`needs_person`), or is refused when the gateway may not wait."""
+    decision = view.policy.decide(name)
+    planned = PlannedCall(name=name, arguments=arguments, via=via, decision=decision)
+    planned.refusal = call_error(view, name, list(session.discovered_tools or []))
+    if planned.refusal is None and decision.effect == "deny":
+        planned.refusal = f"Permission to use {name} was denied ({decision.reason})."
+    if planned.refusal is None and not isinstance(arguments, dict):
+        planned.refusal = f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
+    if planned.refusal is None and decision.effect == "ask" and settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS <= 0:
+        planned.refusal = (
+            f"{name} needs a person's confirmation ({decision.reason}), and this gateway is set not to wait "
+            "for one (GATEWAY_PERMISSION_TIMEOUT_SECONDS=0): the call was not run."
         )
-    return None
+    if planned.refusal is None:
+        planned.tool = view.plan.searchable.get(name) or view.catalog.get(name)
+    return planned
+
+
+def refuse(planned: PlannedCall, message: str | None = None, **extra: Any) -> CallAnswer:
+    message = message or planned.refusal or "refused"
+    event = {**planned.event(), "is_error": True, "refused": True, "summary": message, "duration_ms": 0.0, **extra}
+    return CallAnswer([_text(message)], True, event)
+
+
+def execute(planned: PlannedCall, **extra: Any) -> CallAnswer:
+    from playground.mcp_servers.executor import PlaygroundExecutor
+
+    outcome: ToolOutcome = PlaygroundExecutor().execute(planned.tool, planned.arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
+    event = {
+        **planned.event(), "is_error": outcome.is_error, "refused": False, "simulated": outcome.simulated,
+        "summary": outcome.text()[:SUMMARY_CHARS], "duration_ms": round(outcome.duration_ms, 1), **extra,
+    }
+    return CallAnswer(outcome.content, outcome.is_error, event)
 
 
 def call_tool(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> CallAnswer:
-    from playground.mcp_servers.executor import PlaygroundExecutor
+    """A call with no person to ask (`ask` is refused): for callers that cannot wait."""
+    planned = plan_call(session, view, name, arguments, via=via)
+    if planned.needs_person:
+        return refuse(planned, f"{name} needs a person's confirmation ({planned.decision.reason}); the call was not run.")
+    return refuse(planned) if planned.refusal else execute(planned)
 
-    discovered = list(session.discovered_tools or [])
-    event: dict[str, Any] = {"name": name, "arguments": arguments, "via": via}
-    refusal = call_error(view, name, discovered)
-    decision = view.policy.decide(name)
-    event["permission"] = decision.effect
-    event["permission_reason"] = decision.reason
-    if refusal is None:
-        refusal = permission_refusal(name, decision)
-    if refusal is None and not isinstance(arguments, dict):
-        refusal = f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
-    if refusal is not None:
-        event.update(is_error=True, refused=True, summary=refusal, duration_ms=0.0)
-        return CallAnswer([_text(refusal)], True, event)
-    tool = view.plan.searchable.get(name) or view.catalog.get(name)
-    outcome: ToolOutcome = PlaygroundExecutor().execute(tool, arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
-    event.update(
-        is_error=outcome.is_error, refused=False, simulated=outcome.simulated,
-        summary=outcome.text()[:SUMMARY_CHARS], duration_ms=round(outcome.duration_ms, 1),
-    )
-    return CallAnswer(outcome.content, outcome.is_error, event)
+
+# -- permission prompts ---------------------------------------------------------------------------
+def open_prompt(session: GatewaySession, planned: PlannedCall) -> GatewayPrompt:
+    prompt = GatewayPrompt.objects.create(session=session, tool_name=planned.name, arguments=planned.arguments,
+                                          reason=planned.decision.reason[:300])
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {
+        "prompt_id": prompt.pk, "name": planned.name, "arguments": planned.arguments, "reason": planned.decision.reason,
+        "timeout_seconds": settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS,
+    })
+    return prompt
+
+
+def prompt_status(prompt_pk: int) -> str:
+    return GatewayPrompt.objects.filter(pk=prompt_pk).values_list("status", flat=True).get()
+
+
+def answer_prompt(prompt_pk: int, status: str, *, user=None) -> bool:
+    """Settle a pending prompt (allowed, denied or timeout); False when it was already settled
+    (two people answering, or an answer arriving after the timeout: the first one stands)."""
+    if status not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED, GatewayPrompt.Status.TIMEOUT):
+        raise ValueError(f"not an answer: {status!r}")
+    with transaction.atomic():
+        updated = GatewayPrompt.objects.filter(pk=prompt_pk, status=GatewayPrompt.Status.PENDING).update(
+            status=status, answered_at=timezone.now(),
+            answered_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+        )
+        if updated:
+            prompt = GatewayPrompt.objects.get(pk=prompt_pk)
+            record_event(prompt.session_id, GatewayEvent.Type.PERMISSION_ANSWERED, {
+                "prompt_id": prompt_pk, "name": prompt.tool_name, "answer": status,
+                "by": getattr(user, "username", "") if status != GatewayPrompt.Status.TIMEOUT else "",
+            })
+    return bool(updated)
+
+
+def finish_prompted_call(planned: PlannedCall, status: str) -> CallAnswer:
+    if status == GatewayPrompt.Status.ALLOWED:
+        return execute(planned, answer=status)
+    if status == GatewayPrompt.Status.DENIED:
+        return refuse(planned, f"A person denied permission to use {planned.name}.", answer=status)
+    return refuse(planned, (
+        f"Nobody answered the permission prompt for {planned.name} within "
+        f"{settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS:g} s ({planned.decision.reason}): the call was not run."
+    ), answer=status)
 
 
 def list_event(view: ProfileView, tools: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from django.views.decorators.http import require_POST
 
 from playground.gateway.endpoint import endpoint_path
 from playground.gateway.forms import TokenForm
-from playground.gateway.models import GatewaySession, GatewayToken
+from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
+from playground.gateway.service import answer_prompt
 from playground.gateway.tokens import issue_token, revoke_token
 from playground.registry.access import staff_only
 from playground.registry.models import AgentProfile
@@ -26,6 +27,7 @@ def session_detail(request, pk: int):
     events = list(session.events.order_by("sequence"))
     return render(request, "gateway/session_detail.html", {
         "session": session, "events": events, "after": events[-1].sequence if events else 0,
+        "pending": _pending_prompts(session),
     })
 
 
@@ -40,7 +42,24 @@ def session_events(request, pk: int):
     events = list(session.events.filter(sequence__gt=after).order_by("sequence")[:EVENTS_PER_POLL])
     return render(request, "gateway/_events_poll.html", {
         "session": session, "events": events, "after": events[-1].sequence if events else after,
+        "pending": _pending_prompts(session),
     })
+
+
+def _pending_prompts(session: GatewaySession) -> set[int]:
+    return set(session.prompts.filter(status=GatewayPrompt.Status.PENDING).values_list("pk", flat=True))
+
+
+@staff_only
+@require_POST
+def prompt_answer(request, pk: int):
+    """Allow or deny a call waiting under an `ask` rule; the first answer stands."""
+    prompt = get_object_or_404(GatewayPrompt, pk=pk)
+    answer = request.POST.get("answer")
+    if answer not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED):
+        return render(request, "gateway/_answer_error.html", {"message": "Answer allowed or denied."}, status=400)
+    answer_prompt(prompt.pk, answer, user=request.user)
+    return redirect("gateway:session_detail", prompt.session_id)
 
 
 @staff_only

@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
+PROMPT_TIMEOUT_SECONDS = 3  # the live server's wait for an answer under an "ask" rule
 
 
 def database_url_for(settings_dict: dict) -> str:
@@ -58,6 +59,7 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "playground.settings",
         "TOOLSEARCH_LEARN_FROM_USAGE": "false",
+        "GATEWAY_PERMISSION_TIMEOUT_SECONDS": str(PROMPT_TIMEOUT_SECONDS),
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     with open(log, "wb") as out:

@@ -212,3 +212,57 @@ def test_a_discovered_tool_of_a_real_mcp_server_is_called_through_the_session_po
     result = anyio.run(flow)
     assert not result.is_error, text_of(result)
     assert '"timezone": "UTC"' in text_of(result) or "UTC" in text_of(result)
+
+
+def test_an_ask_rule_waits_for_a_persons_answer_on_the_dashboard(live_gateway, gateway_world):
+    from playground.gateway.models import GatewayPrompt, GatewaySession
+    from playground.gateway.service import answer_prompt
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="ask", pattern="calculator", profile=None)
+    profile = gateway_world["profile"]
+
+    def answer_next(status: str):
+        def run():
+            import time
+
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                prompt = GatewayPrompt.objects.filter(status="pending").first()
+                if prompt is not None:
+                    assert answer_prompt(prompt.pk, status)
+                    return prompt
+                time.sleep(0.1)
+            raise AssertionError("no prompt appeared")
+
+        return in_thread_db(run)
+
+    async def flow():
+        async with connect(live_gateway.endpoint(profile.pk), gateway_world["token"]) as session:
+            await session.call_tool("ToolSearch", {"query": "select:calculator"})
+            results = {}
+
+            async def call(key):
+                results[key] = await session.call_tool("calculator", {"expression": "6*7"})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "allowed")
+                prompt = await answer_next("allowed")
+            assert prompt.tool_name == "calculator" and prompt.arguments == {"expression": "6*7"}
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "denied")
+                await answer_next("denied")
+            results["timeout"] = await session.call_tool("calculator", {"expression": "1"})  # nobody answers
+            return results
+
+    results = anyio.run(flow)
+    assert not results["allowed"].is_error and "42" in text_of(results["allowed"])
+    assert results["denied"].is_error and "denied" in text_of(results["denied"])
+    assert results["timeout"].is_error and "Nobody answered" in text_of(results["timeout"])
+    session = GatewaySession.objects.get(profile=profile)
+    assert list(session.prompts.order_by("pk").values_list("status", flat=True)) == ["allowed", "denied", "timeout"]
+    calls = [e.payload for e in session.events.filter(type="tool_call").order_by("sequence")]
+    assert [(c["permission"], c["answer"], c["is_error"]) for c in calls] == [
+        ("ask", "allowed", False), ("ask", "denied", True), ("ask", "timeout", True)]
+    kinds = list(session.events.order_by("sequence").values_list("type", flat=True))
+    assert kinds.count("permission_asked") == 3 and kinds.count("permission_answered") == 3

@@ -79,3 +79,24 @@ def test_a_session_page_replays_its_events_in_order_and_polls_for_more(admin_cli
                                                            "is_error": True, "refused": True, "summary": "denied", "duration_ms": 0})
     more = admin_client.get(f"/gateway/sessions/{session.pk}/events/?after=4").content.decode()
     assert 'data-sequence="5"' in more and 'data-sequence="4"' not in more and 'data-after="5"' in more
+
+
+def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
+    from playground.gateway.models import GatewayPrompt
+
+    session = GatewaySession.objects.create(session_id="s-1", profile=profile)
+    prompt = GatewayPrompt.objects.create(session=session, tool_name="Write", arguments={"file_path": "a"}, reason="ask Write")
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {"prompt_id": prompt.pk, "name": "Write",
+                                                                  "arguments": {"file_path": "a"}, "reason": "ask Write"})
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert "Allow this call" in page
+    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "denied"})
+    assert response.status_code == 302
+    prompt.refresh_from_db()
+    assert prompt.status == "denied" and prompt.answered_by.username == "alice"
+    admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "allowed"})  # too late: the first answer stands
+    prompt.refresh_from_db()
+    assert prompt.status == "denied"
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert "Allow this call" not in page and "denied by alice" in page
+    assert admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "maybe"}).status_code == 400
