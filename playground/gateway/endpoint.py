@@ -26,7 +26,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from playground.gateway.server import SCOPE_KEY, build_server, in_thread
+from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
 from playground.gateway.tokens import authenticate
 
 logger = logging.getLogger("playground.gateway")
@@ -144,7 +144,20 @@ class GatewayEndpoint:
             token="-", client_id=f"gateway-token-{token.pk}", scopes=[], subject=f"profile-{profile_id}",
         ))
         manager = await self.manager()
-        await manager.handle_request(scope, receive, send)
+        session_id = headers.get("mcp-session-id")
+        if scope.get("method") != "DELETE" or not session_id:
+            await manager.handle_request(scope, receive, send)
+            return
+        status: list[int] = []
+
+        async def watch(message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        await manager.handle_request(scope, receive, watch)
+        if status and status[0] < 300:
+            await in_thread(record_session_closed)(session_id)
 
 
 _endpoint: GatewayEndpoint | None = None

@@ -63,6 +63,7 @@ class GatewayEvent(models.Model):
         TOOL_CALL = "tool_call", "Tool call"
         PERMISSION_ASKED = "permission_asked", "Permission asked"
         PERMISSION_ANSWERED = "permission_answered", "Permission answered"
+        SESSION_CLOSED = "session_closed", "Session closed"
 
     session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="events")
     sequence = models.PositiveIntegerField()

@@ -89,6 +89,13 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     return session
 
 
+def record_session_closed(session_id: str) -> None:
+    """The client ended the session (HTTP DELETE): its page says so."""
+    session = GatewaySession.objects.filter(session_id=session_id).first()
+    if session is not None:
+        record_event(session.pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "client"})
+
+
 def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> list[dict[str, Any]]:
     session = _open_session(session_id, info, client)
     view = service.profile_view(info["profile_id"])

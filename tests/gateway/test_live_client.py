@@ -104,6 +104,7 @@ def test_a_client_lists_searches_loads_and_calls_through_the_gateway(live_gatewa
     from playground.gateway.models import GatewaySession
 
     session = GatewaySession.objects.get(profile=profile)
+    wait_for_event(session, "session_closed")  # the client's DELETE on leaving, recorded after it is answered
     assert (session.client_name, session.client_version) == ("pytest-gateway-client", "9.9")
     assert session.discovered_tools == ["word_count"]
     events = list(session.events.order_by("sequence"))
@@ -116,6 +117,64 @@ def test_a_client_lists_searches_loads_and_calls_through_the_gateway(live_gatewa
     assert calls[0]["permission"] == "allow" and not calls[0]["is_error"] and calls[0]["duration_ms"] >= 0
     assert calls[1]["via"] == "CallDiscoveredTool"
     assert calls[-1]["permission"] == "deny" and calls[-1]["refused"]
+    assert types_seen[-1] == "session_closed"
+
+
+def wait_for_event(session, kind: str, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not session.events.filter(type=kind).exists():
+        assert time.monotonic() < deadline, f"no {kind} event"
+        time.sleep(0.05)
+
+
+def raw_request(url: str, headers: dict[str, str], message: dict) -> tuple[int, list[dict]]:
+    """One JSON-RPC message over a fresh HTTP connection; the messages of the SSE (or JSON) answer."""
+    request = urllib.request.Request(url, data=json.dumps(message).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read().decode()
+            status = response.status
+    except urllib.error.HTTPError as error:
+        return error.code, []
+    if body.lstrip().startswith("{"):
+        return status, [json.loads(body)]
+    return status, [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+def test_discovered_tools_stay_with_the_session_across_connections(live_gateway, gateway_world):
+    """A session's discovered tools live in the database under its Mcp-Session-Id: a new client
+    connection carrying that id sees them; another token cannot use the session at all."""
+    from playground.gateway.models import GatewaySession
+    from playground.gateway.tokens import issue_token
+
+    profile, token = gateway_world["profile"], gateway_world["token"]
+    url = live_gateway.endpoint(profile.pk)
+
+    async def flow():
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with streamable_http_client(url, http_client=http, terminate_on_close=False) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await session.call_tool("ToolSearch", {"query": "select:calculator"})
+
+    anyio.run(flow)
+    session_id = GatewaySession.objects.get(profile=profile).session_id
+    headers = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+    status, messages = raw_request(url, headers, {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+    assert status == 200
+    listed = [t["name"] for t in next(m for m in messages if m.get("id") == 7)["result"]["tools"]]
+    assert "calculator" in listed and "word_count" not in listed
+    status, messages = raw_request(url, headers, {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                                                  "params": {"name": "calculator", "arguments": {"expression": "2+3"}}})
+    result = next(m for m in messages if m.get("id") == 8)["result"]
+    assert not result.get("isError") and "5" in result["content"][0]["text"]
+
+    _, second = issue_token(profile, "a second client")
+    status, _ = raw_request(url, {**headers, "Authorization": f"Bearer {second}"}, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+    assert status == 404  # the session belongs to the token that opened it
 
 
 def test_search_results_are_the_engines_for_the_same_profile_and_query(live_gateway, gateway_world):
