@@ -1,20 +1,19 @@
 """Recording what happens in a gateway session: the only way a `GatewayEvent` is created.
 
-As for conversations: the next per-session sequence number is taken under a row lock, the row is
-saved, and only after the transaction commits is anyone told (the detail page's live refresh reads
-rows by sequence, so a reload and a live page show the same events in the same order).
+As for conversations, the next per-session sequence number is taken under a row lock and the row
+is saved before anyone can see it. Nothing is pushed: the session's page asks for the rows after
+the last sequence it shows, so a reload and a page following the session live show the same events
+in the same order.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from playground.gateway.models import GatewayEvent, GatewaySession
-
-logger = logging.getLogger(__name__)
 
 
 def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> GatewayEvent:
@@ -22,6 +21,7 @@ def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> Gateway
         sequence = (
             GatewaySession.objects.select_for_update().filter(pk=session_pk).values_list("next_sequence", flat=True).get()
         )
-        GatewaySession.objects.filter(pk=session_pk).update(next_sequence=F("next_sequence") + 1)
+        # Every request of a session records an event: the list page's "last seen" follows from it.
+        GatewaySession.objects.filter(pk=session_pk).update(next_sequence=F("next_sequence") + 1, last_seen_at=timezone.now())
         event = GatewayEvent.objects.create(session_id=session_pk, sequence=sequence, type=type, payload=payload)
     return event
