@@ -127,10 +127,19 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
     return call.content, call.is_error, [], None
 
 
-def _finish_prompted(session_pk: int, planned: service.PlannedCall, prompt_pk: int, status: str):
+def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.PlannedCall, prompt_pk: int, status: str):
     if status == GatewayPrompt.Status.PENDING:
         service.answer_prompt(prompt_pk, GatewayPrompt.Status.TIMEOUT)
         status = service.prompt_status(prompt_pk)  # an answer may have landed in between: it stands
+    if status == GatewayPrompt.Status.ALLOWED:
+        # The rules may have changed while the person read the prompt: a deny added meanwhile wins.
+        session = GatewaySession.objects.get(pk=session_pk)
+        again = service.plan_call(session, service.profile_view(info["profile_id"]), planned.name, planned.arguments,
+                                  via=planned.via)
+        if again.refusal is not None:
+            call = service.refuse(again, answer=status)
+            record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+            return call.content, call.is_error
     call = service.finish_prompted_call(planned, status)
     record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
     return call.content, call.is_error
@@ -187,7 +196,7 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             with anyio.CancelScope(shield=True):
                 await in_thread(service.answer_prompt)(prompt_pk, GatewayPrompt.Status.TIMEOUT)
             raise
-        content, is_error = await in_thread(_finish_prompted)(session_pk, planned, prompt_pk, status)
+        content, is_error = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
     if added:
         # On this request's own stream: it reaches the client before the result, whether or not
         # the client keeps a standalone GET stream open.
