@@ -21,6 +21,7 @@ LAYERS = {
     "mcp_servers": 2,
     "conversations": 3,
     "evaluation": 3,
+    "gateway": 4,  # serves profiles over MCP with the conversations' learned usage
 }
 # Project-level modules (settings, urls, asgi, celery_app, views, access, runner/ ...) are not layered:
 # they may import any app.
