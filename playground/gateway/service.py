@@ -1,7 +1,7 @@
 """What a gateway session sees and does, decided by the engine: synchronous Django code that the
 MCP handlers (server.py) run in worker threads.
 
-The profile's request plan for a first turn (`build_request` with an empty history, client wire
+The profile's request plan for a first turn (`plan_turn` with an empty history, client wire
 style: MCP has no `defer_loading`) gives the loaded tools, the deferred names and the announcement.
 A session's tools/list is that plan's loaded tools, `ToolSearch` (the engine's definition, its
 description followed by the announcement text), the tools the session's searches discovered, and
@@ -23,14 +23,14 @@ from django.utils import timezone
 from playground.conversations.usage import usage_log as conversations_usage_log
 from playground.engine.execution import ToolOutcome
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
+from playground.engine.turn import TurnPlan, plan_turn
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     deferred_tool_not_loaded_message,
-    run_tool_search,
     tool_search_result_content,
 )
 from playground.gateway.events import record_event
@@ -73,14 +73,18 @@ class ProfileView:
     catalog: ToolCatalog
     policy: PermissionPolicy
     agent_settings: AgentSettings
-    plan: RequestPlan
+    turn: TurnPlan  # the engine's one entry per turn, as conversations and the inspector use it
+
+    @property
+    def plan(self) -> RequestPlan:
+        return self.turn.request
 
     @property
     def tool_search_on(self) -> bool:
         return self.plan.decision.enabled
 
     def backend(self) -> SearchBackend:
-        return adapter.search_backend(self.agent_settings.backend)
+        return self.turn.backend
 
     def tool_search_definition(self) -> dict[str, Any]:
         """The engine's ToolSearch, its description carrying the profile's announcement (an MCP
@@ -117,26 +121,17 @@ def profile_view(profile_id: int) -> ProfileView:
     policy = adapter.permission_policy(profile)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
     agent_settings = adapter.agent_settings(profile, wire_style="client")
-    plan = build_request(
+    turn = plan_turn(
         catalog, policy, agent_settings, ConversationState(),
-        token_counter=adapter.token_counter(), pending_mcp_servers=adapter.pending_mcp_servers(),
+        token_counter=adapter.token_counter(), backend=adapter.search_backend(agent_settings.backend),
+        pending_mcp_servers=adapter.pending_mcp_servers(), usage=conversations_usage_log(),
     )
-    return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, plan=plan)
-
-
-def usage_log():
-    """The deployment's learned search usage, so a gateway search ranks as a conversation's does."""
-    return conversations_usage_log()
+    return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
 
 
 def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
     """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError)."""
-    return run_tool_search(
-        arguments, view.plan.searchable, view.backend(),
-        pending_mcp_servers=view.plan.pending_mcp_servers,
-        default_max_results=view.agent_settings.max_results,
-        usage=usage_log(),
-    )
+    return view.turn.run_tool_search(arguments)
 
 
 def add_discovered(session_pk: int, names: list[str]) -> list[str]:
