@@ -35,9 +35,52 @@ def test_the_timeline_and_the_prompt_show_json_not_python_reprs(db, admin_user, 
                  turn_sequence=turn.sequence)
     body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert "{&#x27;owner&#x27;" not in body and "&#x27;draft&#x27;: True" not in body  # no Python repr anywhere
-    for testid in ("prompt-arguments", "call-arguments", "response-content"):
+    for testid in ("prompt-arguments", "call-arguments", "response-body"):
         assert f'data-testid="{testid}">{{\n' in body or f'data-testid="{testid}">[\n' in body, testid
     assert body.count("&quot;owner&quot;: &quot;o&#x27;brien&quot;") == 3  # prompt, call, response tool_use input
     assert "&quot;number&quot;: 7,\n" in body  # a JSON text result is re-indented
     assert body.count("data-copy-button") >= 4
     assert "js/copy.js" in body
+
+
+def test_each_model_request_stores_the_body_that_went_on_the_wire(admin_user, tool_world, native_profile, fake_api, claude):
+    from playground.conversations.testing.fake_api import text_reply
+    from tests.conversations.conftest import converse, events_of
+
+    fake_api.script(text_reply("hello"))
+    conversation, _ = converse(admin_user, "say hello", profile=native_profile, provider=claude)
+    stored = events_of(conversation, "model_request")[0].payload["body"]
+    sent = fake_api.message_requests[0].body
+    for key in ("model", "max_tokens", "system", "tools", "messages"):
+        assert stored.get(key) == sent.get(key), key
+    assert "api_key" not in json.dumps(stored) and "sk-test" not in json.dumps(stored)
+
+
+def test_a_body_leaves_out_headers_and_credentials_and_a_huge_one_is_a_note():
+    body = ev.request_body({"model": "m", "messages": [], "extra_headers": {"x-api-key": "sk-1"}, "api_key": "sk-2",
+                            "mcp_servers": [{"type": "url", "url": "https://mcp", "authorization_token": "sk-3"}],
+                            "max_tokens": 10})
+    assert "extra_headers" not in body and "api_key" not in body and "sk-" not in json.dumps(body)
+    assert body["mcp_servers"][0]["url"] == "https://mcp" and body["max_tokens"] == 10
+    huge = ev.request_body({"model": "m", "messages": [{"role": "user", "content": "x" * (300 * 1024)}]})
+    assert huge["too_large"] is True and huge["size_bytes"] > 300 * 1024 and "not stored" in huge["note"]
+    assert "messages" not in huge
+
+
+def test_the_request_and_response_bodies_are_one_click_away(db, admin_user, admin_client):
+    conversation = Conversation.objects.create(owner=admin_user)
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native"))
+    record_event(conversation, ev.ModelRequest(provider="anthropic", model="m", message_count=1, tool_count=0,
+                                               body={"model": "m", "system": "Be brief — thanks", "messages": []}),
+                 turn_sequence=turn.sequence)
+    record_event(conversation, ev.ModelRequest(provider="anthropic", model="m", message_count=1, tool_count=0,
+                                               body=ev.request_body({"messages": ["x" * (300 * 1024)]})),
+                 turn_sequence=turn.sequence)
+    record_event(conversation, ev.ModelResponse(stop_reason="end_turn", usage={"input": 5, "output": 2},
+                                                content=[{"type": "text", "text": "hi"}]), turn_sequence=turn.sequence)
+    body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    request_block = body.split('data-testid="model-request"')[1]
+    assert request_block.startswith("><summary") and "<details" not in request_block.split("</summary>")[0]
+    assert 'data-testid="request-body">{\n  &quot;model&quot;: &quot;m&quot;,\n  &quot;system&quot;: &quot;Be brief — thanks&quot;' in body
+    assert 'data-testid="request-body-note">The request body was' in body
+    assert 'data-testid="response-body">{\n  &quot;stop_reason&quot;: &quot;end_turn&quot;' in body

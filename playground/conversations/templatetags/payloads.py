@@ -41,3 +41,9 @@ def json_or_text(value: Any) -> str:
                 pass
         return value
     return pretty_json(value)
+
+
+@register.filter
+def response_body(payload: dict[str, Any]) -> dict[str, Any]:
+    """A model_response event as the Messages API body it was read from (stop reason, usage, content blocks)."""
+    return {"stop_reason": payload.get("stop_reason"), "usage": payload.get("usage", {}), "content": payload.get("content", [])}
