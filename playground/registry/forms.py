@@ -162,10 +162,26 @@ class PermissionRuleForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return pattern
 
+    def clean(self) -> dict[str, Any]:
+        # A second identical rule changes nothing but shows twice in the table and the tester's trace.
+        cleaned = super().clean()
+        effect, pattern, profile = cleaned.get("effect"), cleaned.get("pattern"), cleaned.get("profile")
+        if effect and pattern:
+            same = PermissionRule.objects.filter(effect=effect, pattern=pattern, profile=profile).exclude(pk=self.instance.pk)
+            if same.exists():
+                scope = f"profile {profile.name}" if profile else "global"
+                raise forms.ValidationError(f"This rule already exists: {effect} {pattern} ({scope}).", code="duplicate")
+        return cleaned
+
 
 class PermissionTestForm(forms.Form):
     tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Shown on the page with the rule form, which has its own `profile`: distinct ids for the labels.
+        kwargs.setdefault("auto_id", "id_test_%s")
+        super().__init__(*args, **kwargs)
 
 
 class ToolNameListField(forms.CharField):
