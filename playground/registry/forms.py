@@ -183,6 +183,14 @@ class PermissionTestForm(forms.Form):
         kwargs.setdefault("auto_id", "id_test_%s")
         super().__init__(*args, **kwargs)
 
+    def clean_tool(self) -> str:
+        # A typo was answered "allow: no rule names it", as if that tool existed and were safe.
+        name = self.cleaned_data["tool"].strip()
+        if name != TOOL_SEARCH_NAME and not Tool.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"No tool named {name!r} in the registry: check the spelling (names are case-sensitive).",
+                                        code="unknown_tool")
+        return name
+
 
 class ToolNameListField(forms.CharField):
     """Tool names or patterns, one per line or comma-separated; stored as a JSON list."""

@@ -21,26 +21,37 @@ MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
 
 
 def _profile(request) -> AgentProfile | None:
-    pk = request.GET.get("profile") or ""
-    if not pk.isdigit():
+    """The ?profile= asked for; an id that names no profile is an error, not the default settings in disguise."""
+    pk = (request.GET.get("profile") or "").strip()
+    if not pk:
         return None
-    return AgentProfile.objects.filter(pk=int(pk)).first()
+    profile = AgentProfile.objects.filter(pk=int(pk)).first() if pk.isdigit() else None
+    if profile is None:
+        raise ValueError(f"unknown profile {pk[:40]!r}: no profile has that id (choose one from the list)")
+    return profile
 
 
-def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -> int | None:
-    try:
-        return max(low, min(high, int(value))) if value else default
-    except ValueError:
+def _int(value: str | None, default: int | None, low: int = 1, high: int = 50, name: str = "max_results") -> int | None:
+    """A number from the query string; out of range or not a number is an error (clamping hid the mistake)."""
+    if value is None or not value.strip():
         return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ValueError(f"{name} must be a whole number from {low} to {high}, not {value[:20]!r}")
+    return number
 
 
 @staff_for_writes
 @require_safe
 def inspector(request):
-    profile = _profile(request)
+    profile = None
     backend = request.GET.get("backend", "")
     query = request.GET.get("q", "")
     try:
+        profile = _profile(request)
         if backend and backend not in adapter.backend_names():
             raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(adapter.backend_names())})")
         answer = _inspect(request, query, profile, backend)
@@ -91,13 +102,14 @@ def parse_names(text: str) -> list[str]:
 @staff_for_writes
 @require_safe
 def model_view(request):
-    profile = _profile(request)
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))
     mode = request.GET.get("mode", "")
     wire_style = request.GET.get("wire_style", "")
     error = ""
     preview = None
+    profile = None
     try:
+        profile = _profile(request)
         preview = previews.model_preview(
             profile,
             discovered,
