@@ -15,7 +15,7 @@ from playground.engine.modes import parse_mode
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
 from playground.conversations.providers import provider_choices, provider_class
-from playground.registry import adapter
+from playground.registry import adapter, availability
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -240,6 +240,19 @@ class AgentProfileForm(forms.ModelForm):
         name, _, tuned = (self.instance.search_backend or "").partition(":")
         if tuned:
             self.initial["search_backend"], self.initial["backend_settings"] = name, tuned
+        self._name_what_cannot_run_here()
+
+    def _name_what_cannot_run_here(self) -> None:
+        """Choices that cannot work in this deployment carry the reason and the fix in their label.
+        They stay selectable: a profile also feeds "what the model sees" and may be meant for a
+        deployment with the key; the conversation and evaluation forms refuse what cannot run."""
+        unavailable = {
+            "provider": {key: availability.provider_unavailable(key) for key, _ in self.fields["provider"].choices},
+            "wire_style": {"server": availability.server_style_unavailable()},
+            "search_backend": {name: availability.backend_unavailable(name) for name, _ in self.fields["search_backend"].choices if name},
+        }
+        for field, reasons in unavailable.items():
+            availability.mark_unavailable(self.fields[field], reasons, keep=tuple(reasons))
 
     def clean_backend_settings(self) -> str:
         """Checked as the inspector checks them, and the backend made once: a bad value is an

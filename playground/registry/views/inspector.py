@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.conversations.usage import forget_usage
 
-from playground.registry import adapter, previews
+from playground.registry import adapter, availability, previews
 from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.models import AgentProfile
 
@@ -62,7 +62,8 @@ def inspector(request):
         return render(request, "registry/_inspector_results.html", context)
     context.update(
         profiles=AgentProfile.objects.all(),
-        backends=adapter.backend_names(),
+        # (name, why it cannot run here): postgres without PostgreSQL is shown disabled with the fix.
+        backends=[(name, availability.backend_unavailable(name)) for name in adapter.backend_names()],
         wire_styles=WIRE_STYLES,
         modes=MODES,
         params=request.GET,

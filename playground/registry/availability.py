@@ -1,0 +1,123 @@
+"""Which offered choices cannot work in this deployment, and why (with the fix).
+
+Forms show such choices disabled with the reason, and refuse them (a disabled option can still be
+posted), so a conversation or evaluation never starts only to fail at run time: the Anthropic
+provider without ANTHROPIC_API_KEY, the `server` wire style on a provider that cannot run it, the
+`postgres` search backend without PostgreSQL.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from playground.conversations.providers import ProviderError, provider_choices, provider_class, provider_key_for
+from playground.engine.search.backends import parse_backend_spec
+
+
+def provider_unavailable(key: str) -> str:
+    if not key:
+        return ""  # automatic: Claude with a key, else the demo agent, which always runs
+    try:
+        return provider_class(key).unavailable_reason()
+    except (ProviderError, ImportError):
+        return f"unknown provider {key!r}"
+
+
+def wire_style_unavailable(wire_style: str, provider_key: str) -> str:
+    """Why `provider_key` (already resolved: not automatic) cannot run `wire_style`."""
+    try:
+        cls = provider_class(provider_key)
+    except (ProviderError, ImportError):
+        return ""
+    if not wire_style or wire_style in cls.wire_styles:
+        return ""
+    able = [label for key, label in provider_choices() if key and wire_style in provider_class(key).wire_styles]
+    return f"the {wire_style} wire style needs the {' or '.join(able) or 'another'} provider; {cls.label} cannot run it"
+
+
+def server_style_unavailable() -> str:
+    """Why no provider that can be used here runs Anthropic's server-side search ("" when one can)."""
+    for key, label in provider_choices():
+        if key and "server" in provider_class(key).wire_styles:
+            reason = provider_unavailable(key)
+            if not reason:
+                return ""
+            return f"needs the {label} provider ({reason})"
+    return "no provider here runs it"
+
+
+def backend_unavailable(spec: str) -> str:
+    """Why the search backend `spec` (a name, maybe with settings; "" = the default) cannot run here."""
+    from playground.engine.search.postgres import PostgresSearchBackend, default_dsn
+
+    name, options = parse_backend_spec(spec or settings.TOOLSEARCH_DEFAULT_BACKEND)
+    target = settings.TOOLSEARCH_BACKENDS.get(name)
+    try:
+        cls = import_string(target) if isinstance(target, str) else target
+    except ImportError:
+        return ""
+    if isinstance(cls, type) and issubclass(cls, PostgresSearchBackend) and not options.get("dsn"):
+        try:
+            default_dsn()
+        except ValueError:
+            return "needs PostgreSQL: set TOOLSEARCH_PG_DSN or run on a PostgreSQL DATABASE_URL"
+    return ""
+
+
+def profile_run_problem(profile: Any, requested_provider: str = "") -> str:
+    """Why a conversation with this profile (None: default settings) and provider choice would fail at run time."""
+    key = provider_key_for(requested_provider, profile)
+    name = f"Profile {profile.name!r}" if profile is not None else "The default settings"
+    reason = provider_unavailable(key)
+    if reason:
+        return f"{provider_class(key).label} cannot run here ({reason}). Choose the offline demo agent as the provider."
+    reason = wire_style_unavailable(getattr(profile, "wire_style", ""), key)
+    if reason:
+        return f"{name}: {reason}. Choose another profile, or set ANTHROPIC_API_KEY and choose Claude."
+    spec = getattr(profile, "search_backend", "") or ""
+    reason = backend_unavailable(spec)
+    if reason:
+        return f"{name}: the search backend {(spec or settings.TOOLSEARCH_DEFAULT_BACKEND).partition(':')[0]!r} {reason}."
+    return ""
+
+
+class ReasonsMixin:
+    """A choice widget that shows unusable choices disabled, the reason after the label.
+
+    `reasons`: value → why it cannot be chosen. `keep`: values left enabled anyway (an existing
+    profile's current setting: a disabled selected option is not submitted, so saving would change it).
+    """
+
+    def __init__(self, *args: Any, reasons: dict[str, str] | None = None, keep: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reasons = dict(reasons or {})
+        self.keep = tuple(keep)
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex=subindex, attrs=attrs)
+        reason = self.reasons.get(str(value), "")
+        if reason:
+            option["label"] = f"{label} — unavailable: {reason}"
+            if str(value) not in self.keep:
+                option["attrs"]["disabled"] = True
+                option["attrs"]["data-unavailable"] = reason
+        return option
+
+
+class ReasonSelect(ReasonsMixin, forms.Select):
+    pass
+
+
+class ReasonCheckboxes(ReasonsMixin, forms.CheckboxSelectMultiple):
+    pass
+
+
+def mark_unavailable(field: forms.ChoiceField, reasons: dict[str, str], keep: tuple[str, ...] = (), widget: type = ReasonSelect) -> None:
+    """Give `field` a widget that disables the choices in `reasons` (only those with a reason)."""
+    reasons = {k: v for k, v in reasons.items() if v}
+    old = field.widget
+    field.widget = widget(attrs=old.attrs, reasons=reasons, keep=keep)
+    field.widget.choices = field.choices
