@@ -7,7 +7,7 @@
     if (evt.key !== "Enter" || evt.shiftKey || evt.isComposing || evt.keyCode === 229) return;
     if (!box.matches || !box.matches("textarea[data-enter-sends]") || !box.form) return;
     evt.preventDefault();
-    if (!box.value.trim() && box.required) return;  // nothing to send: neither a newline nor an empty message
+    if (!box.value.trim()) return;  // nothing to send: neither a newline nor an empty message (or a conversation without one)
     if (box.form.requestSubmit) box.form.requestSubmit(); else box.form.submit();
   });
 })();

@@ -24,6 +24,8 @@ def test_enter_sends_shift_enter_breaks_the_line_and_payloads_read_as_json(logge
     box = "[data-testid=new-conversation-form] [name=message]"
     assert "Shift+Enter" in page.locator("[data-testid=new-conversation-form]").inner_text()
     page.click(box)
+    page.keyboard.press("Enter")  # an empty box: nothing is sent, no newline either
+    assert page.input_value(box) == "" and "/conversations/new/" in page.url
     page.keyboard.type("What is the weather forecast")
     page.keyboard.press("Shift+Enter")
     page.keyboard.type("for Paris?")
