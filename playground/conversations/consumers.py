@@ -1,7 +1,8 @@
 """The conversation socket: one group per conversation, frames rendered from saved events.
 
-Authorised in `connect()` (owner or staff; anything else is closed with 4403 after the handshake so
-the browser sees the code and does not retry). The browser says which sequence it has (`hello`) and
+Authorised in `connect()` by `playground.realtime.socket_refusal` (owner or staff; anonymous is
+closed with 4401 and anyone else with 4403, after the handshake so the browser sees the code and does
+not retry). The browser says which sequence it has (`hello`) and
 gets every later event in order; after that each broadcast makes the consumer send the rows it has
 not sent yet, read from the database — never an unsaved event, never one twice. Sending a message,
 answering a permission prompt and cancelling come in on the same socket and go to the services.
@@ -14,15 +15,15 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import WebsocketConsumer
 
+from playground.engine import safe_json
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import can_view, tokens_total_for
+from playground.realtime import refuse_socket, socket_refusal
 
 logger = logging.getLogger(__name__)
-
-CLOSE_FORBIDDEN = 4403
 
 
 class ConversationConsumer(WebsocketConsumer):
@@ -34,10 +35,11 @@ class ConversationConsumer(WebsocketConsumer):
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["pk"])
         user = self.scope.get("user")
         conversation = Conversation.objects.filter(pk=self.conversation_id).first()
-        self.accept()
-        if conversation is None or not can_view(user, conversation):
-            self.close(code=CLOSE_FORBIDDEN)
+        refusal = socket_refusal(user, lambda u: conversation is not None and can_view(u, conversation))
+        if refusal is not None:
+            refuse_socket(self, refusal)
             return
+        self.accept()
         self.group = conversation_group(self.conversation_id)
         async_to_sync(self.channel_layer.group_add)(self.group, self.channel_name)
 
@@ -50,8 +52,10 @@ class ConversationConsumer(WebsocketConsumer):
         if not self.group:
             return
         try:
-            data = json.loads(text_data or "{}")
+            data = safe_json.loads(text_data or "{}")
         except json.JSONDecodeError:
+            data = None
+        if not isinstance(data, dict):  # not JSON, over the nesting/number limits, or not an object
             self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "send")

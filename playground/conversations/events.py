@@ -18,6 +18,49 @@ from django.db.models import F
 from playground.conversations.broadcast import broadcast_event
 from playground.conversations.models import Conversation, Event
 
+# Payloads stay small at any catalog size: a 50,000-tool turn listed every deferred name (2 MB), and
+# its frame broke the WebSocket server's 1 MiB limit. Lists of names keep the first few and a count;
+# long texts keep their head and their length.
+NAMES_KEPT = 200
+TEXT_KEPT = 64 * 1024
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+def bounded_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, or (above MAX_PAYLOAD_BYTES, e.g. a tool that returned megabytes) a copy whose
+    long strings keep their head and long lists their first NAMES_KEPT items, marked `truncated`."""
+    if _size(payload) <= MAX_PAYLOAD_BYTES:
+        return payload
+
+    def shrink(value: Any, limit: int) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            return value[:limit] + f"… ({len(value) - limit:,} more characters not stored)"
+        if isinstance(value, list):
+            return [shrink(item, limit) for item in value[:NAMES_KEPT]]
+        if isinstance(value, dict):
+            return {key: shrink(item, limit) for key, item in value.items()}
+        return value
+
+    for limit in (16_384, 4_096, 1_024, 256, 64):
+        smaller = shrink(payload, limit)
+        if _size(smaller) <= MAX_PAYLOAD_BYTES:
+            break
+    return {**smaller, "truncated": True}
+
+
+def _size(payload: dict[str, Any]) -> int:
+    return len(json.dumps(payload, ensure_ascii=False, default=str).encode())
+
+
+def kept_names(names: list[str]) -> list[str]:
+    return list(names[:NAMES_KEPT])
+
+
+def kept_text(text: str) -> str:
+    if len(text) <= TEXT_KEPT:
+        return text
+    return text[:TEXT_KEPT] + f"\n… ({len(text) - TEXT_KEPT:,} more characters not stored; the request carried them all)"
+
 
 @dataclass
 class LoopEvent:
@@ -40,11 +83,20 @@ class TurnStarted(LoopEvent):
     wire_style: str
     loaded_tools: list[str] = field(default_factory=list)  # every tool the request carried (loaded + ToolSearch + discovered)
     deferred_tools: list[str] = field(default_factory=list)  # undiscovered: names only (announcement)
+    loaded_count: int = -1  # the full counts; the lists above keep their first NAMES_KEPT names
+    deferred_count: int = -1
     discovered_tools: list[str] = field(default_factory=list)  # recovered from the history
     tokens: dict[str, Any] = field(default_factory=dict)  # engine RequestPlan.tokens: sent vs all-tools baseline
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
     server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
+
+    def __post_init__(self) -> None:
+        if self.loaded_count < 0:
+            self.loaded_count = len(self.loaded_tools)
+        if self.deferred_count < 0:
+            self.deferred_count = len(self.deferred_tools)
+        self.loaded_tools, self.deferred_tools = kept_names(self.loaded_tools), kept_names(self.deferred_tools)
 
 
 @dataclass
@@ -56,6 +108,13 @@ class AnnouncementSent(LoopEvent):
     removed: list[str] = field(default_factory=list)
     layout: str = "flat"  # flat | grouped | budgeted: the layout sent
     reason: str = ""  # why it is not the profile's layout (a list that would not fit the window)
+    text_chars: int = -1  # the whole text's length; `text` keeps its first TEXT_KEPT characters
+
+    def __post_init__(self) -> None:
+        if self.text_chars < 0:
+            self.text_chars = len(self.text)
+        self.text = kept_text(self.text)
+        self.added, self.removed = kept_names(self.added), kept_names(self.removed)
 
 
 @dataclass
@@ -68,10 +127,18 @@ class ModelRequest(LoopEvent):
     request: dict[str, Any] = field(default_factory=dict)  # a summary of the wire request (no secrets)
     body: dict[str, Any] = field(default_factory=dict)  # the request body itself (request_body(): bounded, no secrets)
 
+    def to_payload(self) -> dict[str, Any]:
+        # The body is kept whole or not at all: shortened by bounded_payload it would no longer be
+        # the body that was sent. When the event would go over the limit, the body becomes the note.
+        payload = asdict(self)
+        if self.body and not self.body.get("too_large") and _size(payload) > MAX_PAYLOAD_BYTES:
+            payload["body"] = _body_note(_size(self.body))
+        return payload
+
 
 # What a model request event may keep of the body: a 200-tool catalog with long schemas is ~100 KB; past
 # this the row (and every socket frame replaying it) gets heavy, so a note with the size is kept instead.
-MAX_STORED_BODY_BYTES = 256 * 1024
+MAX_STORED_BODY_BYTES = MAX_PAYLOAD_BYTES
 # Keys that carry credentials or transport headers (SDK kwargs such as extra_headers, an MCP connector's
 # authorization_token): a stored body is shown to every viewer of the conversation, so they never go in.
 _DROPPED_KEYS = frozenset({"extra_headers", "headers", "api_key", "extra_query", "extra_body", "timeout"})
@@ -97,9 +164,13 @@ def request_body(request: dict[str, Any]) -> dict[str, Any]:
     encoded = json.dumps(body, ensure_ascii=False, default=str)
     size = len(encoded.encode("utf-8"))
     if size > MAX_STORED_BODY_BYTES:
-        return {"too_large": True, "size_bytes": size,
-                "note": f"The request body was {size:,} bytes, over the {MAX_STORED_BODY_BYTES // 1024} KB kept per event; not stored."}
+        return _body_note(size)
     return json.loads(encoded)  # plain JSON types, as the JSONField will give them back
+
+
+def _body_note(size: int) -> dict[str, Any]:
+    return {"too_large": True, "size_bytes": size,
+            "note": f"The request body was {size:,} bytes, over the {MAX_STORED_BODY_BYTES // 1024} KB kept per event; not stored."}
 
 
 @dataclass
@@ -266,7 +337,7 @@ def record_event(
             conversation_id=conversation_id,
             sequence=sequence,
             type=event.type,
-            payload=event.to_payload(),
+            payload=bounded_payload(event.to_payload()),
             parent_sequence=parent_sequence,
             turn_sequence=turn_sequence,
         )

@@ -15,6 +15,10 @@ AGENT_LOST_SECONDS.
 the conversation only while its token is the current one, and a released run's token is cleared. So a
 worker that comes back after it was given up on stops at its next step (`AgentRun.check_cancel`)
 instead of writing into a newer run, and a duplicate delivery of an old task does nothing.
+
+A run paused on a permission prompt has no worker, so no heartbeat: `rest_paused_run` clears it once
+the task has ended (a stale heartbeat would get the waiting run released as lost). The worker that
+resumes it claims it again with the same token.
 """
 from __future__ import annotations
 
@@ -30,6 +34,12 @@ from playground.conversations.models import Conversation
 from playground.conversations.services import ACTIVE_STATUSES, release_lost_runs
 
 logger = logging.getLogger(__name__)
+
+
+def rest_paused_run(conversation_id: int, run_token: str) -> None:
+    """After the task that paused this run ended (its heartbeat thread stopped): no heartbeat to watch."""
+    Conversation.objects.filter(pk=conversation_id, run_token=run_token, status=Conversation.Status.WAITING,
+                                paused_run__isnull=False).update(heartbeat_at=None)
 
 
 class RunLease:

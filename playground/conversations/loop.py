@@ -4,8 +4,10 @@ Each turn: (maybe compact) → the engine builds the request (permissions → de
 → tools, the announcement, the mode decision) → the provider answers → tool calls are executed
 (ToolSearch in-process through the engine, `Agent` as a nested run, everything else through the
 executor) with call-time permission checks → results are appended → repeat until the model ends its
-turn, the person cancels, or `AGENT_MAX_TURNS`. Every step is a typed event (`events.py`); the loop
-never talks to the channel layer. No rule about tools lives here: the engine decides, the loop
+turn, the person cancels, or `AGENT_MAX_TURNS`. A call that needs the person's permission pauses the
+run: the prompt and what the turn needs to go on are saved, and the task ends (no worker waits); the
+answer queues a task that resumes from there (`AgentRun.pause`, `run(resume=...)`). Every step is a
+typed event (`events.py`); the loop never talks to the channel layer. No rule about tools lives here: the engine decides, the loop
 orchestrates.
 """
 from __future__ import annotations
@@ -30,12 +32,12 @@ from playground.conversations.providers import (
     conversation_provider_key,
     get_provider,
 )
-from playground.conversations.services import answer_permission, pending_answer
-from playground.conversations.server_search import (
-    SERVER_STYLE,
-    engine_wire_style,
-    sent_tool_names,
-    server_search_request,
+from playground.conversations.services import (
+    CANCELLED_CALL,
+    close_paused_turn,
+    pending_answer,
+    queue_prompt_timeout,
+    take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.usage import record_conversation_usage, record_usage_safely, usage_log
@@ -43,19 +45,43 @@ from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
+from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
+from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import TokenCounter, count_messages
-from playground.engine.toolsearch_tool import WIRE_STYLES
+from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.turn import TurnPlan, plan_turn
+from playground.mcp_servers.executor import PlaygroundExecutor
+from playground.registry import adapter
+from playground.registry.models import AgentProfile
 
 logger = logging.getLogger(__name__)
 
 SERVER_SEARCH_BLOCKS = ("server_tool_use", "tool_search_tool_result")
-PERMISSION_POLL_SECONDS = 0.2
 
 
 class Cancelled(Exception):
     """The person asked to stop; the run ends at this step."""
+
+
+class AwaitingAnswer(Exception):
+    """A call needs the person's permission: the run pauses (raised before the prompt is recorded).
+
+    It climbs from the run that made the call through any subagent runs to the main run; each adds
+    the frame it needs to go on (`frames`, outermost first), and the main run saves them (`pause`).
+    """
+
+    def __init__(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str, call_sequence: int,
+                 parent_sequence: int | None) -> None:
+        super().__init__(name)
+        self.tool_use_id, self.name, self.arguments, self.reason = tool_use_id, name, arguments, reason
+        self.call_sequence, self.parent_sequence = call_sequence, parent_sequence
+        self.frames: list[dict[str, Any]] = []
+
+
+class Paused(Exception):
+    """The run is saved, waiting for a permission answer; its task ends here."""
 
 
 # -- message stores: the main conversation keeps its messages in the database, a subagent in memory --
@@ -159,20 +185,31 @@ class AgentRun:
             raise Cancelled()
 
     # -- the loop ----------------------------------------------------------------------------------
-    def run(self) -> RunOutcome:
-        from playground.registry import adapter
-
+    def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
+        """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
         backend = adapter.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         pending = adapter.pending_mcp_servers()
         final_text = ""
-        for turn in range(1, self.max_turns + 1):
+        first_turn = 1
+        if resume is not None:
+            final_text = resume.get("final_text", "")
+            self._server_sent = set(resume.get("server_sent") or ())
+            messages = self.store.load()
+            if messages and messages[-1]["role"] == "assistant":
+                messages = messages[:-1]  # the paused turn's plan was built before the model answered
+            turn_plan = self.build_plan(messages, self.current_boundary(), counter, backend, pending)
+            self.run_tools(resume["turn"], resume["turn_sequence"], resume["tool_uses"], resume.get("stop_reason", "tool_use"),
+                           turn_plan, final_text, resume=resume)
+            first_turn = resume["turn"] + 1
+        for turn in range(first_turn, self.max_turns + 1):
             self.check_cancel()
             messages = self.store.load()
             boundary = self.current_boundary()
             if self.compaction_enabled:
                 messages, boundary = self.maybe_compact(messages, boundary, counter)
-            plan = self.build_plan(messages, boundary, counter, pending)
+            turn_plan = self.build_plan(messages, boundary, counter, backend, pending)
+            plan = turn_plan.request
             if plan.announcement_block is not None:
                 # Delta announcements live in the history: keep the block, or the next request repeats it.
                 self.store.extend_last_user(plan.announcement_block)
@@ -211,31 +248,66 @@ class AgentRun:
                 self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.IDLE,
                                           final=True, reason="end_turn"), turn_sequence=turn_seq)
                 return RunOutcome("end_turn", final_text, turn)
-            results: list[dict[str, Any]] = []
-            siblings: list[dict[str, Any]] = []
-            try:
-                for block in tool_uses:
-                    self.check_cancel()
-                    result, sibling = self.handle_tool_use(block, plan, backend, pending, turn_seq)
-                    results.append(result)
-                    siblings.extend(sibling)
-            except Cancelled:
-                # Keep the history valid for the next message: every tool_use gets its tool_result.
-                answered = {r["tool_use_id"] for r in results}
-                results.extend(
-                    error_tool_result(b["id"], "Cancelled by the person before this call ran.")
-                    for b in tool_uses if b["id"] not in answered
-                )
-                self.store.append("user", results + siblings)
-                raise
-            # tool_result blocks first, then text (the API requires that order; "Tool loaded." is text).
-            self.store.append("user", results + siblings)
-            self.emit(ev.TurnFinished(turn=turn, stop_reason=response.stop_reason, status=Conversation.Status.RUNNING),
-                      turn_sequence=turn_seq)
+            self.run_tools(turn, turn_seq, tool_uses, response.stop_reason, turn_plan, final_text)
         self.emit(ev.ErrorEvent(message=f"Stopped after {self.max_turns} model turns (AGENT_MAX_TURNS).", kind="max_turns"))
         self.emit(ev.TurnFinished(turn=self.max_turns, stop_reason="max_turns", status=Conversation.Status.IDLE, final=True,
                                   reason="max_turns"))
         return RunOutcome("max_turns", final_text, self.max_turns)
+
+    def run_tools(self, turn: int, turn_seq: int, tool_uses: list[dict[str, Any]], stop_reason: str, turn_plan: TurnPlan,
+                  final_text: str, *, resume: dict[str, Any] | None = None) -> None:
+        """Run one response's tool calls, store their results and finish the turn (raises Paused / Cancelled).
+
+        With `resume`, the calls before the paused one already ran (their results are in it) and the
+        paused call is settled by its answer — or, when it is an `Agent` call whose subagent paused,
+        the subagent goes on from its own saved frame (`child`).
+        """
+        results: list[dict[str, Any]] = list(resume["results"]) if resume else []
+        siblings: list[dict[str, Any]] = list(resume["siblings"]) if resume else []
+        index = resume["index"] if resume else 0
+        try:
+            try:
+                if resume is not None:
+                    self.check_cancel()
+                    if "child" in resume:  # the paused call is inside the subagent this Agent call runs
+                        block, child = tool_uses[index], resume["child"]
+                        result = self.run_subagent(block["id"], block.get("input") or {}, child["parent_sequence"], turn_seq,
+                                                   resume=child)
+                        sibling = []
+                    else:
+                        result, sibling = self.answered_call(resume, turn_plan.request, turn_seq)
+                    results.append(result)
+                    siblings.extend(sibling)
+                    index += 1
+                while index < len(tool_uses):
+                    self.check_cancel()
+                    result, sibling = self.handle_tool_use(tool_uses[index], turn_plan, turn_seq)
+                    results.append(result)
+                    siblings.extend(sibling)
+                    index += 1
+            except AwaitingAnswer as waiting:
+                frame = {
+                    "turn": turn, "turn_sequence": turn_seq, "stop_reason": stop_reason, "tool_uses": tool_uses,
+                    "index": index, "results": results, "siblings": siblings, "final_text": final_text,
+                    "server_sent": sorted(self._server_sent),
+                }
+                if self.parent_sequence is not None:
+                    # A subagent: its history lives in memory, so it goes into the frame; the parent pauses.
+                    waiting.frames.insert(0, {**frame, "messages": self.store.load(), "parent_sequence": self.parent_sequence})
+                    raise
+                waiting.frames.insert(0, frame)
+                self.pause(waiting)
+                raise Paused() from None
+        except Cancelled:
+            # Keep the history valid for the next message: every tool_use gets its tool_result.
+            answered = {r["tool_use_id"] for r in results}
+            results.extend(error_tool_result(b["id"], CANCELLED_CALL) for b in tool_uses if b["id"] not in answered)
+            self.store.append("user", results + siblings)
+            raise
+        # tool_result blocks first, then text (the API requires that order; "Tool loaded." is text).
+        self.store.append("user", results + siblings)
+        self.emit(ev.TurnFinished(turn=turn, stop_reason=stop_reason, status=Conversation.Status.RUNNING),
+                  turn_sequence=turn_seq)
 
     # -- request building (the engine decides) -------------------------------------------------------
     def current_boundary(self) -> CompactionBoundary | None:
@@ -246,10 +318,10 @@ class AgentRun:
                                   announced_tools=tuple(stored.get("announced_tools", ())), metadata=stored.get("metadata") or {})
 
     def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, counter: TokenCounter,
-                   pending: list[str]) -> RequestPlan:
+                   backend: Any, pending: list[str]) -> TurnPlan:
         state = ConversationState(messages=messages, compaction=boundary)
-        return build_request(self.catalog, self.policy, self.agent_settings, state, token_counter=counter,
-                             pending_mcp_servers=pending)
+        return plan_turn(self.catalog, self.policy, self.agent_settings, state, token_counter=counter, backend=backend,
+                         pending_mcp_servers=pending, usage=usage_log())
 
     def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
         request = dict(plan.to_api_kwargs())
@@ -303,16 +375,17 @@ class AgentRun:
             ), turn_sequence=turn_seq)
 
     # -- tool calls ----------------------------------------------------------------------------------
-    def handle_tool_use(self, block: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
+    def handle_tool_use(self, block: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
+        plan = turn.request
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
         if name == TOOL_SEARCH_NAME:
             refusal = plan.call_error(name) or (
                 "ToolSearch is not available: this conversation uses Anthropic's server-side search." if self.server_search else None)
             if refusal is not None:
                 return self.tool_error(tool_use_id, name, refusal, turn_seq), []
-            return self.run_tool_search(tool_use_id, arguments, plan, backend, pending, turn_seq)
+            return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
 
         decision = self.policy.decide(name)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments, permission=decision.effect),
@@ -335,9 +408,12 @@ class AgentRun:
                        else f"Tool {name!r} does not exist or is not available in this conversation.")
             return self.tool_error(tool_use_id, name, message, turn_seq), []
         if decision.effect == "ask" and name not in self.always_allowed():
-            allowed, why = self.ask_permission(tool_use_id, name, arguments, decision.reason, turn_seq)
-            if not allowed:
-                return self.tool_error(tool_use_id, name, why, turn_seq), []
+            # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
+            raise AwaitingAnswer(tool_use_id, name, arguments, decision.reason, call_seq, self.parent_sequence)
+        return self.run_allowed_call(tool_use_id, name, arguments, tool, call_seq, turn_seq)
+
+    def run_allowed_call(self, tool_use_id: str, name: str, arguments: dict[str, Any], tool: Any, call_seq: int,
+                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if name == AGENT_TOOL_NAME:
             return self.run_subagent(tool_use_id, arguments, call_seq, turn_seq), []
         outcome = self.executor.execute(tool, arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
@@ -354,12 +430,12 @@ class AgentRun:
                   turn_sequence=turn_seq)
         return result
 
-    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], plan: RequestPlan, backend: Any, pending: list[str],
+    def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         wire_style = self.agent_settings.wire_style
+        backend = turn.backend
         try:
-            result = ts.run_tool_search(arguments, plan.searchable, backend, pending_mcp_servers=pending,
-                                        default_max_results=self.agent_settings.max_results, usage=usage_log())
+            result = turn.run_tool_search(arguments)
         except ts.ToolSearchInputError as exc:
             self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=str(arguments.get("query", "")) if isinstance(arguments, dict) else "",
                                          backend=getattr(backend, "name", ""), error=str(exc)), turn_sequence=turn_seq)
@@ -376,63 +452,72 @@ class AgentRun:
     def always_allowed(self) -> list[str]:
         return list(Conversation.objects.filter(pk=self.conversation.pk).values_list("always_allowed", flat=True).first() or [])
 
-    def ask_permission(self, tool_use_id: str, name: str, arguments: dict[str, Any], reason: str,
-                       turn_seq: int) -> tuple[bool, str]:
-        """Pause for the person: approve once / always / deny, or deny on timeout. Polls the database."""
-        timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
-        prompt_seq = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason,
-                                                   timeout_seconds=timeout),
-                               turn_sequence=turn_seq, status=Conversation.Status.WAITING)
-        deadline = time.monotonic() + timeout
-        while True:
-            answer = pending_answer(self.conversation.pk, prompt_seq)
-            if answer is not None:
-                break
-            try:
-                self.check_cancel()
-            except Cancelled:
-                # Close the prompt so its buttons go away; the first answer wins if the person was quicker.
-                try:
-                    answer_permission(self.conversation, prompt_seq, "cancelled", note="the run was cancelled")
-                except Exception:  # noqa: BLE001 - already answered
-                    pass
-                raise
-            if time.monotonic() >= deadline:
-                try:
-                    answer = answer_permission(self.conversation, prompt_seq, "timeout",
-                                               note=f"no answer within {timeout:g} s: denied")
-                except Exception:  # noqa: BLE001 - the person answered at the same moment: theirs wins
-                    answer = pending_answer(self.conversation.pk, prompt_seq)
-                break
-            time.sleep(PERMISSION_POLL_SECONDS)
-        choice = answer.payload.get("choice") if answer is not None else "timeout"
-        if choice in ("once", "always"):
-            return True, ""
-        if choice == "timeout":
-            return False, f"Permission to use {name} was not granted: nobody answered within {timeout:g} seconds."
-        return False, f"The person denied permission to use {name}."
+    def pause(self, waiting: AwaitingAnswer) -> None:
+        """Record the prompt and save what the run needs to go on, in one transaction: whoever answers
+        finds the saved state (and queues the resumption); the timeout is a task scheduled after commit.
 
-    def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int) -> dict[str, Any]:
+        The state is the main run's frame; a subagent's frame, when the call is its own, nests as `child`.
+        The innermost frame holds the call waiting for the answer.
+        """
+        timeout = float(settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
+        frames = waiting.frames
+        with transaction.atomic():
+            prompt = record_event(
+                self.conversation,
+                ev.PermissionPrompt(tool_use_id=waiting.tool_use_id, name=waiting.name, arguments=waiting.arguments,
+                                    reason=waiting.reason, timeout_seconds=timeout),
+                parent_sequence=waiting.parent_sequence, turn_sequence=frames[-1]["turn_sequence"],
+                status=Conversation.Status.WAITING, run_token=self.conversation.run_token,
+            )
+            common = {"prompt_sequence": prompt.sequence, "timeout": timeout}
+            state: dict[str, Any] = {**frames[-1], **common, "call_sequence": waiting.call_sequence,
+                                     "call": {"id": waiting.tool_use_id, "name": waiting.name, "input": waiting.arguments}}
+            for frame in reversed(frames[:-1]):
+                state = {**frame, **common, "child": state}
+            Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
+            conversation_id, prompt_seq = self.conversation.pk, prompt.sequence
+            transaction.on_commit(lambda: queue_prompt_timeout(conversation_id, prompt_seq, timeout))
+
+    def answered_call(self, state: dict[str, Any], plan: RequestPlan,
+                      turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Settle the call a paused run waited on, by the answer its prompt got."""
+        call = state["call"]
+        tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
+        answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
+        allowed, why = permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name,
+                                          float(state.get("timeout") or 0))
+        if not allowed:
+            return self.tool_error(tool_use_id, name, why, turn_seq), []
+        tool = plan.searchable.get(name) or self.catalog.get(name)
+        if tool is None:
+            return self.tool_error(tool_use_id, name, f"Tool {name!r} is no longer available in this conversation.", turn_seq), []
+        return self.run_allowed_call(tool_use_id, name, arguments, tool, int(state.get("call_sequence") or 0), turn_seq)
+
+    def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
+                     resume: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run an `Agent` call as a nested run; with `resume`, go on with the subagent that paused on a prompt."""
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
             return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
+        messages = resume["messages"] if resume is not None else [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
-            policy=sub_policy, agent_settings=sub_settings,
-            store=MemoryMessages([{"role": "user", "content": [{"type": "text", "text": prompt}]}]),
+            policy=sub_policy, agent_settings=sub_settings, store=MemoryMessages(messages),
             parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
         )
-        released = False
+        learn = True
         try:
-            outcome = child.run()
-        except RunReleased:
-            released = True  # this run no longer owns the conversation: it writes nothing more
+            outcome = child.run(resume=resume)
+        except (RunReleased, AwaitingAnswer):
+            # Released: this run no longer owns the conversation and writes nothing more. Waiting: the
+            # subagent's history is saved with the paused run, and learned from once it has finished.
+            learn = False
             raise
         finally:  # a subagent's history lives in memory only: learn from it now (cancelled too)
-            if not released:
+            if learn:
                 record_usage_safely(self.conversation.pk, child.store.load())
         is_error = outcome.reason != "end_turn"
         text = outcome.final_text or f"The subagent ended without an answer ({outcome.reason})."
@@ -473,6 +558,15 @@ class AgentRun:
         return messages[keep_from:], new_boundary
 
 
+def permission_outcome(choice: str, name: str, timeout: float) -> tuple[bool, str]:
+    """Whether an answer allows the call, and the error the model reads when it does not."""
+    if choice in ("once", "always"):
+        return True, ""
+    if choice == "timeout":
+        return False, f"Permission to use {name} was not granted: nobody answered within {timeout:g} seconds."
+    return False, f"The person denied permission to use {name}."
+
+
 def _last_person_message(messages: list[dict[str, Any]]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -500,10 +594,6 @@ def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_setting
 
     The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
     """
-    from playground.engine.subagents import resolve_subagent_tools, subagent_policy
-    from playground.registry import adapter
-    from playground.registry.models import AgentProfile
-
     denylist = list(settings.AGENT_TOOL_DENYLIST)
     profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
     if profile is not None:
@@ -517,8 +607,6 @@ def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_setting
 # -- the entry point the Celery task calls ----------------------------------------------------------
 def snapshot_profile(conversation: Conversation) -> Any:
     """The profile as it was when the conversation started (unsaved), with the live primary key for rules."""
-    from playground.registry.models import AgentProfile
-
     snapshot = dict(conversation.profile_snapshot or {})
     if not snapshot:
         return conversation.profile
@@ -530,23 +618,19 @@ def snapshot_profile(conversation: Conversation) -> Any:
 
 def build_run(conversation: Conversation, *, provider: ModelProvider | None = None,
               executor: ToolExecutor | None = None) -> AgentRun:
-    from playground.registry import adapter
-
     profile = snapshot_profile(conversation)
     if provider is None:
         provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
-        from playground.mcp_servers.executor import PlaygroundExecutor
-
         executor = PlaygroundExecutor()
-    wire_style = getattr(profile, "wire_style", "native") if profile is not None else "native"
+    wire_style = getattr(profile, "wire_style", NATIVE_STYLE) if profile is not None else NATIVE_STYLE
     if wire_style == SERVER_STYLE:
         if SERVER_STYLE not in provider.wire_styles:
             raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
     elif wire_style not in WIRE_STYLES:
         raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
-    wire_style, server_search = engine_wire_style(wire_style)
+    wire_style, server_search = adapter.planned_wire_style(wire_style)
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,
@@ -557,33 +641,47 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
 
 
 def run_conversation(conversation_id: int, *, provider: ModelProvider | None = None,
-                     executor: ToolExecutor | None = None) -> RunOutcome:
-    """Run the loop for the person's latest message. Always leaves the conversation idle or failed,
-    unless the run no longer owns it (released as lost, or superseded): then it writes nothing more."""
+                     executor: ToolExecutor | None = None, resume_prompt: int | None = None) -> RunOutcome:
+    """Run the loop for the person's latest message, or resume the run paused on `resume_prompt`.
+
+    Leaves the conversation idle or failed, or waiting (outcome "waiting") when a call needs the
+    person's permission: the run is saved and a later `resume_prompt` call goes on. Unless the run no
+    longer owns it (released as lost, or superseded): then it writes nothing more.
+    """
     conversation = Conversation.objects.get(pk=conversation_id)
     try:
-        outcome = _run_owned(conversation, provider=provider, executor=executor)
+        outcome = _run_owned(conversation, provider=provider, executor=executor, resume_prompt=resume_prompt)
     except RunReleased:
         logger.warning("conversation %s: this run was released while it ran; it stops without writing", conversation_id)
         return RunOutcome("released")
-    record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+    if outcome.reason not in ("waiting", "superseded"):
+        record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
     return outcome
 
 
 def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
-               executor: ToolExecutor | None) -> RunOutcome:
+               executor: ToolExecutor | None, resume_prompt: int | None = None) -> RunOutcome:
     def finish(event: ev.LoopEvent, status: str) -> None:
         record_event(conversation, event, status=status, run_token=conversation.run_token)
 
+    paused: dict[str, Any] | None = None
+    if resume_prompt is not None:
+        paused = take_paused_run(conversation.pk, conversation.run_token, resume_prompt)
+        if paused is None:
+            return RunOutcome("superseded")  # already resumed, or ended (cancel, release) meanwhile
     if conversation.status == Conversation.Status.CANCELLING:
+        if paused is not None:
+            close_paused_turn(conversation.pk, paused, CANCELLED_CALL)
         finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
                Conversation.Status.IDLE)
         return RunOutcome("cancelled")
     try:
         run = build_run(conversation, provider=provider, executor=executor)
-        outcome = run.run()
+        outcome = run.run(resume=paused)
     except RunReleased:
         raise  # not a failure of this conversation: a newer run or the release owns it now
+    except Paused:
+        return RunOutcome("waiting")
     except Cancelled:
         finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
                Conversation.Status.IDLE)

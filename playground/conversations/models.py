@@ -31,6 +31,9 @@ class Conversation(models.Model):
     # worker last said it is alive. A run whose heartbeat stops is released (services.release_lost_run).
     run_token = models.CharField(max_length=32, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # A run paused on a permission prompt holds no worker: what it needs to go on once the prompt is
+    # answered (the prompt, the turn's tool calls and the results so far). Empty while nothing waits.
+    paused_run = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

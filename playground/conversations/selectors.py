@@ -10,23 +10,23 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
+from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
 CHAT_TYPES = ("message", "permission_prompt")
 
 
 def can_view(user, conversation: Conversation) -> bool:
-    return bool(user and user.is_authenticated and (user.is_staff or conversation.owner_id == user.pk))
+    return bool(user and user.is_authenticated and (is_staff(user) or conversation.owner_id == user.pk))
 
 
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
-    return qs if user.is_staff else qs.filter(owner=user)
+    return qs if is_staff(user) else qs.filter(owner=user)
 
 
 def provider_label(conversation: Conversation) -> str:
-    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
-
     key = conversation_provider_key(conversation)
     try:
         return provider_class(key).label
@@ -63,6 +63,11 @@ def event_view(event: Event) -> dict[str, Any]:
     view: dict[str, Any] = {}
     if event.type == "turn_started":
         view["tokens"] = token_numbers(payload.get("tokens") or {})
+        # Payloads keep the first names of long lists and the full counts (older events: the lists).
+        for kind in ("loaded", "deferred"):
+            names = payload.get(f"{kind}_tools") or []
+            count = payload.get(f"{kind}_count", len(names))
+            view[f"{kind}_count"], view[f"{kind}_more"] = count, max(count - len(names), 0)
     elif event.type == "toolsearch_query":
         scored = payload.get("scored") or []
         top = max((s.get("score", 0) for s in scored), default=0) or 1
@@ -145,8 +150,6 @@ def panel_context(conversation: Conversation) -> dict[str, Any]:
 
 
 def _is_offline(conversation: Conversation) -> bool:
-    from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
-
     key = conversation_provider_key(conversation)
     try:
         return bool(provider_class(key).offline)

@@ -19,6 +19,7 @@ from playground.conversations.events import (
     ErrorEvent,
     PermissionAnswer,
     StatusChanged,
+    TurnFinished,
     lock_conversation,
     record_event,
 )
@@ -28,7 +29,8 @@ from playground.engine.execution import error_tool_result
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
-PERMISSION_CHOICES = ("once", "always", "deny")
+# A person's answers to a permission prompt, with the labels the answer form offers.
+PERMISSION_CHOICES = {"once": "Approve once", "always": "Always", "deny": "Deny"}
 LOOP_CHOICES = ("timeout", "cancelled")  # recorded by the loop itself, never offered to people
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
@@ -99,7 +101,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
 
 def queue_run(conversation_id: int, run_token: str = "") -> None:
     """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever."""
-    from playground.conversations.tasks import run_conversation_task
+    from playground.conversations.tasks import run_conversation_task  # the task runs the loop, which imports this module
 
     try:
         run_conversation_task.delay(conversation_id, run_token)
@@ -109,12 +111,49 @@ def queue_run(conversation_id: int, run_token: str = "") -> None:
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
+def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int) -> None:
+    """Hand a run paused on `prompt_sequence` (now answered) back to a worker."""
+    from playground.conversations.tasks import resume_conversation_task
+
+    try:
+        resume_conversation_task.delay(conversation_id, run_token, prompt_sequence)
+    except Exception as exc:  # noqa: BLE001 - as queue_run: one clear error instead of a silent hang
+        logger.exception("could not queue the resumption of conversation %s", conversation_id)
+        record_event(conversation_id, ErrorEvent(message=f"Could not hand the answer to a worker (is Redis running?): {exc}",
+                                                 kind="queue"), status=Conversation.Status.FAILED)
+
+
+def queue_prompt_timeout(conversation_id: int, prompt_sequence: int, timeout: float) -> None:
+    """Deny the prompt after `timeout` seconds unless someone answers first (a Celery task with a countdown)."""
+    from playground.conversations.tasks import expire_permission_prompt_task
+
+    try:
+        expire_permission_prompt_task.apply_async((conversation_id, prompt_sequence), countdown=timeout)
+    except Exception:  # noqa: BLE001 - the prompt stays open; an answer or a cancel still ends it
+        logger.exception("could not schedule the timeout of prompt %s/%s", conversation_id, prompt_sequence)
+
+
+def expire_prompt(conversation_id: int, prompt_sequence: int) -> bool:
+    """Deny a prompt nobody answered in time; False when it was answered (or is gone) meanwhile."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    prompt = Event.objects.filter(conversation_id=conversation_id, sequence=prompt_sequence, type="permission_prompt").first()
+    if conversation is None or prompt is None:
+        return False
+    timeout = float(prompt.payload.get("timeout_seconds") or settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
+    try:
+        answer_permission(conversation, prompt_sequence, "timeout", note=f"no answer within {timeout:g} s: denied")
+    except ConversationError:
+        return False  # answered first: theirs wins
+    return True
+
+
 def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "",
                       resume: bool = True) -> Event:
-    """Record the answer to a permission prompt; the first answer wins (the loop's timeout included).
+    """Record the answer to a permission prompt; the first answer wins (the scheduled timeout included).
 
     `always` also remembers the tool for this conversation, so later calls do not ask again. A waiting
     conversation goes back to running, unless `resume=False` (the run is ending: its caller sets the status).
+    When the run is paused on this prompt (no worker holds it), a worker is asked to resume it after commit.
     """
     if choice not in (*PERMISSION_CHOICES, *LOOP_CHOICES):
         raise ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
@@ -130,13 +169,18 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
             if prompt.payload.get("name") not in allowed:
                 allowed.append(prompt.payload.get("name"))
                 Conversation.objects.filter(pk=locked.pk).update(always_allowed=allowed)
-        return record_event(
+        answer = record_event(
             locked,
             PermissionAnswer(prompt_sequence=prompt_sequence, choice=choice, answered_by=getattr(user, "username", ""), note=note),
             parent_sequence=prompt.parent_sequence,
             turn_sequence=prompt.turn_sequence,
             status=Conversation.Status.RUNNING if resume and locked.status == Conversation.Status.WAITING else None,
         )
+        paused = locked.paused_run or {}
+        if resume and paused.get("prompt_sequence") == prompt_sequence:
+            run_token = locked.run_token
+            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence))
+        return answer
 
 
 def pending_answer(conversation_id: int, prompt_sequence: int) -> Event | None:
@@ -157,6 +201,9 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             return True
         if locked.status == Conversation.Status.CANCELLING and _run_is_stale(locked):
             # Nobody acted on the first cancel for a long time: the worker died. Free the conversation.
+            if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
+                Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
+                close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL)
             record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
                                                note="stopped: no worker answered the cancel request"),
                          status=Conversation.Status.IDLE)
@@ -164,11 +211,55 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             return True
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
             return False
+        if locked.status == Conversation.Status.WAITING and locked.paused_run:
+            # Paused on a prompt: no worker would see the cancel, so the run ends here and now.
+            _end_paused_run(locked, note=f"the run was cancelled by {getattr(user, 'username', 'someone')}")
+            conversation.status = Conversation.Status.IDLE
+            return True
         record_event(locked, StatusChanged(status=Conversation.Status.CANCELLING,
                                            note=f"cancel requested by {getattr(user, 'username', 'someone')}"),
                      status=Conversation.Status.CANCELLING)
     conversation.status = Conversation.Status.CANCELLING
     return True
+
+
+# -- runs paused on a permission prompt (loop.AgentRun.pause) ----------------------------------------------
+CANCELLED_CALL = "Cancelled by the person before this call ran."
+
+
+def take_paused_run(conversation_id: int, run_token: str, prompt_sequence: int) -> dict[str, Any] | None:
+    """Hand the paused state to the one worker resuming it (cleared, so a duplicate delivery finds nothing)."""
+    with transaction.atomic():
+        locked = lock_conversation(conversation_id)
+        state = locked.paused_run
+        if not state or locked.run_token != run_token or state.get("prompt_sequence") != prompt_sequence:
+            return None
+        Conversation.objects.filter(pk=conversation_id).update(paused_run=None)
+    return state
+
+
+def close_paused_turn(conversation_id: int, state: dict[str, Any], text: str) -> None:
+    """Store the paused turn's tool results — those that ran, and `text` as the error of the rest —
+    so the history stays valid for the next message (every tool_use gets its tool_result)."""
+    results = list(state.get("results") or [])
+    answered = {r.get("tool_use_id") for r in results}
+    results.extend(error_tool_result(b["id"], text) for b in state.get("tool_uses") or [] if b.get("id") not in answered)
+    position = (Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
+    Message.objects.create(conversation_id=conversation_id, position=position, role="user",
+                           content=results + list(state.get("siblings") or []))
+
+
+def _end_paused_run(locked: Conversation, *, note: str) -> None:
+    """Inside the caller's transaction, with the row locked: cancel a run paused on a prompt."""
+    state = locked.paused_run or {}
+    Conversation.objects.filter(pk=locked.pk).update(paused_run=None, run_token="", heartbeat_at=None)
+    locked.paused_run, locked.run_token, locked.heartbeat_at = None, "", None
+    prompt_sequence = state.get("prompt_sequence")
+    if prompt_sequence and pending_answer(locked.pk, prompt_sequence) is None:
+        answer_permission(locked, prompt_sequence, "cancelled", note=note, resume=False)
+    close_paused_turn(locked.pk, state, CANCELLED_CALL)
+    record_event(locked, TurnFinished(turn=0, stop_reason="cancelled", status=Conversation.Status.IDLE, final=True,
+                                      reason="cancelled"), status=Conversation.Status.IDLE)
 
 
 def _run_is_stale(conversation: Conversation) -> bool:
@@ -225,8 +316,11 @@ def _release(locked: Conversation) -> None:
     """
     silent = int((timezone.now() - locked.heartbeat_at).total_seconds()) if locked.heartbeat_at else 0
     was_cancelling = locked.status == Conversation.Status.CANCELLING
-    Conversation.objects.filter(pk=locked.pk).update(run_token="", heartbeat_at=None)
+    Conversation.objects.filter(pk=locked.pk).update(run_token="", heartbeat_at=None, paused_run=None)
     locked.run_token, locked.heartbeat_at = "", None
+    if locked.paused_run:  # keep the results of the calls that ran before the prompt
+        close_paused_turn(locked.pk, locked.paused_run, "Not run: the worker running this conversation stopped answering.")
+        locked.paused_run = None
     _answer_unanswered_calls(locked.pk, "Not run: the worker running this conversation stopped answering.")
     for prompt in locked.events.filter(type="permission_prompt").order_by("sequence"):
         if pending_answer(locked.pk, prompt.sequence) is None:

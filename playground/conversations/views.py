@@ -62,7 +62,7 @@ def conversation_send(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     form = MessageForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Write a message first (at most 20,000 characters).")
+        messages.error(request, f"Write a message first (at most {services.MAX_MESSAGE_CHARS:,} characters).")
         return redirect("conversations:detail", pk=pk)
     return _carry_out(request, conversation, lambda: services.send_message(conversation, form.cleaned_data["text"], user=request.user))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from playground.engine import safe_json
 from playground.engine.tools import MCP_PREFIX, Tool, ToolCatalog, ToolDefinitionError
 
 FORMATS: tuple[str, ...] = ("jsonl", "anthropic", "mcp", "openai")
@@ -74,7 +75,7 @@ def load_tools(text_or_path: str | os.PathLike[str], *, server: str | None = Non
     if not text.strip():
         raise CatalogFormatError("empty input: no tools", source=source)
     try:
-        document = json.loads(text)
+        document = safe_json.loads(text)
     except json.JSONDecodeError as exc:
         document = None
         if not _looks_like_jsonl(text):
@@ -97,7 +98,7 @@ def _looks_like_jsonl(text: str) -> bool:
     if len(lines) < 2:
         return False
     try:
-        return isinstance(json.loads(lines[0]), dict)
+        return isinstance(safe_json.loads(lines[0]), dict)
     except json.JSONDecodeError:
         return False
 
@@ -108,7 +109,7 @@ def _tools_from_jsonl(text: str, source: str) -> list[tuple[Tool, int]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = safe_json.loads(line)
         except json.JSONDecodeError as exc:
             raise CatalogFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=number) from None
         tools.append((_tool_from_record(record, source, number), number))
@@ -248,7 +249,7 @@ def load_queries(path: str | os.PathLike[str]) -> list[LabelledQuery]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = safe_json.loads(line)
         except json.JSONDecodeError as exc:
             raise CatalogFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=number) from None
         queries.append(_query_from_record(record, source, number))

@@ -12,9 +12,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from playground.engine.announcements import announce, estimate_tokens
+from playground.engine.benchmark import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
+from playground.engine.evaluate import evaluate
+from playground.engine.permissions import PermissionPolicy
+from playground.engine.requests import AgentSettings, ConversationState, build_request
+from playground.engine.search import quality, speed
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
+from playground.engine.tokens import CharEstimateCounter
 
 EXIT_BAD_INPUT = 2
 
@@ -91,16 +98,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from playground.engine.evaluate import evaluate
-
     if args.toolsets:
         return cmd_eval_suite(args)
     if not (args.catalog and args.queries):
         raise BadInput("eval needs --catalog and --queries, or --toolsets NAME[,NAME] (or all)")
     if args.style != "natural":
-        from playground.engine.search.quality import styled_query
-
-        queries = [replace(q, query=styled_query(q.query, args.style)) for q in load_queries(args.queries)]
+        queries = [replace(q, query=quality.styled_query(q.query, args.style)) for q in load_queries(args.queries)]
         args.queries_override = queries
     catalog = load_catalog(args.catalog)
     queries = getattr(args, "queries_override", None) or load_queries(args.queries)
@@ -139,8 +142,6 @@ def split_specs(text: str) -> list[str]:
 
 def cmd_eval_suite(args: argparse.Namespace) -> int:
     """Every toolset × backend × query style on one split: the search-quality table (issue 7)."""
-    from playground.engine.search import quality
-
     names = list(quality.TOOLSETS) if args.toolsets == "all" else [t.strip() for t in args.toolsets.split(",") if t.strip()]
     backends = split_specs(args.backends) if args.backends else [args.backend]
     styles = list(quality.STYLES) if args.style == "both" else [args.style]
@@ -163,8 +164,6 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from playground.engine.benchmark import BenchConfig, format_table, run_bench
-
     folder = Path(args.toolsets) if args.toolsets else toolsets_dir()
     if not folder.is_dir():
         raise BadInput(f"toolsets folder {folder} not found (set TOOLSETS_DIR or --toolsets)")
@@ -183,8 +182,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     search_backends = split_specs(args.search_backends or "")
     if search_backends:  # the retrieval backends, same catalogs, queries and row shape (issue 7)
-        from playground.engine.search import speed
-
         try:
             rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat,
                               usage_entries=args.usage_entries, progress=progress)
@@ -196,8 +193,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"ToolSearch keyword scoring: claude-code (indexed) vs naive (plain transcription); toolsets from {folder}")
     print(format_table(rows))
     if search_backends:
-        from playground.engine.search import speed
-
         for model_id, runtime, rate in speed.encoder_rates(folder, search_backends):
             print(f"encoder {model_id} on {runtime}: {rate:.0f} tool documents/s (cold: no cache)")
     return 0
@@ -209,11 +204,6 @@ def announcement_figures(catalog, layout: str, *, budget: int = 0, context_windo
     `fits_window` is false when the request builder would refuse the layout (its list is above the
     cap) and send the budgeted one instead; the figures are still the refused layout's own.
     """
-    from playground.engine.announcements import announce, estimate_tokens
-    from playground.engine.permissions import PermissionPolicy
-    from playground.engine.requests import AgentSettings, ConversationState, build_request
-    from playground.engine.tokens import CharEstimateCounter
-
     counter = CharEstimateCounter()
     settings = AgentSettings(mode="true", announcement_layout=layout, announcement_budget=budget, context_window=context_window)
     state = ConversationState([{"role": "user", "content": "hello"}])
@@ -256,8 +246,6 @@ def cmd_announce(args: argparse.Namespace) -> int:
 
 def cmd_announce_table(args: argparse.Namespace) -> int:
     """Every layout at every size, catalogs grown from the shared toolsets as `bench` grows them."""
-    from playground.engine.benchmark import scaled_catalog, source_tools
-
     folder = Path(args.toolsets) if args.toolsets else toolsets_dir()
     try:
         base = source_tools(folder)

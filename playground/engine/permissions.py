@@ -15,8 +15,9 @@ from typing import Literal
 from playground.engine.tools import MCP_PREFIX, TOOL_NAME_PATTERN, ToolCatalog
 
 Effect = Literal["allow", "ask", "deny"]
-EFFECTS: tuple[str, ...] = ("allow", "ask", "deny")
-_PRECEDENCE = {"deny": 3, "ask": 2, "allow": 1}
+ALLOW, ASK, DENY = "allow", "ask", "deny"
+EFFECTS: tuple[str, ...] = (ALLOW, ASK, DENY)
+_PRECEDENCE = {DENY: 3, ASK: 2, ALLOW: 1}
 _SERVER_WILDCARD = re.compile(r"^mcp__([a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*)__\*$")
 
 

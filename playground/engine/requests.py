@@ -31,6 +31,7 @@ from playground.engine.announcements import (
     ANNOUNCEMENT_STYLES,
     DEFAULT_BUDGET_SHARE,
     DEFAULT_MAX_SHARE,
+    WARN_SHARE,
     MIN_BUDGET_TOKENS,
     Announcement,
     announce,
@@ -44,15 +45,14 @@ from playground.engine.history import (
     strip_tool_references,
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode
-from playground.engine.permissions import PermissionDecision, PermissionPolicy
+from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.tokens import TokenCounter
-from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
+    NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
     WIRE_STYLES,
     deferred_tool_not_loaded_message,
-    run_tool_search,
 )
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
@@ -62,7 +62,7 @@ class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
     mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
-    wire_style: str = "native"  # native | client
+    wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
@@ -136,6 +136,7 @@ class TokenAccounting:
         }
 
 
+
 @dataclass
 class RequestPlan:
     tools: list[dict[str, Any]]  # Messages API tool dicts, in the order sent
@@ -156,10 +157,23 @@ class RequestPlan:
     announcement_placement: str = ""  # "system" (full style) or "messages" (delta style)
     pending_mcp_servers: list[str] = field(default_factory=list)  # still connecting: named by a ToolSearch that finds nothing
     default_max_results: int = DEFAULT_MAX_RESULTS
+    permitted: ToolCatalog = field(default_factory=lambda: ToolCatalog([]))  # after permissions, whatever the mode
 
     @property
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
+
+    @property
+    def announcement_warning(self) -> str:
+        """Why the announcement is worth a look: it takes a large share of the context window."""
+        window = self.decision.context_window or 0
+        tokens = self.tokens.announcement_tokens
+        if not window or tokens <= window * WARN_SHARE:
+            return ""
+        return (
+            f"The announcement of deferred tools takes {tokens:,} tokens, {100 * tokens / window:.0f} % of the "
+            f"{window:,}-token context window, on every request: the grouped or budgeted layout would shrink it."
+        )
 
     @property
     def announcement_block(self) -> dict[str, Any] | None:
@@ -178,17 +192,6 @@ class RequestPlan:
         if any(name == tool_name for name, _ in self.excluded):
             return f"Tool {tool_name!r} is not available: it is denied by a permission rule."
         return f"Tool {tool_name!r} does not exist or is not available in this conversation."
-
-    def run_tool_search(self, arguments: dict[str, Any], backend: SearchBackend) -> ToolSearchResult:
-        """Answer a ToolSearch call made against this request: searches `searchable` only, so a
-        denied tool can never be found; raises ToolSearchInputError for bad input."""
-        return run_tool_search(
-            arguments,
-            self.searchable,
-            backend,
-            pending_mcp_servers=self.pending_mcp_servers,
-            default_max_results=self.default_max_results,
-        )
 
     def to_api_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": self.messages}
@@ -226,11 +229,15 @@ def build_request(
     *,
     token_counter: TokenCounter,
     pending_mcp_servers: Sequence[str] = (),
+    filtered: PermissionFilterResult | None = None,
 ) -> RequestPlan:
-    """Plan the next request. Pure: reads the catalog, rules and history; changes nothing."""
+    """Plan the next request. Pure: reads the catalog, rules and history; changes nothing.
+    `filtered`: the policy's filter of `catalog`, when the caller already has it. (Callers outside
+    the engine plan a turn with `turn.plan_turn`, which calls this.)"""
     # 1. Permissions. The engine supplies ToolSearch itself; a catalog entry of that name is ignored.
-    own_tools = catalog if TOOL_SEARCH_NAME not in catalog else ToolCatalog(t for t in catalog if t.name != TOOL_SEARCH_NAME)
-    filtered = policy.filter(own_tools)
+    if filtered is None:
+        own_tools = catalog if TOOL_SEARCH_NAME not in catalog else ToolCatalog(t for t in catalog if t.name != TOOL_SEARCH_NAME)
+        filtered = policy.filter(own_tools)
     permitted = filtered.permitted
     tool_search_permitted = policy.decide(TOOL_SEARCH_NAME).permitted
 
@@ -239,19 +246,8 @@ def build_request(
     loaded: list[Tool] = [t for t in permitted if not permitted.is_deferred(t.name)]
 
     # 3. Mode.
-    decision = decide_mode(
-        settings.mode,
-        deferred_tools=deferred,
-        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
-        token_counter=token_counter,
-        context_window=settings.context_window,
-        model=settings.model,
-        base_url=settings.base_url,
-        unsupported_model_patterns=settings.unsupported_model_patterns,
-        tool_search_permitted=tool_search_permitted,
-        wire_style=settings.wire_style,
-        pending_mcp_servers=pending_mcp_servers,
-    )
+    decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter,
+                         pending_mcp_servers=pending_mcp_servers)
     history = _with_summary(state)
     baseline = token_counter.count_engine_tools(permitted.tools)
 
@@ -275,6 +271,7 @@ def build_request(
             ask_tools=filtered.ask,
             pending_mcp_servers=list(pending_mcp_servers),
             default_max_results=settings.max_results,
+            permitted=permitted,
         )
 
     # 4. Discovered tools: from the history only, still permitted and deferred.
@@ -286,7 +283,7 @@ def build_request(
     # with defer_loading (the reference expands it). One with no reference left to expand it (carried
     # over a compaction, or found in a client-style result) goes as an ordinary tool, or the model
     # would never see its schema.
-    native = settings.wire_style == "native"
+    native = settings.wire_style == NATIVE_STYLE
     referenced = set(referenced_tool_names(state.messages)) if native else set()
     tools = [t.to_api() for t in loaded] + [TOOL_SEARCH_TOOL.to_api()]
     tools += [permitted.get(n).to_api(defer_loading=n in referenced) for n in discovered]
@@ -334,6 +331,27 @@ def build_request(
         announcement_placement=placement,
         pending_mcp_servers=list(pending_mcp_servers),
         default_max_results=settings.max_results,
+        permitted=permitted,
+    )
+
+
+def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_permitted: bool,
+              token_counter: TokenCounter, pending_mcp_servers: Sequence[str] = ()) -> ModeDecision:
+    """Whether ToolSearch is on for a turn over these permitted tools, and why: the one place the
+    mode decision gets the turn's inputs (the request plan and `turn.plan_turn` both ask here)."""
+    deferred = list(permitted.deferred)
+    return decide_mode(
+        settings.mode,
+        deferred_tools=deferred,
+        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
+        token_counter=token_counter,
+        context_window=settings.context_window,
+        model=settings.model,
+        base_url=settings.base_url,
+        unsupported_model_patterns=settings.unsupported_model_patterns,
+        tool_search_permitted=tool_search_permitted,
+        wire_style=settings.wire_style,
+        pending_mcp_servers=pending_mcp_servers,
     )
 
 

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from playground.engine.execution import error_tool_result
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
-WireStyle = Literal["native", "client"]
-WIRE_STYLES: tuple[str, ...] = ("native", "client")
+# The wire styles the engine plans (the names every layer uses; the "server" style is server_search's).
+NATIVE_STYLE = "native"  # deferred tools with defer_loading, ToolSearch answers with tool_reference blocks
+CLIENT_STYLE = "client"  # ordinary tools only, ToolSearch answers as text: any model or gateway
+WIRE_STYLES: tuple[str, ...] = (NATIVE_STYLE, CLIENT_STYLE)
 DEFAULT_MAX_RESULTS = 5
 TOOL_LOADED_TEXT = "Tool loaded."
 
@@ -115,7 +117,7 @@ def tool_search_result_content(result: ToolSearchResult, wire_style: str) -> lis
     _check_wire_style(wire_style)
     if not result.matches:
         return [{"type": "text", "text": no_match_text(result)}]
-    if wire_style == "native":
+    if wire_style == NATIVE_STYLE:
         return [{"type": "tool_reference", "tool_name": name} for name in result.matches]
     return [{"type": "text", "text": json.dumps(result.to_output(), ensure_ascii=False)}]
 
@@ -124,7 +126,7 @@ def tool_loaded_block(result: ToolSearchResult, wire_style: str) -> dict[str, An
     """Claude Code's sibling text block, placed after the tool_result in the same user message
     (native style with references only; never inside the tool_result)."""
     _check_wire_style(wire_style)
-    if wire_style == "native" and result.matches:
+    if wire_style == NATIVE_STYLE and result.matches:
         return {"type": "text", "text": TOOL_LOADED_TEXT}
     return None
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from playground.engine.catalog_io import toolsets_dir
 from playground.engine.search import quality
 from playground.evaluation.models import EvaluationRun
 
@@ -10,8 +11,6 @@ from playground.evaluation.models import EvaluationRun
 def available_toolsets() -> list[str]:
     """Toolsets with labelled queries, in the order of `quality.TOOLSETS`, then any others."""
     try:
-        from playground.engine.catalog_io import toolsets_dir
-
         root = toolsets_dir()
         present = sorted(p.name for p in root.iterdir() if (p / "queries.jsonl").is_file() and (p / "catalog.jsonl").is_file())
     except OSError:

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
 from playground.celery_app import app
+from playground.evaluation import services  # a module object: services queues this task
 
 
 @app.task(name="evaluation.run_evaluation")
 def run_evaluation(run_id: int) -> str:
-    from playground.evaluation.services import execute_run
-
-    return execute_run(run_id).status
+    return services.execute_run(run_id).status

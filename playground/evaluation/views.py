@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from playground.access import is_staff, staff_for_writes
 from playground.engine.search import quality
 from playground.evaluation import selectors, services
 from playground.evaluation.forms import EvaluationForm
@@ -16,12 +16,10 @@ def _run_context(run: EvaluationRun) -> dict:
     return {"run": run, "chart": selectors.recall_chart(run), "rows": selectors.result_rows(run)}
 
 
-@login_required
+@staff_for_writes(message="only staff can start evaluation runs")
 @require_http_methods(["GET", "POST"])
 def index(request):
     if request.method == "POST":
-        if not request.user.is_staff:
-            raise PermissionDenied("only staff can start evaluation runs")
         form = EvaluationForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
@@ -40,7 +38,7 @@ def index(request):
         "form": form,
         "runs": runs,
         "latest": _run_context(latest) if latest else None,
-        "can_run": request.user.is_staff,
+        "can_run": is_staff(request.user),
         "dev_buckets": quality.DEV_BUCKETS,
     }
     return render(request, "evaluation/index.html", context)

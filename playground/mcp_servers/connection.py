@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, PaginatedRequestParams
 
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
+from playground.mcp_servers.secrets import scrub_for
 
 T = TypeVar("T")
 
@@ -186,7 +187,7 @@ class McpConnection:
     def _gone_message(self, what: str) -> str:
         message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe()})"
         diagnostics = self.transport.diagnostics()
-        return f"{message}\n{diagnostics}" if diagnostics else message
+        return scrub_for(self.config, f"{message}\n{diagnostics}" if diagnostics else message)
 
 
 @asynccontextmanager
@@ -221,7 +222,8 @@ async def open_connection(config: ServerConfig, *, connect_timeout: float = DEFA
             raise
         message = f"could not connect to {config.describe()}: {_connect_message(exc)}"
         diagnostics = transport.diagnostics()
-        raise McpConnectionError(f"{message}\n{diagnostics}" if diagnostics else message) from exc
+        # The error text (and the server's stderr) may quote the URL, an argument or an env value.
+        raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
 
 
 def _connect_message(exc: BaseException) -> str:

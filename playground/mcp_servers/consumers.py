@@ -1,28 +1,33 @@
-"""WebSocket consumer for live MCP server status (authenticated users only)."""
+"""WebSocket consumer for live MCP server status (authenticated users only: anonymous is closed with
+4401 after the handshake, by `playground.realtime.socket_refusal`)."""
 from __future__ import annotations
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from playground.mcp_servers.status import STATUS_GROUP, server_group
+from playground.realtime import arefuse_socket, socket_refusal
 
 
 class McpStatusConsumer(AsyncWebsocketConsumer):
     """`ws/mcp/status/`: every server's badge; `ws/mcp/status/<server_id>/`: one server's badge and summary."""
 
     group = STATUS_GROUP
+    joined = False
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        refusal = socket_refusal(self.scope.get("user"))
+        if refusal is not None:
+            await arefuse_socket(self, refusal)
             return
         server_id = self.scope.get("url_route", {}).get("kwargs", {}).get("server_id")
         self.group = server_group(server_id) if server_id is not None else STATUS_GROUP
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.joined = True
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.joined:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page only listens; anything it sends is ignored."""

@@ -25,6 +25,7 @@ from playground.engine.execution import ToolExecutor, ToolOutcome
 from playground.engine.tools import Tool, server_of
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
+from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.session_pool import SessionPool, session_pool
 from playground.mcp_servers.transports import ServerConfig
 
@@ -156,8 +157,6 @@ class PlaygroundExecutor(ToolExecutor):
         return simulated_outcome(tool, arguments, "it is a catalog-only tool with no backend.")
 
     def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
-        from playground.mcp_servers.models import McpServer
-
         server = McpServer.objects.filter(name=server_name).first()
         if server is None:
             return simulated_outcome(tool, arguments, f"no MCP server named {server_name!r} is registered (catalog-only tool).")

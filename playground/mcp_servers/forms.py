@@ -6,10 +6,11 @@ from typing import Any
 
 from django import forms
 
+from playground.engine import safe_json
 from playground.mcp_servers.models import McpServer
-
-# Shown instead of every env and header value. Submitting it unchanged keeps the stored value.
-SECRET_MASK = "********"
+# SECRET_MASK is shown instead of every env and header value. Submitting it unchanged keeps the
+# stored value, unless the URL (headers) or the command (env) it was stored for changed.
+from playground.mcp_servers.secrets import SECRET_MASK
 
 
 def _parse_pairs(text: str, separator: str, what: str) -> dict[str, str]:
@@ -33,13 +34,16 @@ def _format_pairs(values: dict[str, str], separator: str, *, masked: bool) -> st
     return "\n".join(f"{k}{joiner}{SECRET_MASK if masked else v}" for k, v in values.items())
 
 
-def _unmask(submitted: dict[str, str], stored: dict[str, str], what: str) -> dict[str, str]:
+def _unmask(submitted: dict[str, str], stored: dict[str, str], what: str, kept: list[str] | None = None) -> dict[str, str]:
+    """The submitted pairs with each mask replaced by the stored value; `kept` collects those keys."""
     result: dict[str, str] = {}
     for key, value in submitted.items():
         if value == SECRET_MASK:
             if key not in stored:
                 raise forms.ValidationError(f"{what} {key!r}: enter a value (the mask {SECRET_MASK} only keeps a stored one)")
             result[key] = stored[key]
+            if kept is not None:
+                kept.append(key)
         else:
             result[key] = value
     return result
@@ -83,14 +87,34 @@ class McpServerForm(forms.ModelForm):
 
     def clean_env_text(self) -> dict[str, str]:
         submitted = _parse_pairs(self.cleaned_data["env_text"], "=", "environment variables")
-        return _unmask(submitted, self.instance.env or {}, "environment variable")
+        self.kept_env: list[str] = []
+        return _unmask(submitted, self.instance.env or {}, "environment variable", self.kept_env)
 
     def clean_headers_text(self) -> dict[str, str]:
         submitted = _parse_pairs(self.cleaned_data["headers_text"], ":", "headers")
-        return _unmask(submitted, self.instance.headers or {}, "header")
+        self.kept_headers: list[str] = []
+        return _unmask(submitted, self.instance.headers or {}, "header", self.kept_headers)
+
+    def _refuse_kept_secrets(self, data: dict[str, Any]) -> None:
+        """A stored secret was entered for one destination: it must not follow the server to
+        another (a changed URL, command or transport would get it on the next "Test connection")."""
+        stored = self.instance
+        if not stored.pk:
+            return
+        moved_url = (data.get("url") or "") != (stored.url or "") or data.get("transport") != stored.transport
+        moved_command = (data.get("command") or "") != (stored.command or "") or data.get("transport") != stored.transport
+        kept_headers = getattr(self, "kept_headers", [])
+        kept_env = getattr(self, "kept_env", [])
+        if moved_url and kept_headers and "headers_text" not in self.errors:
+            self.add_error("headers_text", f"The URL or transport changed: enter the value of {', '.join(kept_headers)} again "
+                                           f"(a stored value is not sent to a new destination; {SECRET_MASK} keeps it only while the URL stays).")
+        if moved_command and kept_env and "env_text" not in self.errors:
+            self.add_error("env_text", f"The command or transport changed: enter the value of {', '.join(kept_env)} again "
+                                       f"(a stored value is not given to another program; {SECRET_MASK} keeps it only while the command stays).")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        self._refuse_kept_secrets(data)
         transport = data.get("transport")
         if transport == McpServer.Transport.STDIO and not data.get("command"):
             self.add_error("command", "A stdio server needs a command to start.")
@@ -183,7 +207,7 @@ class ToolCallForm(forms.Form):
                 self.errors.pop(ARG_PREFIX + name, None)
             text = (data.get("raw_arguments") or "").strip() or "{}"
             try:
-                arguments = json.loads(text)
+                arguments = safe_json.loads(text)
             except json.JSONDecodeError as exc:
                 raise forms.ValidationError(f"raw arguments are not valid JSON: {exc}") from None
             if not isinstance(arguments, dict):
@@ -201,7 +225,7 @@ class ToolCallForm(forms.Form):
                 value = json.loads(value)
             elif getattr(field, "json_value", None):
                 try:
-                    value = json.loads(value)
+                    value = safe_json.loads(value)
                 except json.JSONDecodeError as exc:
                     self.add_error(key, f"not valid JSON: {exc}")
                     continue

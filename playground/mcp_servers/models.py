@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from playground.mcp_servers.secrets import mask_args, mask_url, scrub_for
+
 SERVER_NAME_VALIDATOR = RegexValidator(
     r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$",
     "Letters, digits, '-' and single '_' only: the name becomes the mcp__<name>__ prefix.",
@@ -49,6 +51,24 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    # Shown forms of the connection settings and errors: pages and status frames use these, never
+    # the raw fields (credentials travel in URLs, arguments and a server's error output).
+    @property
+    def shown_url(self) -> str:
+        return mask_url(self.url or "")
+
+    @property
+    def shown_args(self) -> list[str]:
+        return mask_args(self.args or [])
+
+    @property
+    def shown_last_error(self) -> str:
+        return scrub_for(self, self.last_error or "")
+
+    @property
+    def shown_sync_error(self) -> str:
+        return scrub_for(self, (self.last_sync_result or {}).get("error") or self.last_error or "")
 
     @property
     def tool_prefix(self) -> str:

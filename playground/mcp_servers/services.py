@@ -38,6 +38,7 @@ from playground.engine.tools import (
     ToolDefinitionError,
     mcp_tool_name,
 )
+from playground.mcp_servers import tasks  # a module object: the tasks call back into this module
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     McpConnectionError,
@@ -46,8 +47,10 @@ from playground.mcp_servers.connection import (
     list_server_tools,
 )
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
+from playground.registry.models import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +109,7 @@ def set_status(server: McpServer, status: str, *, last_error: str | None = None)
     server.status = status
     fields = ["status", "updated_at"]
     if last_error is not None:
-        server.last_error = last_error
+        server.last_error = scrub_for(server, last_error)
         fields.append("last_error")
     server.save(update_fields=fields)
     server_id = server.pk
@@ -165,6 +168,8 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
 
 
 def _record_failure(server: McpServer, message: str, started: float) -> SyncResult:
+    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets.
+    message = scrub_for(server, message)
     result = SyncResult(
         server=server.name, ok=False, status=McpServer.Status.FAILED, error=message,
         duration_ms=(time.perf_counter() - started) * 1000,
@@ -177,8 +182,6 @@ def _record_failure(server: McpServer, message: str, started: float) -> SyncResu
 
 
 def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResult:
-    from playground.registry.models import Tool
-
     result = SyncResult(server=server.name, ok=True, status=McpServer.Status.CONNECTED)
     previous_names: dict[str, dict[str, Any]] = server.tool_names or {}
     wanted: dict[str, tuple[EngineTool, str, bool]] = {}
@@ -247,29 +250,20 @@ def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResul
 
 def request_sync(server: McpServer) -> None:
     """Mark the server pending and queue the Celery sync once this transaction commits."""
-    from playground.mcp_servers.tasks import sync_server_task
-
     set_status(server, McpServer.Status.PENDING)
     server_id = server.pk
 
     def enqueue() -> None:
         try:
-            sync_server_task.delay(server_id)
+            tasks.sync_server_task.delay(server_id)
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
-                status=McpServer.Status.FAILED, last_error=f"could not queue the sync (is Redis running?): {exc}"
+                status=McpServer.Status.FAILED, last_error=scrub_for(server, f"could not queue the sync (is Redis running?): {exc}")
             )
             broadcast_server_status(server_id)
 
     transaction.on_commit(enqueue)
-
-
-def pending_server_names() -> list[str]:
-    """Enabled servers still connecting: ToolSearch's `pending_mcp_servers`."""
-    return list(
-        McpServer.objects.filter(enabled=True, status=McpServer.Status.PENDING).order_by("name").values_list("name", flat=True)
-    )
 
 
 def demo_server_definitions(http_url: str | None = None) -> list[dict[str, Any]]:

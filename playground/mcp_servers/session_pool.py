@@ -29,6 +29,7 @@ from playground.mcp_servers.connection import (
     open_connection,
 )
 from playground.mcp_servers.transports import ServerConfig
+from playground.mcp_servers.secrets import scrub_for
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class PooledSession:
                 self._ready.set()
                 await self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller
-            self.error = exc if isinstance(exc, McpConnectionError) else McpConnectionError(str(exc))
+            self.error = exc if isinstance(exc, McpConnectionError) else McpConnectionError(scrub_for(self.config, str(exc)))
             if not isinstance(exc, Exception):
                 raise
         finally:

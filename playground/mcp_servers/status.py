@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
+
+from playground.realtime import send_to_group
 
 STATUS_GROUP = "mcp-status"
 STATUS_MESSAGE_TYPE = "status.update"
@@ -46,11 +46,7 @@ def broadcast_server_status(server_id: int) -> None:
     if server is None:
         return
     try:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        send = async_to_sync(layer.group_send)
-        send(STATUS_GROUP, {"type": STATUS_MESSAGE_TYPE, "html": render_row_fragment(server_id)})
-        send(server_group(server_id), {"type": STATUS_MESSAGE_TYPE, "html": render_status_fragment(server, with_summary=True)})
+        send_to_group(STATUS_GROUP, {"type": STATUS_MESSAGE_TYPE, "html": render_row_fragment(server_id)})
+        send_to_group(server_group(server_id), {"type": STATUS_MESSAGE_TYPE, "html": render_status_fragment(server, with_summary=True)})
     except Exception:  # noqa: BLE001 - Redis down must not break a sync; the page shows it on reload
         logger.warning("could not broadcast the status of MCP server %s", server_id, exc_info=True)

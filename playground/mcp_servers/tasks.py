@@ -6,13 +6,13 @@ from typing import Any
 from celery.signals import worker_process_shutdown
 
 from playground.celery_app import app
+from playground.mcp_servers import services  # a module object: services queues these tasks
+from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.session_pool import session_pool
 
 
 @app.task(name="mcp_servers.sync_server")
 def sync_server_task(server_id: int) -> dict[str, Any]:
-    from playground.mcp_servers import services
-    from playground.mcp_servers.models import McpServer
-
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
         return {"ok": False, "error": f"MCP server {server_id} no longer exists"}
@@ -22,6 +22,4 @@ def sync_server_task(server_id: int) -> dict[str, Any]:
 @worker_process_shutdown.connect
 def close_pooled_sessions(**kwargs: Any) -> None:
     """A worker process going away closes its MCP sessions (stdio children are stopped and reaped)."""
-    from playground.mcp_servers.session_pool import session_pool
-
     session_pool().close_all()

@@ -20,6 +20,8 @@ import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from playground.mcp_servers.secrets import mask_args, mask_url
+
 # How much of a stdio server's stderr is quoted in an error message.
 STDERR_TAIL_CHARS = 1500
 
@@ -58,10 +60,11 @@ class ServerConfig:
         return hashlib.sha1(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """Where the server is, without secrets (env and header values are left out)."""
+        """Where the server is, without secrets (env and header values are left out; URL
+        credentials, query values and secret arguments are masked)."""
         if self.transport == "stdio":
-            return "stdio: " + shlex.join([self.command, *self.args])
-        return f"streamable HTTP: {self.url}"
+            return "stdio: " + shlex.join([self.command, *mask_args(self.args)])
+        return f"streamable HTTP: {mask_url(self.url)}"
 
 
 class McpTransport(ABC):

@@ -7,17 +7,18 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from playground.access import staff_required
 from playground.mcp_servers import selectors, services
 from playground.mcp_servers.connection import McpConnectionError, check_connection
 from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, ToolCallForm
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool
 from playground.mcp_servers.transports import ServerConfig
 
@@ -25,9 +26,8 @@ from playground.mcp_servers.transports import ServerConfig
 WORKER_HINT_AFTER_POLLS = 20
 
 
-def _require_staff(request: HttpRequest) -> None:
-    if not request.user.is_staff:
-        raise PermissionDenied("Only staff can change MCP servers or call their tools.")
+# Everyone logged in reads; changing a server or calling its tools is for staff.
+staff_only = staff_required(message="Only staff can change MCP servers or call their tools.")
 
 
 def _masked(values: dict[str, str]) -> dict[str, str]:
@@ -40,9 +40,8 @@ def server_list(request: HttpRequest) -> HttpResponse:
     return render(request, "mcp_servers/server_list.html", {"servers": servers})
 
 
-@login_required
+@staff_only
 def server_create(request: HttpRequest) -> HttpResponse:
-    _require_staff(request)
     form = McpServerForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
@@ -53,9 +52,8 @@ def server_create(request: HttpRequest) -> HttpResponse:
     return render(request, "mcp_servers/server_form.html", {"form": form, "server": None})
 
 
-@login_required
+@staff_only
 def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    _require_staff(request)
     server = get_object_or_404(McpServer, pk=pk)
     before = ServerConfig.from_server(server)
     old_name = server.name
@@ -84,10 +82,9 @@ def session_pool_discard(server_id: int) -> None:
         pass
 
 
-@login_required
+@staff_only
 @require_POST
 def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    _require_staff(request)
     server = get_object_or_404(McpServer, pk=pk)
     name = server.name
     server.delete()  # its tool rows go with it (FK cascade)
@@ -121,25 +118,23 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@login_required
+@staff_only
 @require_POST
 def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     """Connect, initialize and count tools now (in this request); the stored status is untouched."""
-    _require_staff(request)
     server = get_object_or_404(McpServer, pk=pk)
     context: dict[str, Any] = {"server": server}
     try:
         context["probe"] = check_connection(ServerConfig.from_server(server))
     except McpConnectionError as exc:
-        context["error"] = str(exc)
+        context["error"] = scrub_for(server, str(exc))
     return render(request, "mcp_servers/_test_result.html", context)
 
 
-@login_required
+@staff_only
 @require_POST
 def server_sync(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a sync on a Celery worker; the fragment polls until the server leaves `pending`."""
-    _require_staff(request)
     server = get_object_or_404(McpServer, pk=pk)
     if not server.enabled:
         return render(request, "mcp_servers/_sync_progress.html", {"server": server, "disabled": True})
@@ -170,10 +165,9 @@ def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "mcp_servers/_sync_progress.html", context)
 
 
-@login_required
+@staff_only
 @require_POST
 def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
-    _require_staff(request)
     server = get_object_or_404(McpServer, pk=pk)
     tool = get_object_or_404(server.tools.all(), pk=tool_pk)
     form = ToolCallForm(tool.input_schema, request.POST, prefix=f"t{tool.pk}")

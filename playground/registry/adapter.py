@@ -16,22 +16,24 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 from playground.engine.search.base import SearchBackend, backend_class
+from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
-from playground.engine.tools import ToolCatalog, is_deferred
-
-if TYPE_CHECKING:
-    from playground.registry.models import AgentProfile, Tool
+from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
+from playground.engine.toolsearch_tool import NATIVE_STYLE
+from playground.registry.models import AgentProfile
+from playground.registry.models import PermissionRule as RuleRow
+from playground.registry.models import Tool
 
 _FILTERED_CACHE_SIZE = 16
 
@@ -86,8 +88,6 @@ def refresh_derived_fields(row: Tool) -> None:
     A row whose definition the engine rejects (only possible through the admin or raw SQL: the forms
     and the importer validate) keeps a rough estimate and is treated as not deferred.
     """
-    from playground.engine.tools import ToolDefinitionError
-
     try:
         tool = tool_to_engine(row)
     except ToolDefinitionError:
@@ -102,8 +102,6 @@ def refresh_derived_fields(row: Tool) -> None:
 
 def catalog_version() -> tuple:
     """Changes whenever any tool row is created, saved, bulk-updated (with updated_at) or deleted."""
-    from playground.registry.models import Tool
-
     row = Tool.objects.aggregate(count=Count("id"), latest=Max("updated_at"))
     return (row["count"], row["latest"])
 
@@ -120,8 +118,6 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
     with _lock:
         if _catalog_cache is not None and _catalog_cache[0] == version:
             return _catalog_cache[1]
-    from playground.registry.models import Tool
-
     catalog = _build_catalog(Tool.objects.filter(enabled=True))
     with _lock:
         _catalog_cache = (version, catalog)
@@ -135,8 +131,6 @@ _CATALOG_FIELDS = ("name", "description", "input_schema", "search_hint", "server
 
 def _build_catalog(queryset: QuerySet) -> ToolCatalog:
     """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly ORM)."""
-    from playground.registry.models import Tool
-
     rows = list(queryset.order_by().values(*_CATALOG_FIELDS))
     rows.sort(key=lambda r: (r["source"] != Tool.Source.BUILTIN, r["name"]))
     return ToolCatalog(
@@ -156,10 +150,6 @@ def _build_catalog(queryset: QuerySet) -> ToolCatalog:
 # -- permissions and profiles --------------------------------------------------------------------
 def permission_rules(profile: AgentProfile | None = None) -> list[PermissionRule]:
     """Global rules, then the profile's own rules (engine order: deny > ask > allow regardless)."""
-    from django.db.models import Q
-
-    from playground.registry.models import PermissionRule as RuleRow
-
     scope = Q(profile__isnull=True)
     if profile is not None and profile.pk:
         scope |= Q(profile=profile)
@@ -170,8 +160,6 @@ def permission_rules(profile: AgentProfile | None = None) -> list[PermissionRule
 def rules_by_profile() -> tuple[list[PermissionRule], dict[int, list[PermissionRule]]]:
     """Every rule in one query: the global ones, and each profile's own by profile id (for pages
     that decide for all profiles at once; `permission_policy(profile, rules=global + own)`)."""
-    from playground.registry.models import PermissionRule as RuleRow
-
     global_rules: list[PermissionRule] = []
     own: dict[int, list[PermissionRule]] = {}
     for row in RuleRow.objects.select_related("profile").order_by("profile_id", "pattern", "id"):
@@ -265,7 +253,7 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
     """
     values: dict[str, Any] = {
         "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
-        "wire_style": profile.wire_style if profile else "native",
+        "wire_style": profile.wire_style if profile else NATIVE_STYLE,
         "backend": (profile.search_backend if profile else "") or settings.TOOLSEARCH_DEFAULT_BACKEND,
         "max_results": profile.max_results if profile else 5,
         "announcement_style": profile.announcement_style if profile else "full",
@@ -279,6 +267,12 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
     return AgentSettings(**values)
+
+
+def planned_wire_style(wire_style: str) -> tuple[str, str]:
+    """(the wire style the engine plans with, Anthropic's server-side search variant or "") for a
+    profile's wire style; the "server" style takes the deployment's ANTHROPIC_SERVER_SEARCH_TOOL."""
+    return engine_wire_style(wire_style, settings.ANTHROPIC_SERVER_SEARCH_TOOL)
 
 
 # -- backends, servers, tokens -------------------------------------------------------------------
@@ -382,14 +376,18 @@ def backend_option_names(backend: SearchBackend) -> list[str]:
     return sorted(_inspector_options(type(backend)))
 
 
+def registered_servers() -> type:
+    """The MCP server model, reached through `Tool.server`: the registry reads server names and status
+    through its own foreign key, because the MCP app sits above it and must not be imported here."""
+    return Tool._meta.get_field("server").related_model
+
+
 def pending_mcp_servers() -> list[str]:
-    """Enabled MCP servers still connecting: a ToolSearch with no match names them.
-
-    The MCP app owns server status; this is its `pending_server_names` under the adapter's name.
-    """
-    from playground.mcp_servers.services import pending_server_names
-
-    return pending_server_names()
+    """Enabled MCP servers still connecting: a ToolSearch with no match names them."""
+    servers = registered_servers()
+    return list(
+        servers.objects.filter(enabled=True, status=servers.Status.PENDING).order_by("name").values_list("name", flat=True)
+    )
 
 
 def token_counter() -> TokenCounter:

@@ -13,35 +13,43 @@ from django import forms
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from playground.conversations.providers import ProviderError, provider_choices, provider_class, provider_key_for
 from playground.engine.search.backends import parse_backend_spec
+from playground.engine.search.postgres import PostgresSearchBackend, default_dsn
+from playground.engine.server_search import SERVER_STYLE
+from playground.registry import ports
+
+
+def _provider_class(key: str) -> Any:
+    """The provider class from the conversations app (handed in through ports), or None if unknown."""
+    try:
+        return ports.providers().provider_class(key)
+    except Exception:  # an unknown key, an import that failed, or no providers registered yet
+        return None
 
 
 def provider_unavailable(key: str) -> str:
     if not key:
         return ""  # automatic: Claude with a key, else the demo agent, which always runs
-    try:
-        return provider_class(key).unavailable_reason()
-    except (ProviderError, ImportError):
+    cls = _provider_class(key)
+    if cls is None:
         return f"unknown provider {key!r}"
+    return cls.unavailable_reason() if hasattr(cls, "unavailable_reason") else ""
 
 
 def wire_style_unavailable(wire_style: str, provider_key: str) -> str:
     """Why `provider_key` (already resolved: not automatic) cannot run `wire_style`."""
-    try:
-        cls = provider_class(provider_key)
-    except (ProviderError, ImportError):
+    cls = _provider_class(provider_key)
+    if cls is None or not wire_style or wire_style in cls.wire_styles:
         return ""
-    if not wire_style or wire_style in cls.wire_styles:
-        return ""
-    able = [label for key, label in provider_choices() if key and wire_style in provider_class(key).wire_styles]
+    able = [label for key, label in ports.providers().provider_choices()
+            if key and wire_style in getattr(_provider_class(key), "wire_styles", ())]
     return f"the {wire_style} wire style needs the {' or '.join(able) or 'another'} provider; {cls.label} cannot run it"
 
 
 def server_style_unavailable() -> str:
     """Why no provider that can be used here runs Anthropic's server-side search ("" when one can)."""
-    for key, label in provider_choices():
-        if key and "server" in provider_class(key).wire_styles:
+    for key, label in ports.providers().provider_choices():
+        if key and SERVER_STYLE in getattr(_provider_class(key), "wire_styles", ()):
             reason = provider_unavailable(key)
             if not reason:
                 return ""
@@ -51,8 +59,6 @@ def server_style_unavailable() -> str:
 
 def backend_unavailable(spec: str) -> str:
     """Why the search backend `spec` (a name, maybe with settings; "" = the default) cannot run here."""
-    from playground.engine.search.postgres import PostgresSearchBackend, default_dsn
-
     name, options = parse_backend_spec(spec or settings.TOOLSEARCH_DEFAULT_BACKEND)
     target = settings.TOOLSEARCH_BACKENDS.get(name)
     try:
@@ -64,23 +70,6 @@ def backend_unavailable(spec: str) -> str:
             default_dsn()
         except ValueError:
             return "needs PostgreSQL: set TOOLSEARCH_PG_DSN or run on a PostgreSQL DATABASE_URL"
-    return ""
-
-
-def profile_run_problem(profile: Any, requested_provider: str = "") -> str:
-    """Why a conversation with this profile (None: default settings) and provider choice would fail at run time."""
-    key = provider_key_for(requested_provider, profile)
-    name = f"Profile {profile.name!r}" if profile is not None else "The default settings"
-    reason = provider_unavailable(key)
-    if reason:
-        return f"{provider_class(key).label} cannot run here ({reason}). Choose the offline demo agent as the provider."
-    reason = wire_style_unavailable(getattr(profile, "wire_style", ""), key)
-    if reason:
-        return f"{name}: {reason}. Choose another profile, or set ANTHROPIC_API_KEY and choose Claude."
-    spec = getattr(profile, "search_backend", "") or ""
-    reason = backend_unavailable(spec)
-    if reason:
-        return f"{name}: the search backend {(spec or settings.TOOLSEARCH_DEFAULT_BACKEND).partition(':')[0]!r} {reason}."
     return ""
 
 

@@ -12,10 +12,10 @@ from jsonschema.validators import validator_for
 
 from playground.engine.announcements import MIN_BUDGET_TOKENS
 from playground.engine.modes import parse_mode
+from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
-from playground.conversations.providers import provider_choices, provider_class
-from playground.registry import adapter, availability
+from playground.registry import adapter, availability, ports
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -31,9 +31,21 @@ class PrettyJSONField(forms.JSONField):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False)
 
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except forms.ValidationError:
+            # Django says only "Enter a valid JSON."; say where, and which limit (LimitedJSONDecoder).
+            try:
+                json.loads(value, cls=self.decoder)
+            except json.JSONDecodeError as exc:
+                raise forms.ValidationError(f"Enter valid JSON: {exc}", code="invalid") from None
+            raise
+
 
 class ToolForm(forms.ModelForm):
     input_schema = PrettyJSONField(
+        decoder=LimitedJSONDecoder,
         initial={"type": "object", "properties": {}},
         help_text='A JSON Schema object schema: {"type": "object", "properties": {...}}.',
     )
@@ -235,7 +247,7 @@ class AgentProfileForm(forms.ModelForm):
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
             (name, name) for name in adapter.backend_names()
         ]
-        self.fields["provider"].choices = provider_choices()
+        self.fields["provider"].choices = ports.providers().provider_choices()
         # A stored spec shows as its backend and its settings.
         name, _, tuned = (self.instance.search_backend or "").partition(":")
         if tuned:
@@ -289,8 +301,8 @@ class AgentProfileForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         wire_style, provider = cleaned.get("wire_style"), cleaned.get("provider")
-        if wire_style and provider and wire_style not in provider_class(provider).wire_styles:
-            self.add_error("wire_style", f"The {provider_class(provider).label} cannot run the {wire_style!r} wire style: "
+        if wire_style and provider and wire_style not in ports.providers().provider_class(provider).wire_styles:
+            self.add_error("wire_style", f"The {ports.providers().provider_class(provider).label} cannot run the {wire_style!r} wire style: "
                                          "choose another wire style or another provider.")
         return cleaned
 

@@ -4,7 +4,10 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator
 from django.db import models
 
+from playground.engine import permissions as engine_permissions
+from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tools import TOOL_NAME_PATTERN
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 
 
 class Tool(models.Model):
@@ -55,7 +58,7 @@ class Tool(models.Model):
 
     def refresh_derived_fields(self) -> None:
         """Recompute what the engine derives from the definition (token estimate, deferral)."""
-        from playground.registry import adapter
+        from playground.registry import adapter  # the adapter imports these models: one side must wait
 
         adapter.refresh_derived_fields(self)
 
@@ -69,9 +72,9 @@ class Tool(models.Model):
 
 class AgentProfile(models.Model):
     class WireStyle(models.TextChoices):
-        NATIVE = "native", "Native (defer_loading + tool_reference)"
-        CLIENT = "client", "Client-side (any model or gateway)"
-        SERVER = "server", "Anthropic server-side search tool"
+        NATIVE = NATIVE_STYLE, "Native (defer_loading + tool_reference)"
+        CLIENT = CLIENT_STYLE, "Client-side (any model or gateway)"
+        SERVER = SERVER_STYLE, "Anthropic server-side search tool"
 
     class Announcement(models.TextChoices):
         FULL = "full", "Full list every request"
@@ -116,9 +119,9 @@ class AgentProfile(models.Model):
 
 class PermissionRule(models.Model):
     class Effect(models.TextChoices):
-        ALLOW = "allow", "Allow"
-        ASK = "ask", "Ask"
-        DENY = "deny", "Deny"
+        ALLOW = engine_permissions.ALLOW, "Allow"
+        ASK = engine_permissions.ASK, "Ask"
+        DENY = engine_permissions.DENY, "Deny"
 
     effect = models.CharField(max_length=5, choices=Effect.choices)
     pattern = models.CharField(max_length=80, help_text="Exact tool name, mcp__server, or mcp__server__*")

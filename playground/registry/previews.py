@@ -3,33 +3,25 @@ build (model view, permissions preview, profile detail). Engine calls only; no r
 from __future__ import annotations
 
 import json
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 
-from playground.conversations.server_search import (
-    SERVER_SEARCH_TOOLS,
-    SERVER_STYLE,
-    engine_wire_style,
-    server_search_request,
-    server_search_tool,
-)
-from playground.conversations.usage import learning_enabled, usage_log
-from playground.engine.modes import ModeDecision, decide_mode
+from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
-from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan, build_request
-from playground.engine.search.base import ToolSearchResult
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
+from playground.engine.search.base import ToolSearchResult, check_query_size
+from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
+from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
+    NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
     tool_search_user_blocks,
 )
-from playground.registry import adapter
+from playground.registry import adapter, ports
 from playground.registry.models import AgentProfile
 
 EXCLUDED_SHOWN = 100
@@ -58,7 +50,7 @@ class InspectorAnswer:
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
     query_notes: list[str] = field(default_factory=list)  # the backend's own reading (hybrid: sentences, clauses)
     backend_options: list[str] = field(default_factory=list)  # the settings the inspector accepts for it
-    # Learning from usage (conversations/usage.py): what the log holds, and whether this backend reads it.
+    # Learning from usage (conversations/usage.py, through registry/ports.py): what the log holds, and whether this backend reads it.
     learning_enabled: bool = False
     usage_entries: int = 0
     usage_tools: int = 0
@@ -71,35 +63,6 @@ class InspectorAnswer:
     @property
     def output_json(self) -> str:
         return json.dumps(self.result.to_output() if self.result else {}, indent=2, ensure_ascii=False)
-
-
-_decisions: weakref.WeakKeyDictionary[ToolCatalog, dict[tuple, ModeDecision]] = weakref.WeakKeyDictionary()
-_decisions_lock = threading.Lock()
-
-
-def mode_decision(permitted: ToolCatalog, settings, policy) -> ModeDecision:
-    """The engine's mode decision for these permitted tools, cached per catalog object and settings
-    (counting 10,000 deferred tools' tokens on every keystroke would dominate the inspector)."""
-    key = (str(settings.mode), settings.wire_style, settings.model, settings.base_url, settings.context_window,
-           tuple(settings.unsupported_model_patterns), policy.decide(TOOL_SEARCH_NAME).permitted)
-    with _decisions_lock:
-        cached = _decisions.get(permitted, {}).get(key)
-    if cached is not None:
-        return cached
-    decision = decide_mode(
-        settings.mode,
-        deferred_tools=[tool.to_api() for tool in permitted.deferred],
-        token_counter=adapter.token_counter(),
-        context_window=settings.context_window,
-        model=settings.model,
-        base_url=settings.base_url,
-        unsupported_model_patterns=settings.unsupported_model_patterns,
-        tool_search_permitted=key[-1],
-        wire_style=settings.wire_style,
-    )
-    with _decisions_lock:
-        _decisions.setdefault(permitted, {})[key] = decision
-    return decision
 
 
 def inspect_query(
@@ -115,7 +78,8 @@ def inspect_query(
     """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
     and whether the mode decision would offer ToolSearch at all. `backend_settings`
     (`aspect_weight=0:intent_weight=0.5`) tunes the backend for this search only; bad settings raise
-    ValueError with a message for the page."""
+    ValueError with a message for the page, and so does a query over the size limits."""
+    check_query_size(query)
     backend_name = backend or (profile.search_backend if profile else "") or ""
     if backend_settings.strip():
         search_backend = adapter.tuned_search_backend(adapter.tuned_backend_spec(backend_name, backend_settings))
@@ -129,11 +93,16 @@ def inspect_query(
         note = (f"This profile uses Anthropic's server-side search tool, so the model never calls our ToolSearch. "
                 f"Shown: our ranking with {'the profile' if profile and profile.search_backend else 'the default'} "
                 f"search backend, as the native wire style would receive it.")
-        wire_style = "native"
+        wire_style = NATIVE_STYLE
     settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
     wire_style = settings.wire_style
     policy = adapter.permission_policy(profile)
     unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
+    usage = ports.usage().usage_log()
+    turn = plan_turn(
+        unfiltered, policy, settings, token_counter=adapter.token_counter(), backend=search_backend, usage=usage,
+        pending_mcp_servers=adapter.pending_mcp_servers(), filtered=filtered,
+    )
     answer = InspectorAnswer(
         query=query,
         backend=search_backend.name,
@@ -143,23 +112,22 @@ def inspect_query(
         excluded_total=len(filtered.excluded),
         searchable_count=len(filtered.permitted),
         deferred_count=len(filtered.permitted.deferred),
-        decision=mode_decision(filtered.permitted, settings, policy),
+        decision=turn.decision,
         ask=frozenset(filtered.ask),
         note=note,
         backend_options=adapter.backend_option_names(search_backend),
     )
-    usage = usage_log()
-    answer.learning_enabled = learning_enabled()
+    answer.learning_enabled = ports.usage().learning_enabled()
     answer.backend_learns = search_backend.reads_usage
     if usage:
         answer.usage_entries = usage.entries
         answer.usage_tools = usage.tools
     if not query.strip():
         return answer
-    pending = adapter.pending_mcp_servers()
     arguments = {"query": query, "max_results": max_results}
     try:
-        answer.result = run_tool_search(arguments, filtered.permitted, search_backend, pending_mcp_servers=pending, usage=usage)
+        # The permitted tools whatever the mode: the inspector shows what a search would find.
+        answer.result = turn.run_tool_search(arguments, over=turn.permitted)
     except ToolSearchInputError as exc:
         answer.error = str(exc)
         return answer
@@ -169,7 +137,7 @@ def inspect_query(
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
         decisions = dict(filtered.excluded)
-        unfiltered_result = run_tool_search(arguments, unfiltered, search_backend, pending_mcp_servers=pending, usage=usage)
+        unfiltered_result = turn.run_tool_search(arguments, over=unfiltered)
         answer.excluded_matches = [(name, decisions[name]) for name in unfiltered_result.matches if name in decisions]
     return answer
 
@@ -231,7 +199,7 @@ class ProfileSettings:
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    planned, variant = engine_wire_style(wire_style or (profile.wire_style if profile else ""))
+    planned, variant = adapter.planned_wire_style(wire_style or (profile.wire_style if profile else ""))
     return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=planned), server_search=variant)
 
 
@@ -268,17 +236,17 @@ def model_preview(
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
     state = discovery_state(known, catalog, settings.wire_style)
-    plan = build_request(
+    plan = plan_turn(
         catalog,
         adapter.permission_policy(profile),
         settings,
         state,
         token_counter=adapter.token_counter(),
         pending_mcp_servers=adapter.pending_mcp_servers(),
-    )
+    ).request
     request = dict(plan.to_api_kwargs())
     if resolved.server_search:
-        # The loop's own rewrite (playground.conversations.server_search), not a second copy of it.
+        # The loop's own rewrite (playground.engine.server_search), not a second copy of it.
         request = server_search_request(request, plan, resolved.server_search)
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=request, server_search=resolved.server_search if plan.decision.enabled else "")

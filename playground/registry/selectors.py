@@ -9,7 +9,6 @@ from django.db.models import Count, Q, QuerySet, Sum
 from playground.engine.permissions import PermissionDecision
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog
-from playground.mcp_servers.models import McpServer
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, Tool
 
@@ -43,7 +42,7 @@ def tool_totals(tools: QuerySet[Tool]) -> dict[str, int]:
 
 def server_names() -> list[str]:
     """Every server a tool can belong to: registered servers and imported catalogs' server names."""
-    registered = set(McpServer.objects.values_list("name", flat=True))
+    registered = set(adapter.registered_servers().objects.values_list("name", flat=True))
     imported = set(Tool.objects.exclude(server_name="").order_by().values_list("server_name", flat=True).distinct())
     return sorted(registered | imported)
 

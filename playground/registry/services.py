@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from playground.engine.catalog_io import CatalogFormatError, dump_tools, load_tools
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError
+from playground.engine import safe_json
 from playground.engine.tools import Tool as EngineTool
 from playground.registry import adapter
 from playground.registry.models import PermissionChange, PermissionRule, Tool, ToolImport
@@ -94,7 +95,7 @@ def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
     """Re-run the engine's loader item by item so the preview names every bad item with its reason."""
     pieces: list[tuple[str, str]] = []
     try:
-        document = json.loads(payload)
+        document = safe_json.loads(payload)
     except json.JSONDecodeError:
         document = None
     if isinstance(document, dict) and isinstance(document.get("result"), dict):
@@ -128,7 +129,7 @@ def _locate_invalid_items(payload: str, server_name: str) -> list[InvalidItem]:
 def _first_line_is_object(payload: str) -> bool:
     first = next((line for line in payload.splitlines() if line.strip()), "")
     try:
-        return isinstance(json.loads(first), dict)
+        return isinstance(safe_json.loads(first), dict)
     except json.JSONDecodeError:
         return False
 

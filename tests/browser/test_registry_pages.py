@@ -136,6 +136,22 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     screenshot(page, "inspector-settings-error")
 
 
+def test_a_long_select_list_goes_to_the_inspector_as_a_post(logged_in_page):
+    # ~70 KB of names: as a GET its URL would pass what the live server takes.
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    names = ",".join(f"mcp__nowhere__tool_{i}" for i in range(3_000)) + ",mcp__github__create_issue"
+    methods: list[str] = []
+    page.on("request", lambda request: methods.append(request.method) if "/inspector/" in request.url else None)
+    page.locator("[data-testid=inspector-query]").fill(f"select:{names}")
+    page.wait_for_function("(document.querySelector('[data-testid=inspector-results]').dataset.query || '').length > 60000")
+    results = page.locator("[data-testid=inspector-results]")
+    assert results.get_attribute("data-state") == "ready" and results.get_attribute("data-result-count") == "1"
+    assert "POST" in methods, methods
+
+
 def test_the_inspector_shows_what_was_learned_and_staff_can_forget_it(logged_in_page, admin_user):
     from playground.conversations.models import Conversation, ToolSearchUsage
 

@@ -99,7 +99,7 @@ async def test_through_the_real_stack_anonymous_users_are_refused_and_bad_origin
     path = f"/ws/conversations/{conversation.pk}/"
     anonymous = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"), (b"host", b"localhost")])
     connected, _ = await anonymous.connect(timeout=10)
-    assert connected and (await anonymous.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+    assert connected and (await anonymous.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
 
     await database_sync_to_async(client.force_login)(admin_user)
     cookie = f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}".encode()

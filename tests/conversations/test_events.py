@@ -1,6 +1,7 @@
 """record_event: per-conversation sequence numbers, saved before they are broadcast."""
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -85,3 +86,29 @@ def test_concurrent_writers_get_distinct_consecutive_sequences(admin_user, monke
     assert not errors
     sequences = sorted(Event.objects.filter(conversation=conversation).values_list("sequence", flat=True))
     assert sequences == list(range(1, 41))
+
+
+def test_a_turn_of_a_huge_catalog_keeps_its_payload_small_with_the_full_counts():
+    names = [f"mcp__server{i // 100}__tool_number_{i}" for i in range(100_000)]
+    turn = ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native", loaded_tools=["Read", "ToolSearch"],
+                          deferred_tools=names)
+    payload = turn.to_payload()
+    assert (payload["deferred_count"], payload["loaded_count"]) == (100_000, 2)
+    assert payload["deferred_tools"] == names[:ev.NAMES_KEPT]
+    assert len(json.dumps(payload)) < ev.MAX_PAYLOAD_BYTES
+    announcement = ev.AnnouncementSent(style="full", text="\n".join(names), added=names)
+    payload = announcement.to_payload()
+    assert payload["text_chars"] == len("\n".join(names)) and len(payload["text"]) < ev.TEXT_KEPT + 200
+    assert len(json.dumps(payload)) < ev.MAX_PAYLOAD_BYTES
+
+
+def test_any_event_over_the_limit_is_stored_bounded_and_marked(conversation):
+    huge = ev.ToolResult(**{**TOOL_RESULT_FIELDS, "content": [{"type": "text", "text": "x" * 3_000_000}]})
+    row = ev.record_event(conversation, huge)
+    assert row.payload["truncated"] is True and len(json.dumps(row.payload)) <= ev.MAX_PAYLOAD_BYTES
+    assert row.payload["content"][0]["text"].startswith("xxx") and "more characters not stored" in row.payload["content"][0]["text"]
+    small = ev.record_event(conversation, ev.ToolResult(**TOOL_RESULT_FIELDS))
+    assert "truncated" not in small.payload
+
+
+TOOL_RESULT_FIELDS = {"tool_use_id": "toolu_1", "name": "echo", "content": [{"type": "text", "text": "ok"}]}

@@ -15,7 +15,7 @@ from playground.conversations.events import PermissionPrompt, record_event
 from playground.conversations.lease import RunLease
 from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.tasks import run_conversation_task
-from playground.conversations.testing.fake_api import InvalidRequest, text_reply, tool_use_reply, validate_messages_request
+from playground.conversations.testing.fake_api import InvalidRequest, message_reply, text_reply, tool_use_reply, validate_messages_request
 from tests.conversations.conftest import converse, event_types, events_of
 
 LOST = 60  # settings.AGENT_LOST_SECONDS in these tests
@@ -225,3 +225,45 @@ def test_a_run_completes_under_a_heartbeat_every_few_milliseconds(admin_user, to
     assert conversation.status == Conversation.Status.IDLE
     assert "tool_result" in event_types(conversation) and "error" not in event_types(conversation)
     assert "could not write the heartbeat" not in caplog.text
+
+
+# -- a run paused on a permission prompt has no worker, so no heartbeat ---------------------------------
+def test_a_paused_run_rests_its_heartbeat_and_is_never_released_as_lost(admin_user, tool_world, native_profile, fake_api,
+                                                                        claude):
+    from playground.conversations.lease import rest_paused_run
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting"
+    # The task that paused it leaves a heartbeat behind: it is cleared once that task has ended.
+    Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=LOST + 1))
+    rest_paused_run(conversation.pk, conversation.run_token)
+    conversation.refresh_from_db()
+    assert conversation.heartbeat_at is None
+    assert services.release_lost_runs() == 0
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.WAITING and conversation.paused_run is not None
+
+
+def test_releasing_a_paused_run_keeps_the_results_of_calls_that_ran_before_the_prompt(admin_user, tool_world, native_profile,
+                                                                                         fake_api, claude):
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(message_reply([
+        {"type": "tool_use", "id": "toolu_calc", "name": "calculator", "input": {"expression": "1+1"}},
+        {"type": "tool_use", "id": "toolu_echo", "name": "echo", "input": {"text": "hi"}},
+    ], stop_reason="tool_use"))
+    conversation, outcome = converse(admin_user, "calc then echo", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting" and conversation.paused_run["index"] == 1
+    # The worker that paused it died before it could clear its heartbeat (rest_paused_run).
+    Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=LOST + 1))
+    conversation.refresh_from_db()
+    assert services.release_lost_run(conversation)
+    last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert [b["tool_use_id"] for b in last.content] == ["toolu_calc", "toolu_echo"]
+    assert not last.content[0].get("is_error") and last.content[1]["is_error"]
+    conversation.refresh_from_db()
+    assert conversation.paused_run is None and conversation.status == Conversation.Status.FAILED

@@ -1,13 +1,13 @@
 """Call-time permissions (deny, ask → once / always / timeout), cancel, subagents and compaction."""
 from __future__ import annotations
 
-import threading
-import time
+from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.utils import timezone
 
 from playground.conversations import services
+from playground.conversations.loop import run_conversation
 from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.execution import ToolExecutor, ToolOutcome
@@ -32,67 +32,59 @@ def test_a_denied_tool_is_never_sent_and_a_call_to_it_is_refused(admin_user, too
     assert outcome.reason == "end_turn"
 
 
+def resume(conversation, prompt, provider, executor=None):
+    """What the task queued by the answer does, in-process."""
+    outcome = run_conversation(conversation.pk, provider=provider, executor=executor, resume_prompt=prompt.sequence)
+    conversation.refresh_from_db()
+    return outcome
+
+
+def test_a_prompt_pauses_the_run_and_saves_what_it_needs(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting"
+    assert conversation.status == Conversation.Status.WAITING
+    prompt = events_of(conversation, "permission_prompt")[0]
+    assert conversation.paused_run["prompt_sequence"] == prompt.sequence
+    assert conversation.paused_run["call"]["name"] == "echo" and conversation.paused_run["index"] == 0
+    assert len(fake_api.message_requests) == 1  # nothing more happens until someone answers
+
+
 def test_an_unanswered_prompt_times_out_as_a_denial(admin_user, tool_world, native_profile, fake_api, claude, settings):
     settings.PERMISSION_PROMPT_TIMEOUT_SECONDS = 0.3
     PermissionRule.objects.create(effect="ask", pattern="echo")
     fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
     conversation, _ = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    prompt = events_of(conversation, "permission_prompt")[0]
+    assert services.expire_prompt(conversation.pk, prompt.sequence)  # what the scheduled task does
+    assert resume(conversation, prompt, claude).reason == "end_turn"
     assert event_types(conversation)[event_types(conversation).index("tool_call"):][:4] == [
         "tool_call", "permission_prompt", "permission_answer", "tool_result"]
     assert events_of(conversation, "permission_answer")[0].payload["choice"] == "timeout"
     result = last_result(fake_api)
     assert result["is_error"] is True and "nobody answered within 0.3 seconds" in result["content"][0]["text"]
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    assert not services.expire_prompt(conversation.pk, prompt.sequence)  # answered: the timeout does nothing
 
 
-def run_in_thread(conversation_id, provider, executor=None):
-    from playground.conversations.loop import run_conversation
-
-    box = {}
-
-    def target():
-        try:
-            box["outcome"] = run_conversation(conversation_id, provider=provider, executor=executor)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, box
-
-
-def wait_for_event(conversation, kind, timeout=10.0) -> Event:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = Event.objects.filter(conversation=conversation, type=kind).order_by("-sequence").first()
-        if event is not None:
-            return event
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} event within {timeout} s: {event_types(conversation)}")
-
-
-@pytest.mark.django_db(transaction=True)
 def test_approve_once_runs_the_call_and_always_stops_asking(admin_user, tool_world, native_profile, fake_api, claude):
     PermissionRule.objects.create(effect="ask", pattern="echo")
     fake_api.script(tool_use_reply("echo", {"text": "one"}), tool_use_reply("echo", {"text": "two"}),
                     tool_use_reply("echo", {"text": "three"}), text_reply("done"))
-    conversation = services.start_conversation(admin_user, profile=native_profile)
-    services.send_message(conversation, "echo things", user=admin_user, enqueue=False)
-    thread, box = run_in_thread(conversation.pk, claude)
-    prompt = wait_for_event(conversation, "permission_prompt")
-    assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.WAITING
+    conversation, outcome = converse(admin_user, "echo things", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting" and conversation.status == Conversation.Status.WAITING
+    prompt = events_of(conversation, "permission_prompt")[0]
     services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
-    deadline = time.monotonic() + 10
-    while Event.objects.filter(conversation=conversation, type="permission_prompt").count() < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    second = Event.objects.filter(conversation=conversation, type="permission_prompt").order_by("-sequence").first()
+    assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.RUNNING
+    assert resume(conversation, prompt, claude).reason == "waiting"
+    second = events_of(conversation, "permission_prompt")[-1]
     assert second.sequence != prompt.sequence
+    assert resume(conversation, prompt, claude).reason == "superseded"  # a duplicate delivery does nothing
     with pytest.raises(services.ConversationError, match="already been answered"):
         services.answer_permission(conversation, prompt.sequence, "deny", user=admin_user)
     services.answer_permission(conversation, second.sequence, "always", user=admin_user)
-    thread.join(timeout=20)
-    assert box["outcome"].reason == "end_turn"
-    conversation.refresh_from_db()
+    assert resume(conversation, second, claude).reason == "end_turn"
     assert conversation.always_allowed == ["echo"]
     assert len(events_of(conversation, "permission_prompt")) == 2  # the third call did not ask
     texts = [r["content"][0]["text"] for r in (last_result(fake_api, i) for i in (1, 2, 3))]
@@ -155,6 +147,56 @@ def test_the_agent_tool_runs_a_subagent_whose_events_nest_under_the_call(admin_u
     assert last_result(fake_api)["content"] == [{"type": "text", "text": "Tokyo: noon."}]
 
 
+def test_a_subagents_prompt_pauses_the_whole_run_and_the_subagent_goes_on_after_the_answer(
+        admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(
+        tool_use_reply("Agent", {"description": "echo", "prompt": "echo hi"}),
+        tool_use_reply("echo", {"text": "hi"}),  # the subagent's call: it asks
+        tool_use_reply("echo", {"text": "again"}),  # and asks again on resumption
+        text_reply("echoed twice"),
+        text_reply("done"),
+    )
+    conversation, outcome = converse(admin_user, "ask a helper to echo", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting" and conversation.status == Conversation.Status.WAITING
+    call = next(e for e in events_of(conversation, "tool_call") if e.payload["name"] == "Agent")
+    prompt = events_of(conversation, "permission_prompt")[0]
+    assert prompt.parent_sequence == call.sequence  # shown nested under the Agent call
+    state = conversation.paused_run
+    assert "call" not in state and state["child"]["call"]["name"] == "echo"  # the call waits in the subagent
+    assert state["child"]["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "echo hi"}]}
+
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    assert resume(conversation, prompt, claude).reason == "waiting"  # the subagent's second call asks again
+    second = events_of(conversation, "permission_prompt")[-1]
+    assert second.parent_sequence == call.sequence and second.sequence != prompt.sequence
+    services.answer_permission(conversation, second.sequence, "deny", user=admin_user)
+    assert resume(conversation, second, claude).reason == "end_turn"
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    # The subagent's history went on where it stopped: its third request carries both results.
+    sub_messages = fake_api.message_requests[3].body["messages"]
+    assert sub_messages[0]["content"][0]["text"] == "echo hi"
+    assert sub_messages[2]["content"][0]["content"][0]["text"] == "hi"
+    assert "denied permission" in sub_messages[4]["content"][0]["content"][0]["text"]
+    agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
+    assert agent_result.payload["content"] == [{"type": "text", "text": "echoed twice"}]
+    assert last_result(fake_api)["content"] == [{"type": "text", "text": "echoed twice"}]
+
+
+def test_cancelling_a_paused_subagent_answers_the_agent_call(admin_user, tool_world, native_profile, fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("Agent", {"description": "echo", "prompt": "echo hi"}), tool_use_reply("echo", {"text": "hi"}),
+                    text_reply("next answer"))
+    conversation, _ = converse(admin_user, "ask a helper to echo", profile=native_profile, provider=claude)
+    assert services.request_cancel(conversation, user=admin_user)
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn"
+
+
 def test_compaction_summarises_older_messages_and_carries_discovered_tools(admin_user, tool_world, native_profile, fake_api,
                                                                            claude, settings):
     fake_api.script(tool_use_reply("ToolSearch", {"query": f"select:{TIME}"}), text_reply("Loaded the time tool."))
@@ -203,23 +245,40 @@ def test_tool_search_called_while_search_is_off_is_refused(admin_user, tool_worl
     assert not events_of(conversation, "toolsearch_query")
 
 
-@pytest.mark.django_db(transaction=True)
 def test_cancelling_while_a_prompt_waits_closes_the_prompt(admin_user, tool_world, native_profile, fake_api, claude):
     PermissionRule.objects.create(effect="ask", pattern="echo")
     fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
-    conversation = services.start_conversation(admin_user, profile=native_profile)
-    services.send_message(conversation, "echo", user=admin_user, enqueue=False)
-    thread, box = run_in_thread(conversation.pk, claude)
-    prompt = wait_for_event(conversation, "permission_prompt")
-    assert services.request_cancel(conversation, user=admin_user)
-    thread.join(timeout=20)
-    assert box["outcome"].reason == "cancelled"
+    conversation, outcome = converse(admin_user, "echo", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting"
+    prompt = events_of(conversation, "permission_prompt")[0]
+    assert services.request_cancel(conversation, user=admin_user)  # no worker holds the run: it ends now
     answer = events_of(conversation, "permission_answer")[0].payload
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "cancelled"
+    assert events_of(conversation, "turn_finished")[-1].payload["reason"] == "cancelled"
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None and not conversation.run_token
     with pytest.raises(services.ConversationError, match="already been answered"):
         services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    assert not services.expire_prompt(conversation.pk, prompt.sequence)
+    # The history stays valid: the call got a result, so the next message runs.
+    last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert last.role == "user" and last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn"
+
+
+def test_a_cancel_queued_before_the_resumption_ends_the_run_with_a_valid_history(admin_user, tool_world, native_profile,
+                                                                                 fake_api, claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
+    conversation, _ = converse(admin_user, "echo", profile=native_profile, provider=claude)
+    prompt = events_of(conversation, "permission_prompt")[0]
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # running, resumption queued
+    assert services.request_cancel(conversation, user=admin_user)  # cancelling: the resuming worker ends it
+    assert resume(conversation, prompt, claude).reason == "cancelled"
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    last = Message.objects.filter(conversation=conversation).order_by("-position").first()
+    assert last.role == "user" and last.content[0]["type"] == "tool_result" and last.content[0]["is_error"]
 
 
 def test_a_profile_with_a_tuned_backend_searches_with_it(admin_user, tool_world):
@@ -231,3 +290,20 @@ def test_a_profile_with_a_tuned_backend_searches_with_it(admin_user, tool_world)
     search = events_of(conversation, "toolsearch_query")[0].payload
     assert search["backend"] == "bm25:k1=1.5:server_weight=0" and TIME in search["loaded"], search
     assert outcome.reason == "end_turn"
+
+
+def test_a_second_cancel_frees_an_answered_run_no_worker_resumed(admin_user, tool_world, native_profile, fake_api, claude,
+                                                                 settings):
+    settings.AGENT_STALE_SECONDS = 60
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
+    conversation, _ = converse(admin_user, "echo", profile=native_profile, provider=claude)
+    prompt = events_of(conversation, "permission_prompt")[0]
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # its resumption is lost
+    assert services.request_cancel(conversation, user=admin_user)
+    Event.objects.filter(conversation=conversation).update(created_at=timezone.now() - timedelta(seconds=61))
+    assert services.request_cancel(conversation, user=admin_user)
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn"  # the history is valid: the call got its result

@@ -84,3 +84,14 @@ def test_the_request_and_response_bodies_are_one_click_away(db, admin_user, admi
     assert 'data-testid="request-body">{\n  &quot;model&quot;: &quot;m&quot;,\n  &quot;system&quot;: &quot;Be brief — thanks&quot;' in body
     assert 'data-testid="request-body-note">The request body was' in body
     assert 'data-testid="response-body">{\n  &quot;stop_reason&quot;: &quot;end_turn&quot;' in body
+
+
+def test_a_body_that_would_push_the_event_over_the_limit_is_a_note_not_a_shortened_body(db, admin_user):
+    conversation = Conversation.objects.create(owner=admin_user)
+    body = ev.request_body({"model": "m", "messages": [{"role": "user", "content": "x" * (200 * 1024)}]})
+    assert body["messages"]  # alone it fits
+    event = ev.ModelRequest(provider="demo", model="m", message_count=1, tool_count=0,
+                            request={"tools": [{"name": "t" * 40}] * 2000}, body=body)
+    stored = record_event(conversation, event).payload
+    assert stored["body"]["too_large"] is True and stored["body"]["size_bytes"] > 200 * 1024
+    assert "truncated" not in stored  # the rest of the event is whole

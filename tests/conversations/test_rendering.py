@@ -76,3 +76,13 @@ def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_
     with django_assert_num_queries(0):
         frame = render_event_frame(conversation, turn, total={"sent": 7, "cost": 8, "baseline": 9, "turns": 2})
     assert 'data-tokens-sent="7" data-tokens-cost="8" data-tokens-baseline="9"' in frame
+
+
+def test_a_turn_with_more_names_than_stored_shows_the_full_counts(nested):
+    conversation, *_ = nested
+    names = [f"mcp__s__tool_{i}" for i in range(1_000)]
+    turn = record_event(conversation, ev.TurnStarted(turn=9, provider="demo", model="m", wire_style="native",
+                                                     loaded_tools=["Read", "ToolSearch"], deferred_tools=names))
+    frame = render_event_frame(conversation, turn)
+    assert '<span data-testid="deferred-count">1000</span> deferred' in frame and "… 800 more" in frame
+    assert "mcp__s__tool_199<" in frame and "mcp__s__tool_200<" not in frame

@@ -13,6 +13,7 @@ from playground.engine.permissions import PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import Tool, ToolCatalog
+from playground.engine.turn import plan_turn
 
 from .conftest import mcp
 from .strategies import SERVERS, catalogs
@@ -222,23 +223,6 @@ def test_request_invariants_hold_for_any_catalog_rules_and_history(data, catalog
     json.dumps(plan.to_dict())
 
 
-def test_the_plan_answers_toolsearch_over_permitted_tools_only_and_names_pending_servers(small_catalog):
-    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
-
-    plan = build_request(
-        small_catalog,
-        PermissionPolicy([PermissionRule("deny", "mcp__slack")]),
-        AgentSettings(mode="true", max_results=1),
-        ConversationState([{"role": "user", "content": "hi"}]),
-        token_counter=COUNTER,
-        pending_mcp_servers=["jira"],
-    )
-    backend = ClaudeCodeKeywordBackend()
-    assert plan.run_tool_search({"query": "+slack"}, backend).matches == []
-    assert plan.run_tool_search({"query": "+slack"}, backend).pending_mcp_servers == ["jira"]
-    assert plan.run_tool_search({"query": "github"}, backend).matches == ["mcp__github__create_issue"]
-
-
 def test_the_profile_layout_shapes_the_announcement_and_its_tokens_are_counted(small_catalog):
     grouped = plan_for(small_catalog, messages=[{"role": "user", "content": "hi"}], announcement_layout="grouped")
     assert grouped.announcement.layout == "grouped"
@@ -273,16 +257,29 @@ def test_while_servers_connect_and_nothing_is_deferred_toolsearch_is_sent_and_na
     assert plan.decision.gate == "pending-servers" and plan.tool_names == ["Read", "ToolSearch"]
     from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 
-    assert plan.run_tool_search({"query": "jira issues"}, ClaudeCodeKeywordBackend()).pending_mcp_servers == ["jira"]
+    turn = plan_turn(catalog, PermissionPolicy(()), AgentSettings(mode="true"), ConversationState([{"role": "user", "content": "hi"}]),
+                     token_counter=COUNTER, pending_mcp_servers=["jira"], backend=ClaudeCodeKeywordBackend())
+    assert turn.run_tool_search({"query": "jira issues"}).pending_mcp_servers == ["jira"]
 
 
 @pytest.mark.parametrize("layout", ["grouped", "budgeted"])
 def test_toolsearch_finds_the_same_tools_whatever_names_the_announcement_shows(small_catalog, layout):
     from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 
-    backend = ClaudeCodeKeywordBackend()
-    messages = [{"role": "user", "content": "hi"}]
-    flat = plan_for(small_catalog, messages=messages)
-    other = plan_for(small_catalog, messages=messages, announcement_layout=layout, announcement_budget=100)
+    state = ConversationState([{"role": "user", "content": "hi"}])
+    flat = plan_turn(small_catalog, PermissionPolicy(()), AgentSettings(mode="true"), state, token_counter=COUNTER,
+                     backend=ClaudeCodeKeywordBackend())
+    other = plan_turn(small_catalog, PermissionPolicy(()),
+                      AgentSettings(mode="true", announcement_layout=layout, announcement_budget=100), state,
+                      token_counter=COUNTER, backend=ClaudeCodeKeywordBackend())
+    assert other.request.announcement.layout == layout
     for query in ("github issue", "+slack message", "select:mcp__github__create_issue", "mcp__slack"):
-        assert other.run_tool_search({"query": query}, backend).matches == flat.run_tool_search({"query": query}, backend).matches
+        assert other.run_tool_search({"query": query}).matches == flat.run_tool_search({"query": query}).matches
+
+
+def test_an_announcement_above_a_tenth_of_the_window_carries_a_warning():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp(f"s{i % 40}", f"tool_number_{i}") for i in range(300))])
+    messages = [{"role": "user", "content": "hi"}]
+    small_window = plan_for(catalog, messages=messages, context_window=30_000)
+    assert "% of the 30,000-token context window" in small_window.announcement_warning
+    assert plan_for(catalog, messages=messages).announcement_warning == ""

@@ -33,10 +33,11 @@ async def connect(user, path: str = "/ws/mcp/status/") -> WebsocketCommunicator:
     return communicator
 
 
-async def test_anonymous_sockets_are_refused():
+async def test_anonymous_sockets_are_refused_after_the_handshake_with_4401():
+    # Like the conversation socket (playground.realtime): the browser sees the code and does not retry.
     communicator = await connect(AnonymousUser())
-    connected, code = await communicator.connect(timeout=5)
-    assert not connected and code == 4401
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected and (await communicator.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
 
 
 async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, caplog):

@@ -136,13 +136,6 @@ def test_mcp_server_time_syncs(db):
     assert tool_names(server) == {"mcp__time__get_current_time", "mcp__time__convert_time"}
 
 
-def test_pending_server_names_lists_enabled_pending_servers(db):
-    McpServer.objects.create(name="a", command="x", status="pending")
-    McpServer.objects.create(name="b", command="x", status="connected")
-    McpServer.objects.create(name="c", command="x", status="pending", enabled=False)
-    assert services.pending_server_names() == ["a"]
-
-
 def test_register_demo_servers_is_idempotent(db):
     first = services.register_demo_servers()
     second = services.register_demo_servers()

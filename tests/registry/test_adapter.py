@@ -162,9 +162,6 @@ def test_pending_mcp_servers_lists_enabled_pending_servers():
     assert adapter.pending_mcp_servers() == ["alpha"]
 
 
-def test_pending_mcp_servers_is_the_mcp_apps_answer(monkeypatch):
-    """One implementation: the adapter asks playground.mcp_servers.services."""
-    from playground.mcp_servers import services as mcp_services
-
-    monkeypatch.setattr(mcp_services, "pending_server_names", lambda: ["from-mcp-services"])
-    assert adapter.pending_mcp_servers() == ["from-mcp-services"]
+def test_registered_servers_is_the_mcp_server_model_reached_through_the_tool_foreign_key():
+    """The registry sits below the MCP app: it reads server rows through `Tool.server`, not an import."""
+    assert adapter.registered_servers() is McpServer

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from playground.mcp_servers.models import McpServer
@@ -168,12 +169,43 @@ def test_a_profile_the_engine_cannot_run_shows_an_error(viewer_client, tools, pr
     assert 'data-testid="inspector-note"' not in response.content.decode()
 
 
-def test_viewers_get_403_on_posts(viewer_client, tools):
-    assert viewer_client.post(URL, {"q": "x"}).status_code == 403
+def _client_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
 
 
-def test_staff_get_405_on_posts_to_a_read_only_page(admin_client, tools):
-    assert admin_client.post(URL, {"q": "x"}).status_code == 405
+def test_a_post_searches_like_a_get_for_viewers_and_staff(viewer_user, admin_user, tools):
+    # A search changes nothing; POST carries a select: list too long for a URL.
+    for user in (viewer_user, admin_user):
+        response = _client_of(user).post(URL, {"q": "github issue"}, headers=HTMX)
+        assert response.status_code == 200 and response.context["answer"].result.matches
+    viewer_client = _client_of(viewer_user)
+    names = ",".join(f"mcp__bulk__tool_{i}" for i in range(4000)) + ",Write"
+    assert len(names) > 70_000
+    answer = viewer_client.post(URL, {"q": f"select:{names}"}, headers=HTMX).context["answer"]
+    assert answer.error == "" and "Write" in answer.result.matches
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("x" * 2_001, "a query is limited to 2,000 characters"),
+    (" ".join(["word"] * 65), "a query is limited to 64 terms"),
+    ("select:" + "a," * 100_000, "a select: list is limited to 200,000 characters"),
+])
+@pytest.mark.parametrize("backend", ["", "bm25", "claude-code", "naive"])
+def test_an_oversized_query_is_a_clear_error_for_every_backend(admin_client, tools, query, message, backend):
+    response = admin_client.post(URL, {"q": query, "backend": backend})
+    assert response.status_code == 400
+    assert response.context["answer"].error.startswith(message)
+
+
+def test_the_naive_backend_is_for_staff_on_the_page(viewer_user, admin_user, tools):
+    viewer_client, admin_client = _client_of(viewer_user), _client_of(admin_user)
+    refused = viewer_client.get(URL, {"q": "github issue", "backend": "naive"})
+    assert refused.status_code == 400 and "for staff" in refused.context["answer"].error
+    assert "naive" not in refused.context["backends"]
+    allowed = admin_client.get(URL, {"q": "github issue", "backend": "naive"}, headers=HTMX)
+    assert allowed.context["answer"].error == "" and allowed.context["answer"].result.matches
 
 
 def test_matches_that_need_confirmation_are_marked(viewer_client, tools):

@@ -78,3 +78,13 @@ def test_token_totals_compare_with_the_all_tools_baseline(viewer_client, tools, 
     assert tokens.announcement_tokens > 0
     assert f"+ {tokens.announcement_tokens} announcing deferred names" in response.content.decode()
     assert f"({tokens.saved_percent}% saved" in response.content.decode()
+
+
+def test_a_large_catalog_lists_the_first_deferred_names_and_warns_about_a_heavy_announcement(viewer_client, profile, settings):
+    settings.CONTEXT_WINDOW_TOKENS = 30_000
+    bulk_tools(600)
+    response = viewer_client.get(URL, {"profile": profile.pk}, headers=HTMX)
+    body = response.content.decode()
+    assert 'data-deferred-count="600"' in body and "… 400 more" in body
+    assert body.count('<li class="mono">mcp__bulk__tool_') == 200
+    assert 'data-testid="announcement-warning"' in body and "30,000-token context window" in body

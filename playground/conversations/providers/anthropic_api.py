@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
 
 SUMMARY_PROMPT = (
     "Summarise the conversation so far for your own later reference: the person's requests, what the "
@@ -74,8 +74,6 @@ class AnthropicProvider(ModelProvider):
         )
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
-        from playground.conversations.providers.base import plain_extract
-
         transcript = plain_extract(messages, limit=20_000)
         try:
             message = self.client.messages.create(

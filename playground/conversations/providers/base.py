@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.server_search import PROFILE_WIRE_STYLES
+
 
 @dataclass
 class ProviderResponse:
@@ -53,7 +55,7 @@ class ModelProvider(ABC):
     key: str = "base"
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
-    wire_styles: tuple[str, ...] = ("native", "client", "server")
+    wire_styles: tuple[str, ...] = PROFILE_WIRE_STYLES
 
     @classmethod
     def from_settings(cls) -> ModelProvider:

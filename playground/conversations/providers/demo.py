@@ -30,6 +30,7 @@ from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.announcements import announced_lines
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
+from playground.engine.toolsearch_tool import WIRE_STYLES
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
 NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, AGENT_TOOL_NAME}
@@ -225,7 +226,7 @@ class DemoAgentProvider(ModelProvider):
     key = "demo"
     label = "offline demo agent"
     offline = True
-    wire_styles = ("native", "client")  # it cannot run Anthropic's server-side search
+    wire_styles = WIRE_STYLES  # it cannot run Anthropic's server-side search
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         messages: list[dict[str, Any]] = request_kwargs.get("messages", [])

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from playground.engine import safe_json
 from playground.engine.search.base import SearchBackend, load_backend
 
 BUILTIN_BACKENDS: dict[str, str] = {
@@ -53,8 +54,11 @@ def parse_backend_spec(spec: str) -> tuple[str, dict[str, Any]]:
         if not sep or not key.strip():
             raise ValueError(f"backend option {pair!r} in {spec!r} is not key=value")
         try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+            # NaN, 1e309, a huge integer: kept as text, which the backend's number check refuses.
+            options[key.strip()] = safe_json.loads(value)
+        except json.JSONDecodeError as exc:
+            if value.lstrip()[:1] in ("{", "["):  # meant as JSON: say what is wrong with it
+                raise ValueError(f"backend option {key.strip()}: {exc.msg} (column {exc.colno})") from None
             options[key.strip()] = value
     return name.strip(), options
 

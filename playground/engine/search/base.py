@@ -9,6 +9,7 @@ path that ranks: a backend fills them while it scores.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import threading
 from abc import ABC, abstractmethod
@@ -29,6 +30,42 @@ SELECT_PREFIX = "select:"
 # differs at the edges (it splits on \x1c-\x1f and \x85, and not on \ufeff).
 JS_WHITESPACE = "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _JS_WHITESPACE_RUN = re.compile("[" + JS_WHITESPACE + "]+")
+
+
+# Limits of a query typed by a person (the inspector; `check_query_size`): a keyword query's length
+# and terms bound the work of every backend (the naive one scores each term against each tool);
+# a select: list only by its length, as a list of hundreds of names is a real use.
+MAX_QUERY_CHARS = 2_000
+MAX_QUERY_TERMS = 64
+MAX_SELECT_CHARS = 200_000
+
+
+def check_query_size(query: str) -> None:
+    """Raise ValueError, with a message for people, for a query over the limits above."""
+    stripped = js_trim(query)
+    if stripped[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX:
+        if len(stripped) > MAX_SELECT_CHARS:
+            raise ValueError(f"a select: list is limited to {MAX_SELECT_CHARS:,} characters (this one has {len(stripped):,})")
+        return
+    if len(stripped) > MAX_QUERY_CHARS:
+        raise ValueError(f"a query is limited to {MAX_QUERY_CHARS:,} characters (this one has {len(stripped):,})")
+    terms = len(split_terms(stripped))
+    if terms > MAX_QUERY_TERMS:
+        raise ValueError(f"a query is limited to {MAX_QUERY_TERMS} terms (this one has {terms})")
+
+
+def number_option(label: str, value: Any, low: float, high: float, *, integer: bool = False) -> float:
+    """A backend's numeric option as a float (an int when `integer`), refused with a ValueError that
+    names it when it is not finite (nan, inf, 1e309) or outside [low, high]: such a value would
+    rank every tool as nan or make an index as large as it says."""
+    number = float(value)  # a string that is no number: Python's own message ("could not convert…")
+    if not math.isfinite(number) or not low <= number <= high:
+        raise ValueError(f"{label} must be a finite number from {low:g} to {high:g}, not {value!r}")
+    if integer:
+        if number != int(number):
+            raise ValueError(f"{label} must be a whole number, not {value!r}")
+        return int(number)
+    return number
 
 
 def js_trim(text: str) -> str:
@@ -70,11 +107,8 @@ def read_query(query: str) -> QueryReading:
     raw = query if isinstance(query, str) else str(query)
     stripped = js_trim(raw)
     if stripped[: len(SELECT_PREFIX)].lower() == SELECT_PREFIX:
-        names: list[str] = []
-        for part in stripped[len(SELECT_PREFIX):].split(","):
-            name = part.strip()
-            if name and name not in names:
-                names.append(name)
+        # dict.fromkeys drops duplicates keeping the first: linear in a long list.
+        names = dict.fromkeys(name for name in (part.strip() for part in stripped[len(SELECT_PREFIX):].split(",")) if name)
         return QueryReading(raw=raw, kind="select", selected_names=tuple(names))
     lowered = stripped.lower()
     terms = split_terms(lowered)

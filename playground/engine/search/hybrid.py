@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from playground.engine.search import text
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, read_query
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
-from playground.engine.search.semantic import dense_may_answer, query_text, query_text_spans
+from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
 
@@ -198,18 +198,18 @@ class HybridBackend(SearchBackend):
         if settings["fusion"] not in ("weighted", "rrf"):
             raise ValueError(f"hybrid fusion must be 'weighted' or 'rrf', not {settings['fusion']!r}")
         self.fusion: str = settings["fusion"]
-        self.bm25_weight = float(settings["bm25_weight"])
-        self.dense_weight = float(settings["dense_weight"])
-        self.rrf_k = float(settings["rrf_k"])
-        self.depth = int(settings["depth"])
-        self.intent_weight = float(settings["intent_weight"])
-        self.server_weight = float(settings["server_weight"])
+        self.bm25_weight = number_option("hybrid bm25_weight", settings["bm25_weight"], 0, 100)
+        self.dense_weight = number_option("hybrid dense_weight", settings["dense_weight"], 0, 100)
+        self.rrf_k = number_option("hybrid rrf_k", settings["rrf_k"], 0, 100_000)
+        self.depth = number_option("hybrid depth", settings["depth"], 1, 100_000, integer=True)
+        self.intent_weight = number_option("hybrid intent_weight", settings["intent_weight"], 0, 100)
+        self.server_weight = number_option("hybrid server_weight", settings["server_weight"], 0, 100)
         long_weight = settings["bm25_weight_long"]
-        self.bm25_weight_long = self.bm25_weight if long_weight is None else float(long_weight)
-        self.long_query_terms = int(settings["long_query_terms"])
-        self.aspect_weight = float(settings["aspect_weight"])
-        self.aspect_sharpness = float(settings["aspect_sharpness"])
-        self.aspect_pool = int(settings["aspect_pool"])
+        self.bm25_weight_long = self.bm25_weight if long_weight is None else number_option("hybrid bm25_weight_long", long_weight, 0, 100)
+        self.long_query_terms = number_option("hybrid long_query_terms", settings["long_query_terms"], 1, 100_000, integer=True)
+        self.aspect_weight = number_option("hybrid aspect_weight", settings["aspect_weight"], 0, 1)
+        self.aspect_sharpness = number_option("hybrid aspect_sharpness", settings["aspect_sharpness"], 0, 100)
+        self.aspect_pool = number_option("hybrid aspect_pool", settings["aspect_pool"], 1, 100_000, integer=True)
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
@@ -220,8 +220,6 @@ class HybridBackend(SearchBackend):
         self.semantic = None
         self.degraded_reason = ""
         try:
-            from playground.engine.search.semantic import SemanticBackend
-
             self.semantic = SemanticBackend(**(options.get("semantic") or {}))
         except EncoderUnavailable as exc:
             self.degraded_reason = f"dense side off, BM25 only: {exc}"

@@ -27,6 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.search import encoder  # a module object: encoder imports this module too
+from playground.engine.search.embedding_cache import default_cache_path
+
 PRECISIONS = ("fp32", "int8")
 # The int8 recipe's name in saved models' file names: bump it when build_graph or _quantize_int8 change.
 QUANTIZATION = "per-channel-int8-reduce-range-1"
@@ -153,15 +156,12 @@ def quantized_model_path(model_dir: Path) -> Path | None:
     """Where the int8 model of `model_dir`'s weights is kept between processes (None: the embedding
     cache is off). Named by everything that shapes the bytes: the weights' and config's content,
     the onnx and onnxruntime versions, and QUANTIZATION (bump it when the graph or recipe changes)."""
-    import onnxruntime
-
-    from playground.engine.search.embedding_cache import default_cache_path
-    from playground.engine.search.encoder import weights_digest
+    import onnxruntime  # heavy optional dependency (the semantic extra): loaded only for the ONNX runtime
 
     cache = default_cache_path()
     if cache is None:
         return None
-    digest = hashlib.sha1(weights_digest(model_dir).encode())
+    digest = hashlib.sha1(encoder.weights_digest(model_dir).encode())
     digest.update((model_dir / "config.json").read_bytes())
     digest.update(f"{QUANTIZATION} onnx {importlib.metadata.version('onnx')} onnxruntime {onnxruntime.__version__}".encode())
     return cache.parent / "models" / f"minilm-int8-{digest.hexdigest()[:20]}.onnx"

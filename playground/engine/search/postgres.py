@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 
 from playground.engine.search import text
-from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS
+from playground.engine.search.embedding_cache import embed_tools
 from playground.engine.search.required import RequiredTermFilter
+from playground.engine.search.semantic import SemanticBackend, query_text
 from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -236,12 +238,10 @@ class PostgresSearchBackend(SearchBackend):
         self.dsn = options.get("dsn") or default_dsn()
         self.table = options.get("table", "toolsearch_tools")
         self.scope = options.get("scope", "default")
-        self.fulltext_weight = float(options.get("fulltext_weight", 0.2))
+        self.fulltext_weight = number_option("postgres fulltext_weight", options.get("fulltext_weight", 0.2), 0, 100)
         self.semantic = None
         if options.get("vectors", True):
             try:
-                from playground.engine.search.semantic import SemanticBackend
-
                 self.semantic = SemanticBackend(**(options.get("semantic") or {}))
             except ValueError as exc:
                 logger.info("postgres backend: no vectors (%s)", exc)
@@ -251,8 +251,6 @@ class PostgresSearchBackend(SearchBackend):
         tools = tuple(catalog.deferred)
         embed = None
         if self.semantic is not None and index.has_vector:
-            from playground.engine.search.embedding_cache import embed_tools
-
             semantic = self.semantic
 
             def embed(changed: list[Tool]) -> np.ndarray:
@@ -270,8 +268,6 @@ class PostgresSearchBackend(SearchBackend):
         lexical = dict(handle.index.fulltext(words, self.depth, allowed))
         dense: dict[str, float] = {}
         if self.semantic is not None and handle.index.has_vector:
-            from playground.engine.search.semantic import query_text
-
             dense = dict(handle.index.nearest(self.semantic.embed_query(query_text(reading)), self.depth, allowed))
         top = max(lexical.values(), default=0.0)
         scores: dict[str, tuple[float, float]] = {}

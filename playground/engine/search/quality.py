@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.engine.catalog_io import LabelledQuery
+from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
@@ -171,8 +171,6 @@ def evaluate_backend(
 
 
 def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:
-    from playground.engine.catalog_io import load_catalog, load_queries, toolsets_dir
-
     folder = (root or toolsets_dir()) / name
     if not (folder / "catalog.jsonl").is_file():
         raise ValueError(f"toolset {name!r} not found in {folder.parent} (set TOOLSETS_DIR)")

@@ -29,6 +29,9 @@ from playground.engine.benchmark import BenchRow, keyword_queries, natural_queri
 from playground.engine.evaluate import percentile
 from playground.engine.search.backends import BENCH_BACKENDS, backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools, embedding_key
+from playground.engine.search.semantic import dense_side
+from playground.engine.search.text import tool_document
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import Tool, ToolCatalog
 
@@ -41,11 +44,6 @@ def _original_key(tool: Tool) -> str:
 
 def prefill_embeddings(backend: SearchBackend, catalog: ToolCatalog, base: Sequence[Tool]) -> int:
     """Give every replica its original's vector in a memory-only cache; returns tools encoded for real."""
-    from playground.engine.search.embedding_cache import EmbeddingCache, embed_tools, embedding_key
-    from playground.engine.search.text import tool_document
-
-    from playground.engine.search.semantic import dense_side
-
     semantic = dense_side(backend)
     if semantic is None:
         return 0
@@ -144,9 +142,6 @@ def encoder_rates(toolsets: Path, backends: Sequence[str], count: int = 256) -> 
     """(model id, runtime, tool documents encoded per second) for each distinct encoder the
     backends use: what a cold catalog costs once (the cache answers afterwards). Real tool
     documents of the toolsets, encoded without the cache, after a warm-up batch."""
-    from playground.engine.search.semantic import dense_side
-    from playground.engine.search.text import tool_document
-
     docs = [tool_document(t) for t in source_tools(toolsets)[:count]]
     rates: dict[int, tuple[str, str, float]] = {}
     for name in backends:

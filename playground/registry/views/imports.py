@@ -6,15 +6,15 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
+from playground.access import staff_for_writes, staff_required
 from playground.registry import selectors, services
-from playground.registry.access import staff_for_writes, staff_only
 from playground.registry.forms import ImportForm
 from playground.registry.models import ToolImport
 
 PREVIEW_ROWS = 200  # per category on the preview page; the counts are always complete
 
 
-@staff_only
+@staff_required
 def tool_import(request):
     """GET: the form. POST: parse and stage the catalog, and show the preview (nothing imported yet)."""
     form = ImportForm(request.POST or None, request.FILES or None)
@@ -37,7 +37,7 @@ def tool_import(request):
 
 
 @require_POST
-@staff_only
+@staff_required
 def tool_import_commit(request, pk: int):
     staged = get_object_or_404(ToolImport, pk=pk)
     try:

@@ -6,23 +6,31 @@ import re
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST, require_safe
+from django.contrib.auth.decorators import login_required
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from playground.conversations.usage import forget_usage
-
-from playground.registry import adapter, availability, previews
-from playground.registry.access import staff_for_writes, staff_only
+from playground.access import is_staff, staff_for_writes, staff_required
+from playground.engine.server_search import SERVER_STYLE
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.registry import adapter, availability, ports, previews
 from playground.registry.models import AgentProfile
 
-WIRE_STYLES = [("", "profile's"), ("native", "native (tool_reference)"), ("client", "client-side (text)")]
+WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
 # The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
-MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, ("server", "server-side search (Anthropic)")]
+MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)")]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
+# Backends only staff may pick on the page: `naive` rescans every tool for every term (the
+# benchmark baseline); the engine CLI still offers it.
+STAFF_BACKENDS = frozenset({"naive"})
 
 
-def _profile(request) -> AgentProfile | None:
+def _backend_names(user) -> list[str]:
+    return [name for name in adapter.backend_names() if is_staff(user) or name not in STAFF_BACKENDS]
+
+
+def _profile(request, params=None) -> AgentProfile | None:
     """The ?profile= asked for; an id that names no profile is an error, not the default settings in disguise."""
-    pk = (request.GET.get("profile") or "").strip()
+    pk = ((request.GET if params is None else params).get("profile") or "").strip()
     if not pk:
         return None
     profile = AgentProfile.objects.filter(pk=int(pk)).first() if pk.isdigit() else None
@@ -44,50 +52,55 @@ def _int(value: str | None, default: int | None, low: int = 1, high: int = 50, n
     return number
 
 
-@staff_for_writes
-@require_safe
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def inspector(request):
+    """A search changes nothing, so POST is the same as GET for everyone: it carries a query too
+    long for a URL (a select: list of hundreds of names)."""
+    params = request.POST if request.method == "POST" else request.GET
     profile = None
-    backend = request.GET.get("backend", "")
-    query = request.GET.get("q", "")
+    backend = params.get("backend", "")
+    query = params.get("q", "")
     try:
-        profile = _profile(request)
+        profile = _profile(request, params)
         if backend and backend not in adapter.backend_names():
-            raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(adapter.backend_names())})")
-        answer = _inspect(request, query, profile, backend)
+            raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(_backend_names(request.user))})")
+        if backend in STAFF_BACKENDS and not is_staff(request.user):
+            raise ValueError(f"the {backend!r} backend is for staff on this page (it stays available in the engine CLI)")
+        answer = _inspect(params, query, profile, backend)
     except ValueError as exc:  # bad settings, or a profile the engine cannot run (an unknown wire style or backend)
         answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
     context = {"answer": answer, "profile": profile}
     if request.htmx:
-        return render(request, "registry/_inspector_results.html", context)
+        return render(request, "registry/_inspector_results.html", context)  # htmx swaps only 2xx answers
     context.update(
         profiles=AgentProfile.objects.all(),
         # (name, why it cannot run here): postgres without PostgreSQL is shown disabled with the fix.
-        backends=[(name, availability.backend_unavailable(name)) for name in adapter.backend_names()],
+        backends=[(name, availability.backend_unavailable(name)) for name in _backend_names(request.user)],
         wire_styles=WIRE_STYLES,
         modes=MODES,
-        params=request.GET,
+        params=params,
     )
-    return render(request, "registry/inspector.html", context)
+    return render(request, "registry/inspector.html", context, status=400 if answer.error else 200)
 
 
-def _inspect(request, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
+def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
     return previews.inspect_query(
         query,
         profile,
         backend=backend,
-        max_results=_int(request.GET.get("max_results"), None),
-        wire_style=request.GET.get("wire_style", "") if request.GET.get("wire_style") in ("native", "client") else "",
-        mode=request.GET.get("mode", "") if request.GET.get("mode") in MODES else "",
-        backend_settings=request.GET.get("settings", ""),
+        max_results=_int(params.get("max_results"), None),
+        wire_style=params.get("wire_style", "") if params.get("wire_style") in dict(WIRE_STYLES) else "",
+        mode=params.get("mode", "") if params.get("mode") in MODES else "",
+        backend_settings=params.get("settings", ""),
     )
 
 
-@staff_only
+@staff_required
 @require_POST
 def usage_forget(request):
     """Forget everything learned from usage (the past searches behind each tool's "usage" field)."""
-    deleted = forget_usage()
+    deleted = ports.usage().forget_usage()
     messages.success(request, f"Forgot {deleted} learned search{'es' if deleted != 1 else ''}; ranking is back to the tools' own text.")
     return redirect(reverse("registry:inspector"))
 

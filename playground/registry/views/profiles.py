@@ -7,9 +7,8 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
-from playground.conversations.providers import provider_label
-from playground.registry import adapter, previews
-from playground.registry.access import staff_for_writes, staff_only
+from playground.access import staff_for_writes, staff_required
+from playground.registry import adapter, ports, previews
 from playground.registry.forms import AgentProfileForm
 from playground.registry.models import AgentProfile
 
@@ -40,7 +39,7 @@ def profile_detail(request, pk: int):
         "profile": profile,
         "settings_obj": settings_obj,
         "wire_style_label": resolved.wire_style_label if resolved else profile.wire_style,
-        "provider_label": provider_label(profile.provider),
+        "provider_label": ports.providers().provider_label(profile.provider),
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
         "removed_by_profile": removed_by_profile,
@@ -54,7 +53,7 @@ def profile_detail(request, pk: int):
     return render(request, "registry/profile_detail.html", context)
 
 
-@staff_only
+@staff_required
 def profile_create(request):
     form = AgentProfileForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -64,7 +63,7 @@ def profile_create(request):
     return render(request, "registry/profile_form.html", {"form": form, "profile": None}, status=400 if form.errors else 200)
 
 
-@staff_only
+@staff_required
 def profile_edit(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
     form = AgentProfileForm(request.POST or None, instance=profile)

@@ -10,10 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.conversations.usage import queries_for_tool
+from playground.access import is_staff, staff_for_writes, staff_required
 from playground.engine.tools import ToolDefinitionError
-from playground.registry import adapter, selectors, services
-from playground.registry.access import staff_for_writes, staff_only
+from playground.registry import adapter, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
 
@@ -51,7 +50,7 @@ def tool_list(request):
 
 
 @require_POST
-@staff_only
+@staff_required
 def tool_bulk(request):
     form = BulkToolActionForm(request.POST)
     back = reverse("registry:tool_list") + ("?" + request.POST["back"] if request.POST.get("back") else "")
@@ -86,12 +85,12 @@ def tool_detail(request, pk: int):
         "global_decision": decision,
         "verdicts": verdicts,
         # A query may quote a person's request: others' conversations only for staff.
-        "past_searches": queries_for_tool(tool.name, user=None if request.user.is_staff else request.user),
+        "past_searches": ports.usage().queries_for_tool(tool.name, user=None if is_staff(request.user) else request.user),
     }
     return render(request, "registry/tool_detail.html", context)
 
 
-@staff_only
+@staff_required
 def tool_create(request):
     form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
     if request.method == "POST" and form.is_valid():
@@ -101,7 +100,7 @@ def tool_create(request):
     return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
 
 
-@staff_only
+@staff_required
 def tool_edit(request, pk: int):
     tool = get_object_or_404(Tool, pk=pk)
     form = ToolForm(request.POST or None, instance=tool)

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from playground.engine.catalog_io import load_tools
 from playground.engine.evaluate import percentile
-from playground.registry.management.commands.load_demo_data import CATALOGS
+from playground.registry.demo_data import CATALOGS
 from playground.registry.models import Tool
 
 QUERIES = ["create github issue", "+slack send message", "weather forecast", "read pdf file", "select:Read,Write", "kubernetes pods logs"]

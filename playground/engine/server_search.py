@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 
 SERVER_STYLE = "server"
+PROFILE_WIRE_STYLES: tuple[str, ...] = (*WIRE_STYLES, SERVER_STYLE)  # what a profile may choose
 SERVER_SEARCH_TOOLS: dict[str, dict[str, str]] = {
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
     "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
@@ -27,16 +29,14 @@ def server_search_tool(variant: str) -> dict[str, str]:
         raise ValueError(f"unknown server-side search tool {variant!r}: use bm25 or regex") from None
 
 
-def engine_wire_style(wire_style: str) -> tuple[str, str]:
+def engine_wire_style(wire_style: str, variant: str) -> tuple[str, str]:
     """(the wire style the engine plans with, the server-side variant or ""). The "server" style plans
-    as native with the ANTHROPIC_SERVER_SEARCH_TOOL variant; a bad setting fails here, with its name."""
+    as native with `variant` (the deployment's ANTHROPIC_SERVER_SEARCH_TOOL, passed in by the caller);
+    a bad variant fails here, with its name."""
     if wire_style != SERVER_STYLE:
         return wire_style, ""
-    from django.conf import settings
-
-    variant = settings.ANTHROPIC_SERVER_SEARCH_TOOL
     server_search_tool(variant)
-    return "native", variant
+    return NATIVE_STYLE, variant
 
 
 def server_search_request(request: dict[str, Any], plan: Any, variant: str) -> dict[str, Any]:

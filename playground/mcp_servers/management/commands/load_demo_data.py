@@ -2,12 +2,11 @@
 
 Idempotent: a second run creates only what is missing and leaves edits alone; `--force` puts the
 shipped definitions, profile settings and rules back. Finally the MCP app's demo servers are
-registered when it provides `register_demo_servers`.
+registered. The command lives in the MCP app because the demo spans both: registry rows (tools,
+profiles, rules) and this app's built-in tools and demo servers.
 """
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -15,14 +14,11 @@ from django.db import transaction
 
 from playground.engine.catalog_io import load_tools
 from playground.engine.tools import Tool as EngineTool
+from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
+from playground.mcp_servers.services import register_demo_servers
+from playground.registry.demo_data import CATALOGS, CORE_TOOLS
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule, Tool
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "demo_data"
-CATALOGS = [DEMO_DIR / "catalog.jsonl"]
-# Claude Code's core tool names as catalog-only stand-ins (the executor marks their results as
-# simulated): they show an always-loaded tool, an "ask" rule, a deferred built-in and the agent tool
-# that subagents never get.
-CORE_TOOLS = DEMO_DIR / "builtin.jsonl"
 ALWAYS_LOADED_BUILTINS = {"calculator"}
 
 PROFILES: list[dict[str, Any]] = [
@@ -75,8 +71,6 @@ RULES: list[tuple[str, str, str | None, str]] = [
 def builtin_tools() -> list[EngineTool]:
     """The built-ins the executor runs in-process (the MCP app's `BUILTIN_TOOL_DEFINITIONS`), then the
     core tool stand-ins."""
-    from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
-
     runnable = [
         EngineTool(**definition, always_load=definition["name"] in ALWAYS_LOADED_BUILTINS)
         for definition in BUILTIN_TOOL_DEFINITIONS
@@ -174,17 +168,6 @@ class Command(BaseCommand):
         return count
 
     def _register_demo_servers(self) -> None:
-        try:
-            services = importlib.import_module("playground.mcp_servers.services")
-        except ModuleNotFoundError as exc:
-            if exc.name != "playground.mcp_servers.services":
-                raise
-            self.stdout.write("MCP demo servers: playground.mcp_servers.services is not available; skipped.")
-            return
-        register = getattr(services, "register_demo_servers", None)
-        if register is None:
-            self.stdout.write("MCP demo servers: register_demo_servers is not available; skipped.")
-            return
-        servers = register() or []
+        servers = register_demo_servers()
         names = ", ".join(getattr(server, "name", str(server)) for server in servers)
         self.stdout.write(f"MCP demo servers registered: {names or 'none'}.")

@@ -1,0 +1,148 @@
+"""Realtime plumbing shared by the apps: send to a channel-layer group from sync code, admit a socket.
+
+Sending. Celery tasks and views are sync code. `async_to_sync(layer.group_send)` there runs a
+fresh event loop per call, and channels_redis binds its Redis connections to the loop that opened
+them: a layer kept across calls then fails with "Event loop is closed", and a layer made per call
+pays a new loop, a new layer and a new Redis connection for every event. Instead each process owns
+one background thread running one event loop, which owns one channel layer (and so one Redis
+connection pool) for the life of the process. `send_to_group` hands the coroutine to that loop and
+waits for it with a timeout. After a fork (Celery's prefork pool) the child starts its own thread
+and layer on first use: the parent's thread does not exist in the child.
+
+Admitting sockets. `socket_refusal` is the one check both WebSocket consumers make, and
+`refuse_socket` / `arefuse_socket` the one way they refuse:
+
+* anonymous → close code 4401, an authenticated user without access → 4403;
+* the consumer accepts first and then closes with that code. A close before the handshake becomes
+  an HTTP 403 that the browser reports as code 1006, and htmx's ws extension reconnects on 1006
+  forever; after the handshake the page sees 4401/4403 and does not retry.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from typing import Any, Callable
+
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+from django.core.signals import setting_changed
+
+SEND_TIMEOUT_SECONDS = 5.0
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class _Sender:
+    """One event loop in a daemon thread, owning one channel layer for this process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.layer: Any = None
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), name="realtime-sender", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        self.loop.run_forever()
+
+    async def _group_send(self, group: str, message: dict) -> None:
+        if self.layer is None:
+            # Our own instance, used only on this loop (the server's consumers keep theirs).
+            self.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        await self.layer.group_send(group, message)
+
+    async def _drop_layer(self) -> None:
+        layer, self.layer = self.layer, None
+        close = getattr(layer, "close_pools", None)
+        if close is not None:
+            await close()
+
+    def submit(self, coroutine: Any, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the channel layer did not answer within {timeout:g} s") from None
+
+
+_sender: _Sender | None = None
+_sender_lock = threading.Lock()
+
+
+def _get_sender() -> _Sender:
+    global _sender
+    sender = _sender
+    if sender is not None and sender.pid == os.getpid():
+        return sender
+    with _sender_lock:
+        if _sender is None or _sender.pid != os.getpid():
+            _sender = _Sender()
+        return _sender
+
+
+def _forget_sender_after_fork() -> None:
+    # The child has no copy of the parent's thread; its loop and sockets are the parent's. Abandon
+    # them (closing would touch the parent's connections) and start afresh on first use.
+    global _sender, _sender_lock
+    _sender, _sender_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_sender_after_fork)
+
+
+def _reset_on_settings_change(*, setting: str, **_: object) -> None:
+    # Tests point CHANNEL_LAYERS at their own prefix: the next send must use the new configuration.
+    if setting == "CHANNEL_LAYERS" and _sender is not None and _sender.pid == os.getpid():
+        try:
+            _sender.submit(_sender._drop_layer(), SEND_TIMEOUT_SECONDS)
+        except Exception:  # noqa: BLE001 - a layer that cannot close is dropped all the same
+            _sender.layer = None
+
+
+setting_changed.connect(_reset_on_settings_change)
+
+
+def send_to_group(group: str, message: dict, *, timeout: float = SEND_TIMEOUT_SECONDS) -> None:
+    """Send `message` to channel-layer `group` from sync code; raise if it fails or takes over `timeout` s.
+
+    Not for async code (it would block that event loop): there, await `channel_layer.group_send`.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("send_to_group() is for sync code; await the channel layer's group_send instead")
+    sender = _get_sender()
+    sender.submit(sender._group_send(group, message), timeout)
+
+
+# -- sockets ------------------------------------------------------------------------------------------
+def socket_refusal(user: Any, may_access: Callable[[Any], bool] | None = None) -> int | None:
+    """The close code to refuse a socket with, or None to admit it.
+
+    4401 when nobody is logged in; 4403 when `may_access(user)` says this user may not see it.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        return CLOSE_UNAUTHENTICATED
+    if may_access is not None and not may_access(user):
+        return CLOSE_FORBIDDEN
+    return None
+
+
+def refuse_socket(consumer: Any, code: int) -> None:
+    """Refuse a sync consumer's socket: accept, then close with `code` (so the browser sees it)."""
+    consumer.accept()
+    consumer.close(code=code)
+
+
+async def arefuse_socket(consumer: Any, code: int) -> None:
+    """`refuse_socket` for async consumers."""
+    await consumer.accept()
+    await consumer.close(code=code)

@@ -1,0 +1,90 @@
+"""plan_turn: the one engine entry per turn (mode decision, request plan, tokens, bound ToolSearch)."""
+from __future__ import annotations
+
+import pytest
+
+from playground.engine.permissions import PermissionPolicy, PermissionRule
+from playground.engine.requests import AgentSettings, ConversationState, build_request
+from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+from playground.engine.search.usage import UsageLog
+from playground.engine.tokens import CharEstimateCounter
+from playground.engine.toolsearch_tool import ToolSearchInputError
+from playground.engine.turn import TurnPlan, plan_turn
+
+COUNTER = CharEstimateCounter()
+HELLO = ConversationState([{"role": "user", "content": "hi"}])
+
+
+def turn_for(catalog, *, rules=(), state=HELLO, backend=None, **settings_values):
+    settings_values.setdefault("mode", "true")
+    return plan_turn(catalog, PermissionPolicy(list(rules)), AgentSettings(**settings_values), state, token_counter=COUNTER,
+                     backend=backend or ClaudeCodeKeywordBackend(), pending_mcp_servers=["jira"])
+
+
+def test_the_turn_carries_the_request_plan_the_engine_builds(small_catalog):
+    turn = turn_for(small_catalog)
+    plan = build_request(small_catalog, PermissionPolicy([]), AgentSettings(mode="true"), HELLO, token_counter=COUNTER,
+                         pending_mcp_servers=["jira"])
+    assert isinstance(turn, TurnPlan)
+    assert turn.request.to_dict() == plan.to_dict()
+    assert turn.decision == plan.decision and turn.decision.enabled and turn.decision.reason
+    assert turn.tokens == plan.tokens and turn.tokens.saved_tokens == plan.tokens.saved_tokens
+    assert turn.searchable is turn.request.searchable
+
+
+@pytest.mark.parametrize(
+    ("settings_values", "rules", "gate"),
+    [
+        ({"mode": "false"}, (), "disabled"),
+        ({"mode": "true"}, (PermissionRule("deny", "ToolSearch"),), "tool-search-denied"),
+        ({"mode": "", "base_url": "https://gateway.example.com"}, (), "third-party-base-url"),
+        ({"mode": "auto:100"}, (), "auto-never"),
+    ],
+)
+def test_the_mode_decision_and_its_reason(small_catalog, settings_values, rules, gate):
+    turn = turn_for(small_catalog, rules=rules, **settings_values)
+    assert turn.decision.gate == gate and not turn.decision.enabled and turn.decision.reason
+    assert len(turn.searchable) == 0  # off: ToolSearch searches nothing
+    assert "mcp__github__create_issue" in turn.permitted  # but the permitted tools are still known (the inspector)
+
+
+def test_the_bound_toolsearch_searches_permitted_tools_and_names_pending_servers(small_catalog):
+    turn = turn_for(small_catalog, rules=[PermissionRule("deny", "mcp__slack")], max_results=1)
+    assert turn.run_tool_search({"query": "+slack"}).matches == []
+    assert turn.run_tool_search({"query": "+slack"}).pending_mcp_servers == ["jira"]
+    assert turn.run_tool_search({"query": "github"}).matches == ["mcp__github__create_issue"]  # max_results from the settings
+    assert turn.run_tool_search({"query": "+slack"}, over=small_catalog).matches  # another set, same backend
+    with pytest.raises(ToolSearchInputError):
+        turn.run_tool_search({"query": "github", "max_results": 0})
+
+
+def test_the_bound_toolsearch_passes_the_usage_log(small_catalog):
+    seen = []
+
+    class Recording(ClaudeCodeKeywordBackend):
+        def search(self, query, catalog, **kwargs):
+            seen.append(kwargs.get("usage"))
+            return super().search(query, catalog, **kwargs)
+
+    usage = UsageLog.from_pairs([("open a ticket", "mcp__github__create_issue")])
+    turn = plan_turn(small_catalog, PermissionPolicy([]), AgentSettings(mode="true"), HELLO, token_counter=COUNTER,
+                     backend=Recording(), usage=usage)
+    turn.run_tool_search({"query": "ticket"})
+    assert seen == [usage]
+
+
+def test_a_turn_without_a_backend_answers_no_toolsearch(small_catalog):
+    turn = plan_turn(small_catalog, PermissionPolicy([]), AgentSettings(mode="true"), token_counter=COUNTER)
+    assert turn.request.messages == []  # no state: an empty conversation
+    with pytest.raises(ValueError, match="without a search backend"):
+        turn.run_tool_search({"query": "github"})
+
+
+def test_a_filter_the_caller_already_has_is_used_as_is(small_catalog):
+    policy = PermissionPolicy([PermissionRule("deny", "mcp__fs")])
+    filtered = policy.filter(small_catalog)
+    turn = plan_turn(small_catalog, policy, AgentSettings(mode="true"), HELLO, token_counter=COUNTER, filtered=filtered)
+    assert turn.decision.enabled and turn.permitted is filtered.permitted
+    assert "request" not in vars(turn)  # the decision alone (the inspector) builds no request
+    assert turn.decision == turn.request.decision
+    assert turn.request.to_dict() == turn_for(small_catalog, rules=policy.rules).request.to_dict() | {"pending_mcp_servers": []}

@@ -1,0 +1,228 @@
+"""Credentials in an MCP server's URL, arguments, env, headers and error output stay off pages,
+status frames, stored errors and logs; a stored secret does not follow a changed URL or command."""
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from playground.mcp_servers import services
+from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.secrets import SECRET_MASK, known_secrets, mask_args, mask_url, scrub, scrub_for
+from playground.mcp_servers.tasks import sync_server_task
+from playground.mcp_servers.transports import ServerConfig
+
+ENV_SECRET = "envsecret-4411"
+ARG_SECRET = "argsecret-7722"
+FLAG_SECRET = "flagsecret-9933"
+URL_PASSWORD = "urlpass-5566"
+QUERY_SECRET = "querysecret-8877"
+HEADER_SECRET = "hdrsecret-1199"
+SECRETS = [ENV_SECRET, ARG_SECRET, FLAG_SECRET, URL_PASSWORD, QUERY_SECRET, HEADER_SECRET]
+
+# A "server" that prints its secrets to stderr and exits before initializing.
+LEAKY_SCRIPT = "import os, sys; sys.stderr.write('starting with ' + ' '.join(sys.argv) + ' key=' + os.environ['API_TOKEN'] + '\\n'); sys.exit(3)"
+
+
+def assert_clean(text: str, where: str) -> None:
+    leaked = [s for s in SECRETS if s in text]
+    assert not leaked, f"{where} shows {leaked}: {text[:2000]}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def leaky_stdio(db):
+    return McpServer.objects.create(
+        name="leaky", transport="stdio", command=sys.executable,
+        args=["-c", LEAKY_SCRIPT, f"--token={ARG_SECRET}", "--api-key", FLAG_SECRET, "--verbose"],
+        env={"API_TOKEN": ENV_SECRET},
+    )
+
+
+@pytest.fixture
+def leaky_http(db):
+    return McpServer.objects.create(
+        name="leakyweb", transport="http",
+        url=f"http://bob:{URL_PASSWORD}@127.0.0.1:{free_port()}/mcp?api_key={QUERY_SECRET}&region=eu",
+        headers={"Authorization": f"Bearer {HEADER_SECRET}"},
+    )
+
+
+def viewer(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# --- the functions ------------------------------------------------------------------------------
+
+def test_mask_url_hides_userinfo_and_every_query_value():
+    assert mask_url("https://user:pa%40ss@mcp.example.com:8443/mcp?api_key=abc&region=eu") == \
+        f"https://{SECRET_MASK}:{SECRET_MASK}@mcp.example.com:8443/mcp?api_key={SECRET_MASK}&region={SECRET_MASK}"
+    assert mask_url("https://TOKEN123@mcp.example.com/mcp") == f"https://{SECRET_MASK}@mcp.example.com/mcp"
+    assert mask_url("http://127.0.0.1:8765/mcp") == "http://127.0.0.1:8765/mcp"
+    assert mask_url("http://[::1/mcp") == f"http://{SECRET_MASK}"  # unparseable: all of it
+
+
+def test_mask_args_hides_the_values_of_secret_flags():
+    args = ["-m", "server", "--token=abc1234", "--api-key", "xyz98765", "--port", "8080", "--verbose",
+            "GITHUB_TOKEN=ghx", "--password", "--debug", "ghp_abcdefghijklmnopqrstuvwxyz0123", "/usr/lib/python3/dist-packages",
+            "http://u:p4ss@host/x?k=v"]
+    assert mask_args(args) == ["-m", "server", f"--token={SECRET_MASK}", "--api-key", SECRET_MASK, "--port", "8080", "--verbose",
+                               f"GITHUB_TOKEN={SECRET_MASK}", "--password", "--debug", SECRET_MASK, "/usr/lib/python3/dist-packages",
+                               f"http://{SECRET_MASK}:{SECRET_MASK}@host/x?k={SECRET_MASK}"]
+
+
+def test_scrub_replaces_known_secrets_and_secret_looking_values():
+    server = ServerConfig(name="x", transport="http", url=f"https://bob:{URL_PASSWORD}@h/mcp?api_key={QUERY_SECRET}",
+                          headers={"Authorization": f"Bearer {HEADER_SECRET}"}, env={"A": ENV_SECRET, "SHORT": "1"},
+                          args=("--token", ARG_SECRET))
+    assert set(SECRETS) - {FLAG_SECRET} <= set(known_secrets(server))
+    text = (f"401 for https://bob:{URL_PASSWORD}@h/mcp?api_key={QUERY_SECRET}; sent {HEADER_SECRET}, env {ENV_SECRET}, "
+            f"arg {ARG_SECRET}; --password hunter2x password=zz99zz Authorization: Bearer abc123xyz; the token expired; KeyError: 1")
+    scrubbed = scrub_for(server, text)
+    assert_clean(scrubbed, "scrub")
+    assert "hunter2x" not in scrubbed and "zz99zz" not in scrubbed and "abc123xyz" not in scrubbed
+    assert "the token expired" in scrubbed and "KeyError: 1" in scrubbed  # prose stays readable
+    assert scrub("") == "" and scrub("nothing secret here") == "nothing secret here"
+
+
+# --- pages, stored errors, logs -----------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_stray_processes")
+def test_a_failed_stdio_sync_stores_and_shows_no_secret(leaky_stdio, viewer_user, caplog):
+    caplog.set_level(logging.DEBUG)
+    result = sync_server_task.run(leaky_stdio.pk)  # what the worker runs, and what Celery logs as the task's result
+    assert not result["ok"] and "server stderr" in result["error"] and SECRET_MASK in result["error"]
+    assert_clean(repr(result), "the task result")
+    leaky_stdio.refresh_from_db()
+    assert leaky_stdio.status == McpServer.Status.FAILED
+    assert_clean(leaky_stdio.last_error, "the stored last_error")
+    assert_clean(repr(leaky_stdio.last_sync_result), "the stored sync result")
+    client = viewer(viewer_user)
+    for url in (reverse("mcp_servers:server_list"), reverse("mcp_servers:server_detail", args=[leaky_stdio.pk]),
+                reverse("mcp_servers:server_sync_progress", args=[leaky_stdio.pk])):
+        html = client.get(url).content.decode()
+        assert_clean(html, url)
+    assert "--api-key" in client.get(reverse("mcp_servers:server_detail", args=[leaky_stdio.pk])).content.decode()
+    assert_clean(caplog.text, "the log")
+
+
+def test_a_failed_http_sync_stores_and_shows_no_secret(leaky_http, viewer_user, admin_user, caplog):
+    caplog.set_level(logging.DEBUG)
+    result = services.sync_server(leaky_http, timeout=5)
+    assert not result.ok and "could not connect" in result.error
+    leaky_http.refresh_from_db()
+    assert_clean(leaky_http.last_error + repr(leaky_http.last_sync_result), "the stored error")
+    for client in (viewer(viewer_user), viewer(admin_user)):
+        for url in (reverse("mcp_servers:server_list"), reverse("mcp_servers:server_detail", args=[leaky_http.pk]),
+                    reverse("mcp_servers:server_sync_progress", args=[leaky_http.pk])):
+            html = client.get(url).content.decode()
+            assert_clean(html, url)
+        assert "127.0.0.1" in client.get(reverse("mcp_servers:server_detail", args=[leaky_http.pk])).content.decode()
+    test = viewer(admin_user).post(reverse("mcp_servers:server_test", args=[leaky_http.pk]), HTTP_HX_REQUEST="true")
+    assert "Connection failed" in test.content.decode()
+    assert_clean(test.content.decode(), "the test-connection result")
+    assert_clean(caplog.text, "the log")
+
+
+def test_an_error_stored_before_scrubbing_is_scrubbed_when_shown(leaky_http, viewer_user):
+    McpServer.objects.filter(pk=leaky_http.pk).update(
+        status="failed", last_error=f"401: Bearer {HEADER_SECRET} rejected at {leaky_http.url}",
+        last_sync_result={"ok": False, "error": f"401 for {leaky_http.url}"},
+    )
+    client = viewer(viewer_user)
+    for url in (reverse("mcp_servers:server_detail", args=[leaky_http.pk]), reverse("mcp_servers:server_sync_progress", args=[leaky_http.pk])):
+        html = client.get(url).content.decode()
+        assert "401" in html
+        assert_clean(html, url)
+
+
+def test_set_status_scrubs_the_error_it_stores(leaky_http):
+    services.set_status(leaky_http, McpServer.Status.FAILED, last_error=f"refused {HEADER_SECRET} at {leaky_http.url}")
+    leaky_http.refresh_from_db()
+    assert leaky_http.last_error.startswith("refused ") and SECRET_MASK in leaky_http.last_error
+    assert_clean(leaky_http.last_error, "last_error")
+
+
+# --- a stored secret does not follow a changed destination --------------------------------------
+
+def edit_data(server: McpServer, **changes) -> dict:
+    data = {"name": server.name, "transport": server.transport, "command": server.command, "url": server.url,
+            "args_text": "\n".join(server.args), "env_text": "\n".join(f"{k}={SECRET_MASK}" for k in server.env),
+            "headers_text": "\n".join(f"{k}: {SECRET_MASK}" for k in server.headers), "enabled": "on"}
+    data.update(changes)
+    return data
+
+
+def test_a_masked_header_is_refused_when_the_url_changes(admin_client, leaky_http):
+    url = reverse("mcp_servers:server_edit", args=[leaky_http.pk])
+    response = admin_client.post(url, edit_data(leaky_http, url="https://elsewhere.example.net/mcp"))
+    assert response.status_code == 200
+    assert "The URL or transport changed: enter the value of Authorization again" in response.content.decode()
+    leaky_http.refresh_from_db()
+    assert leaky_http.url.startswith("http://bob:")  # nothing saved
+    # Re-entered: saved, with the new value.
+    response = admin_client.post(url, edit_data(leaky_http, url="https://elsewhere.example.net/mcp", headers_text="Authorization: Bearer new-1"))
+    assert response.status_code == 302
+    leaky_http.refresh_from_db()
+    assert leaky_http.url == "https://elsewhere.example.net/mcp" and leaky_http.headers == {"Authorization": "Bearer new-1"}
+
+
+def test_a_masked_header_is_kept_while_the_url_stays(admin_client, leaky_http):
+    response = admin_client.post(reverse("mcp_servers:server_edit", args=[leaky_http.pk]), edit_data(leaky_http, name="renamed"))
+    assert response.status_code == 302
+    leaky_http.refresh_from_db()
+    assert leaky_http.headers == {"Authorization": f"Bearer {HEADER_SECRET}"} and leaky_http.name == "renamed"
+
+
+def test_a_masked_env_value_is_refused_when_the_command_changes(admin_client, leaky_stdio):
+    url = reverse("mcp_servers:server_edit", args=[leaky_stdio.pk])
+    response = admin_client.post(url, edit_data(leaky_stdio, command="/usr/bin/other-server"))
+    assert response.status_code == 200 and "The command or transport changed: enter the value of API_TOKEN again" in response.content.decode()
+    leaky_stdio.refresh_from_db()
+    assert leaky_stdio.command == sys.executable
+
+
+# --- status frames pushed to every open page -----------------------------------------------------
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_status_frames_to_a_plain_user_carry_no_secret(django_user_model, caplog):
+    from channels.db import database_sync_to_async
+
+    from tests.conftest import require_service
+    from tests.mcp_servers.test_status_push import connect, redis_answers
+
+    require_service(redis_answers(), "Redis (channel layer)")
+    caplog.set_level(logging.DEBUG)
+    user = await database_sync_to_async(django_user_model.objects.create_user)("dave", password="pw-dave-12345")
+    server = await database_sync_to_async(McpServer.objects.create)(
+        name="leakyweb", transport="http", url=f"http://bob:{URL_PASSWORD}@127.0.0.1:{free_port()}/mcp?api_key={QUERY_SECRET}",
+        headers={"Authorization": f"Bearer {HEADER_SECRET}"},
+    )
+    listing = await connect(user)
+    detail = await connect(user, f"/ws/mcp/status/{server.pk}/")
+    assert (await listing.connect(timeout=5))[0] and (await detail.connect(timeout=5))[0]
+    try:
+        result = await database_sync_to_async(services.sync_server, thread_sensitive=False)(server, timeout=5)
+        assert not result.ok
+        frames = [await listing.receive_from(timeout=30), await listing.receive_from(timeout=30),
+                  await detail.receive_from(timeout=30), await detail.receive_from(timeout=30)]
+    finally:
+        await listing.disconnect()
+        await detail.disconnect()
+    assert 'data-status="failed"' in frames[1] and 'data-status="failed"' in frames[3]
+    assert "could not connect" in frames[3] and "127.0.0.1" in frames[1]  # the error and the (masked) URL are shown
+    for frame in frames:
+        assert_clean(frame, "a status frame")
+    assert_clean(caplog.text, "the log")

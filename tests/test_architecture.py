@@ -1,0 +1,179 @@
+"""The import graph of playground/, read from the code with `ast`: apps import one way, the engine
+stays plain Python, and imports sit at the top of modules.
+
+Every import counts, also those inside functions (a function-level import is still a dependency; it
+only hides a circle until the function runs).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "playground"
+
+# Lower apps first: an app may import its own layer and the layers below, never one above or beside.
+LAYERS = {
+    "engine": 0,
+    "registry": 1,
+    "mcp_servers": 2,
+    "conversations": 3,
+    "evaluation": 3,
+}
+# Project-level modules (settings, urls, asgi, celery_app, views, access, runner/ ...) are not layered:
+# they may import any app.
+
+# Function-level imports of playground modules that stay, each with its reason.
+ALLOWED_LATE_IMPORTS = {
+    ("playground/registry/models.py", "playground.registry.adapter"):
+        "Tool.save asks the adapter for derived fields, and the adapter imports the models",
+    ("playground/conversations/services.py", "playground.conversations.tasks"):
+        "the task runs the loop, and the loop and the lease import services",
+    ("playground/conversations/apps.py", "playground.conversations.providers"):
+        "AppConfig.ready: modules that import models load only once the app registry is ready",
+    ("playground/conversations/apps.py", "playground.conversations.usage"):
+        "AppConfig.ready: modules that import models load only once the app registry is ready",
+    ("playground/conversations/apps.py", "playground.registry.ports"):
+        "AppConfig.ready: where the conversations app hands its usage log and providers to the registry",
+    ("playground/runner/main.py", "playground.registry.models"):
+        "the runner starts before Django is set up; models load after django.setup()",
+    ("playground/runner/main.py", "playground.celery_app"):
+        "the runner starts before Django is set up; the Celery app reads the settings",
+    ("playground/runner/main.py", "playground.mcp_servers.tasks"):
+        "the runner starts before Django is set up; tasks import models",
+    ("playground/runner/main.py", "playground.mcp_servers.models"):
+        "the runner starts before Django is set up; models load after django.setup()",
+    ("playground/mcp_servers/status.py", "playground.mcp_servers.selectors"):
+        "status.py is being reworked for the socket push; to move to the top with that change",
+    ("playground/mcp_servers/status.py", "playground.mcp_servers.models"):
+        "status.py is being reworked for the socket push; to move to the top with that change",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # relative to the repository, e.g. playground/registry/previews.py
+    module: str  # the imported module, absolute (for `from a import b`: a.b when b is a module, else a)
+    line: int
+    in_function: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line} imports {self.module}" + (" (inside a function)" if self.in_function else "")
+
+
+def _is_module(base: Path, dotted: str) -> bool:
+    relative = base / Path(*dotted.split("."))
+    return relative.with_suffix(".py").is_file() or (relative / "__init__.py").is_file()
+
+
+def imports_of(path: Path, root: Path = PACKAGE) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    package = parts[:-1]  # the package a relative import starts from (an __init__'s own package)
+    rel = path.relative_to(root.parent).as_posix()
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend(Import(rel, alias.name, child.lineno, in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package[: len(package) - (child.level - 1)]
+                    base = ".".join([*anchor, *([child.module] if child.module else [])])
+                for alias in child.names:
+                    candidate = f"{base}.{alias.name}"
+                    found.append(Import(rel, candidate if _is_module(root.parent, candidate) else base, child.lineno, in_function))
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(tree, False)
+    return found
+
+
+def all_imports(root: Path = PACKAGE) -> list[Import]:
+    return [imp for path in sorted(root.rglob("*.py")) if "migrations" not in path.parts for imp in imports_of(path, root)]
+
+
+def _app_of(dotted_or_path: str) -> str | None:
+    parts = dotted_or_path.replace("/", ".").removesuffix(".py").split(".")
+    if parts[0] != "playground" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in LAYERS else None
+
+
+def layer_violations(imports: list[Import]) -> list[str]:
+    bad = []
+    for imp in imports:
+        source, target = _app_of(imp.path), _app_of(imp.module)
+        if source is None or target is None:
+            continue
+        if target != source and LAYERS[target] >= LAYERS[source]:
+            bad.append(f"{imp.where}: {source} must not import {target} (order: engine < registry < mcp_servers < conversations, evaluation)")
+    return bad
+
+
+def engine_django_imports(imports: list[Import]) -> list[str]:
+    return [imp.where for imp in imports if _app_of(imp.path) == "engine" and imp.module.split(".")[0] == "django"]
+
+
+def late_imports(imports: list[Import]) -> list[str]:
+    return [imp.where for imp in imports
+            if imp.in_function and imp.module.startswith("playground.") and (imp.path, imp.module) not in ALLOWED_LATE_IMPORTS]
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    return all_imports()
+
+
+def test_apps_import_only_lower_apps(imports):
+    assert layer_violations(imports) == []
+
+
+def test_the_engine_imports_no_django(imports):
+    assert engine_django_imports(imports) == []
+
+
+def test_no_function_level_imports_of_playground_modules_beyond_the_allowlist(imports):
+    assert late_imports(imports) == []
+
+
+def test_every_allowlisted_late_import_still_exists(imports):
+    present = {(imp.path, imp.module) for imp in imports if imp.in_function}
+    assert sorted(set(ALLOWED_LATE_IMPORTS) - present) == []
+
+
+# -- the checks themselves catch what they are for -------------------------------------------------
+def _imports_of_source(tmp_path: Path, relative: str, source: str) -> list[Import]:
+    root = tmp_path / "playground"
+    target = root / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(source, encoding="utf-8")
+    return imports_of(target, root)
+
+
+def test_the_checks_catch_violations(tmp_path):
+    upward = _imports_of_source(tmp_path, "registry/bad.py", "from playground.conversations.usage import usage_log\n")
+    assert layer_violations(upward) and "registry must not import conversations" in layer_violations(upward)[0]
+    sideways = _imports_of_source(tmp_path, "evaluation/bad.py", "import playground.conversations.models\n")
+    assert layer_violations(sideways)
+    relative = _imports_of_source(tmp_path, "registry/bad2.py", "from ..mcp_servers import models\n")
+    assert layer_violations(relative)
+    downward = _imports_of_source(tmp_path, "conversations/ok.py", "from playground.registry import adapter\n")
+    assert layer_violations(downward) == []
+    django = _imports_of_source(tmp_path, "engine/bad.py", "from django.conf import settings\n")
+    assert engine_django_imports(django)
+    late = _imports_of_source(tmp_path, "mcp_servers/bad.py", "def f():\n    from playground.registry import adapter\n")
+    assert late_imports(late) and "inside a function" in late_imports(late)[0]
+
+
+def test_the_conversations_app_hands_the_registry_what_its_pages_show():
+    """registry/ports.py is filled at start-up (ConversationsConfig.ready), not by an upward import."""
+    from playground.conversations import providers, usage
+    from playground.registry import ports
+
+    assert ports.usage() is usage and ports.providers() is providers
