@@ -186,6 +186,11 @@ class PermissionRuleForm(forms.ModelForm):
         return cleaned
 
 
+# Tools every conversation has without a registry row: ToolSearch, and the conversations app's `Agent`
+# (conversations/subagents.py AGENT_TOOL_NAME; named here, as the registry does not import that app).
+LOOP_TOOL_NAMES = frozenset({TOOL_SEARCH_NAME, "Agent"})
+
+
 class PermissionTestForm(forms.Form):
     tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
@@ -198,7 +203,7 @@ class PermissionTestForm(forms.Form):
     def clean_tool(self) -> str:
         # A typo was answered "allow: no rule names it", as if that tool existed and were safe.
         name = self.cleaned_data["tool"].strip()
-        if name != TOOL_SEARCH_NAME and not Tool.objects.filter(name=name).exists():
+        if name not in LOOP_TOOL_NAMES and not Tool.objects.filter(name=name).exists():
             raise forms.ValidationError(f"No tool named {name!r} in the registry: check the spelling (names are case-sensitive).",
                                         code="unknown_tool")
         return name

@@ -60,3 +60,16 @@ def test_after_an_error_the_form_does_not_offer_max_results_0(viewer_client, too
     assert response.status_code == 400
     body = response.content.decode()
     assert 'name="max_results" min="1" max="50" value="5"' in body
+
+
+@pytest.mark.parametrize("name", ["ToolSearch", "Agent"])
+def test_the_permission_tester_knows_the_loop_s_own_tools(admin_client, tools, name):
+    response = admin_client.get(reverse("registry:permission_test"), {"tool": name}, headers=HTMX)
+    assert 'data-testid="permission-decision"' in response.content.decode()
+
+
+def test_the_agent_tool_name_the_tester_knows_is_the_loop_s():
+    from playground.conversations.subagents import AGENT_TOOL_NAME
+    from playground.registry.forms import LOOP_TOOL_NAMES
+
+    assert AGENT_TOOL_NAME in LOOP_TOOL_NAMES
