@@ -73,3 +73,15 @@ def test_the_agent_tool_name_the_tester_knows_is_the_loop_s():
     from playground.registry.forms import LOOP_TOOL_NAMES
 
     assert AGENT_TOOL_NAME in LOOP_TOOL_NAMES
+
+
+@pytest.mark.parametrize(("url", "name", "value"), [(INSPECTOR, "mode", "sometimes"), (INSPECTOR, "wire_style", "server"),
+                                                   (MODEL_VIEW, "mode", "sometimes"), (MODEL_VIEW, "wire_style", "pigeon")])
+def test_a_mode_or_wire_style_the_page_does_not_offer_is_named(viewer_client, tools, url, name, value):
+    body = viewer_client.get(url, {"q": "github", name: value}, headers=HTMX).content.decode()
+    assert f"unknown {name.replace('_', ' ')} &#x27;{value}&#x27; (choose one of: " in body
+
+
+def test_a_profile_id_too_big_for_the_database_is_unknown_not_a_500(viewer_client, tools):
+    response = viewer_client.get(INSPECTOR, {"q": "github", "profile": "9" * 40}, headers=HTMX)
+    assert response.status_code == 200 and "unknown profile" in response.content.decode()

@@ -33,7 +33,7 @@ def _profile(request, params=None) -> AgentProfile | None:
     pk = ((request.GET if params is None else params).get("profile") or "").strip()
     if not pk:
         return None
-    profile = AgentProfile.objects.filter(pk=int(pk)).first() if pk.isdigit() else None
+    profile = AgentProfile.objects.filter(pk=int(pk)).first() if pk.isdigit() and len(pk) <= 18 else None
     if profile is None:
         raise ValueError(f"unknown profile {pk[:40]!r}: no profile has that id (choose one from the list)")
     return profile
@@ -84,14 +84,22 @@ def inspector(request):
     return render(request, "registry/inspector.html", context, status=400 if answer.error else 200)
 
 
+def _choice(params, name: str, choices: list[str]) -> str:
+    """A select's value from the query string; one the page never offers is an error, not silently the default."""
+    value = params.get(name, "")
+    if value not in choices:
+        raise ValueError(f"unknown {name.replace('_', ' ')} {value[:40]!r} (choose one of: {', '.join(c for c in choices if c)})")
+    return value
+
+
 def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
     return previews.inspect_query(
         query,
         profile,
         backend=backend,
         max_results=_int(params.get("max_results"), None),
-        wire_style=params.get("wire_style", "") if params.get("wire_style") in dict(WIRE_STYLES) else "",
-        mode=params.get("mode", "") if params.get("mode") in MODES else "",
+        wire_style=_choice(params, "wire_style", list(dict(WIRE_STYLES))),
+        mode=_choice(params, "mode", MODES),
         backend_settings=params.get("settings", ""),
     )
 
@@ -127,8 +135,8 @@ def model_view(request):
         preview = previews.model_preview(
             profile,
             discovered,
-            mode=mode if mode in MODES else "",
-            wire_style=wire_style if wire_style in dict(MODEL_VIEW_WIRE_STYLES) else "",
+            mode=_choice(request.GET, "mode", MODES),
+            wire_style=_choice(request.GET, "wire_style", list(dict(MODEL_VIEW_WIRE_STYLES))),
         )
     except ValueError as exc:  # e.g. a mode string the engine rejects
         error = str(exc)
