@@ -33,3 +33,18 @@ def test_the_rules_table_fits_its_card_and_a_duplicate_is_refused(logged_in_page
     assert "already exists" in page.inner_text("[data-testid=form-error]")
     assert page.locator("[data-testid=rule-row]").count() == 2
     screenshot(page, "ux-permissions-1280")
+
+
+def test_importing_a_catalog_the_registry_already_has_offers_no_import(logged_in_page):
+    from tests.browser.test_registry_pages import CATALOG, seed_catalog
+
+    seed_catalog()
+    page = logged_in_page
+    page.goto("/tools/import/")
+    page.fill("[data-testid=import-form] textarea[name=text]", CATALOG.read_text())
+    page.click("[data-testid=import-preview-button]")
+    page.wait_for_selector("[data-testid=import-preview]")
+    button = page.locator("[data-testid=import-commit]")
+    assert button.is_disabled() and float(button.evaluate("b => getComputedStyle(b).opacity")) < 0.6  # looks disabled too
+    assert "Nothing to import" in page.inner_text("[data-testid=import-nothing]")
+    screenshot(page, "ux-import-nothing-new")
