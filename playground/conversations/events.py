@@ -146,8 +146,9 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|authorization|secret|password|passwd|(^|
 
 
 def _without_secrets(value: Any) -> Any:
+    # Only string values are hidden: a tool schema's `api_key` property (a dict) stays as it was sent.
     if isinstance(value, dict):
-        return {k: ("[not stored]" if isinstance(k, str) and _SECRET_KEY.search(k) else _without_secrets(v))
+        return {k: ("[not stored]" if isinstance(k, str) and isinstance(v, str) and _SECRET_KEY.search(k) else _without_secrets(v))
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_without_secrets(v) for v in value]

@@ -62,6 +62,8 @@ def test_a_body_leaves_out_headers_and_credentials_and_a_huge_one_is_a_note():
                             "max_tokens": 10})
     assert "extra_headers" not in body and "api_key" not in body and "sk-" not in json.dumps(body)
     assert body["mcp_servers"][0]["url"] == "https://mcp" and body["max_tokens"] == 10
+    schema = {"type": "object", "properties": {"api_key": {"type": "string"}, "token": {"type": "string"}}}
+    assert ev.request_body({"tools": [{"name": "t", "input_schema": schema}]})["tools"][0]["input_schema"] == schema
     huge = ev.request_body({"model": "m", "messages": [{"role": "user", "content": "x" * (300 * 1024)}]})
     assert huge["too_large"] is True and huge["size_bytes"] > 300 * 1024 and "not stored" in huge["note"]
     assert "messages" not in huge
