@@ -40,3 +40,20 @@ def test_inspector_errors_name_the_bad_value_and_say_nothing_about_learning(logg
     page.wait_for_selector("[data-testid=inspector-results][data-state=error]")
     assert "max_results must be a whole number from 1 to 50" in page.inner_text("[data-testid=inspector-error]")
     screenshot(page, "ux-inspector-bad-max-results")
+
+
+def test_a_finished_evaluation_shows_no_stale_queued_flash(logged_in_page):
+    page = logged_in_page
+    page.goto("/evaluation/")
+    form = page.locator("form:has([name=toolset])")
+    form.locator("select[name=toolset]").select_option("bfcl")
+    for box in form.locator("input[name=backends]").all():
+        if box.is_checked():
+            box.uncheck()
+    form.locator("input[name=backends][value=claude-code]").check()
+    form.locator("input[name=query_limit]").fill("3")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("body[data-page=evaluation-run]")
+    page.wait_for_selector("[data-status=done]", timeout=120_000)
+    assert "queued" not in page.inner_text("main").lower()
+    screenshot(page, "ux-evaluation-done")
