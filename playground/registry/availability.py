@@ -76,8 +76,9 @@ def backend_unavailable(spec: str) -> str:
 class ReasonsMixin:
     """A choice widget that shows unusable choices disabled, the reason after the label.
 
-    `reasons`: value → why it cannot be chosen. `keep`: values left enabled anyway (an existing
-    profile's current setting: a disabled selected option is not submitted, so saving would change it).
+    `reasons`: value → why it cannot be chosen. `keep`: values labelled with the reason but left
+    selectable (the profile form: a profile also feeds "what the model sees", and a disabled selected
+    option would not be submitted, so saving would silently change it).
     """
 
     def __init__(self, *args: Any, reasons: dict[str, str] | None = None, keep: tuple[str, ...] = (), **kwargs: Any) -> None:
