@@ -234,8 +234,6 @@ if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_S
         f"AGENT_LOST_SECONDS ({AGENT_LOST_SECONDS:g}) must be at least 3 x AGENT_HEARTBEAT_SECONDS "
         f"({AGENT_HEARTBEAT_SECONDS:g}), and the heartbeat above 0"
     )
-# A message no worker has picked up (no heartbeat yet): a second cancel frees it after this long.
-AGENT_STALE_SECONDS = float(os.environ.get("AGENT_STALE_SECONDS") or 600)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
