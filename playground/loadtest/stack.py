@@ -2,7 +2,8 @@
 
 Isolation, so the run talks only to what it started and never to a playground or a test run that
 shares the machine: its own database (an SQLite file in a temporary directory, or a PostgreSQL
-database created for the run on the server `--database-url` names, dropped afterwards), its own
+database created for the run on the server `--database-url` names — only its host, port, user and
+options are used — and dropped afterwards), its own
 Channels prefix and Celery queue on the Redis at REDIS_URL (an embedded one on a free port when none
 answers), its own worker name, and the web server on a free port. Redis keys carrying the run's id
 are deleted at the end.
@@ -61,6 +62,11 @@ class EmbeddedStack:
         self.password = secrets.token_urlsafe(16)
         self._log_file = None
 
+    @property
+    def maintenance_url(self) -> str:
+        """The server's `postgres` database: the one in --database-url may not exist (CI's does not)."""
+        return run_database_url(self.server_database_url or "", "postgres")
+
     # -- start -------------------------------------------------------------------------------------
     def start(self) -> None:
         self._settle_redis()
@@ -109,7 +115,7 @@ class EmbeddedStack:
         import psycopg
 
         name = self.name.replace("-", "_")
-        with psycopg.connect(self.server_database_url, autocommit=True, connect_timeout=10) as connection:
+        with psycopg.connect(self.maintenance_url, autocommit=True, connect_timeout=10) as connection:
             connection.execute(f'CREATE DATABASE "{name}"')
         self.created_database = name
         os.environ["DATABASE_URL"] = run_database_url(self.server_database_url, name)
@@ -218,7 +224,7 @@ class EmbeddedStack:
             try:
                 import psycopg
 
-                with psycopg.connect(self.server_database_url, autocommit=True, connect_timeout=10) as connection:
+                with psycopg.connect(self.maintenance_url, autocommit=True, connect_timeout=10) as connection:
                     connection.execute(f'DROP DATABASE IF EXISTS "{self.created_database}" WITH (FORCE)')
             except Exception as error:  # noqa: BLE001 - report, never hide the run's own result
                 self.say(f"[load] could not drop database {self.created_database}: {error}")

@@ -89,7 +89,8 @@ def summarize_level(
     cpu_s: float | None = None,
 ) -> dict:
     """One level's line. `created`: (conversation, sequence) → the event's saved time (wall clock),
-    read from the database when the stack is ours; without it latency is measured from the send.
+    read from the database when the stack is ours; without it the latency is the send → frame of the
+    person's message, one per conversation.
     `expected_last`: conversation → its event count in the database. `cpu_s`: CPU seconds the web and
     worker processes spent during the level (None when they are not ours to measure)."""
     latencies_ms: list[float] = []
@@ -104,13 +105,16 @@ def summarize_level(
         first_seen: dict[int, float] = {}
         for sequence, arrived in result.receipts:
             first_seen.setdefault(sequence, arrived)
-        for sequence, arrived in first_seen.items():
-            if created is not None:
+        if created is not None:
+            for sequence, arrived in first_seen.items():
                 saved = created.get((result.conversation_id, sequence))
-            else:
-                saved = result.sent_at
-            if saved is not None and (result.sent_at is None or arrived >= result.sent_at):
-                latencies_ms.append((arrived - saved) * 1000)
+                if saved is not None:
+                    latencies_ms.append((arrived - saved) * 1000)
+        elif result.sent_at is not None and first_seen:
+            # No server timestamps (a stack that is not ours): the person's message is saved by the
+            # web process as the socket message arrives, so send → its frame is one full delivery
+            # (socket in, save, broadcast through Redis, consumer read, frame out). One per run.
+            latencies_ms.append((first_seen[min(first_seen)] - result.sent_at) * 1000)
     run_times = [r.run_s for r in results if r.run_s is not None]
     p50, p99, run_p50 = percentile(latencies_ms, 50), percentile(latencies_ms, 99), percentile(run_times, 50)
     return {
