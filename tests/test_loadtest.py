@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.loadtest.cli import parse_levels
+from playground.loadtest.cli import cpu_spent, parse_levels
 from playground.loadtest.stack import process_tree_cpu_seconds, run_database_url
 from playground.loadtest.stats import (
     LEVEL_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
@@ -86,6 +86,11 @@ def test_format_table_and_levels():
     for bad in ("", "0", "a,b"):
         with pytest.raises(Exception):
             parse_levels(bad)
+
+
+def test_cpu_spent_per_process_tree():
+    assert cpu_spent({"web": 1.0, "worker": 2.0}, {"web": 1.5, "worker": 4.0}) == {"web": 0.5, "worker": 2.0}
+    assert cpu_spent(None, {"web": 1.0}) == {} and cpu_spent({"web": None}, {"web": 1.0}) == {}
 
 
 def test_process_tree_cpu_and_database_url():

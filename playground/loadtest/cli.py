@@ -83,6 +83,13 @@ async def run_level(session, count: int, message: str, timeout: float) -> tuple[
     return results, wall
 
 
+def cpu_spent(before: dict | None, after: dict | None) -> dict[str, float]:
+    """CPU seconds each process tree spent between two readings ({} when any reading is missing)."""
+    if not before or not after or any(before.get(k) is None or after.get(k) is None for k in after):
+        return {}
+    return {name: after[name] - before[name] for name in after}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
@@ -120,10 +127,13 @@ def main(argv: list[str] | None = None) -> int:
             created = expected = None
             if stack is not None:
                 created, expected = stack.event_facts([r.conversation_id for r in results if r.conversation_id is not None])
-            cpu = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+            spent = cpu_spent(cpu_before, cpu_after)
+            cpu = sum(spent.values()) if spent else None
             level = summarize_level(results, wall_s=wall, created=created, expected_last=expected, cpu_s=cpu)
             levels.append(level)
             say("[load]   " + ", ".join(f"{key}={level[key]}" for key in LEVEL_KEYS))
+            if spent and level["events"]:
+                say("[load]   cpu ms per event: " + ", ".join(f"{name} {seconds * 1000 / level['events']:.2f}" for name, seconds in spent.items()))
             for result in results:
                 if result.error:
                     say(f"[load]   conversation {result.conversation_id}: {result.error}")

@@ -168,11 +168,10 @@ class EmbeddedStack:
         raise StackError(f"the Celery worker did not answer within {READY_TIMEOUT_SECONDS}s\n{self.log_tail()}")
 
     # -- measure -----------------------------------------------------------------------------------
-    def cpu_seconds(self) -> float | None:
-        """CPU time (user + system, with reaped children) of the web server and the worker, each with
-        every process below it (the prefork pool). None where /proc cannot be read."""
-        pids = [child.process.pid for child in (self.web, self.worker) if child is not None]
-        return process_tree_cpu_seconds(pids)
+    def cpu_seconds(self) -> dict[str, float | None]:
+        """CPU time (user + system, with reaped children) of the web server and of the worker, each
+        with every process below it (the prefork pool). None where /proc cannot be read."""
+        return {child.name: process_tree_cpu_seconds([child.process.pid]) for child in (self.web, self.worker) if child is not None}
 
     def event_facts(self, conversation_ids: list[int]) -> tuple[dict[tuple[int, int], float], dict[int, int]]:
         """From the database: each event's saved time (wall clock) and each conversation's event count."""
