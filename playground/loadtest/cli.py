@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="concurrent conversations per level, levels run in sequence (default 1,10)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes of the embedded stack (default 2)")
     parser.add_argument("--pool", choices=("prefork", "solo"), default="prefork", help="Celery pool of the embedded stack")
-    parser.add_argument("--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", ""),
+    parser.add_argument("--database-url", default="",
                         help="PostgreSQL server to create the run's own database on (dropped afterwards); default: an SQLite file")
     parser.add_argument("--url", help="target a running playground instead of starting one (needs --user and --password)")
     parser.add_argument("--user", help="with --url: the account to log in as")
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop_on_term)
     stack = None
+    failed = True
     try:
         from playground.loadtest.client import LoadTestError, Session
 
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(format_table(levels))
         ok = all(level["completed"] == level["conversations"] for level in levels) and len(levels) == len(args.conversations)
+        failed = not ok
         return 0 if ok else 1
     except KeyboardInterrupt:
         say("[load] interrupted: stopping")
@@ -162,5 +164,5 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if stack is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
-            stack.stop()
-            say("[load] stack stopped")
+            stack.stop(keep_log=failed)
+            say("[load] stack stopped" + (f"; its log is kept in {stack.log_path}" if failed else ""))

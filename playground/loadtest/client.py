@@ -188,8 +188,8 @@ async def run_conversation(session: Session, message: str, deadline: float, resu
     leaves what was received."""
     socket = None
     try:
-        result.conversation_id = await asyncio.to_thread(session.new_conversation)
-        socket = await open_socket(session, f"/ws/conversations/{result.conversation_id}/")
+        result.conversation_id = await asyncio.wait_for(asyncio.to_thread(session.new_conversation), _left(deadline))
+        socket = await asyncio.wait_for(open_socket(session, f"/ws/conversations/{result.conversation_id}/"), _left(deadline))
         socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
         result.sent_at = time.time()
         socket.send_text(json.dumps({"action": "send", "text": message}))
@@ -217,9 +217,16 @@ async def run_conversation(session: Session, message: str, deadline: float, resu
                 if not result.completed:
                     result.error = f"the run ended with status {frame.status}"
                 return result
+    except asyncio.TimeoutError:
+        result.error = "timed out before the conversation's socket was open"
+        return result
     except (LoadTestError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as error:
         result.error = result.error or f"{error.__class__.__name__}: {error}"
         return result
     finally:
         if socket is not None:
             await socket.close()
+
+
+def _left(deadline: float) -> float:
+    return max(0.01, deadline - time.monotonic())

@@ -231,7 +231,10 @@ class EmbeddedStack:
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
-        if not keep_log:
+        if keep_log:  # a failed run: keep the children's output, drop the database file
+            for path in self.workdir.glob("loadtest.sqlite3*"):
+                path.unlink(missing_ok=True)
+        else:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
