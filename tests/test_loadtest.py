@@ -126,3 +126,21 @@ def test_two_conversations_end_to_end_on_an_embedded_stack():
     assert level["ws_p50_ms"] is not None and level["ws_p50_ms"] >= 0
     assert level["cpu_ms_per_event"] is not None and level["cpu_ms_per_event"] > 0
     assert "stack stopped" in completed.stderr
+
+
+@pytest.mark.slow
+def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes():
+    """More machines by adding nodes: each conversation is started and its message sent through one
+    daphne, run by either Celery worker, and watched through the other daphne — its frames cross
+    nodes through the Redis channel layer, and none is lost or repeated."""
+    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "4", "--web-nodes", "2",
+               "--worker-nodes", "2", "--workers", "1", "--json"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    level = json.loads(completed.stdout)["levels"][0]
+    assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (4, 4, 0, 0), completed.stderr[-3000:]
+    assert "web2" in completed.stderr and "worker2" in completed.stderr  # the second nodes ran and were measured

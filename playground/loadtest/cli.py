@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="concurrent conversations per level, levels run in sequence (default 1,10)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes of the embedded stack (default 2)")
     parser.add_argument("--pool", choices=("prefork", "solo"), default="prefork", help="Celery pool of the embedded stack")
+    parser.add_argument("--web-nodes", type=int, default=1,
+                        help="embedded stack: web servers (daphne) on their own ports; conversations are started through one and watched through the next")
+    parser.add_argument("--worker-nodes", type=int, default=1, help="embedded stack: Celery workers, each with --workers processes")
     parser.add_argument("--database-url", default="",
                         help="PostgreSQL server to create the run's own database on (dropped afterwards); default: an SQLite file")
     parser.add_argument("--url", help="target a running playground instead of starting one (needs --user and --password)")
@@ -55,6 +58,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--url needs --user and --password (or LOADTEST_PASSWORD)")
     if args.workers < 1:
         parser.error("--workers must be 1 or more")
+    if args.web_nodes < 1 or args.worker_nodes < 1:
+        parser.error("--web-nodes and --worker-nodes must be 1 or more")
+    if args.url and (args.web_nodes > 1 or args.worker_nodes > 1):
+        parser.error("--web-nodes and --worker-nodes start an embedded stack; they do not apply to --url")
     return args
 
 
@@ -62,11 +69,18 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-async def run_level(session, count: int, message: str, timeout: float) -> tuple[list[ConversationResult], float]:
+async def run_level(sessions, count: int, message: str, timeout: float) -> tuple[list[ConversationResult], float]:
+    """`sessions`: one per web node. With several, conversation i is started through node i and
+    watched through the next one, so every frame crosses nodes through the Redis channel layer."""
+    sessions = sessions if isinstance(sessions, list) else [sessions]
     deadline = time.monotonic() + timeout
     results = [ConversationResult() for _ in range(count)]
     started = time.monotonic()
-    tasks = [asyncio.create_task(run_conversation(session, message, deadline, result)) for result in results]
+    tasks = []
+    for number, result in enumerate(results):
+        session = sessions[number % len(sessions)]
+        watcher = sessions[(number + 1) % len(sessions)] if len(sessions) > 1 else None
+        tasks.append(asyncio.create_task(run_conversation(session, message, deadline, result, watcher=watcher)))
     # Each conversation watches the deadline itself; this is the backstop should one hang elsewhere.
     done, pending = await asyncio.wait(tasks, timeout=timeout + 30)
     for task in pending:
@@ -105,10 +119,14 @@ def main(argv: list[str] | None = None) -> int:
             session.login(args.user, args.password)
             say(f"[load] logged in to {args.url} as {args.user}")
         else:
-            stack = EmbeddedStack(workers=args.workers, pool=args.pool, database_url=args.database_url, log=say)
+            stack = EmbeddedStack(workers=args.workers, pool=args.pool, database_url=args.database_url, log=say,
+                                  web_nodes=args.web_nodes, worker_nodes=args.worker_nodes)
             stack.start()
-            session = Session(stack.base_url)
-            session.login(stack.username, stack.password)
+            sessions = []
+            for base_url in stack.base_urls:
+                sessions.append(Session(base_url))
+                sessions[-1].login(stack.username, stack.password)
+            session = sessions if len(sessions) > 1 else sessions[0]
         warmup = args.workers if args.warmup is None else args.warmup
         if args.url and args.warmup is None:
             warmup = 0

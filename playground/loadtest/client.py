@@ -78,6 +78,14 @@ class Session:
         if status not in (301, 302, 303) or not self._cookie("sessionid"):
             raise LoadTestError(f"logging in as {username!r} failed (POST /login/ answered {status}; wrong user or password?)")
 
+    def send_message(self, conversation_id: int, text: str) -> None:
+        """The send form's POST (what the page falls back to without a socket)."""
+        status, headers, body = self.request(f"/conversations/{conversation_id}/send/", {
+            "csrfmiddlewaretoken": self._cookie("csrftoken"), "text": text,
+        })
+        if status not in (200, 302, 303):
+            raise LoadTestError(f"POST /conversations/{conversation_id}/send/ answered {status}: {body[:200]!r}")
+
     def new_conversation(self) -> int:
         """The new-conversation form with no message (the message goes over the socket), the offline
         demo agent as provider (never a paid API), the default settings as profile."""
@@ -182,17 +190,23 @@ async def open_socket(session: Session, path: str) -> Socket:
     return Socket(reader, writer)
 
 
-async def run_conversation(session: Session, message: str, deadline: float, result: ConversationResult) -> ConversationResult:
+async def run_conversation(session: Session, message: str, deadline: float, result: ConversationResult,
+                           watcher: Session | None = None) -> ConversationResult:
     """Start a conversation, open its socket, send the message, read frames until the run's final
     status event (or the deadline, a closed socket). Fills `result` as it goes, so a timeout still
-    leaves what was received."""
+    leaves what was received. With a `watcher` on another web node, the conversation is started and
+    its message sent through `session`'s node (the form posts) and watched through the watcher's."""
     socket = None
     try:
         result.conversation_id = await asyncio.wait_for(asyncio.to_thread(session.new_conversation), _left(deadline))
-        socket = await asyncio.wait_for(open_socket(session, f"/ws/conversations/{result.conversation_id}/"), _left(deadline))
+        watching = watcher or session
+        socket = await asyncio.wait_for(open_socket(watching, f"/ws/conversations/{result.conversation_id}/"), _left(deadline))
         socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
         result.sent_at = time.time()
-        socket.send_text(json.dumps({"action": "send", "text": message}))
+        if watcher is None:
+            socket.send_text(json.dumps({"action": "send", "text": message}))
+        else:
+            await asyncio.wait_for(asyncio.to_thread(session.send_message, result.conversation_id, message), _left(deadline))
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

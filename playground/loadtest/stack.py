@@ -41,7 +41,8 @@ def run_database_url(server_url: str, name: str) -> str:
 
 
 class EmbeddedStack:
-    def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print) -> None:
+    def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print,
+                 web_nodes: int = 1, worker_nodes: int = 1) -> None:
         self.run_id = uuid.uuid4().hex[:8]
         self.name = f"loadtest-{self.run_id}"
         self.workers = workers
@@ -57,8 +58,15 @@ class EmbeddedStack:
         self.web: Child | None = None
         self.worker: Child | None = None
         self.worker_name = f"{self.name}@{os.uname().nodename}"
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        # More nodes, as more machines would run them: each web node its own daphne on its own port,
+        # each worker node its own Celery worker, all on the one database and Redis.
+        self.web_nodes, self.worker_nodes = max(1, web_nodes), max(1, worker_nodes)
+        self.ports = [free_port() for _ in range(self.web_nodes)]
+        self.port = self.ports[0]
+        self.base_urls = [f"http://127.0.0.1:{port}" for port in self.ports]
+        self.base_url = self.base_urls[0]
+        self.worker_names = [self.worker_name] + [f"{self.name}-{i}@{os.uname().nodename}" for i in range(2, self.worker_nodes + 1)]
+        self.children: list[Child] = []
         self.username = USERNAME
         self.password = secrets.token_urlsafe(16)
         self._log_file = None
@@ -137,17 +145,23 @@ class EmbeddedStack:
     def _start_processes(self) -> None:
         assert self.supervisor is not None
         env = dict(os.environ)
-        self.web = self.supervisor.start("web", web_command("127.0.0.1", self.port), env=env)
-        self.worker = self.supervisor.start(
-            "worker", [*worker_command(self.pool, self.workers), "-n", self.worker_name, "-Q", self.name], env=env,
-        )
-        if not wait_until_ready(self.supervisor, self.base_url):
-            raise StackError(f"the web server did not start\n{self.log_tail()}")
-        self._wait_for_worker()
-        self.say(f"[load] stack up: web {self.base_url} (pid {self.web.process.pid}), worker {self.worker_name} "
-                 f"({self.pool}, {self.workers} processes, pid {self.worker.process.pid})")
+        for number, port in enumerate(self.ports, start=1):
+            name = "web" if number == 1 else f"web{number}"
+            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env))
+        for number, worker_name in enumerate(self.worker_names, start=1):
+            name = "worker" if number == 1 else f"worker{number}"
+            self.children.append(self.supervisor.start(
+                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env))
+        self.web, self.worker = self.children[0], self.children[self.web_nodes]
+        for base_url in self.base_urls:
+            if not wait_until_ready(self.supervisor, base_url):
+                raise StackError(f"the web server at {base_url} did not start\n{self.log_tail()}")
+        for worker_name in self.worker_names:
+            self._wait_for_worker(worker_name)
+        self.say(f"[load] stack up: web {', '.join(self.base_urls)}, worker {', '.join(self.worker_names)} "
+                 f"({self.pool}, {self.workers} processes each)")
 
-    def _wait_for_worker(self) -> None:
+    def _wait_for_worker(self, worker_name: str) -> None:
         from playground.celery_app import app
 
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
@@ -157,7 +171,7 @@ class EmbeddedStack:
                 raise StackError(f"{crashed.name} exited with code {crashed.returncode}\n{self.log_tail()}")
             try:
                 # Only this run's worker: others may listen on the same Redis.
-                if app.control.ping(destination=[self.worker_name], timeout=1.0):
+                if app.control.ping(destination=[worker_name], timeout=1.0):
                     return
             except Exception:  # noqa: BLE001 - the broker may hiccup while starting: retry until the deadline
                 pass
@@ -168,7 +182,7 @@ class EmbeddedStack:
     def cpu_seconds(self) -> dict[str, float | None]:
         """CPU time (user + system, with reaped children) of the web server and of the worker, each
         with every process below it (the prefork pool). None where /proc cannot be read."""
-        return {child.name: process_tree_cpu_seconds([child.process.pid]) for child in (self.web, self.worker) if child is not None}
+        return {child.name: process_tree_cpu_seconds([child.process.pid]) for child in self.children}
 
     def event_facts(self, conversation_ids: list[int]) -> tuple[dict[tuple[int, int], float], dict[int, int]]:
         """From the database: each event's saved time (wall clock) and each conversation's event count."""
