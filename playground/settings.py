@@ -211,7 +211,7 @@ LOGGING = {
     },
 }
 
-# Conversations (issue 5): model providers by key → dotted path of a ModelProvider subclass
+# Conversations: model providers by key → dotted path of a ModelProvider subclass
 # (playground.conversations.providers.base). No key chosen: ANTHROPIC_API_KEY → "anthropic", else "demo".
 MODEL_PROVIDERS = {
     "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
