@@ -73,6 +73,26 @@ def compare_members(user, groups: list[str]) -> dict[str, list[Conversation]]:
     return members
 
 
+def conversation_export_data(conversation: Conversation) -> dict[str, Any]:
+    """What /conversations/<id>/export.json holds: the conversation and its events in the stored
+    schema (events.py), payloads as saved, which is what the page renders."""
+    events = conversation.events.order_by("sequence").values(
+        "sequence", "type", "payload", "parent_sequence", "turn_sequence", "created_at")
+    return {
+        "conversation": {
+            "id": conversation.pk,
+            "title": str(conversation),
+            "profile": conversation.profile_snapshot or {},
+            "provider": conversation_provider_key(conversation),
+            "owner": conversation.owner.get_username(),
+            "status": conversation.status,
+            "compare_group": conversation.compare_group,
+            "created_at": conversation.created_at,
+        },
+        "events": list(events),
+    }
+
+
 def provider_label(conversation: Conversation) -> str:
     key = conversation_provider_key(conversation)
     try:

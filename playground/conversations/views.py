@@ -6,16 +6,16 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import is_staff
 from playground.conversations import services
 from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
 from playground.conversations.models import Conversation
 from playground.conversations.selectors import (
-    can_view, compare_members, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
+    can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
 )
 
 PAGE_SIZE = 25
@@ -74,6 +74,17 @@ def conversation_detail(request, pk: int):
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
     services.release_lost_run(conversation)
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
+
+
+@login_required
+@require_safe
+def conversation_export(request, pk: int):
+    """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
+    conversation"). Same access as the page; the payloads are the ones the page renders."""
+    conversation = _get_conversation_for_user(request, pk)
+    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
+    return response
 
 
 @login_required
