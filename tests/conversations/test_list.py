@@ -71,6 +71,7 @@ def test_staff_filter_by_owner_and_others_may_not(admin_client, admin_user, view
     assert ids == [theirs.pk] and "Only staff can filter by owner" in body
     ids, body = listed(admin_client, owner="nobody")
     assert sorted(ids) == [mine.pk, theirs.pk] and "No one named nobody has conversations." in body
+    assert listed(admin_client, owner="bob", status="idle")[0] == [theirs.pk]
 
 
 @pytest.mark.parametrize("params, message", [
@@ -79,6 +80,7 @@ def test_staff_filter_by_owner_and_others_may_not(admin_client, admin_user, view
     ({"status": "sleeping"}, "sleeping is not a conversation status."),
     ({"provider": "openai"}, "openai is not a known provider."),
     ({"q": "x" * 500}, "Search: Ensure this value has at most 200 characters"),
+    ({"profile": "9" * 30}, "There is no profile with id 999"),
     ({"page": "lots"}, None),
     ({"page": "-3"}, None),
 ])
@@ -90,6 +92,25 @@ def test_bad_parameters_say_so_inline_and_never_fail(viewer_client, viewer_user,
         assert 'data-testid="filter-error"' in body and message in body.replace("&#x27;", "'")
     else:
         assert 'data-testid="filter-error"' not in body
+
+
+@pytest.mark.parametrize("owner", ["nobody", "9" * 30])
+def test_a_bad_owner_from_staff_is_reported_too(admin_client, admin_user, owner):
+    services.start_conversation(admin_user)
+    ids, body = listed(admin_client, owner=owner)
+    assert len(ids) == 1 and 'data-testid="filter-error"' in body
+
+
+def test_a_page_costs_the_same_queries_however_many_conversations_there_are(admin_client, admin_user, viewer_user,
+                                                                             django_assert_max_num_queries):
+    for n in range(40):
+        services.start_conversation(viewer_user if n % 2 else admin_user, profile=make_profile(f"p{n}"), title=f"c{n}")
+    group = services.new_compare_group()
+    services.start_conversation(admin_user, compare_group=group)
+    services.start_conversation(admin_user, compare_group=group)
+    with django_assert_max_num_queries(12):
+        ids, _ = listed(admin_client, q="c", provider="demo")
+    assert len(ids) == 25
 
 
 def test_the_list_is_paged(viewer_client, viewer_user):
