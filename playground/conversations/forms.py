@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
+from playground.conversations.models import Conversation
 from playground.conversations.providers import provider_choices, provider_key_for, provider_label
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.registry import availability
@@ -88,3 +90,40 @@ class CompareForm(forms.Form):
         cleaned = super().clean()
         refuse_what_cannot_run(self, [cleaned.get("profile_a"), cleaned.get("profile_b")], cleaned.get("provider") or "")
         return cleaned
+
+
+class ConversationFilterForm(forms.Form):
+    """The list's GET filters. A bad value (unknown profile id, status, provider or owner) is a field
+    error the page shows next to the list, which is then filtered by the values that were valid."""
+
+    q = forms.CharField(required=False, max_length=200, label="Search",
+                        widget=forms.TextInput(attrs={"type": "search", "placeholder": "Title or message text"}))
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), required=False, empty_label="any",
+                                     error_messages={"invalid_choice": "There is no profile with id %(value)s."})
+    provider = forms.ChoiceField(choices=(), required=False,
+                                 error_messages={"invalid_choice": "%(value)s is not a known provider."})
+    status = forms.ChoiceField(choices=(), required=False,
+                               error_messages={"invalid_choice": "%(value)s is not a conversation status."})
+
+    def __init__(self, *args, staff: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = [("", "any")] + [(key, provider_label(key)) for key in settings.MODEL_PROVIDERS]
+        self.fields["status"].choices = [("", "any"), *Conversation.Status.choices]
+        self.staff = staff
+        if staff:
+            # Staff see everyone's conversations, so they may narrow them to one person's.
+            self.fields["owner"] = forms.ModelChoiceField(
+                queryset=get_user_model().objects.filter(conversations__isnull=False).distinct().order_by("username"),
+                to_field_name="username", required=False, empty_label="anyone",
+                error_messages={"invalid_choice": "No one named %(value)s has conversations."})
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.staff and self.data.get("owner"):
+            self.add_error(None, "Only staff can filter by owner: these are your own conversations.")
+        return cleaned
+
+    def valid_filters(self) -> dict:
+        """The filters whose values were valid (a bad one is dropped, and reported by the form)."""
+        self.is_valid()
+        return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}

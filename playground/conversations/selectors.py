@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import is_staff
 from playground.conversations.models import Conversation, Event
@@ -24,6 +25,72 @@ def can_view(user, conversation: Conversation) -> bool:
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
     return qs if is_staff(user) else qs.filter(owner=user)
+
+
+def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) -> QuerySet[Conversation]:
+    """The list's filters (ConversationFilterForm.valid_filters()) applied in the database."""
+    if filters.get("q"):
+        text = filters["q"]
+        # Message text lives in the chat events' payloads ({"role", "text", ...}); a key lookup
+        # compares the decoded string on SQLite and PostgreSQL alike (a cast of the whole JSON
+        # would also match key names and escaped characters).
+        said = Event.objects.filter(conversation=OuterRef("pk"), type="message", payload__text__icontains=text)
+        qs = qs.filter(Q(title__icontains=text) | Exists(said))
+    if filters.get("profile"):
+        qs = qs.filter(profile=filters["profile"])
+    if filters.get("status"):
+        qs = qs.filter(status=filters["status"])
+    if filters.get("owner"):
+        qs = qs.filter(owner=filters["owner"])
+    if filters.get("provider"):
+        qs = qs.filter(provider_is(filters["provider"]))
+    return qs
+
+
+def provider_is(key: str) -> Q:
+    """Conversations whose provider (conversation_provider_key) is `key`: their own choice, else
+    the one their profile's snapshot kept, else their profile's, else the API key rule."""
+    automatic = Q(provider="")
+    no_snapshot_choice = automatic & ~Q(profile_snapshot__has_key="provider")
+    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider=key)) | (no_snapshot_choice & Q(profile__provider=key))
+    if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
+        match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
+    return match
+
+
+def list_rows(qs: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """One row per conversation, except a compare run: its group is one row, held by the group's
+    first conversation among `qs`, so paging counts groups as the page shows them."""
+    firsts = qs.exclude(compare_group="").order_by().values("compare_group").annotate(first=Min("pk")).values("first")
+    return qs.filter(Q(compare_group="") | Q(pk__in=firsts))
+
+
+def compare_members(user, groups: list[str]) -> dict[str, list[Conversation]]:
+    """The conversations `user` may see in each compare group, in the order the compare view shows them."""
+    members: dict[str, list[Conversation]] = {group: [] for group in groups}
+    for conversation in conversations_for(user).filter(compare_group__in=groups).order_by("pk"):
+        members[conversation.compare_group].append(conversation)
+    return members
+
+
+def conversation_export_data(conversation: Conversation) -> dict[str, Any]:
+    """What /conversations/<id>/export.json holds: the conversation and its events in the stored
+    schema (events.py), payloads as saved, which is what the page renders."""
+    events = conversation.events.order_by("sequence").values(
+        "sequence", "type", "payload", "parent_sequence", "turn_sequence", "created_at")
+    return {
+        "conversation": {
+            "id": conversation.pk,
+            "title": str(conversation),
+            "profile": conversation.profile_snapshot or {},
+            "provider": conversation_provider_key(conversation),
+            "owner": conversation.owner.get_username(),
+            "status": conversation.status,
+            "compare_group": conversation.compare_group,
+            "created_at": conversation.created_at,
+        },
+        "events": list(events),
+    }
 
 
 def provider_label(conversation: Conversation) -> str:

@@ -9,6 +9,7 @@ urlpatterns: list = [
     path("", views.conversation_list, name="list"),
     path("new/", views.conversation_new, name="new"),
     path("<int:pk>/", views.conversation_detail, name="detail"),
+    path("<int:pk>/export.json", views.conversation_export, name="export"),
     path("<int:pk>/send/", views.conversation_send, name="send"),
     path("<int:pk>/answer/", views.conversation_answer, name="answer"),
     path("<int:pk>/cancel/", views.conversation_cancel, name="cancel"),

@@ -1,16 +1,24 @@
 """Conversation pages: list, new, detail (chat + per-turn inspector), compare; POST fallbacks for the socket."""
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
+from playground.access import is_staff
 from playground.conversations import services
-from playground.conversations.forms import AnswerForm, CompareForm, MessageForm, NewConversationForm
+from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
 from playground.conversations.models import Conversation
-from playground.conversations.selectors import can_view, conversations_for, panel_context
+from playground.conversations.selectors import (
+    can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
+)
+
+PAGE_SIZE = 25
 
 
 def _get_conversation_for_user(request, pk: int) -> Conversation:
@@ -29,10 +37,22 @@ def _done(request, conversation: Conversation):
 
 @login_required
 def conversation_list(request):
-    return render(request, "conversations/list.html", {
-        "conversations": conversations_for(request.user)[:200],
+    """Conversations, newest first, searched and filtered by GET parameters (bookmarkable), a page at a time."""
+    filters = ConversationFilterForm(request.GET, staff=is_staff(request.user))
+    rows = list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters()))
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    members = compare_members(request.user, [c.compare_group for c in page.object_list if c.compare_group])
+    for conversation in page.object_list:
+        conversation.provider_label = provider_label(conversation)
+        conversation.group_members = members.get(conversation.compare_group, [])
+    context = {
+        "page": page,
+        "filters": filters,
+        "filter_query": urlencode({k: v for k, v in request.GET.items() if k != "page" and v}),
         "form": NewConversationForm(),
-    })
+    }
+    template = "conversations/_list_results.html" if request.htmx and request.htmx.target == "conversation-results" else "conversations/list.html"
+    return render(request, template, context)
 
 
 @login_required
@@ -54,6 +74,17 @@ def conversation_detail(request, pk: int):
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
     services.release_lost_run(conversation)
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
+
+
+@login_required
+@require_safe
+def conversation_export(request, pk: int):
+    """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
+    conversation"). Same access as the page; the payloads are the ones the page renders."""
+    conversation = _get_conversation_for_user(request, pk)
+    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
+    return response
 
 
 @login_required

@@ -1,10 +1,15 @@
 """Conversations in a real browser: the demo agent's events stream over the WebSocket (Channels,
-Redis layer) from a real Celery worker, a reload shows the same timeline, and the compare view."""
+Redis layer) from a real Celery worker, a reload shows the same timeline, the compare view, and the list's live filters and the JSON export."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
-from playground.conversations.models import Event
+from playground.conversations import events as ev
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation, Event
 from tests.browser.conftest import doc_screenshot, screenshot
 from tests.browser.test_registry_pages import seed_catalog
 
@@ -115,3 +120,40 @@ def test_compare_view_runs_both_profiles_side_by_side(logged_in_page):
         turns = Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)
         assert shown == sum(t.payload["tokens"]["sent_tokens"] + t.payload["tokens"]["announcement_tokens"] for t in turns)
     screenshot(page, "compare")
+
+
+def test_the_list_filters_live_and_a_conversation_exports_its_events(logged_in_page, admin_user, viewer_user):
+    tokyo = Conversation.objects.create(owner=admin_user, title="Clocks")
+    record_event(tokyo, ev.ChatMessage(role="user", text="What time is it in Tokyo?", author="alice"))
+    record_event(tokyo, ev.ChatMessage(role="assistant", text="It is 09:00 in Tokyo."))
+    Conversation.objects.create(owner=admin_user, title="Weather in Paris", status=Conversation.Status.FAILED)
+    Conversation.objects.create(owner=viewer_user, title="Bob's Tokyo trip")
+    page = logged_in_page
+    page.goto("/conversations/")
+    rows = "[data-testid=conversation-results] [data-testid=conversation-row]"
+    page.wait_for_function("sel => document.querySelectorAll(sel).length === 3", arg=rows)
+
+    # Typing searches as you type (htmx), and the address keeps the filter.
+    page.fill("[data-testid=conversation-filters] [name=q]", "tokyo")
+    page.wait_for_function("sel => document.querySelectorAll(sel).length === 2", arg=rows)
+    assert "q=tokyo" in page.url
+    page.select_option("[data-testid=conversation-filters] [name=owner]", "alice")
+    page.wait_for_function("sel => document.querySelectorAll(sel).length === 1", arg=rows)
+    assert "owner=alice" in page.url
+    page.reload()  # bookmarkable: the same filters from the address alone
+    page.wait_for_function("sel => document.querySelectorAll(sel).length === 1", arg=rows)
+    assert page.get_attribute(rows, "data-conversation") == str(tokyo.pk)
+
+    page.goto("/conversations/?status=sleeping")
+    assert "sleeping is not a conversation status." in page.inner_text("[data-testid=filter-error]")
+
+    page.goto(f"/conversations/{tokyo.pk}/")
+    page.wait_for_selector("body[data-page=conversation] [data-testid=export-link]")
+    with page.expect_download() as info:
+        page.click("[data-testid=export-link]")
+    download = info.value
+    assert download.suggested_filename == f"conversation-{tokyo.pk}.json"
+    data = json.loads(Path(download.path()).read_text())
+    assert data["conversation"]["id"] == tokyo.pk and data["conversation"]["owner"] == "alice"
+    assert [(e["type"], e["payload"]["text"]) for e in data["events"]] == [
+        ("message", "What time is it in Tokyo?"), ("message", "It is 09:00 in Tokyo.")]
