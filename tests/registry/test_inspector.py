@@ -436,3 +436,14 @@ def test_the_page_offers_the_backends_to_compare(viewer_user, admin_user, tools)
     assert 'value="naive" data-testid="compare-backend"' in _client_of(admin_user).get(URL).content.decode()
     too_many = viewer_client.get(URL, {"q": "github", "compare": ["bm25"] * 20}, headers=HTMX).context["answer"]
     assert too_many.error.startswith("compare at most")
+
+
+def test_a_select_query_compares_ranks_without_scores(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "select:Write,mcp__slack__post_message", "backend": "bm25", "compare": "claude-code"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert response.status_code == 200 and [c.error for c in answer.columns] == ["", ""]
+    for column in answer.columns:
+        assert [(r.name, r.score, r.normalised, r.disagreements) for r in column.rows] == [
+            ("Write", None, None, []), ("mcp__slack__post_message", None, None, [])]
+    body = response.content.decode()
+    assert body.count('data-testid="compare-cell"') == 4 and "None" not in body
