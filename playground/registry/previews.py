@@ -204,7 +204,7 @@ def inspect_query(
 
 def _column(backend: SearchBackend | None, error: str, name: str = "") -> BackendColumn:
     if backend is None:
-        return BackendColumn(backend=name, error=error)
+        return BackendColumn(backend=name[:60], error=error)  # a name typed into the URL, shown as its column's head
     return BackendColumn(backend=backend.name, error=error, learns=backend.reads_usage, search_backend=backend)
 
 
