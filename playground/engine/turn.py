@@ -83,17 +83,22 @@ class TurnPlan:
         """What a ToolSearch call of this turn searches: the permitted tools (none when the mode is off)."""
         return self.request.searchable
 
-    def run_tool_search(self, arguments: dict[str, Any], *, over: ToolCatalog | None = None) -> ToolSearchResult:
+    def run_tool_search(
+        self, arguments: dict[str, Any], *, over: ToolCatalog | None = None, backend: SearchBackend | None = None,
+    ) -> ToolSearchResult:
         """Answer a ToolSearch call of this turn: its backend, usage log, pending MCP servers and
         default max_results, over `searchable` (a denied tool can never be found). `over` searches
         other tools the same way (the inspector: the permitted tools with the mode off, or the
-        unfiltered ones to show what permissions took away). Raises ToolSearchInputError for bad input."""
-        if self.backend is None:
+        unfiltered ones to show what permissions took away). `backend` answers with another backend
+        and everything else of this turn (the inspector comparing backends side by side). Raises
+        ToolSearchInputError for bad input."""
+        backend = backend or self.backend
+        if backend is None:
             raise ValueError("this turn was planned without a search backend")
         return run_tool_search(
             arguments,
             self.searchable if over is None else over,
-            self.backend,
+            backend,
             pending_mcp_servers=self.pending_mcp_servers,
             default_max_results=self.settings.max_results,
             usage=self.usage,

@@ -3,6 +3,7 @@ build (model view, permissions preview, profile detail). Engine calls only; no r
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.search.base import ToolSearchResult, check_query_size
+from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
 from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
@@ -28,6 +29,39 @@ EXCLUDED_SHOWN = 100
 SERVER_SEARCH_NAMES = frozenset(t["name"] for t in SERVER_SEARCH_TOOLS.values())
 PREVIEW_TOOL_USE_ID = "toolu_preview_discovery"
 INSPECTOR_TOOL_USE_ID = "toolu_inspector"
+# Comparing backends: a tool whose ranks in two backends differ by more than this is marked.
+RANK_GAP = 2
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ComparedRow:
+    """One rank of one backend's column, with where the other backends put the same tool."""
+
+    rank: int
+    name: str
+    score: float | None  # None: the reading ranks without scores (select:, an exact name, a prefix)
+    normalised: float | None  # score / this backend's top score, 0-1
+    disagreements: list[str] = field(default_factory=list)  # "bm25: #6", "claude-code: not in its top 5"
+
+
+@dataclass
+class BackendColumn:
+    """One backend's answer to the compared query; an error stays in its column."""
+
+    backend: str
+    result: ToolSearchResult | None = None
+    error: str = ""
+    max_score: float = 0.0
+    learns: bool = False
+    query_notes: list[str] = field(default_factory=list)
+    rows: list[ComparedRow] = field(default_factory=list)
+    search_backend: SearchBackend | None = field(default=None, repr=False)  # None: it could not be made
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        return {name: rank for rank, name in enumerate(self.result.matches, 1)} if self.result else {}
 
 
 @dataclass
@@ -55,6 +89,21 @@ class InspectorAnswer:
     usage_entries: int = 0
     usage_tools: int = 0
     backend_learns: bool = False
+    # Two or more backends side by side (empty: the single view above).
+    columns: list[BackendColumn] = field(default_factory=list)
+    rank_gap: int = RANK_GAP
+    shared: list[str] = field(default_factory=list)  # tools in every answering backend's top max_results
+
+    @property
+    def answering(self) -> list[BackendColumn]:
+        return [c for c in self.columns if c.result is not None]
+
+    @property
+    def rank_rows(self) -> list[tuple[int, list[ComparedRow | None]]]:
+        """The columns lined up by rank: (rank, each column's row at that rank or None)."""
+        depth = max((len(c.rows) for c in self.columns), default=0)
+        return [(rank, [c.rows[rank - 1] if rank <= len(c.rows) else None for c in self.columns])
+                for rank in range(1, depth + 1)]
 
     @property
     def content_json(self) -> str:
@@ -74,11 +123,16 @@ def inspect_query(
     wire_style: str = "",
     mode: str = "",
     backend_settings: str = "",
+    compare: Sequence[tuple[str, str]] = (),
+    rank_gap: int = RANK_GAP,
 ) -> InspectorAnswer:
     """Run ToolSearch as the model would for this profile, plus what permissions kept out of reach
     and whether the mode decision would offer ToolSearch at all. `backend_settings`
     (`aspect_weight=0:intent_weight=0.5`) tunes the backend for this search only; bad settings raise
-    ValueError with a message for the page, and so does a query over the size limits."""
+    ValueError with a message for the page, and so does a query over the size limits.
+
+    `compare`: more backends to run beside this one, each (name, why it cannot run here or "");
+    when any differs from this one the answer has one column per backend instead of the single view."""
     check_query_size(query)
     backend_name = backend or (profile.search_backend if profile else "") or ""
     if backend_settings.strip():
@@ -122,9 +176,15 @@ def inspect_query(
     if usage:
         answer.usage_entries = usage.entries
         answer.usage_tools = usage.tools
+    others = _other_backends(compare, search_backend)
+    if others:
+        answer.columns = [_column(search_backend, ""), *others]
     if not query.strip():
         return answer
     arguments = {"query": query, "max_results": max_results}
+    if answer.columns:
+        _compare(answer, turn, arguments, rank_gap)
+        return answer
     try:
         # The permitted tools whatever the mode: the inspector shows what a search would find.
         answer.result = turn.run_tool_search(arguments, over=turn.permitted)
@@ -140,6 +200,75 @@ def inspect_query(
         unfiltered_result = turn.run_tool_search(arguments, over=unfiltered)
         answer.excluded_matches = [(name, decisions[name]) for name in unfiltered_result.matches if name in decisions]
     return answer
+
+
+def _column(backend: SearchBackend | None, error: str, name: str = "") -> BackendColumn:
+    if backend is None:
+        return BackendColumn(backend=name[:60], error=error)  # a name typed into the URL, shown as its column's head
+    return BackendColumn(backend=backend.name, error=error, learns=backend.reads_usage, search_backend=backend)
+
+
+def _other_backends(compare: Sequence[tuple[str, str]], first: SearchBackend) -> list[BackendColumn]:
+    """Columns for the compared backends other than `first`, once each; one that cannot run is a
+    column with its reason."""
+    columns: list[BackendColumn] = []
+    seen = {first.name}
+    for name, refused in compare:
+        if refused:
+            backend, error = None, refused
+        else:
+            try:
+                backend, error = adapter.search_backend(name), ""
+            except (ValueError, ImportError) as exc:  # a backend that cannot be made here
+                backend, error = None, f"{name}: {exc}"
+        key = backend.name if backend else name
+        if key not in seen:
+            seen.add(key)
+            columns.append(_column(backend, error, name))
+    return columns
+
+
+def _compare(answer: InspectorAnswer, turn, arguments: dict[str, Any], rank_gap: int) -> None:
+    """Each column's search through the turn (its permissions, usage log and pending servers), then
+    the ranks lined up: where another backend put each tool, marked when it is far or absent."""
+    answer.rank_gap = rank_gap
+    for column in answer.columns:
+        if column.error:
+            continue
+        try:
+            column.result = turn.run_tool_search(arguments, over=turn.permitted, backend=column.search_backend)
+            if column.result.reading.kind == "keyword":
+                column.query_notes = column.search_backend.describe_query(arguments["query"])
+        except ToolSearchInputError as exc:
+            column.error = str(exc)
+            continue
+        except Exception as exc:  # one backend failing (a database away, a model missing) must not take the page
+            logger.exception("inspector: backend %s failed on %r", column.backend, arguments["query"][:200])
+            column.result, column.query_notes = None, []
+            column.error = f"{column.backend} failed: {type(exc).__name__}: {exc}"
+            continue
+        column.max_score = max((s.score for s in column.result.scored), default=0.0)
+    answering = answer.answering
+    ranks = {c.backend: c.ranks for c in answering}
+    top = answer.max_results
+    for column in answering:
+        scores = {s.name: s.score for s in column.result.scored}
+        for rank, name in enumerate(column.result.matches, 1):
+            score = scores.get(name)
+            row = ComparedRow(rank=rank, name=name, score=score,
+                              normalised=score / column.max_score if score is not None and column.max_score > 0 else None)
+            for other in answering:
+                if other is column:
+                    continue
+                other_rank = ranks[other.backend].get(name)
+                if other_rank is None:
+                    row.disagreements.append(f"{other.backend}: not in its top {top}")
+                elif abs(other_rank - rank) > rank_gap:
+                    row.disagreements.append(f"{other.backend}: #{other_rank}")
+            column.rows.append(row)
+    if len(answering) > 1:
+        shared = set.intersection(*(set(ranks[c.backend]) for c in answering))
+        answer.shared = [name for name in answering[0].result.matches if name in shared]
 
 
 @dataclass

@@ -174,6 +174,42 @@ def test_the_inspector_shows_what_was_learned_and_staff_can_forget_it(logged_in_
     assert not ToolSearchUsage.objects.exists()
 
 
+def test_compare_backends_side_by_side_above_the_fold(logged_in_page):
+    seed_catalog()
+    page = logged_in_page
+    page.set_viewport_size({"width": 1280, "height": 800})  # a laptop screen: the first match must show without scrolling
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    page.select_option("[data-testid=inspector-backend]", "bm25")
+    page.wait_for_selector('[data-testid=inspector-results][data-backend="bm25"]')
+    page.locator("[data-testid=inspector-query]").fill("create message")
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-query="create message"][data-columns="1"]')
+    first = page.locator("[data-testid=scored-list] > [data-testid=scored-tool]").first.bounding_box()
+    assert first and first["y"] < 800, first  # one backend: the single view, with its breakdown
+    assert page.locator("[data-testid=term-contribution]").count() > 0
+    screenshot(page, "inspector-1280x800")
+
+    page.check('[data-testid=compare-backend][value="claude-code"]')
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-columns="2"]')
+    columns = page.locator("[data-testid=compare-column]")
+    assert [c.get_attribute("data-backend") for c in columns.all()] == ["bm25", "claude-code"]
+    assert all(c.get_attribute("data-state") == "ready" for c in columns.all())
+    cells = page.locator("[data-testid=compare-row][data-rank='1'] [data-testid=compare-cell]")
+    assert cells.count() == 2 and {c.get_attribute("data-normalised") for c in cells.all()} == {"1.000"}
+    # bm25 also finds a tool the keyword scorer leaves out (no query term in its text): marked in its column.
+    marked = page.locator("[data-testid=compare-cell][data-disagrees=yes] [data-testid=disagreement]")
+    assert "≠ claude-code: not in its top 5" in marked.all_inner_texts()
+    assert page.locator("[data-testid=term-contribution]").count() == 0
+    top = cells.first.bounding_box()
+    assert top and top["y"] < 800, top
+    assert "compare=claude-code" in page.url  # the comparison is a link to share
+    screenshot(page, "inspector-compare")
+
+    page.uncheck('[data-testid=compare-backend][value="claude-code"]')
+    page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-columns="1"]')
+    assert page.locator("[data-testid=term-contribution]").count() > 0  # back to the single view
+
+
 def scores(page) -> dict[str, float]:
     """Tool → score in rank order, read from the data-* attributes of the results."""
     result = {}

@@ -73,6 +73,17 @@ def test_the_bound_toolsearch_passes_the_usage_log(small_catalog):
     assert seen == [usage]
 
 
+def test_the_bound_toolsearch_can_answer_with_another_backend(small_catalog):
+    class Named(ClaudeCodeKeywordBackend):
+        name = "other"
+
+    turn = turn_for(small_catalog, rules=[PermissionRule("deny", "mcp__slack")], max_results=1)
+    other = turn.run_tool_search({"query": "+slack"}, backend=Named())
+    assert other.backend == "other" and other.matches == []  # the turn's permissions still hold
+    assert other.pending_mcp_servers == ["jira"]
+    assert turn.run_tool_search({"query": "github"}, backend=Named()).matches == ["mcp__github__create_issue"]
+
+
 def test_a_turn_without_a_backend_answers_no_toolsearch(small_catalog):
     turn = plan_turn(small_catalog, PermissionPolicy([]), AgentSettings(mode="true"), token_counter=COUNTER)
     assert turn.request.messages == []  # no state: an empty conversation

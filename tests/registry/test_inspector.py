@@ -343,3 +343,107 @@ def test_profiles_tuned_backends_share_the_bounded_cache(db):
     assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
     assert not any(":" in name for name in adapter._backends)
     assert adapter.search_backend("bm25") is adapter.search_backend("bm25")  # plain names stay cached for good
+
+
+def test_two_backends_side_by_side_with_normalised_scores_and_disagreements(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "create message", "backend": "bm25", "compare": "claude-code", "max_results": 3}, headers=HTMX)
+    answer = response.context["answer"]
+    assert response.status_code == 200 and answer.error == "" and answer.result is None  # no single view
+    assert [c.backend for c in answer.columns] == ["bm25", "claude-code"]
+    for column in answer.columns:
+        # The same ranking the single view shows for that backend (the same engine path).
+        alone = viewer_client.get(URL, {"q": "create message", "backend": column.backend, "max_results": 3}, headers=HTMX)
+        assert [r.name for r in column.rows] == alone.context["answer"].result.matches
+        assert column.rows[0].normalised == 1.0 and all(0 < r.normalised <= 1 for r in column.rows)
+        assert all(r.normalised == pytest.approx(r.score / column.max_score) for r in column.rows)
+    bm25, keyword = answer.columns
+    only_bm25 = [r for r in bm25.rows if r.name not in keyword.ranks]
+    for row in bm25.rows:
+        assert bool(row.disagreements) == (row.name not in keyword.ranks or abs(keyword.ranks[row.name] - row.rank) > 2)
+    assert [r.name for r in only_bm25] == ["mcp__github__delete_repo"]  # the keyword scorer needs a term in the text
+    assert only_bm25[0].disagreements == ["claude-code: not in its top 3"]
+    assert answer.shared == [name for name in bm25.ranks if name in keyword.ranks]
+    body = response.content.decode()
+    assert 'data-testid="compare" data-columns="2"' in body and 'data-state="ready"' in body
+    assert body.count('data-testid="compare-column"') == 2
+    top = bm25.rows[0]
+    assert f'data-tool="{top.name}" data-rank="1" data-score="{top.score}"' in body
+    assert body.count('data-normalised="1.000"') == sum(r.normalised == 1 for c in answer.columns for r in c.rows)  # each top (and ties)
+    assert body.count('data-testid="disagreement"') == sum(len(r.disagreements) for c in answer.columns for r in c.rows)
+    assert 'data-testid="term-contribution"' not in body and 'data-testid="model-receives"' not in body
+
+
+def test_ranks_further_apart_than_the_gap_are_marked(viewer_client, tools):
+    query = {"q": "delete issue", "backend": "bm25", "compare": "claude-code", "max_results": 3}
+    strict = viewer_client.get(URL, {**query, "rank_gap": 0}, headers=HTMX).context["answer"]
+    bm25, keyword = strict.columns
+    for row in bm25.rows:
+        other = keyword.ranks.get(row.name)
+        expected = [] if other == row.rank else [f"claude-code: #{other}" if other else "claude-code: not in its top 3"]
+        assert row.disagreements == expected
+    assert any(d.startswith("claude-code: #") for r in bm25.rows for d in r.disagreements), [r.disagreements for r in bm25.rows]
+    loose = viewer_client.get(URL, {**query, "rank_gap": 49}, headers=HTMX).context["answer"]
+    assert [r.disagreements for r in loose.columns[0].rows] == [[], [], []]  # the same three tools, each within 49
+    bad = viewer_client.get(URL, {**query, "rank_gap": "x"}, headers=HTMX).context["answer"]
+    assert bad.error == "rank_gap must be a whole number from 0 to 49, not 'x'"
+
+
+def test_a_backend_that_cannot_run_is_an_error_in_its_column_only(viewer_client, tools, monkeypatch):
+    from playground.registry import availability
+
+    monkeypatch.setattr(availability, "backend_unavailable", lambda name: "needs PostgreSQL" if name == "postgres" else "")
+    response = viewer_client.get(URL, {"q": "slack message", "backend": "bm25",
+                                       "compare": ["naive", "postgres", "nonexistent", "bm25"]}, headers=HTMX)
+    assert response.status_code == 200
+    answer = response.context["answer"]
+    assert answer.error == ""
+    assert [(c.backend, c.error) for c in answer.columns] == [
+        ("bm25", ""),
+        ("naive", "the 'naive' backend is for staff on this page (it stays available in the engine CLI)"),
+        ("postgres", "postgres is unavailable here: needs PostgreSQL"),
+        ("nonexistent", "unknown backend 'nonexistent'"),
+    ]  # bm25 twice is one column
+    assert answer.columns[0].rows and answer.columns[0].rows[0].disagreements == []  # nothing answering to disagree with
+    assert response.content.decode().count('data-testid="compare-error"') == 3
+
+
+def test_a_backend_failing_mid_search_is_an_error_in_its_column(viewer_client, tools, monkeypatch):
+    from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("index went away")
+
+    monkeypatch.setattr(ClaudeCodeKeywordBackend, "rank", broken)
+    response = viewer_client.get(URL, {"q": "slack message", "backend": "bm25", "compare": "claude-code"}, headers=HTMX)
+    assert response.status_code == 200
+    bm25, keyword = response.context["answer"].columns
+    assert bm25.rows and keyword.error == "claude-code failed: RuntimeError: index went away"
+
+
+def test_one_backend_chosen_keeps_the_single_view(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "compare": "bm25"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert answer.columns == [] and answer.result.matches
+    body = response.content.decode()
+    assert 'data-testid="term-contribution"' in body and 'data-testid="compare"' not in body
+
+
+def test_the_page_offers_the_backends_to_compare(viewer_user, admin_user, tools):
+    viewer_client = _client_of(viewer_user)
+    body = viewer_client.get(URL, {"q": "github", "compare": ["bm25", "hybrid"]}).content.decode()
+    assert 'name="compare" value="bm25" data-testid="compare-backend" checked' in body
+    assert 'value="naive" data-testid="compare-backend"' not in body  # staff only
+    assert 'value="naive" data-testid="compare-backend"' in _client_of(admin_user).get(URL).content.decode()
+    too_many = viewer_client.get(URL, {"q": "github", "compare": ["bm25"] * 20}, headers=HTMX).context["answer"]
+    assert too_many.error.startswith("compare at most")
+
+
+def test_a_select_query_compares_ranks_without_scores(viewer_client, tools):
+    response = viewer_client.get(URL, {"q": "select:Write,mcp__slack__post_message", "backend": "bm25", "compare": "claude-code"}, headers=HTMX)
+    answer = response.context["answer"]
+    assert response.status_code == 200 and [c.error for c in answer.columns] == ["", ""]
+    for column in answer.columns:
+        assert [(r.name, r.score, r.normalised, r.disagreements) for r in column.rows] == [
+            ("Write", None, None, []), ("mcp__slack__post_message", None, None, [])]
+    body = response.content.decode()
+    assert body.count('data-testid="compare-cell"') == 4 and "None" not in body

@@ -28,6 +28,17 @@ def _backend_names(user) -> list[str]:
     return [name for name in adapter.backend_names() if is_staff(user) or name not in STAFF_BACKENDS]
 
 
+def _refusal(name: str, user) -> str:
+    """Why the page will not run backend `name` for this user ("" = it runs): the limits the single
+    view enforces, for a compared backend's column."""
+    if name not in adapter.backend_names():
+        return f"unknown backend {name[:40]!r}"
+    if name in STAFF_BACKENDS and not is_staff(user):
+        return f"the {name!r} backend is for staff on this page (it stays available in the engine CLI)"
+    unavailable = availability.backend_unavailable(name)
+    return f"{name} is unavailable here: {unavailable}" if unavailable else ""
+
+
 def _profile(request, params=None) -> AgentProfile | None:
     """The ?profile= asked for; an id that names no profile is an error, not the default settings in disguise."""
     pk = ((request.GET if params is None else params).get("profile") or "").strip()
@@ -67,7 +78,7 @@ def inspector(request):
             raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(_backend_names(request.user))})")
         if backend in STAFF_BACKENDS and not is_staff(request.user):
             raise ValueError(f"the {backend!r} backend is for staff on this page (it stays available in the engine CLI)")
-        answer = _inspect(params, query, profile, backend)
+        answer = _inspect(params, query, profile, backend, request.user)
     except ValueError as exc:  # bad settings, or a profile the engine cannot run (an unknown wire style or backend)
         answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
     context = {"answer": answer, "profile": profile}
@@ -80,6 +91,7 @@ def inspector(request):
         wire_styles=WIRE_STYLES,
         modes=MODES,
         params=params,
+        compared=params.getlist("compare"),
     )
     return render(request, "registry/inspector.html", context, status=400 if answer.error else 200)
 
@@ -92,7 +104,10 @@ def _choice(params, name: str, choices: list[str]) -> str:
     return value
 
 
-def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
+def _inspect(params, query: str, profile: AgentProfile | None, backend: str, user) -> previews.InspectorAnswer:
+    compare = params.getlist("compare")
+    if len(compare) > len(adapter.backend_names()):
+        raise ValueError(f"compare at most {len(adapter.backend_names())} backends, not {len(compare)}")
     return previews.inspect_query(
         query,
         profile,
@@ -101,6 +116,8 @@ def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> 
         wire_style=_choice(params, "wire_style", list(dict(WIRE_STYLES))),
         mode=_choice(params, "mode", MODES),
         backend_settings=params.get("settings", ""),
+        compare=[(name, _refusal(name, user)) for name in compare],
+        rank_gap=_int(params.get("rank_gap"), previews.RANK_GAP, low=0, high=49, name="rank_gap"),
     )
 
 
