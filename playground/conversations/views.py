@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from playground.access import OPERATOR, role_required
 from playground.conversations import services
 from playground.conversations.forms import AnswerForm, CompareForm, MessageForm, NewConversationForm
 from playground.conversations.models import Conversation
@@ -27,7 +27,7 @@ def _done(request, conversation: Conversation):
     return redirect("conversations:detail", pk=conversation.pk)
 
 
-@login_required
+@role_required(OPERATOR)
 def conversation_list(request):
     return render(request, "conversations/list.html", {
         "conversations": conversations_for(request.user)[:200],
@@ -35,7 +35,7 @@ def conversation_list(request):
     })
 
 
-@login_required
+@role_required(OPERATOR)
 def conversation_new(request):
     form = NewConversationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -48,7 +48,7 @@ def conversation_new(request):
     return render(request, "conversations/new.html", {"form": form})
 
 
-@login_required
+@role_required(OPERATOR)
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
@@ -56,7 +56,7 @@ def conversation_detail(request, pk: int):
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_send(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -67,7 +67,7 @@ def conversation_send(request, pk: int):
     return _carry_out(request, conversation, lambda: services.send_message(conversation, form.cleaned_data["text"], user=request.user))
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_answer(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -93,7 +93,7 @@ def _carry_out(request, conversation, action):
     return _done(request, conversation)
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_cancel(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -102,7 +102,7 @@ def conversation_cancel(request, pk: int):
     return _done(request, conversation)
 
 
-@login_required
+@role_required(OPERATOR)
 def compare(request):
     """Start the same message under two profiles, side by side."""
     form = CompareForm(request.POST or None)
@@ -118,7 +118,7 @@ def compare(request):
     return render(request, "conversations/compare_form.html", {"form": form})
 
 
-@login_required
+@role_required(OPERATOR)
 def compare_view(request, group: str):
     conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile", "owner")
                      if can_view(request.user, c)]

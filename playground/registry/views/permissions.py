@@ -1,4 +1,4 @@
-"""Permissions editor (staff only): rules inline with htmx, a tester, history, live preview."""
+"""Permissions editor (editors only): rules inline with htmx, a tester, history, live preview."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -6,7 +6,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from playground.access import staff_required
+from playground.access import EDITOR, role_required
 from playground.registry import adapter, services
 from playground.registry.forms import PermissionRuleForm, PermissionTestForm
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule
@@ -28,7 +28,7 @@ def _changed(response: HttpResponse) -> HttpResponse:
     return response
 
 
-@staff_required
+@role_required(EDITOR)
 def permissions(request):
     profile_pk = request.GET.get("profile", "")
     context = {
@@ -43,7 +43,7 @@ def permissions(request):
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def rule_create(request):
     form = PermissionRuleForm(request.POST)
     if not form.is_valid():
@@ -60,7 +60,7 @@ def rule_create(request):
     return _changed(response)
 
 
-@staff_required
+@role_required(EDITOR)
 def rule_edit(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
     if request.method == "POST":
@@ -78,14 +78,14 @@ def rule_edit(request, pk: int):
     return render(request, "registry/_rule_edit_row.html", {"rule": rule, "form": form}, status=status)
 
 
-@staff_required
+@role_required(EDITOR)
 def rule_row(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile", "changed_by"), pk=pk)
     return render(request, "registry/_rule_row.html", {"rule": rule})
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def rule_delete(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
     services.delete_rule(rule, user=request.user)
@@ -95,7 +95,7 @@ def rule_delete(request, pk: int):
     return _changed(HttpResponse(""))
 
 
-@staff_required
+@role_required(EDITOR)
 def permission_test(request):
     form = PermissionTestForm(request.GET or None)
     decision = None
@@ -105,6 +105,6 @@ def permission_test(request):
     return render(request, "registry/_permission_test.html", {"form": form, "decision": decision})
 
 
-@staff_required
+@role_required(EDITOR)
 def permission_history(request):
     return render(request, "registry/_permission_history.html", {"history": _history()})
