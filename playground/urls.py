@@ -16,4 +16,5 @@ urlpatterns = [
     path("mcp/", include("playground.mcp_servers.urls")),
     path("conversations/", include("playground.conversations.urls")),
     path("evaluation/", include("playground.evaluation.urls")),
+    path("users/", include("playground.accounts.urls")),
 ]
