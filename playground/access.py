@@ -20,6 +20,7 @@ thin aliases of the admin / editor levels. This module imports only Django, so e
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, Callable
 
@@ -143,3 +144,68 @@ staff_for_writes = _decorator(
     lambda request: request.method in READ_METHODS or has_role(request.user, EDITOR), "Only editors can make changes."
 )
 
+
+# -- the authorisation matrix: what each route answers, declared next to the route ---------------------
+PUBLIC = "public"  # no login needed
+OK, LOGIN, FORBIDDEN, HIDDEN, NOT_ALLOWED = "ok", "login", "forbidden", "hidden", "not_allowed"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The least role each method needs (`PUBLIC`, a role, or absent: 405 for that method).
+
+    `owned`: the route is about one user's object (a conversation); below admin only its owner gets
+    it, anyone else gets a 404 (`HIDDEN`), so ids of others' objects are not confirmed.
+    `delegated`: the route checks its own access (Django's admin site); the matrix test checks only
+    that roles without Django's staff flag are kept out.
+    """
+
+    methods: dict[str, str] = field(default_factory=dict)
+    owned: bool = False
+    delegated: bool = False
+    note: str = ""
+
+    def expected(self, method: str, role: str | None, *, owner: bool = False) -> set[str]:
+        """The outcome classes allowed for `role` (None: anonymous) using `method`.
+
+        A declared method has exactly one outcome. A method not declared must be refused: with a
+        405, or with the login redirect / 403 that its access check gives first (decorator order).
+        """
+        needed = self.methods.get(method.upper())
+        if needed is None:
+            refusals = {NOT_ALLOWED}
+            lowest = [r for r in self.methods.values() if r != PUBLIC]
+            if role is None and lowest:
+                refusals.add(LOGIN)
+            if role is not None and lowest and ROLES.index(role) < min(ROLES.index(r) for r in lowest):
+                refusals.add(FORBIDDEN)
+            return refusals
+        if needed == PUBLIC:
+            return {OK}
+        if role is None:
+            return {LOGIN}
+        if ROLES.index(role) < ROLES.index(needed):
+            return {FORBIDDEN}
+        if self.owned and not owner and role != ADMIN:
+            return {HIDDEN}
+        return {OK}
+
+
+def allow(get: str | None = None, post: str | None = None, *, owned: bool = False, note: str = "") -> Rule:
+    """A route's rule: `allow(get=VIEWER, post=EDITOR)`; a method left out answers 405."""
+    methods = {}
+    if get is not None:
+        methods["GET"] = get
+    if post is not None:
+        methods["POST"] = post
+    return Rule(methods, owned=owned, note=note)
+
+
+def allow_socket(role: str, *, owned: bool = False) -> Rule:
+    """A WebSocket route's rule: the least role that may connect (the refusals: 4401 anonymous, 4403 others)."""
+    return Rule({"CONNECT": role}, owned=owned)
+
+
+def delegated(note: str) -> Rule:
+    """A whole included URLconf (Django's admin site) that checks access itself."""
+    return Rule({}, delegated=True, note=note)

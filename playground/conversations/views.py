@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, role_required
 from playground.conversations import services
@@ -28,6 +28,7 @@ def _done(request, conversation: Conversation):
 
 
 @role_required(OPERATOR)
+@require_safe
 def conversation_list(request):
     return render(request, "conversations/list.html", {
         "conversations": conversations_for(request.user)[:200],
@@ -49,6 +50,7 @@ def conversation_new(request):
 
 
 @role_required(OPERATOR)
+@require_safe
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
@@ -119,6 +121,7 @@ def compare(request):
 
 
 @role_required(OPERATOR)
+@require_safe
 def compare_view(request, group: str):
     conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile", "owner")
                      if can_view(request.user, c)]

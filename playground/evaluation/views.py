@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from playground.access import EDITOR, VIEWER, has_role, role_for_writes, role_required
 from playground.engine.search import quality
@@ -44,12 +44,14 @@ def index(request):
 
 
 @role_required(VIEWER)
+@require_safe
 def detail(request, pk: int):
     run = get_object_or_404(EvaluationRun, pk=pk)
     return render(request, "evaluation/detail.html", _run_context(run))
 
 
 @role_required(VIEWER)
+@require_safe
 def progress(request, pk: int):
     """The run's status fragment; it keeps polling itself (hx-trigger) while the run is active."""
     run = get_object_or_404(EvaluationRun, pk=pk)

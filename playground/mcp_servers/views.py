@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, VIEWER, role_required
 from playground.mcp_servers import selectors, services
@@ -35,6 +35,7 @@ def _masked(values: dict[str, str]) -> dict[str, str]:
 
 
 @role_required(VIEWER)
+@require_safe
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = list(selectors.servers_with_tool_counts())
     return render(request, "mcp_servers/server_list.html", {"servers": servers})
@@ -102,6 +103,7 @@ def _tools_with_call_forms(server: McpServer) -> list:
 
 
 @role_required(VIEWER)
+@require_safe
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     tools = _tools_with_call_forms(server)
@@ -148,6 +150,7 @@ def server_sync(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @role_required(VIEWER)
+@require_safe
 def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import EDITOR, role_required
 from playground.registry import adapter, services
@@ -29,6 +29,7 @@ def _changed(response: HttpResponse) -> HttpResponse:
 
 
 @role_required(EDITOR)
+@require_safe
 def permissions(request):
     profile_pk = request.GET.get("profile", "")
     context = {
@@ -79,6 +80,7 @@ def rule_edit(request, pk: int):
 
 
 @role_required(EDITOR)
+@require_safe
 def rule_row(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile", "changed_by"), pk=pk)
     return render(request, "registry/_rule_row.html", {"rule": rule})
@@ -96,6 +98,7 @@ def rule_delete(request, pk: int):
 
 
 @role_required(EDITOR)
+@require_safe
 def permission_test(request):
     form = PermissionTestForm(request.GET or None)
     decision = None
@@ -106,5 +109,6 @@ def permission_test(request):
 
 
 @role_required(EDITOR)
+@require_safe
 def permission_history(request):
     return render(request, "registry/_permission_history.html", {"history": _history()})

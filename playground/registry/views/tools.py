@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import ADMIN, EDITOR, has_role, role_for_writes, role_required
+from playground.access import ADMIN, EDITOR, VIEWER, has_role, role_required
 from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
@@ -24,7 +24,7 @@ def _filter_query(request) -> str:
     return urlencode({k: request.GET[k] for k in FILTER_PARAMS if request.GET.get(k)})
 
 
-@role_for_writes(EDITOR)
+@role_required(VIEWER)
 @require_safe
 def tool_list(request):
     tools = selectors.filter_tools(request.GET)
@@ -63,7 +63,7 @@ def tool_bulk(request):
     return redirect(back)
 
 
-@role_for_writes(EDITOR)
+@role_required(VIEWER)
 @require_safe
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
