@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= dev,semantic
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: run test setup bench clean
+.PHONY: run test setup bench load clean
 
 # Create or reuse .venv and install the project (uv when it can be had: much faster than pip).
 $(STAMP): pyproject.toml
@@ -28,6 +28,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m playground.toolsearch bench
+
+# Concurrent demo-agent conversations on a stack of its own; options: make load LOAD_ARGS="--conversations 1,10,50 --json"
+LOAD_ARGS ?=
+load: $(STAMP)
+	$(PY) -m playground.loadtest $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) db.sqlite3 test_db.sqlite3 staticfiles .pytest_cache test-artifacts

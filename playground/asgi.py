@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (auth + origin checked)."""
+"""ASGI entry point: HTTP through Django (and the MCP gateway), WebSockets through Channels (auth + origin checked)."""
 from __future__ import annotations
 
 import os
@@ -13,11 +13,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from playground.gateway.endpoint import with_gateway  # noqa: E402
 from playground.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # /gateway/mcp/<profile id>/ is an MCP endpoint (the mcp SDK), everything else Django.
+        "http": with_gateway(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "playground.mcp_servers",
     "playground.conversations",
     "playground.evaluation",
+    "playground.gateway",
     "playground.accounts",
 ]
 
@@ -211,7 +212,7 @@ LOGGING = {
     },
 }
 
-# Conversations (issue 5): model providers by key → dotted path of a ModelProvider subclass
+# Conversations: model providers by key → dotted path of a ModelProvider subclass
 # (playground.conversations.providers.base). No key chosen: ANTHROPIC_API_KEY → "anthropic", else "demo".
 MODEL_PROVIDERS = {
     "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
@@ -234,9 +235,16 @@ if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_S
         f"AGENT_LOST_SECONDS ({AGENT_LOST_SECONDS:g}) must be at least 3 x AGENT_HEARTBEAT_SECONDS "
         f"({AGENT_HEARTBEAT_SECONDS:g}), and the heartbeat above 0"
     )
-# A message no worker has picked up (no heartbeat yet): a second cancel frees it after this long.
-AGENT_STALE_SECONDS = float(os.environ.get("AGENT_STALE_SECONDS") or 600)
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
 ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "bm25")
+
+# MCP gateway (docs/gateway.md): browser origins allowed to call /gateway/mcp/<profile id>/ (requests
+# without an Origin header, as desktop and command-line clients send them, are not affected), and
+# how long an MCP session may stay idle before the server forgets it.
+GATEWAY_ALLOWED_ORIGINS = envlist("GATEWAY_ALLOWED_ORIGINS")
+GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECONDS") or 1800)
+# A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
+# request stays open meanwhile); 0 refuses such calls at once.
+GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)

@@ -28,5 +28,6 @@ urlpatterns = [
     path("mcp/", include("playground.mcp_servers.urls")),
     path("conversations/", include("playground.conversations.urls")),
     path("evaluation/", include("playground.evaluation.urls")),
+    path("gateway/", include("playground.gateway.urls")),
     path("users/", include("playground.accounts.urls")),
 ]

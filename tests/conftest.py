@@ -47,7 +47,7 @@ def viewer_client(client, viewer_user):
     return client
 
 
-# --- Session services: which database and Redis this run uses (issue 6) ---------------------------
+# --- Session services: which database and Redis this run uses ---------------------------
 # Under CI the suite must run on PostgreSQL with a real Redis: anything missing ends the run with a
 # failure before the first test. On a developer's machine SQLite is fine, PostgreSQL-only tests
 # (marker `postgres`) skip with a reason, and an embedded Redis is started when none answers —

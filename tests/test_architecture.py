@@ -21,6 +21,7 @@ LAYERS = {
     "mcp_servers": 2,
     "conversations": 3,
     "evaluation": 3,
+    "gateway": 4,  # serves profiles over MCP with the conversations' learned usage
 }
 # Project-level modules (settings, urls, asgi, celery_app, views, access, runner/ ...) are not layered:
 # they may import any app.
@@ -37,6 +38,10 @@ ALLOWED_LATE_IMPORTS = {
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.registry.ports"):
         "AppConfig.ready: where the conversations app hands its usage log and providers to the registry",
+    ("playground/loadtest/stack.py", "playground.celery_app"):
+        "the load test sets its stack's environment (database, Redis prefix, queue) before Celery reads the settings",
+    ("playground/loadtest/stack.py", "playground.conversations.models"):
+        "the load test sets its stack's database before Django loads the models",
     ("playground/runner/main.py", "playground.registry.models"):
         "the runner starts before Django is set up; models load after django.setup()",
     ("playground/runner/main.py", "playground.celery_app"):

@@ -130,6 +130,8 @@ def _user(django_user_model, name: str, role: str | None):
 def build_world(django_user_model) -> World:
     from playground.conversations import services as conversations
     from playground.evaluation.models import EvaluationRun
+    from playground.gateway.models import GatewayPrompt, GatewaySession
+    from playground.gateway.tokens import issue_token
     from playground.mcp_servers.models import McpServer
     from playground.registry import services as registry
     from playground.registry.models import AgentProfile, PermissionRule, Tool
@@ -151,6 +153,9 @@ def build_world(django_user_model) -> World:
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
+    token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
+    session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
+    gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
     objects = {
         "registry:tool_detail": {"pk": tool.pk}, "registry:tool_edit": {"pk": tool.pk},
         "registry:tool_import_commit": {"pk": staged.pk},
@@ -163,6 +168,8 @@ def build_world(django_user_model) -> World:
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
+        "gateway:session_detail": {"pk": session.pk}, "gateway:session_events": {"pk": session.pk},
+        "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},
         "ws/mcp/status/<int:server_id>/": {"server_id": server.pk},
     }

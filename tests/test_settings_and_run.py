@@ -167,7 +167,9 @@ def test_production_settings_turn_security_on():
 def test_deploy_check_is_clean_with_the_documented_production_settings():
     # Only the documented production variables: everything else keeps its .env.example default.
     env = {"DEBUG": "false", "SECRET_KEY": "k" * 20 + "-Zq9_x" * 8, "ALLOWED_HOSTS": "play.example.com"}
-    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS"}
+    # The browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process (for Playwright); never in deployment.
+    clean = {k: v for k, v in os.environ.items()
+             if k not in {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE"}
              and not k.startswith(("SECURE_", "SESSION_COOKIE", "CSRF_COOKIE"))}
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                             env={**clean, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120)

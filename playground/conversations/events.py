@@ -8,6 +8,7 @@ socket that reconnects) and a page that is watching live see exactly the same ro
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -124,6 +125,53 @@ class ModelRequest(LoopEvent):
     message_count: int
     tool_count: int
     request: dict[str, Any] = field(default_factory=dict)  # a summary of the wire request (no secrets)
+    body: dict[str, Any] = field(default_factory=dict)  # the request body itself (request_body(): bounded, no secrets)
+
+    def to_payload(self) -> dict[str, Any]:
+        # The body is kept whole or not at all: shortened by bounded_payload it would no longer be
+        # the body that was sent. When the event would go over the limit, the body becomes the note.
+        payload = asdict(self)
+        if self.body and not self.body.get("too_large") and _size(payload) > MAX_PAYLOAD_BYTES:
+            payload["body"] = _body_note(_size(self.body))
+        return payload
+
+
+# What a model request event may keep of the body: a 200-tool catalog with long schemas is ~100 KB; past
+# this the row (and every socket frame replaying it) gets heavy, so a note with the size is kept instead.
+MAX_STORED_BODY_BYTES = MAX_PAYLOAD_BYTES
+# Keys that carry credentials or transport headers (SDK kwargs such as extra_headers, an MCP connector's
+# authorization_token): a stored body is shown to every viewer of the conversation, so they never go in.
+_DROPPED_KEYS = frozenset({"extra_headers", "headers", "api_key", "extra_query", "extra_body", "timeout"})
+_SECRET_KEY = re.compile(r"(api[_-]?key|authorization|secret|password|passwd|(^|_)token$)", re.IGNORECASE)
+
+
+def _without_secrets(value: Any) -> Any:
+    # Only string values are hidden: a tool schema's `api_key` property (a dict) stays as it was sent.
+    if isinstance(value, dict):
+        return {k: ("[not stored]" if isinstance(k, str) and isinstance(v, str) and _SECRET_KEY.search(k) else _without_secrets(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_secrets(v) for v in value]
+    return value
+
+
+def request_body(request: dict[str, Any]) -> dict[str, Any]:
+    """The Messages API body as sent (model, system, tools, messages …), for the timeline's "request body".
+
+    Transport options and anything that looks like a credential are left out; a body over
+    MAX_STORED_BODY_BYTES is replaced by a note giving its size.
+    """
+    body = _without_secrets({k: v for k, v in request.items() if k not in _DROPPED_KEYS})
+    encoded = json.dumps(body, ensure_ascii=False, default=str)
+    size = len(encoded.encode("utf-8"))
+    if size > MAX_STORED_BODY_BYTES:
+        return _body_note(size)
+    return json.loads(encoded)  # plain JSON types, as the JSONField will give them back
+
+
+def _body_note(size: int) -> dict[str, Any]:
+    return {"too_large": True, "size_bytes": size,
+            "note": f"The request body was {size:,} bytes, over the {MAX_STORED_BODY_BYTES // 1024} KB kept per event; not stored."}
 
 
 @dataclass

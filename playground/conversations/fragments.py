@@ -32,13 +32,18 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "container": container_id(conversation.pk, event),
         "in_timeline": event.type != "message",
         "in_chat": event.type in ("message", "permission_prompt"),
-        "chart_row": {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {})} if top_level_turn else None,
+        "chart_row": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
         # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page
         # load renders the POST fallbacks with a real token. Django's own "no token" value.
         "csrf_token": "NOTPROVIDED",
     }
+    if top_level_turn:
+        # Read fresh, the totals count this turn last: its number in the conversation. A catch-up's
+        # shared totals cannot say, so the row is left unnumbered and the page numbers it (conversations.js).
+        context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}),
+                                "number": context["total"]["turns"] if total is None else None}
     if event.type == "permission_answer":
         prompt = conversation.events.filter(sequence=event.payload.get("prompt_sequence"), type="permission_prompt").first()
         if prompt is not None:

@@ -217,7 +217,7 @@ class AgentRun:
             request = self.request_kwargs(plan)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(request.get("messages", [])), tool_count=len(request.get("tools", []) or []),
-                                      request=_request_summary(request)), turn_sequence=turn_seq)
+                                      request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
             try:
                 response = self.provider.create(request)

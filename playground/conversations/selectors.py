@@ -109,12 +109,12 @@ def chat_items(events: list[Event]) -> list[EventNode]:
 
 
 def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
-    """One chart row per main-agent turn: tokens sent vs the all-tools baseline."""
-    return [
-        {"event": e, "numbers": token_numbers(e.payload.get("tokens") or {})}
-        for e in events
-        if e.type == "turn_started" and not e.parent_sequence
-    ]
+    """One chart row per main-agent turn: tokens sent vs the all-tools baseline.
+
+    `number` counts turns across the whole conversation: the stored `turn` restarts with each message.
+    """
+    turns = (e for e in events if e.type == "turn_started" and not e.parent_sequence)
+    return [{"event": e, "numbers": token_numbers(e.payload.get("tokens") or {}), "number": n} for n, e in enumerate(turns, 1)]
 
 
 def tokens_total(events: list[Event]) -> dict[str, int]:

@@ -213,8 +213,8 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             record_acting_for_owner(locked, user, "cancelled the run")
             conversation.status = locked.status
             return True
-        if locked.status == Conversation.Status.CANCELLING and _run_is_stale(locked):
-            # Nobody acted on the first cancel for a long time: the worker died. Free the conversation.
+        if locked.status == Conversation.Status.CANCELLING and locked.heartbeat_at is None:
+            # A cancel is waiting on a run no worker holds (the broker lost its task): free it now.
             if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
                 Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
                 close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL)
@@ -226,6 +226,20 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             return True
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
             return False
+        if locked.status == Conversation.Status.RUNNING and locked.heartbeat_at is None:
+            # No worker has claimed the run (queued, or lost with the broker): end it now. Its task,
+            # should it still arrive, finds the run token cleared and does nothing.
+            who = getattr(user, "username", "someone")
+            if locked.paused_run:  # an answered prompt whose resumption no worker took yet
+                _end_paused_run(locked, note=f"the run was cancelled by {who}")
+            else:
+                Conversation.objects.filter(pk=locked.pk).update(run_token="")
+                record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
+                                                   note=f"cancelled by {who} before a worker started the run"),
+                             status=Conversation.Status.IDLE)
+            record_acting_for_owner(locked, user, "cancelled the run")
+            conversation.status = Conversation.Status.IDLE
+            return True
         if locked.status == Conversation.Status.WAITING and locked.paused_run:
             # Paused on a prompt: no worker would see the cancel, so the run ends here and now.
             _end_paused_run(locked, note=f"the run was cancelled by {getattr(user, 'username', 'someone')}")
@@ -277,14 +291,6 @@ def _end_paused_run(locked: Conversation, *, note: str) -> None:
     close_paused_turn(locked.pk, state, CANCELLED_CALL)
     record_event(locked, TurnFinished(turn=0, stop_reason="cancelled", status=Conversation.Status.IDLE, final=True,
                                       reason="cancelled"), status=Conversation.Status.IDLE)
-
-
-def _run_is_stale(conversation: Conversation) -> bool:
-    """No worker has claimed this run (no heartbeat yet) and nothing happened for AGENT_STALE_SECONDS."""
-    if conversation.heartbeat_at is not None:
-        return False  # a worker claimed it: its heartbeat decides (run_is_lost)
-    last = conversation.events.order_by("-sequence").values_list("created_at", flat=True).first()
-    return last is None or (timezone.now() - last).total_seconds() > settings.AGENT_STALE_SECONDS
 
 
 # -- lost workers (lease.py) ------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def split_specs(text: str) -> list[str]:
 
 
 def cmd_eval_suite(args: argparse.Namespace) -> int:
-    """Every toolset × backend × query style on one split: the search-quality table (issue 7)."""
+    """Every toolset × backend × query style on one split: the search-quality table."""
     names = list(quality.TOOLSETS) if args.toolsets == "all" else [t.strip() for t in args.toolsets.split(",") if t.strip()]
     backends = split_specs(args.backends) if args.backends else [args.backend]
     styles = list(quality.STYLES) if args.style == "both" else [args.style]
@@ -181,7 +181,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise BadInput(str(exc)) from None
     search_backends = split_specs(args.search_backends or "")
-    if search_backends:  # the retrieval backends, same catalogs, queries and row shape (issue 7)
+    if search_backends:  # the retrieval backends, same catalogs, queries and row shape
         try:
             rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat,
                               usage_entries=args.usage_entries, progress=progress)
@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--backend", default="default")
     evaluation.add_argument("--k", type=_positive, default=5)
     evaluation.add_argument("--json", action="store_true")
-    # The search-quality suite (issue 7): shared toolsets × backends × query styles on a fixed split.
+    # The search-quality suite: shared toolsets × backends × query styles on a fixed split.
     evaluation.add_argument("--toolsets", help="shared toolset names, comma-separated, or 'all' (instead of --catalog/--queries)")
     evaluation.add_argument("--backends", help="comma-separated backends for --toolsets (default: --backend); NAME:option=value[:option=value] runs a backend with other settings, e.g. hybrid,hybrid:aspect_weight=0")
     evaluation.add_argument("--style", choices=["natural", "keyword", "both"], default="natural", help="query style; keyword = derived by text.keyword_query")

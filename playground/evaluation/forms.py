@@ -5,7 +5,7 @@ from django.conf import settings
 
 from playground.engine.search import quality
 from playground.evaluation.selectors import available_toolsets
-from playground.registry import adapter
+from playground.registry import adapter, availability
 
 MAX_VARIANTS = 6
 
@@ -36,6 +36,16 @@ class EvaluationForm(forms.Form):
         names = list(getattr(settings, "TOOLSEARCH_BACKENDS", {}))
         self.fields["backends"].choices = [(n, n) for n in names]
         self.fields["backends"].initial = [n for n in ("claude-code", "bm25", "hybrid") if n in names]
+        # A backend that cannot run here (postgres without PostgreSQL) is shown disabled with the fix, and refused.
+        self.unavailable = {n: availability.backend_unavailable(n) for n in names}
+        availability.mark_unavailable(self.fields["backends"], self.unavailable, widget=availability.ReasonCheckboxes)
+
+    def clean_backends(self) -> list[str]:
+        backends = self.cleaned_data.get("backends") or []
+        refused = [f"{n} {self.unavailable[n]}" for n in backends if self.unavailable.get(n)]
+        if refused:
+            raise forms.ValidationError("; ".join(refused) + ".")
+        return backends
 
     def clean_variants(self) -> list[str]:
         """Each line a backend spec with settings, checked as the inspector checks them, and made once
@@ -53,6 +63,8 @@ class EvaluationForm(forms.Form):
                 spec = adapter.checked_backend_spec(name.strip(), settings_text)
             except ValueError as exc:
                 raise forms.ValidationError(f"“{line}”: {exc}") from exc
+            if availability.backend_unavailable(spec):
+                raise forms.ValidationError(f"“{line}”: {name.strip()} {availability.backend_unavailable(spec)}.")
             if spec not in specs:
                 specs.append(spec)
         return specs

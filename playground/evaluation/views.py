@@ -1,7 +1,6 @@
 """The evaluation page: start a run (editors), watch its progress (htmx polling), see recall@k per backend."""
 from __future__ import annotations
 
-from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
@@ -27,7 +26,8 @@ def index(request):
                 toolset=data["toolset"], backends=data["all_backends"], query_style=data["query_style"],
                 split=data["split"], query_limit=data["query_limit"], user=request.user, usage_from=data["usage_from"],
             )
-            messages.success(request, f"Evaluation run #{run.pk} queued.")
+            # No "queued" flash: it stayed on the page after the run had finished. The run's own status
+            # badge (polled while it is active) says queued / running / done.
             return redirect("evaluation:detail", pk=run.pk)
     else:
         form = EvaluationForm()

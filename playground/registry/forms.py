@@ -15,7 +15,7 @@ from playground.engine.modes import parse_mode
 from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
-from playground.registry import adapter, ports
+from playground.registry import adapter, availability, ports
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -174,10 +174,39 @@ class PermissionRuleForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from exc
         return pattern
 
+    def clean(self) -> dict[str, Any]:
+        # A second identical rule changes nothing but shows twice in the table and the tester's trace.
+        cleaned = super().clean()
+        effect, pattern, profile = cleaned.get("effect"), cleaned.get("pattern"), cleaned.get("profile")
+        if effect and pattern:
+            same = PermissionRule.objects.filter(effect=effect, pattern=pattern, profile=profile).exclude(pk=self.instance.pk)
+            if same.exists():
+                scope = f"profile {profile.name}" if profile else "global"
+                raise forms.ValidationError(f"This rule already exists: {effect} {pattern} ({scope}).", code="duplicate")
+        return cleaned
+
+
+# Tools every conversation has without a registry row: ToolSearch, and the conversations app's `Agent`
+# (conversations/subagents.py AGENT_TOOL_NAME; named here, as the registry does not import that app).
+LOOP_TOOL_NAMES = frozenset({TOOL_SEARCH_NAME, "Agent"})
+
 
 class PermissionTestForm(forms.Form):
     tool = forms.CharField(max_length=64, widget=forms.TextInput(attrs={"placeholder": "mcp__github__create_issue"}))
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="(global rules only)")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Shown on the page with the rule form, which has its own `profile`: distinct ids for the labels.
+        kwargs.setdefault("auto_id", "id_test_%s")
+        super().__init__(*args, **kwargs)
+
+    def clean_tool(self) -> str:
+        # A typo was answered "allow: no rule names it", as if that tool existed and were safe.
+        name = self.cleaned_data["tool"].strip()
+        if name not in LOOP_TOOL_NAMES and not Tool.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"No tool named {name!r} in the registry: check the spelling (names are case-sensitive).",
+                                        code="unknown_tool")
+        return name
 
 
 class ToolNameListField(forms.CharField):
@@ -228,6 +257,19 @@ class AgentProfileForm(forms.ModelForm):
         name, _, tuned = (self.instance.search_backend or "").partition(":")
         if tuned:
             self.initial["search_backend"], self.initial["backend_settings"] = name, tuned
+        self._name_what_cannot_run_here()
+
+    def _name_what_cannot_run_here(self) -> None:
+        """Choices that cannot work in this deployment carry the reason and the fix in their label.
+        They stay selectable: a profile also feeds "what the model sees" and may be meant for a
+        deployment with the key; the conversation and evaluation forms refuse what cannot run."""
+        unavailable = {
+            "provider": {key: availability.provider_unavailable(key) for key, _ in self.fields["provider"].choices},
+            "wire_style": {"server": availability.server_style_unavailable()},
+            "search_backend": {name: availability.backend_unavailable(name) for name, _ in self.fields["search_backend"].choices if name},
+        }
+        for field, reasons in unavailable.items():
+            availability.mark_unavailable(self.fields[field], reasons, keep=tuple(reasons))
 
     def clean_backend_settings(self) -> str:
         """Checked as the inspector checks them, and the backend made once: a bad value is an

@@ -30,7 +30,7 @@ class ProviderSource(Protocol):
 
     def provider_choices(self) -> list[tuple[str, str]]: ...
 
-    def provider_class(self, key: str) -> Any: ...  # a class with `label` and `wire_styles`
+    def provider_class(self, key: str) -> Any: ...  # a class with `label`, `wire_styles` and `unavailable_reason()`
 
     def provider_label(self, key: str) -> str: ...
 

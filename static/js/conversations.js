@@ -28,6 +28,10 @@
     }
     var status = root.querySelector("[data-testid=status]");
     if (status) root.dataset.status = status.dataset.status;
+    // A catch-up of several turns sends chart rows unnumbered: number every row by its place in the chart.
+    Array.prototype.forEach.call(root.querySelectorAll("[data-testid=chart-turn]"), function (label, i) {
+      if (!label.textContent) label.textContent = "#" + (i + 1);
+    });
     var chat = root.querySelector("[data-testid=chat]");
     if (chat) chat.scrollTop = chat.scrollHeight;
     updateDifference();

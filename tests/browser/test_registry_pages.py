@@ -231,3 +231,31 @@ def wait_for_preview_total(page, selector: str, wanted: int) -> int:
         arg=[selector, wanted],
     )
     return visible_tool_total(page.wait_for_selector(selector))
+
+
+def test_what_the_model_sees_shows_the_engines_accounting_for_a_grouped_announcement(logged_in_page):
+    """Every figure on the page is the engine's for that turn: tools sent, announcement, baseline, saving."""
+    import re
+
+    from playground.engine.requests import ConversationState, build_request
+    from playground.registry import adapter
+    from playground.registry.models import AgentProfile
+
+    seed_catalog()
+    profile = AgentProfile.objects.create(name="Grouped", tool_search_mode="true", announcement_layout="grouped")
+    adapter.reset_caches()
+    plan = build_request(adapter.profile_catalog(profile), adapter.permission_policy(profile), adapter.agent_settings(profile),
+                         ConversationState(), token_counter=adapter.token_counter())
+    page = logged_in_page
+    page.goto(f"/model/?profile={profile.pk}")
+    view = page.wait_for_selector("body[data-page=model-view] [data-testid=model-view][data-state=ready]")
+    assert int(view.get_attribute("data-tokens-sent")) == plan.tokens.sent_tokens
+    assert int(view.get_attribute("data-tokens-baseline")) == plan.tokens.baseline_tokens
+    totals = page.inner_text("[data-testid=token-totals]")
+    shown = [int(n) for n in re.findall(r"\d+", totals.split("(")[0])]
+    assert shown == [plan.tokens.sent_tokens, plan.tokens.announcement_tokens, plan.tokens.baseline_tokens], totals
+    assert f"{plan.tokens.saved_percent}% saved" in totals
+    announcement = page.inner_text("[data-testid=announcement]")
+    assert announcement.strip() == plan.announcement.text.strip() and "mcp__github: " in announcement
+    assert "grouped layout" in page.inner_text("[data-testid=model-view]")
+    screenshot(page, "model-view-grouped")

@@ -9,6 +9,7 @@ import pytest
 
 from playground.conversations import services
 from playground.conversations.loop import run_conversation
+from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers.anthropic_api import AnthropicProvider
 from playground.conversations.testing.fake_api import FakeMessagesAPI
@@ -78,9 +79,21 @@ def converse(user, text: str, *, profile=None, provider=None, conversation: Conv
     """Start (or continue) a conversation, store the person's message and run the loop in-process."""
     conversation = conversation or services.start_conversation(user, profile=profile)
     services.send_message(conversation, text, user=user, enqueue=False)
-    outcome = run_conversation(conversation.pk, provider=provider, executor=executor)
+    outcome = run_as_the_task(conversation.pk, provider=provider, executor=executor)
     conversation.refresh_from_db()
     return conversation, outcome
+
+
+def run_as_the_task(conversation_id: int, **kwargs):
+    """`run_conversation` under the run lease, as the Celery task runs it: a claimed run has a
+    heartbeat (a run without one is one no worker has taken, which a cancel ends at once)."""
+    token = Conversation.objects.values_list("run_token", flat=True).get(pk=conversation_id)
+    with RunLease(conversation_id, token, interval=3600) as lease:
+        assert lease.claimed, "the conversation was not waiting for this run"
+        outcome = run_conversation(conversation_id, **kwargs)
+    if outcome.reason == "waiting":
+        rest_paused_run(conversation_id, token)
+    return outcome
 
 
 def event_types(conversation: Conversation) -> list[str]:

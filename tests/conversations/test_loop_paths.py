@@ -12,7 +12,7 @@ from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.execution import ToolExecutor, ToolOutcome
 from playground.registry.models import PermissionRule
-from tests.conversations.conftest import converse, event_types, events_of
+from tests.conversations.conftest import converse, event_types, events_of, run_as_the_task
 
 TIME = "mcp__time__get_current_time"
 
@@ -34,7 +34,7 @@ def test_a_denied_tool_is_never_sent_and_a_call_to_it_is_refused(admin_user, too
 
 def resume(conversation, prompt, provider, executor=None):
     """What the task queued by the answer does, in-process."""
-    outcome = run_conversation(conversation.pk, provider=provider, executor=executor, resume_prompt=prompt.sequence)
+    outcome = run_as_the_task(conversation.pk, provider=provider, executor=executor, resume_prompt=prompt.sequence)
     conversation.refresh_from_db()
     return outcome
 
@@ -274,8 +274,12 @@ def test_a_cancel_queued_before_the_resumption_ends_the_run_with_a_valid_history
     conversation, _ = converse(admin_user, "echo", profile=native_profile, provider=claude)
     prompt = events_of(conversation, "permission_prompt")[0]
     services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # running, resumption queued
-    assert services.request_cancel(conversation, user=admin_user)  # cancelling: the resuming worker ends it
-    assert resume(conversation, prompt, claude).reason == "cancelled"
+    token = Conversation.objects.get(pk=conversation.pk).run_token
+    assert services.request_cancel(conversation, user=admin_user)  # no worker holds it yet: ended at once
+    from playground.conversations.tasks import resume_conversation_task
+
+    assert resume_conversation_task(conversation.pk, token, prompt.sequence) == "superseded"  # the late resumption
+    conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     assert last.role == "user" and last.content[0]["type"] == "tool_result" and last.content[0]["is_error"]
@@ -292,17 +296,13 @@ def test_a_profile_with_a_tuned_backend_searches_with_it(admin_user, tool_world)
     assert outcome.reason == "end_turn"
 
 
-def test_a_second_cancel_frees_an_answered_run_no_worker_resumed(admin_user, tool_world, native_profile, fake_api, claude,
-                                                                 settings):
-    settings.AGENT_STALE_SECONDS = 60
+def test_a_cancel_frees_an_answered_run_no_worker_resumed_at_once(admin_user, tool_world, native_profile, fake_api, claude):
     PermissionRule.objects.create(effect="ask", pattern="echo")
     fake_api.script(tool_use_reply("echo", {"text": "one"}), text_reply("after"))
     conversation, _ = converse(admin_user, "echo", profile=native_profile, provider=claude)
     prompt = events_of(conversation, "permission_prompt")[0]
     services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # its resumption is lost
-    assert services.request_cancel(conversation, user=admin_user)
-    Event.objects.filter(conversation=conversation).update(created_at=timezone.now() - timedelta(seconds=61))
-    assert services.request_cancel(conversation, user=admin_user)
+    assert services.request_cancel(conversation, user=admin_user)  # no worker holds it: one cancel is enough
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
     conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)

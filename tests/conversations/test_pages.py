@@ -1,8 +1,11 @@
 """Conversation pages: list, new, detail, the POST fallbacks (send, answer, cancel) and compare."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from playground.conversations import events as ev
 from playground.conversations import services
@@ -117,6 +120,7 @@ def test_answer_fallback_records_the_choice(viewer_client, viewer_user):
 def test_cancel_fallback_marks_a_running_conversation(viewer_client, viewer_user):
     conversation = services.start_conversation(viewer_user)
     services.send_message(conversation, "hi", user=viewer_user, enqueue=False)
+    Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now())  # a worker has it
     assert viewer_client.post(reverse("conversations:cancel", args=[conversation.pk])).status_code == 302
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.CANCELLING
@@ -156,16 +160,33 @@ def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_
     assert error["kind"] == "queue" and "is Redis running?" in error["message"]
 
 
-def test_a_second_cancel_frees_a_conversation_whose_worker_died(viewer_client, viewer_user, settings):
+def test_a_cancel_frees_at_once_a_run_no_worker_took_and_its_late_task_does_nothing(viewer_client, viewer_user):
+    # A message whose task the broker lost (a Redis restart) or that still waits in the queue.
+    from playground.conversations.tasks import run_conversation_task
+
     conversation = services.start_conversation(viewer_user)
     services.send_message(conversation, "hi", user=viewer_user, enqueue=False)
+    token = Conversation.objects.get(pk=conversation.pk).run_token
+    viewer_client.post(reverse("conversations:cancel", args=[conversation.pk]))
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE and conversation.run_token == ""
+    assert "before a worker started the run" in conversation.events.order_by("-sequence").first().payload["note"]
+    assert run_conversation_task(conversation.pk, token) == "superseded"  # delivered late: it writes nothing
+    assert conversation.events.order_by("-sequence").first().type == "status"
+
+
+def test_a_second_cancel_frees_a_claimed_run_whose_worker_never_answered(viewer_client, viewer_user, settings):
+    conversation = services.start_conversation(viewer_user)
+    services.send_message(conversation, "hi", user=viewer_user, enqueue=False)
+    Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now())  # a worker took it
     url = reverse("conversations:cancel", args=[conversation.pk])
     viewer_client.post(url)
     viewer_client.post(url)  # the worker may still be busy: nothing changes yet
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.CANCELLING
-    settings.AGENT_STALE_SECONDS = 0
+    # Its heartbeat stops: the worker is lost, and the next cancel frees the conversation.
+    Conversation.objects.filter(pk=conversation.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.AGENT_LOST_SECONDS + 1))
     viewer_client.post(url)
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE
-    assert "no worker answered" in conversation.events.order_by("-sequence").first().payload["note"]

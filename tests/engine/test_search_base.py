@@ -61,7 +61,7 @@ def test_no_match_names_the_servers_still_connecting(small_catalog):
 
 
 def test_backends_load_by_registry_name_default_or_dotted_path():
-    assert get_backend("default").name == DEFAULT_BACKEND  # set from the search evaluation (issue 7)
+    assert get_backend("default").name == DEFAULT_BACKEND  # set from the search evaluation
     assert get_backend("naive").name == "naive"
     assert load_backend(BUILTIN_BACKENDS["claude-code"]).name == "claude-code"
     with pytest.raises(ValueError, match="unknown search backend"):

@@ -43,6 +43,7 @@ def test_staff_starts_a_run_that_the_task_completes(admin_client, toy_toolsets, 
     assert rows[1]["metrics"]["recall@5"] == 1.0 and rows[1]["queries"] == 12
 
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
+    assert "queued" not in page.lower() and 'data-status="done"' in page  # no stale flash on a finished run
     assert "<svg" in page and "bm25 recall@5 1.000" in page  # the chart's bar titles
     assert "hx-trigger" not in page  # finished: no more polling
     index = admin_client.get(reverse("evaluation:index")).content.decode()

@@ -201,3 +201,11 @@ def test_stale_previews_are_forgotten(admin_client):
     ToolImport.objects.update(created_at=timezone.now() - timedelta(days=2))
     preview(admin_client, jsonl(record("mcp__new__x")))
     assert ToolImport.objects.count() == 1
+
+
+def test_a_catalog_with_nothing_new_or_changed_offers_no_import(admin_client):
+    make_tool("mcp__a__same", "Same text")
+    body = preview(admin_client, jsonl(record("mcp__a__same", "Same text", server="a"))).content.decode()
+    assert 'data-testid="import-nothing"' in body and "already in the registry" in body
+    assert '<button class="primary" type="button" disabled data-testid="import-commit">' in body
+    assert "tool_import_commit" not in body and "/commit" not in body  # no form to post

@@ -112,10 +112,11 @@ def test_no_match_names_pending_servers(viewer_client, tools):
     assert "connecting" in answer.content[0]["content"][0]["text"]
 
 
-def test_bad_max_results_is_clamped(viewer_client, tools):
+def test_bad_max_results_is_an_error_not_a_silent_default(viewer_client, tools):
     response = viewer_client.get(URL, {"q": "github", "max_results": "abc"}, headers=HTMX)
     assert response.status_code == 200
-    assert response.context["answer"].max_results == 5
+    assert response.context["answer"].error == "max_results must be a whole number from 1 to 50, not 'abc'"
+    assert viewer_client.get(URL, {"q": "github", "max_results": ""}, headers=HTMX).context["answer"].max_results == 5
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold-cache", "warm-cache"])

@@ -43,6 +43,10 @@ class AnthropicProvider(ModelProvider):
         )
 
     @classmethod
+    def unavailable_reason(cls) -> str:
+        return "" if settings.ANTHROPIC_API_KEY else "no API key: set ANTHROPIC_API_KEY"
+
+    @classmethod
     def from_settings(cls) -> AnthropicProvider:
         return cls(
             api_key=settings.ANTHROPIC_API_KEY,

@@ -61,6 +61,12 @@ class ModelProvider(ABC):
     def from_settings(cls) -> ModelProvider:
         return cls()
 
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        """Why `from_settings` cannot make a working provider here (with the fix), or "" when it can.
+        Forms show such a provider disabled, so a run never starts only to fail on it."""
+        return ""
+
     @abstractmethod
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         """Send one Messages API request and return the assistant's reply."""

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from playground.access import EDITOR, VIEWER, has_role, role_required
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
-from playground.registry import adapter, ports, previews
+from playground.registry import adapter, availability, ports, previews
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
@@ -28,17 +28,27 @@ def _backend_names(user) -> list[str]:
 
 
 def _profile(request, params=None) -> AgentProfile | None:
-    pk = (request.GET if params is None else params).get("profile") or ""
-    if not pk.isdigit():
+    """The ?profile= asked for; an id that names no profile is an error, not the default settings in disguise."""
+    pk = ((request.GET if params is None else params).get("profile") or "").strip()
+    if not pk:
         return None
-    return AgentProfile.objects.filter(pk=int(pk)).first()
+    profile = AgentProfile.objects.filter(pk=int(pk)).first() if pk.isdigit() and len(pk) <= 18 else None
+    if profile is None:
+        raise ValueError(f"unknown profile {pk[:40]!r}: no profile has that id (choose one from the list)")
+    return profile
 
 
-def _int(value: str | None, default: int | None, low: int = 1, high: int = 50) -> int | None:
-    try:
-        return max(low, min(high, int(value))) if value else default
-    except ValueError:
+def _int(value: str | None, default: int | None, low: int = 1, high: int = 50, name: str = "max_results") -> int | None:
+    """A number from the query string; out of range or not a number is an error (clamping hid the mistake)."""
+    if value is None or not value.strip():
         return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ValueError(f"{name} must be a whole number from {low} to {high}, not {value[:20]!r}")
+    return number
 
 
 @role_required(VIEWER)
@@ -47,10 +57,11 @@ def inspector(request):
     """A search changes nothing, so POST is the same as GET for everyone: it carries a query too
     long for a URL (a select: list of hundreds of names)."""
     params = request.POST if request.method == "POST" else request.GET
-    profile = _profile(request, params)
+    profile = None
     backend = params.get("backend", "")
     query = params.get("q", "")
     try:
+        profile = _profile(request, params)
         if backend and backend not in adapter.backend_names():
             raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(_backend_names(request.user))})")
         if backend in STAFF_BACKENDS and not has_role(request.user, EDITOR):
@@ -63,12 +74,21 @@ def inspector(request):
         return render(request, "registry/_inspector_results.html", context)  # htmx swaps only 2xx answers
     context.update(
         profiles=AgentProfile.objects.all(),
-        backends=_backend_names(request.user),
+        # (name, why it cannot run here): postgres without PostgreSQL is shown disabled with the fix.
+        backends=[(name, availability.backend_unavailable(name)) for name in _backend_names(request.user)],
         wire_styles=WIRE_STYLES,
         modes=MODES,
         params=params,
     )
     return render(request, "registry/inspector.html", context, status=400 if answer.error else 200)
+
+
+def _choice(params, name: str, choices: list[str]) -> str:
+    """A select's value from the query string; one the page never offers is an error, not silently the default."""
+    value = params.get(name, "")
+    if value not in choices:
+        raise ValueError(f"unknown {name.replace('_', ' ')} {value[:40]!r} (choose one of: {', '.join(c for c in choices if c)})")
+    return value
 
 
 def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> previews.InspectorAnswer:
@@ -77,8 +97,8 @@ def _inspect(params, query: str, profile: AgentProfile | None, backend: str) -> 
         profile,
         backend=backend,
         max_results=_int(params.get("max_results"), None),
-        wire_style=params.get("wire_style", "") if params.get("wire_style") in dict(WIRE_STYLES) else "",
-        mode=params.get("mode", "") if params.get("mode") in MODES else "",
+        wire_style=_choice(params, "wire_style", list(dict(WIRE_STYLES))),
+        mode=_choice(params, "mode", MODES),
         backend_settings=params.get("settings", ""),
     )
 
@@ -103,18 +123,19 @@ def parse_names(text: str) -> list[str]:
 @role_required(VIEWER)
 @require_safe
 def model_view(request):
-    profile = _profile(request)
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))
     mode = request.GET.get("mode", "")
     wire_style = request.GET.get("wire_style", "")
     error = ""
     preview = None
+    profile = None
     try:
+        profile = _profile(request)
         preview = previews.model_preview(
             profile,
             discovered,
-            mode=mode if mode in MODES else "",
-            wire_style=wire_style if wire_style in dict(MODEL_VIEW_WIRE_STYLES) else "",
+            mode=_choice(request.GET, "mode", MODES),
+            wire_style=_choice(request.GET, "wire_style", list(dict(MODEL_VIEW_WIRE_STYLES))),
         )
     except ValueError as exc:  # e.g. a mode string the engine rejects
         error = str(exc)

@@ -61,12 +61,17 @@ def rule_create(request):
     return _changed(response)
 
 
+def _edit_ids(rule: PermissionRule) -> str:
+    # A row being edited sits on the page beside the add form (and other edited rows): ids of its own.
+    return f"id_rule{rule.pk}_%s"
+
+
 @role_required(EDITOR)
 def rule_edit(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
     if request.method == "POST":
         before = services.rule_snapshot(rule)
-        form = PermissionRuleForm(request.POST, instance=rule)
+        form = PermissionRuleForm(request.POST, instance=rule, auto_id=_edit_ids(rule))
         if form.is_valid():
             rule = services.save_rule(form.save(commit=False), user=request.user, before=before)
             if not request.htmx:
@@ -74,7 +79,7 @@ def rule_edit(request, pk: int):
             return _changed(render(request, "registry/_rule_row.html", {"rule": rule}))
         status = 200 if request.htmx else 400
     else:
-        form = PermissionRuleForm(instance=rule)
+        form = PermissionRuleForm(instance=rule, auto_id=_edit_ids(rule))
         status = 200
     return render(request, "registry/_rule_edit_row.html", {"rule": rule, "form": form}, status=status)
 

@@ -1,0 +1,182 @@
+"""The HTTP side of the gateway: `/gateway/mcp/<profile id>/` in the project's ASGI application.
+
+Every request is checked before the MCP SDK sees it: the Host header against ALLOWED_HOSTS and a
+browser's Origin against GATEWAY_ALLOWED_ORIGINS (the MCP spec asks servers to validate Origin
+against DNS rebinding), then the bearer token against the profile's live tokens. A refusal is
+answered with 403 or 401 and logged with the reason, never with the token.
+
+The SDK's session manager needs a task group that outlives single requests (sessions' server
+tasks run in it). Daphne, which `make run` starts, never runs the ASGI lifespan protocol, so the
+manager is started lazily: the first request creates a long-lived task on the server's event loop
+that enters `manager.run()` and stays inside it. A manager belongs to one event loop; a request
+on another loop (tests that run several) gets a fresh one.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
+from playground.gateway.tokens import authenticate
+
+logger = logging.getLogger("playground.gateway")
+
+PATH_PREFIX = "/gateway/mcp/"
+_PATH = re.compile(r"^/gateway/mcp/(?P<profile_id>[0-9]{1,12})/?$")
+
+
+def endpoint_path(profile_id: int) -> str:
+    return f"{PATH_PREFIX}{profile_id}/"
+
+
+def origin_allowed(origin: str, allowed: list[str]) -> bool:
+    """Exact match, or `scheme://host:*` for any port of that host."""
+    origin = origin.rstrip("/")
+    for pattern in allowed:
+        pattern = pattern.rstrip("/")
+        if pattern == "*" or pattern == origin:
+            return True
+        if pattern.endswith(":*") and origin.startswith(pattern[:-1]) and origin[len(pattern) - 1:].isdigit():
+            return True
+    return False
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+async def _respond(send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600 if status < 500 else -32603, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class GatewayEndpoint:
+    """The ASGI application behind `/gateway/mcp/<profile id>/`."""
+
+    def __init__(self) -> None:
+        self.server = build_server()
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._holder: asyncio.Task | None = None
+
+    async def manager(self) -> StreamableHTTPSessionManager:
+        loop = asyncio.get_running_loop()
+        if self._manager is not None and self._loop is loop and self._holder is not None and not self._holder.done():
+            return self._manager
+        if self._loop is not loop or self._lock is None:
+            self._loop, self._lock, self._manager, self._holder = loop, asyncio.Lock(), None, None
+        async with self._lock:
+            if self._manager is not None and self._holder is not None and not self._holder.done():
+                return self._manager
+            manager = StreamableHTTPSessionManager(
+                app=self.server, session_idle_timeout=settings.GATEWAY_SESSION_IDLE_SECONDS,
+            )
+            started = asyncio.Event()
+
+            async def hold() -> None:
+                try:
+                    async with manager.run():
+                        started.set()
+                        await asyncio.Event().wait()  # until the process ends (or the task is cancelled)
+                finally:
+                    started.set()
+
+            # Created from no request's context: the task must outlive the request that started it.
+            holder = loop.create_task(hold(), name="mcp-gateway-session-manager")
+            await started.wait()
+            if holder.done():
+                holder.result()  # raises what stopped it
+            self._manager, self._holder = manager, holder
+            logger.info("MCP gateway: session manager started")
+            return manager
+
+    async def __call__(self, scope, receive, send) -> None:
+        match = _PATH.match(scope.get("path", ""))
+        if scope["type"] != "http" or match is None:
+            await _respond(send, 404, "Not found: the gateway serves /gateway/mcp/<profile id>/")
+            return
+        profile_id = int(match.group("profile_id"))
+        headers = _headers(scope)
+        client = (scope.get("client") or ("?", 0))[0]
+
+        def refuse(reason: str) -> None:
+            logger.warning("MCP gateway refused %s %s from %s: %s", scope.get("method"), scope.get("path"), client, reason)
+
+        host, _port = split_domain_port(headers.get("host", ""))
+        if not host or not validate_host(host, settings.ALLOWED_HOSTS):
+            refuse(f"Host {headers.get('host', '')!r} is not in ALLOWED_HOSTS")
+            await _respond(send, 403, "Forbidden: Host not allowed")
+            return
+        origin = headers.get("origin")
+        if origin and not origin_allowed(origin, settings.GATEWAY_ALLOWED_ORIGINS):
+            refuse(f"Origin {origin!r} is not in GATEWAY_ALLOWED_ORIGINS")
+            await _respond(send, 403, "Forbidden: Origin not allowed")
+            return
+        token, why = await in_thread(authenticate)(profile_id, headers.get("authorization"))
+        if token is None:
+            refuse(f"profile {profile_id}: {why}")
+            await _respond(send, 401, "Unauthorized: a valid bearer token for this profile is required",
+                           [(b"www-authenticate", b'Bearer realm="toolsearch-gateway"')])
+            return
+        if headers.get("mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS:
+            # The sessionless protocol has no Mcp-Session-Id to keep discovered tools under.
+            refuse(f"profile {profile_id}: protocol version {headers['mcp-protocol-version']} (sessionless) is not served")
+            await _respond(send, 400, "This gateway serves the session (initialize handshake) protocol versions only")
+            return
+        scope = dict(scope)
+        scope[SCOPE_KEY] = {"profile_id": profile_id, "token_id": token.pk}
+        # The SDK binds each session to the credential that opened it: another token (or another
+        # profile's URL) cannot use it, the session answers 404 as if it did not exist.
+        scope["user"] = AuthenticatedUser(AccessToken(
+            token="-", client_id=f"gateway-token-{token.pk}", scopes=[], subject=f"profile-{profile_id}",
+        ))
+        manager = await self.manager()
+        session_id = headers.get("mcp-session-id")
+        if scope.get("method") != "DELETE" or not session_id:
+            await manager.handle_request(scope, receive, send)
+            return
+        status: list[int] = []
+
+        async def watch(message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        await manager.handle_request(scope, receive, watch)
+        if status and status[0] < 300:
+            await in_thread(record_session_closed)(session_id)
+
+
+_endpoint: GatewayEndpoint | None = None
+
+
+def gateway_endpoint() -> GatewayEndpoint:
+    global _endpoint
+    if _endpoint is None:
+        _endpoint = GatewayEndpoint()
+    return _endpoint
+
+
+def with_gateway(django_app):
+    """The project's HTTP application: gateway paths to the MCP endpoint, the rest to Django."""
+
+    async def app(scope, receive, send):
+        if scope["type"] == "http" and scope.get("path", "").startswith(PATH_PREFIX):
+            await gateway_endpoint()(scope, receive, send)
+            return
+        await django_app(scope, receive, send)
+
+    return app

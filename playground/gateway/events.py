@@ -1,0 +1,27 @@
+"""Recording what happens in a gateway session: the only way a `GatewayEvent` is created.
+
+As for conversations, the next per-session sequence number is taken under a row lock and the row
+is saved before anyone can see it. Nothing is pushed: the session's page asks for the rows after
+the last sequence it shows, so a reload and a page following the session live show the same events
+in the same order.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from playground.gateway.models import GatewayEvent, GatewaySession
+
+
+def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> GatewayEvent:
+    with transaction.atomic():
+        sequence = (
+            GatewaySession.objects.select_for_update().filter(pk=session_pk).values_list("next_sequence", flat=True).get()
+        )
+        # Every request of a session records an event: the list page's "last seen" follows from it.
+        GatewaySession.objects.filter(pk=session_pk).update(next_sequence=F("next_sequence") + 1, last_seen_at=timezone.now())
+        event = GatewayEvent.objects.create(session_id=session_pk, sequence=sequence, type=type, payload=payload)
+    return event

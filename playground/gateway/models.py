@@ -1,0 +1,99 @@
+"""Access tokens for a profile's MCP endpoint, the MCP sessions clients open on it, and what
+happened in each session (events with a per-session sequence, saved before anyone is told)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class GatewayToken(models.Model):
+    """A bearer token for one profile's endpoint. Only its SHA-256 is kept: the token itself is
+    shown once, when it is created."""
+
+    profile = models.ForeignKey("registry.AgentProfile", on_delete=models.CASCADE, related_name="gateway_tokens")
+    name = models.CharField(max_length=100, help_text="Who or what uses it, e.g. “Claude Desktop on alice's laptop”.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    # The first characters of the token, so a person can tell tokens apart without the secret.
+    prefix = models.CharField(max_length=16)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class GatewaySession(models.Model):
+    """One MCP session (Mcp-Session-Id) on a profile's endpoint, with the tools its searches
+    discovered: they stay in that session's tools/list for as long as the session lives."""
+
+    session_id = models.CharField(max_length=100, unique=True)
+    profile = models.ForeignKey("registry.AgentProfile", on_delete=models.CASCADE, related_name="gateway_sessions")
+    token = models.ForeignKey(GatewayToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=100, blank=True)
+    protocol_version = models.CharField(max_length=40, blank=True)
+    discovered_tools = models.JSONField(default=list, blank=True)
+    next_sequence = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.client_name or 'unknown client'} on {self.profile_id} ({self.session_id[:8]})"
+
+
+class GatewayEvent(models.Model):
+    """One thing that happened in a session: tools listed, a search, a call."""
+
+    class Type(models.TextChoices):
+        SESSION_STARTED = "session_started", "Session started"
+        TOOLS_LISTED = "tools_listed", "tools/list"
+        TOOL_SEARCH = "tool_search", "ToolSearch"
+        TOOL_CALL = "tool_call", "Tool call"
+        PERMISSION_ASKED = "permission_asked", "Permission asked"
+        PERMISSION_ANSWERED = "permission_answered", "Permission answered"
+        SESSION_CLOSED = "session_closed", "Session closed"
+
+    session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    type = models.CharField(max_length=30, choices=Type.choices)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["session", "sequence"], name="unique_gateway_event_sequence")]
+
+
+class GatewayPrompt(models.Model):
+    """A call under an `ask` rule, waiting for a person's answer on the session's page. The MCP
+    request stays open while it waits (GATEWAY_PERMISSION_TIMEOUT_SECONDS at most)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an answer"
+        ALLOWED = "allowed", "Allowed"
+        DENIED = "denied", "Denied"
+        TIMEOUT = "timeout", "Nobody answered in time"
+
+    session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="prompts")
+    tool_name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]

@@ -1,0 +1,241 @@
+"""The MCP server behind every profile's endpoint: the `mcp` SDK's low-level `Server`.
+
+One server and one session manager serve all profiles; the endpoint (endpoint.py) has already
+checked the token and put the profile and token ids in the ASGI scope, which each handler reads
+from the request that carried the message. Handlers are thin: they run the synchronous Django code
+of service.py in worker threads (database access, and tool calls that may take as long as
+TOOL_CALL_TIMEOUT_SECONDS, must not block the event loop) and record an event for each step.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from channels.db import database_sync_to_async
+from django.conf import settings
+from mcp.server.lowlevel.server import NotificationOptions, Server
+
+from playground.gateway import service
+from playground.gateway.events import record_event
+from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "toolsearch-playground-gateway"
+PROMPT_POLL_SECONDS = 0.5
+SCOPE_KEY = "toolsearch_gateway"  # what endpoint.py puts in the ASGI scope: {"profile_id", "token_id"}
+
+
+def in_thread(func):
+    """Run Django code off the event loop, in the thread pool, closing stale connections around it
+    (thread_sensitive=False: a slow tool call must not queue every other session behind it)."""
+    return database_sync_to_async(func, thread_sensitive=False)
+
+
+class GatewayServer(Server):
+    def create_initialization_options(self, notification_options=None, *args: Any, **kwargs: Any):
+        # A search adds tools to the session's list: clients must know we announce that.
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+
+def _scope_info(ctx) -> dict[str, Any]:
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None) or {}
+    info = scope.get(SCOPE_KEY)
+    if not info:
+        raise RuntimeError("gateway request without an authenticated profile (not routed through the endpoint)")
+    return info
+
+
+def _session_id(ctx) -> str | None:
+    connection = getattr(ctx.session, "_connection", None)
+    session_id = getattr(connection, "session_id", None)
+    if session_id:
+        return session_id
+    request = getattr(ctx, "request", None)
+    return request.headers.get("mcp-session-id") if request is not None else None
+
+
+def _client_info(ctx) -> tuple[str, str, str]:
+    params = ctx.session.client_params
+    if params is None:
+        return "", "", ""
+    info = params.client_info
+    return (info.name if info else ""), (info.version if info else ""), params.protocol_version or ""
+
+
+# -- synchronous parts (run in threads) -------------------------------------------------------------
+def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> GatewaySession:
+    """The session's row, created on its first message (normally initialize) with the client's name."""
+    name, version, protocol = client
+    session, created = GatewaySession.objects.get_or_create(
+        session_id=session_id,
+        defaults={"profile_id": info["profile_id"], "token_id": info.get("token_id"),
+                  "client_name": name[:200], "client_version": version[:100], "protocol_version": protocol[:40]},
+    )
+    if session.profile_id != info["profile_id"]:
+        raise PermissionError("this MCP session belongs to another profile")
+    if created:
+        record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {
+            "client_name": name, "client_version": version, "protocol_version": protocol,
+            "profile": session.profile.name,
+        })
+    elif name and not session.client_name:
+        GatewaySession.objects.filter(pk=session.pk).update(client_name=name[:200], client_version=version[:100],
+                                                            protocol_version=protocol[:40])
+    return session
+
+
+def record_session_closed(session_id: str) -> None:
+    """The client ended the session (HTTP DELETE): its page says so."""
+    session = GatewaySession.objects.filter(session_id=session_id).first()
+    if session is not None:
+        record_event(session.pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "client"})
+
+
+def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> list[dict[str, Any]]:
+    session = _open_session(session_id, info, client)
+    view = service.profile_view(info["profile_id"])
+    tools = view.tools_for(list(session.discovered_tools or []))
+    record_event(session.pk, GatewayEvent.Type.TOOLS_LISTED, service.list_event(view, tools))
+    return tools
+
+
+def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], name: str,
+          arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str], Any]:
+    """(content, is_error, tools added to the list, a call waiting for a person or None)."""
+    session = _open_session(session_id, info, client)
+    view = service.profile_view(info["profile_id"])
+    if name == service.TOOL_SEARCH_NAME:
+        answer = service.tool_search(session, view, arguments)
+        record_event(session.pk, GatewayEvent.Type.TOOL_SEARCH, answer.event)
+        return answer.content, answer.is_error, answer.added, None
+    via = ""
+    if name == service.CALL_DISCOVERED_NAME and view.tool_search_on:
+        via, name, arguments = service.CALL_DISCOVERED_NAME, str(arguments.get("name", "")), arguments.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+    planned = service.plan_call(session, view, name, arguments, via=via)
+    if planned.needs_person:
+        prompt = service.open_prompt(session, planned)
+        return [], False, [], (session.pk, planned, prompt.pk)
+    call = service.refuse(planned) if planned.refusal else service.execute(planned)
+    record_event(session.pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    return call.content, call.is_error, [], None
+
+
+def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.PlannedCall, prompt_pk: int, status: str):
+    if status == GatewayPrompt.Status.PENDING:
+        service.answer_prompt(prompt_pk, GatewayPrompt.Status.TIMEOUT)
+        status = service.prompt_status(prompt_pk)  # an answer may have landed in between: it stands
+    if status == GatewayPrompt.Status.ALLOWED:
+        # The rules may have changed while the person read the prompt: a deny added meanwhile wins.
+        session = GatewaySession.objects.get(pk=session_pk)
+        again = service.plan_call(session, service.profile_view(info["profile_id"]), planned.name, planned.arguments,
+                                  via=planned.via)
+        if again.refusal is not None:
+            call = service.refuse(again, answer=status)
+            record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+            return call.content, call.is_error
+    call = service.finish_prompted_call(planned, status)
+    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    return call.content, call.is_error
+
+
+async def wait_for_answer(prompt_pk: int) -> str:
+    """Poll the prompt's row until a person answers or the timeout passes. Only this coroutine
+    waits (the MCP request stays open); no thread is held between polls."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS
+    status = GatewayPrompt.Status.PENDING
+    while loop.time() < deadline:
+        status = await in_thread(service.prompt_status)(prompt_pk)
+        if status != GatewayPrompt.Status.PENDING:
+            break
+        await asyncio.sleep(min(PROMPT_POLL_SECONDS, max(0.0, deadline - loop.time())))
+    return status
+
+
+# -- MCP handlers ------------------------------------------------------------------------------------
+def _mcp_tool(tool: dict[str, Any]) -> types.Tool:
+    return types.Tool(name=tool["name"], description=tool.get("description") or None, input_schema=tool["input_schema"])
+
+
+def _mcp_content(block: dict[str, Any]):
+    if block.get("type") == "image" and isinstance(block.get("source"), dict):
+        source = block["source"]
+        return types.ImageContent(type="image", data=source.get("data", ""), mime_type=source.get("media_type", ""))
+    return types.TextContent(type="text", text=block.get("text", "") if block.get("type") == "text" else str(block))
+
+
+async def list_tools(ctx, params) -> types.ListToolsResult:
+    info = _scope_info(ctx)
+    session_id = _session_id(ctx)
+    if not session_id:
+        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    tools = await in_thread(_list_tools)(session_id, info, _client_info(ctx))
+    return types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    info = _scope_info(ctx)
+    session_id = _session_id(ctx)
+    if not session_id:
+        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    content, is_error, added, waiting = await in_thread(_call)(
+        session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+    if waiting is not None:
+        session_pk, planned, prompt_pk = waiting
+        try:
+            status = await wait_for_answer(prompt_pk)
+        except BaseException:
+            # The client cancelled or went away: nobody waits for the answer any more.
+            with anyio.CancelScope(shield=True):
+                await in_thread(service.answer_prompt)(prompt_pk, GatewayPrompt.Status.TIMEOUT)
+            raise
+        content, is_error = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
+    if added:
+        # On this request's own stream: it reaches the client before the result, whether or not
+        # the client keeps a standalone GET stream open.
+        await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
+    return types.CallToolResult(content=[_mcp_content(b) for b in content], is_error=is_error)
+
+
+class RecordInitialize:
+    """Server middleware: after a successful initialize, the session's row and its first event
+    (client name and version) exist before the client sends anything else."""
+
+    async def __call__(self, ctx, call_next):
+        result = await call_next(ctx)
+        if ctx.method == "initialize":
+            try:
+                params = ctx.params or {}
+                client = params.get("clientInfo") or {}
+                session_id = _session_id(ctx)
+                if session_id:
+                    await in_thread(_open_session)(
+                        session_id, _scope_info(ctx),
+                        (str(client.get("name", "")), str(client.get("version", "")), str(params.get("protocolVersion", ""))),
+                    )
+            except Exception:  # noqa: BLE001 - recording must never break the handshake
+                logger.exception("gateway: could not record a new session")
+        return result
+
+
+def build_server() -> GatewayServer:
+    server = GatewayServer(
+        SERVER_NAME,
+        version="1",
+        instructions=(
+            "Tools beyond the ones listed are deferred: call ToolSearch to find them (its description lists "
+            "their names). Found tools join this session's tool list; if your list does not refresh, call them "
+            "through CallDiscoveredTool."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    server.middleware.append(RecordInitialize())
+    return server

@@ -1,0 +1,327 @@
+"""What a gateway session sees and does, decided by the engine: synchronous Django code that the
+MCP handlers (server.py) run in worker threads.
+
+The profile's request plan for a first turn (`plan_turn` with an empty history, client wire
+style: MCP has no `defer_loading`) gives the loaded tools, the deferred names and the announcement.
+A session's tools/list is that plan's loaded tools, `ToolSearch` (the engine's definition, its
+description followed by the announcement text), the tools the session's searches discovered, and
+`CallDiscoveredTool` for clients that never refresh their list. Nothing here restates an engine
+rule: permissions, deferral, the mode decision and the search all come from `playground.engine`
+through the registry's adapter.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from playground.conversations.usage import usage_log as conversations_usage_log
+from playground.engine.execution import ToolOutcome
+from playground.engine.permissions import PermissionDecision, PermissionPolicy
+from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
+from playground.engine.turn import TurnPlan, plan_turn
+from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.toolsearch_tool import (
+    TOOL_SEARCH_TOOL,
+    ToolSearchInputError,
+    deferred_tool_not_loaded_message,
+    tool_search_result_content,
+)
+from playground.gateway.events import record_event
+from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+from playground.mcp_servers.executor import PlaygroundExecutor
+from playground.registry import adapter
+from playground.registry.models import AgentProfile
+
+CALL_DISCOVERED_NAME = "CallDiscoveredTool"
+CALL_DISCOVERED_TOOL: dict[str, Any] = {
+    "name": CALL_DISCOVERED_NAME,
+    "description": (
+        "Call a tool that ToolSearch found, by name. Use it when the found tool does not appear in your "
+        "tool list (some clients do not refresh their list after a search). The tool must have been "
+        "returned by ToolSearch in this session first."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "The exact name of a tool ToolSearch returned."},
+            "arguments": {"type": "object", "description": "The tool's arguments, as its schema asks.", "default": {}},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+}
+FOUND_HINT = (
+    "The tools in \"matches\" are now in this session's tool list. If your tool list did not change, "
+    f"call them through {CALL_DISCOVERED_NAME} with {{\"name\": ..., \"arguments\": {{...}}}}."
+)
+# Result summaries in events are cut: a big file read is not worth keeping twice.
+SUMMARY_CHARS = 500
+
+
+@dataclass
+class ProfileView:
+    """One profile as the gateway serves it right now (rules and catalog read fresh)."""
+
+    profile: Any
+    catalog: ToolCatalog
+    policy: PermissionPolicy
+    agent_settings: AgentSettings
+    turn: TurnPlan  # the engine's one entry per turn, as conversations and the inspector use it
+
+    @property
+    def plan(self) -> RequestPlan:
+        return self.turn.request
+
+    @property
+    def tool_search_on(self) -> bool:
+        return self.plan.decision.enabled
+
+    def backend(self) -> SearchBackend:
+        return self.turn.backend
+
+    def tool_search_definition(self) -> dict[str, Any]:
+        """The engine's ToolSearch, its description carrying the profile's announcement (an MCP
+        client has no system prompt of ours to put it in)."""
+        definition = TOOL_SEARCH_TOOL.to_api()
+        if self.plan.announcement is not None:
+            definition["description"] = f"{definition['description']}\n\n{self.plan.announcement.text}"
+        return definition
+
+    def live_discovered(self, discovered: list[str]) -> list[str]:
+        """The session's discovered tools that are still permitted and deferred (a rule or a
+        catalog change since the search drops them from the list)."""
+        deferred = set(self.plan.deferred_tools)
+        return [name for name in dict.fromkeys(discovered) if name in deferred]
+
+    def tools_for(self, discovered: list[str]) -> list[dict[str, Any]]:
+        """The session's tools/list, as Messages API tool dicts."""
+        if not self.tool_search_on:
+            return [t for t in self.plan.tools]  # search off: every permitted tool, as the engine sends them
+        tools = [t for t in self.plan.tools if t["name"] != TOOL_SEARCH_NAME]
+        tools.append(self.tool_search_definition())
+        tools += [self.plan.searchable.get(name).to_api() for name in self.live_discovered(discovered)]
+        tools.append(CALL_DISCOVERED_TOOL)
+        return tools
+
+    def callable_names(self, discovered: list[str]) -> set[str]:
+        loaded = {name for name in self.plan.loaded_tools if name != TOOL_SEARCH_NAME}
+        return loaded | set(self.live_discovered(discovered))
+
+
+def profile_view(profile_id: int) -> ProfileView:
+    profile = AgentProfile.objects.get(pk=profile_id)
+    catalog = adapter.profile_catalog(profile)
+    policy = adapter.permission_policy(profile)
+    # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
+    agent_settings = adapter.agent_settings(profile, wire_style="client")
+    turn = plan_turn(
+        catalog, policy, agent_settings, ConversationState(),
+        token_counter=adapter.token_counter(), backend=adapter.search_backend(agent_settings.backend),
+        pending_mcp_servers=adapter.pending_mcp_servers(), usage=conversations_usage_log(),
+    )
+    return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
+
+
+def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
+    """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError)."""
+    return view.turn.run_tool_search(arguments)
+
+
+def add_discovered(session_pk: int, names: list[str]) -> list[str]:
+    """Add names to the session's discovered tools; returns those that were new."""
+    if not names:
+        return []
+    with transaction.atomic():
+        session = GatewaySession.objects.select_for_update().get(pk=session_pk)
+        known = list(session.discovered_tools or [])
+        new = [n for n in dict.fromkeys(names) if n not in known]
+        if new:
+            session.discovered_tools = known + new
+            session.save(update_fields=["discovered_tools", "last_seen_at"])
+    return new
+
+
+@dataclass
+class SearchAnswer:
+    content: list[dict[str, Any]]
+    is_error: bool
+    added: list[str] = field(default_factory=list)  # tools that joined this session's list
+    event: dict[str, Any] = field(default_factory=dict)
+
+
+def tool_search(session: GatewaySession, view: ProfileView, arguments: dict[str, Any]) -> SearchAnswer:
+    started = time.perf_counter()
+    query = str(arguments.get("query", "")) if isinstance(arguments, dict) else ""
+    if not view.tool_search_on:
+        message = f"ToolSearch is not available: tool search is off for this profile ({view.plan.decision.reason})."
+        return SearchAnswer([_text(message)], True, event={"query": query, "error": message})
+    try:
+        result = search(view, arguments)
+    except ToolSearchInputError as exc:
+        return SearchAnswer([_text(str(exc))], True, event={"query": query, "error": str(exc)})
+    deferred = set(view.plan.deferred_tools)
+    added = add_discovered(session.pk, [n for n in result.matches if n in deferred])
+    content = tool_search_result_content(result, "client")
+    if result.matches:
+        content = content + [_text(FOUND_HINT)]
+    data = result.to_dict()
+    event = {
+        "query": result.query, "backend": result.backend, "matches": list(result.matches),
+        "scores": [{"name": s["name"], "score": s.get("score")} for s in data["scored"]][:20],
+        "reading": data["reading"], "added": added, "already_loaded": data["already_loaded"],
+        "not_found": data["not_found"], "total_deferred_tools": result.total_deferred_tools,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    return SearchAnswer(content, False, added=added, event=event)
+
+
+@dataclass
+class CallAnswer:
+    content: list[dict[str, Any]]
+    is_error: bool
+    event: dict[str, Any]
+
+
+@dataclass
+class PlannedCall:
+    """A tools/call checked against the session and the rules, not run yet."""
+
+    name: str
+    arguments: Any
+    via: str
+    decision: PermissionDecision
+    tool: Any = None
+    refusal: str | None = None
+
+    @property
+    def needs_person(self) -> bool:
+        return self.refusal is None and self.decision.effect == "ask"
+
+    def event(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "via": self.via,
+                "permission": self.decision.effect, "permission_reason": self.decision.reason}
+
+
+def call_error(view: ProfileView, name: str, discovered: list[str]) -> str | None:
+    """Why `name` may not be called in this session now (None when it may)."""
+    if name in view.callable_names(discovered):
+        return None
+    if name in view.plan.deferred_tools:
+        return deferred_tool_not_loaded_message(name)
+    return view.plan.call_error(name) or f"Tool {name!r} does not exist or is not available here."
+
+
+def plan_call(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> PlannedCall:
+    """The call-time checks, in the loop's order: may the session call it now (listed, or found by
+    a search), then the permission rules as they stand at this moment. `deny` is refused here;
+    `ask` waits for a person (`needs_person`), or is refused when the gateway may not wait."""
+    decision = view.policy.decide(name)
+    planned = PlannedCall(name=name, arguments=arguments, via=via, decision=decision)
+    planned.refusal = call_error(view, name, list(session.discovered_tools or []))
+    if planned.refusal is None and decision.effect == "deny":
+        planned.refusal = f"Permission to use {name} was denied ({decision.reason})."
+    if planned.refusal is None and not isinstance(arguments, dict):
+        planned.refusal = f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
+    if planned.refusal is None and decision.effect == "ask" and settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS <= 0:
+        planned.refusal = (
+            f"{name} needs a person's confirmation ({decision.reason}), and this gateway is set not to wait "
+            "for one (GATEWAY_PERMISSION_TIMEOUT_SECONDS=0): the call was not run."
+        )
+    if planned.refusal is None:
+        planned.tool = view.plan.searchable.get(name) or view.catalog.get(name)
+    return planned
+
+
+def refuse(planned: PlannedCall, message: str | None = None, **extra: Any) -> CallAnswer:
+    message = message or planned.refusal or "refused"
+    event = {**planned.event(), "is_error": True, "refused": True, "summary": message, "duration_ms": 0.0, **extra}
+    return CallAnswer([_text(message)], True, event)
+
+
+def execute(planned: PlannedCall, **extra: Any) -> CallAnswer:
+    outcome: ToolOutcome = PlaygroundExecutor().execute(planned.tool, planned.arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
+    event = {
+        **planned.event(), "is_error": outcome.is_error, "refused": False, "simulated": outcome.simulated,
+        "summary": outcome.text()[:SUMMARY_CHARS], "duration_ms": round(outcome.duration_ms, 1), **extra,
+    }
+    return CallAnswer(outcome.content, outcome.is_error, event)
+
+
+def call_tool(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> CallAnswer:
+    """A call with no person to ask (`ask` is refused): for callers that cannot wait."""
+    planned = plan_call(session, view, name, arguments, via=via)
+    if planned.needs_person:
+        return refuse(planned, f"{name} needs a person's confirmation ({planned.decision.reason}); the call was not run.")
+    return refuse(planned) if planned.refusal else execute(planned)
+
+
+# -- permission prompts ---------------------------------------------------------------------------
+def open_prompt(session: GatewaySession, planned: PlannedCall) -> GatewayPrompt:
+    prompt = GatewayPrompt.objects.create(session=session, tool_name=planned.name, arguments=planned.arguments,
+                                          reason=planned.decision.reason[:300])
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {
+        "prompt_id": prompt.pk, "name": planned.name, "arguments": planned.arguments, "reason": planned.decision.reason,
+        "timeout_seconds": settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS,
+    })
+    return prompt
+
+
+def prompt_status(prompt_pk: int) -> str:
+    return GatewayPrompt.objects.filter(pk=prompt_pk).values_list("status", flat=True).get()
+
+
+def answer_prompt(prompt_pk: int, status: str, *, user=None) -> bool:
+    """Settle a pending prompt (allowed, denied or timeout); False when it was already settled
+    (two people answering, or an answer arriving after the timeout: the first one stands)."""
+    if status not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED, GatewayPrompt.Status.TIMEOUT):
+        raise ValueError(f"not an answer: {status!r}")
+    with transaction.atomic():
+        updated = GatewayPrompt.objects.filter(pk=prompt_pk, status=GatewayPrompt.Status.PENDING).update(
+            status=status, answered_at=timezone.now(),
+            answered_by=user if user is not None and getattr(user, "is_authenticated", False) else None,
+        )
+        if updated:
+            prompt = GatewayPrompt.objects.get(pk=prompt_pk)
+            record_event(prompt.session_id, GatewayEvent.Type.PERMISSION_ANSWERED, {
+                "prompt_id": prompt_pk, "name": prompt.tool_name, "answer": status,
+                "by": getattr(user, "username", "") if status != GatewayPrompt.Status.TIMEOUT else "",
+            })
+    return bool(updated)
+
+
+def finish_prompted_call(planned: PlannedCall, status: str) -> CallAnswer:
+    if status == GatewayPrompt.Status.ALLOWED:
+        return execute(planned, answer=status)
+    if status == GatewayPrompt.Status.DENIED:
+        return refuse(planned, f"A person denied permission to use {planned.name}.", answer=status)
+    return refuse(planned, (
+        f"Nobody answered the permission prompt for {planned.name} within "
+        f"{settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS:g} s ({planned.decision.reason}): the call was not run."
+    ), answer=status)
+
+
+def list_event(view: ProfileView, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    counter = adapter.token_counter()
+    return {
+        "tools": [t["name"] for t in tools],
+        "count": len(tools),
+        "tokens": counter.count_tools(tools),
+        "deferred_count": len(view.plan.deferred_tools) if view.tool_search_on else 0,
+        "tool_search": view.tool_search_on,
+        "decision": view.plan.decision.reason,
+    }
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def arguments_text(arguments: Any) -> str:
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)

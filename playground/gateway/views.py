@@ -1,0 +1,88 @@
+"""Gateway pages (admins): access tokens, and the MCP sessions clients opened with what they did."""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST, require_safe
+
+from playground.gateway.endpoint import endpoint_path
+from playground.gateway.forms import TokenForm
+from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
+from playground.gateway.service import answer_prompt
+from playground.gateway.tokens import issue_token, revoke_token
+from playground.access import ADMIN, role_required
+from playground.registry.models import AgentProfile
+
+EVENTS_PER_POLL = 200
+
+
+@role_required(ADMIN)
+@require_safe
+def session_list(request):
+    sessions = GatewaySession.objects.select_related("profile", "token").order_by("-last_seen_at")[:200]
+    return render(request, "gateway/session_list.html", {"sessions": sessions})
+
+
+@role_required(ADMIN)
+@require_safe
+def session_detail(request, pk: int):
+    session = get_object_or_404(GatewaySession.objects.select_related("profile", "token"), pk=pk)
+    events = list(session.events.order_by("sequence"))
+    return render(request, "gateway/session_detail.html", {
+        "session": session, "events": events, "after": events[-1].sequence if events else 0,
+        "pending": _pending_prompts(session),
+    })
+
+
+@role_required(ADMIN)
+@require_safe
+def session_events(request, pk: int):
+    """Events after `?after=N`, and a new poller: the detail page follows a live session with it."""
+    session = get_object_or_404(GatewaySession, pk=pk)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        after = 0
+    events = list(session.events.filter(sequence__gt=after).order_by("sequence")[:EVENTS_PER_POLL])
+    return render(request, "gateway/_events_poll.html", {
+        "session": session, "events": events, "after": events[-1].sequence if events else after,
+        "pending": _pending_prompts(session),
+    })
+
+
+def _pending_prompts(session: GatewaySession) -> set[int]:
+    return set(session.prompts.filter(status=GatewayPrompt.Status.PENDING).values_list("pk", flat=True))
+
+
+@role_required(ADMIN)
+@require_POST
+def prompt_answer(request, pk: int):
+    """Allow or deny a call waiting under an `ask` rule; the first answer stands."""
+    prompt = get_object_or_404(GatewayPrompt, pk=pk)
+    answer = request.POST.get("answer")
+    if answer not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED):
+        return render(request, "gateway/_answer_error.html", {"message": "Answer allowed or denied."}, status=400)
+    answer_prompt(prompt.pk, answer, user=request.user)
+    return redirect("gateway:session_detail", prompt.session_id)
+
+
+@role_required(ADMIN)
+def token_list(request):
+    created = None
+    form = TokenForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        row, secret = issue_token(form.cleaned_data["profile"], form.cleaned_data["name"], user=request.user)
+        created = {"row": row, "secret": secret, "url": request.build_absolute_uri(endpoint_path(row.profile_id))}
+        form = TokenForm()
+    tokens = GatewayToken.objects.select_related("profile", "created_by").order_by("revoked_at", "-created_at")
+    profiles = [
+        {"profile": p, "url": request.build_absolute_uri(endpoint_path(p.pk))}
+        for p in AgentProfile.objects.order_by("name")
+    ]
+    return render(request, "gateway/token_list.html", {"form": form, "tokens": tokens, "created": created, "profiles": profiles})
+
+
+@role_required(ADMIN)
+@require_POST
+def token_revoke(request, pk: int):
+    revoke_token(get_object_or_404(GatewayToken, pk=pk))
+    return redirect("gateway:token_list")

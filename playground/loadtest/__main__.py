@@ -1,0 +1,5 @@
+import sys
+
+from playground.loadtest.cli import main
+
+sys.exit(main())

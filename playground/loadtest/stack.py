@@ -1,0 +1,295 @@
+"""An embedded stack for one load-test run, started through `playground.runner` (what `make run` uses).
+
+Isolation, so the run talks only to what it started and never to a playground or a test run that
+shares the machine: its own database (an SQLite file in a temporary directory, or a PostgreSQL
+database created for the run on the server `--database-url` names — only its host, port, user and
+options are used — and dropped afterwards), its own
+Channels prefix and Celery queue on the Redis at REDIS_URL (an embedded one on a free port when none
+answers), its own worker name, and the web server on a free port. Redis keys carrying the run's id
+are deleted at the end.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from playground.runner.embedded_redis import (
+    DEFAULT_REDIS_URL, EmbeddedRedis, free_port, redis_answers, start_embedded_redis, with_address,
+)
+from playground.runner.main import prepare_database, wait_until_ready, web_command, worker_command
+from playground.runner.supervisor import Child, Supervisor
+
+READY_TIMEOUT_SECONDS = 120
+USERNAME = "loadtest"
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def run_database_url(server_url: str, name: str) -> str:
+    """`server_url` with its database name replaced by `name`."""
+    parts = urlsplit(server_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+class EmbeddedStack:
+    def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print,
+                 web_nodes: int = 1, worker_nodes: int = 1) -> None:
+        self.run_id = uuid.uuid4().hex[:8]
+        self.name = f"loadtest-{self.run_id}"
+        self.workers = workers
+        self.pool = pool
+        self.server_database_url = database_url
+        self.say = log
+        self.workdir = Path(tempfile.mkdtemp(prefix="playground-loadtest-"))
+        self.log_path = self.workdir / "stack.log"
+        self.supervisor: Supervisor | None = None
+        self.redis: EmbeddedRedis | None = None
+        self.redis_url = ""
+        self.created_database = ""
+        self.web: Child | None = None
+        self.worker: Child | None = None
+        self.worker_name = f"{self.name}@{os.uname().nodename}"
+        # More nodes, as more machines would run them: each web node its own daphne on its own port,
+        # each worker node its own Celery worker, all on the one database and Redis.
+        self.web_nodes, self.worker_nodes = max(1, web_nodes), max(1, worker_nodes)
+        self.ports = [free_port() for _ in range(self.web_nodes)]
+        self.port = self.ports[0]
+        self.base_urls = [f"http://127.0.0.1:{port}" for port in self.ports]
+        self.base_url = self.base_urls[0]
+        self.worker_names = [self.worker_name] + [f"{self.name}-{i}@{os.uname().nodename}" for i in range(2, self.worker_nodes + 1)]
+        self.children: list[Child] = []
+        self.username = USERNAME
+        self.password = secrets.token_urlsafe(16)
+        self._log_file = None
+
+    @property
+    def maintenance_url(self) -> str:
+        """The server's `postgres` database: the one in --database-url may not exist (CI's does not)."""
+        return run_database_url(self.server_database_url or "", "postgres")
+
+    # -- start -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._settle_redis()
+        self._settle_database()
+        os.environ.update({
+            "CHANNELS_PREFIX": self.name,
+            "CELERY_TASK_DEFAULT_QUEUE": self.name,
+            "CELERY_BROKER_URL": self.redis_url,
+            "REDIS_URL": self.redis_url,
+            # What `make run` gives by default (static files through the finders, no collectstatic).
+            "DEBUG": "true",
+            "DJANGO_SETTINGS_MODULE": "playground.settings",
+            "PYTHONUNBUFFERED": "1",
+        })
+        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+            os.environ.pop(name, None)  # the offline demo agent only; never a paid API
+        self._log_file = open(self.log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        self.supervisor = Supervisor(out=self._log_file)
+        self.say(f"[load] preparing the database (migrate, demo data): log in {self.log_path}")
+        # The management commands print to stdout, which belongs to the table or --json: into the log.
+        with contextlib.redirect_stdout(self._log_file):
+            prepare_database(self.supervisor, load_demo=True)
+        self._create_user()
+        self._start_processes()
+
+    def _settle_redis(self) -> None:
+        url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+        if redis_answers(url):
+            self.redis_url = url
+            self.say(f"[load] Redis at {url} (prefix and queue {self.name})")
+            return
+        # Not on the default port even when it is free: a playground started later would share it
+        # and lose it when this run ends.
+        self.redis = start_embedded_redis(with_address(url, "127.0.0.1", free_port()))
+        self.redis_url = self.redis.url
+        self.say(f"[load] no Redis at {url}: started an embedded {self.redis.description}")
+
+    def _settle_database(self) -> None:
+        if not self.server_database_url or self.server_database_url.startswith("sqlite"):
+            path = self.workdir / "loadtest.sqlite3"
+            os.environ["DATABASE_URL"] = f"sqlite:///{path}"
+            self.say(f"[load] database: SQLite {path}")
+            return
+        import psycopg
+
+        name = self.name.replace("-", "_")
+        with psycopg.connect(self.maintenance_url, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+        self.created_database = name
+        os.environ["DATABASE_URL"] = run_database_url(self.server_database_url, name)
+        self.say(f"[load] database: PostgreSQL {name} (created for this run, dropped at the end)")
+
+    def _create_user(self) -> None:
+        """The person the clients log in as. PBKDF2 with few iterations (as the browser tests do):
+        the login is the real form, but a 600,000-iteration hash would only measure the hasher."""
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+        user, _ = get_user_model().objects.get_or_create(username=self.username)
+        hasher = PBKDF2PasswordHasher()
+        user.password = hasher.encode(self.password, hasher.salt(), iterations=1_000)
+        user.save(update_fields=["password"])
+        from django.db import connections
+
+        connections.close_all()  # the children open their own; SQLite must not see this one hold a lock
+
+    def _start_processes(self) -> None:
+        assert self.supervisor is not None
+        env = dict(os.environ)
+        for number, port in enumerate(self.ports, start=1):
+            name = "web" if number == 1 else f"web{number}"
+            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env))
+        for number, worker_name in enumerate(self.worker_names, start=1):
+            name = "worker" if number == 1 else f"worker{number}"
+            self.children.append(self.supervisor.start(
+                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env))
+        self.web, self.worker = self.children[0], self.children[self.web_nodes]
+        for base_url in self.base_urls:
+            if not wait_until_ready(self.supervisor, base_url):
+                raise StackError(f"the web server at {base_url} did not start\n{self.log_tail()}")
+        for worker_name in self.worker_names:
+            self._wait_for_worker(worker_name)
+        self.say(f"[load] stack up: web {', '.join(self.base_urls)}, worker {', '.join(self.worker_names)} "
+                 f"({self.pool}, {self.workers} processes each)")
+
+    def _wait_for_worker(self, worker_name: str) -> None:
+        from playground.celery_app import app
+
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            crashed = self.supervisor.crashed() if self.supervisor else None
+            if crashed is not None:
+                raise StackError(f"{crashed.name} exited with code {crashed.returncode}\n{self.log_tail()}")
+            try:
+                # Only this run's worker: others may listen on the same Redis.
+                if app.control.ping(destination=[worker_name], timeout=1.0):
+                    return
+            except Exception:  # noqa: BLE001 - the broker may hiccup while starting: retry until the deadline
+                pass
+            time.sleep(0.3)
+        raise StackError(f"the Celery worker did not answer within {READY_TIMEOUT_SECONDS}s\n{self.log_tail()}")
+
+    # -- measure -----------------------------------------------------------------------------------
+    def cpu_seconds(self) -> dict[str, float | None]:
+        """CPU time (user + system, with reaped children) of the web server and of the worker, each
+        with every process below it (the prefork pool). None where /proc cannot be read."""
+        return {child.name: process_tree_cpu_seconds([child.process.pid]) for child in self.children}
+
+    def event_facts(self, conversation_ids: list[int]) -> tuple[dict[tuple[int, int], float], dict[int, int]]:
+        """From the database: each event's saved time (wall clock) and each conversation's event count."""
+        from django.db import connections
+
+        from playground.conversations.models import Event
+
+        created: dict[tuple[int, int], float] = {}
+        counts: dict[int, int] = {}
+        rows = Event.objects.filter(conversation_id__in=conversation_ids).values_list("conversation_id", "sequence", "created_at")
+        for conversation_id, sequence, created_at in rows:
+            created[(conversation_id, sequence)] = created_at.timestamp()
+            counts[conversation_id] = max(counts.get(conversation_id, 0), sequence)
+        for conversation_id in conversation_ids:
+            counts.setdefault(conversation_id, 0)
+        connections.close_all()
+        return created, counts
+
+    def crashed(self) -> str | None:
+        child = self.supervisor.crashed() if self.supervisor else None
+        return None if child is None else f"{child.name} exited with code {child.returncode}"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            if self._log_file is not None:
+                self._log_file.flush()
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    # -- stop --------------------------------------------------------------------------------------
+    def stop(self, *, keep_log: bool = False) -> None:
+        """Stop the children, forget the run's Redis keys, drop its database; safe to call twice."""
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+            self.supervisor = None
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - Django may never have been set up
+            pass
+        if self.redis_url and self.redis is None:
+            forget_keys(self.redis_url, self.name)
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+        if self.created_database and self.server_database_url:
+            try:
+                import psycopg
+
+                with psycopg.connect(self.maintenance_url, autocommit=True, connect_timeout=10) as connection:
+                    connection.execute(f'DROP DATABASE IF EXISTS "{self.created_database}" WITH (FORCE)')
+            except Exception as error:  # noqa: BLE001 - report, never hide the run's own result
+                self.say(f"[load] could not drop database {self.created_database}: {error}")
+            self.created_database = ""
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if keep_log:  # a failed run: keep the children's output, drop the database file
+            for path in self.workdir.glob("loadtest.sqlite3*"):
+                path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def forget_keys(redis_url: str, name: str) -> None:
+    """Delete the run's keys (its Celery queue and bindings, its Channels groups) from a shared Redis."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        keys = list(client.scan_iter(match=f"*{name}*", count=500))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
+
+
+def process_tree_cpu_seconds(root_pids: list[int]) -> float | None:
+    """Sum of utime + stime + cutime + cstime over the roots and all their descendants (Linux /proc)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    stats: dict[int, tuple[int, float]] = {}  # pid → (parent pid, cpu seconds)
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        fields = raw[raw.rindex(")") + 2:].split()  # the command name may hold spaces: cut after it
+        # After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14)
+        stats[int(entry.name)] = (int(fields[1]), sum(int(value) for value in fields[11:15]) / ticks)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo, seen = 0.0, [pid for pid in root_pids if pid in stats], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += stats[pid][1]
+        todo.extend(children.get(pid, []))
+    return total if seen else None

@@ -1,0 +1,134 @@
+"""Gateway fixtures: the project's ASGI application under Daphne (what `make run` starts) in a
+subprocess on a free port, pointed at the test database, and a small world to serve: a profile
+with one loaded built-in, two deferred built-ins and a deferred catalog-only MCP tool."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_SECONDS = 60
+PROMPT_TIMEOUT_SECONDS = 3  # the live server's wait for an answer under an "ask" rule
+
+
+def database_url_for(settings_dict: dict) -> str:
+    """A DATABASE_URL that points another process at the database this test process uses."""
+    if "sqlite" in settings_dict["ENGINE"]:
+        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
+    credentials = quote(settings_dict.get("USER") or "", safe="")
+    if settings_dict.get("PASSWORD"):
+        credentials += ":" + quote(settings_dict["PASSWORD"], safe="")
+    host = settings_dict.get("HOST") or "localhost"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{credentials}@{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
+
+
+class LiveGateway:
+    def __init__(self, url: str, log: Path) -> None:
+        self.url = url
+        self.log = log
+
+    def endpoint(self, profile_id: int) -> str:
+        return f"{self.url}/gateway/mcp/{profile_id}/"
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Daphne serving playground.asgi:application: the gateway has to start its session manager
+    lazily there, since Daphne runs no ASGI lifespan."""
+    from django.db import connection
+
+    from playground.runner.embedded_redis import free_port
+    from playground.runner.health import healthz_status
+    from playground.runner.main import web_command
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("gateway") / "web.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for(connection.settings_dict),
+        "DEBUG": "true",
+        "PYTHONUNBUFFERED": "1",
+        "DJANGO_SETTINGS_MODULE": "playground.settings",
+        "TOOLSEARCH_LEARN_FROM_USAGE": "false",
+        "GATEWAY_PERMISSION_TIMEOUT_SECONDS": str(PROMPT_TIMEOUT_SECONDS),
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(web_command("127.0.0.1", port), cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    server = LiveGateway(f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while healthz_status(server.url, timeout=2) != 200:
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the ASGI server did not start:\n{server.logs()}")
+            time.sleep(0.2)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+
+
+@pytest.fixture
+def gateway_world(transactional_db, settings):
+    """A profile with tool search on, its tools, and a token for it."""
+    from playground.gateway.tokens import issue_token
+    from playground.registry import adapter
+    from playground.registry.models import AgentProfile, Tool
+
+    settings.TOOLSEARCH_LEARN_FROM_USAGE = False
+    builtin = Tool.Source.BUILTIN
+    Tool.objects.create(name="echo", description="Echo the given text back.", source=builtin,
+                        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    Tool.objects.create(name="word_count", description="Count the words in a text.", source=builtin, should_defer=True,
+                        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    Tool.objects.create(name="calculator", description="Evaluate an arithmetic expression such as 2 * (3 + 4).",
+                        source=builtin, should_defer=True,
+                        input_schema={"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]})
+    Tool.objects.create(name="mcp__weather__get_forecast", description="Weather forecast for a city, by day.",
+                        server_name="weather",
+                        input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    profile = AgentProfile.objects.create(name="Gateway test profile", tool_search_mode="true", wire_style="native",
+                                          search_backend="claude-code")
+    other = AgentProfile.objects.create(name="Another profile", tool_search_mode="true")
+    token_row, token = issue_token(profile, "pytest client")
+    _, other_token = issue_token(other, "other client")
+    adapter.reset_caches()
+    yield {"profile": profile, "other": other, "token": token, "token_row": token_row, "other_token": other_token}
+    adapter.reset_caches()
+    wait_for_the_live_server_to_let_go()
+
+
+def wait_for_the_live_server_to_let_go(deadline_s: float = 15.0) -> None:
+    """Before the test database is flushed: the live server may still be finishing a request (a
+    session's last event, a pool connection's status) with locks held, and PostgreSQL's TRUNCATE would
+    deadlock with it. Wait until no other connection to this database is busy; past the deadline,
+    end those connections (the server opens new ones)."""
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    busy = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')")
+    end = time.monotonic() + deadline_s
+    with connection.cursor() as cursor:
+        while time.monotonic() < end:
+            cursor.execute(busy)
+            if not cursor.fetchall():
+                return
+            time.sleep(0.1)
+        cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({busy}) AS held")

@@ -1,0 +1,102 @@
+"""The gateway's pages: tokens (created once, stored hashed, revoked) and sessions replayed from
+their saved events."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from playground.gateway.events import record_event
+from playground.gateway.models import GatewayEvent, GatewaySession, GatewayToken
+from playground.gateway.tokens import authenticate, issue_token
+from playground.registry.models import AgentProfile
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def profile():
+    return AgentProfile.objects.create(name="Served profile", tool_search_mode="true")
+
+
+def test_staff_create_a_token_that_is_shown_once_and_stored_hashed(admin_client, profile):
+    response = admin_client.post("/gateway/tokens/", {"profile": profile.pk, "name": "Claude Code"})
+    assert response.status_code == 200
+    secret = response.context["created"]["secret"]
+    assert secret.startswith("tsg_") and secret in response.content.decode()
+    row = GatewayToken.objects.get()
+    assert row.token_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in (row.prefix, row.token_hash, row.name)
+    assert f"/gateway/mcp/{profile.pk}/" in response.content.decode()
+    listing = admin_client.get("/gateway/tokens/").content.decode()
+    assert secret not in listing and row.prefix in listing
+
+
+def test_a_revoked_token_opens_nothing(admin_client, profile):
+    row, secret = issue_token(profile, "laptop")
+    assert authenticate(profile.pk, f"Bearer {secret}")[0] == row
+    admin_client.post(f"/gateway/tokens/{row.pk}/revoke/")
+    row.refresh_from_db()
+    assert row.revoked_at is not None
+    assert authenticate(profile.pk, f"Bearer {secret}") == (None, f"revoked token #{row.pk} (laptop)")
+
+
+def test_a_token_opens_only_its_own_profile(profile):
+    other = AgentProfile.objects.create(name="Other")
+    _, secret = issue_token(profile, "x")
+    assert authenticate(other.pk, f"Bearer {secret}")[0] is None
+    assert authenticate(profile.pk, None) == (None, "no bearer token")
+    assert authenticate(profile.pk, "Basic abc") == (None, "malformed Authorization header")
+
+
+def test_gateway_pages_are_for_staff(viewer_client, profile):
+    for url in ("/gateway/", "/gateway/tokens/"):
+        assert viewer_client.get(url).status_code == 403
+    assert viewer_client.post("/gateway/tokens/", {"profile": profile.pk, "name": "x"}).status_code == 403
+    assert not GatewayToken.objects.exists()
+
+
+def test_a_session_page_replays_its_events_in_order_and_polls_for_more(admin_client, profile):
+    session = GatewaySession.objects.create(session_id="abc123", profile=profile, client_name="claude-code", client_version="2.1.0")
+    record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {"client_name": "claude-code", "client_version": "2.1.0"})
+    record_event(session.pk, GatewayEvent.Type.TOOLS_LISTED, {"tools": ["echo", "ToolSearch"], "count": 2, "tokens": 321,
+                                                              "tool_search": True, "deferred_count": 7})
+    record_event(session.pk, GatewayEvent.Type.TOOL_SEARCH, {"query": "weather", "backend": "hybrid", "matches": ["mcp__w__f"],
+                                                             "scores": [{"name": "mcp__w__f", "score": 1.5}], "added": ["mcp__w__f"]})
+    record_event(session.pk, GatewayEvent.Type.TOOL_CALL, {"name": "mcp__w__f", "arguments": {"city": "Paris"}, "permission": "allow",
+                                                           "is_error": False, "refused": False, "summary": "Sunny", "duration_ms": 12.5})
+    assert list(session.events.values_list("sequence", flat=True)) == [1, 2, 3, 4]
+
+    listing = admin_client.get("/gateway/").content.decode()
+    assert "claude-code" in listing and "Served profile" in listing
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    for text in ("claude-code", "2.1.0", "321 tokens", "weather", "mcp__w__f", "Paris", "Sunny", "12.5 ms"):
+        assert text in page
+    assert page.index('data-sequence="1"') < page.index('data-sequence="2"') < page.index('data-sequence="4"')
+    assert 'data-after="4"' in page
+
+    record_event(session.pk, GatewayEvent.Type.TOOL_CALL, {"name": "echo", "arguments": {}, "permission": "deny",
+                                                           "is_error": True, "refused": True, "summary": "denied", "duration_ms": 0})
+    more = admin_client.get(f"/gateway/sessions/{session.pk}/events/?after=4").content.decode()
+    assert 'data-sequence="5"' in more and 'data-sequence="4"' not in more and 'data-after="5"' in more
+
+
+def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
+    from playground.gateway.models import GatewayPrompt
+
+    session = GatewaySession.objects.create(session_id="s-1", profile=profile)
+    prompt = GatewayPrompt.objects.create(session=session, tool_name="Write", arguments={"file_path": "a"}, reason="ask Write")
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {"prompt_id": prompt.pk, "name": "Write",
+                                                                  "arguments": {"file_path": "a"}, "reason": "ask Write"})
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert "Allow this call" in page
+    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "denied"})
+    assert response.status_code == 302
+    prompt.refresh_from_db()
+    assert prompt.status == "denied" and prompt.answered_by.username == "alice"
+    admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "allowed"})  # too late: the first answer stands
+    prompt.refresh_from_db()
+    assert prompt.status == "denied"
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert "Allow this call" not in page and "denied by alice" in page
+    assert admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "maybe"}).status_code == 400

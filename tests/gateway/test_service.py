@@ -1,0 +1,66 @@
+"""What a session sees and may do, decided in service.py from the engine's plan (no server)."""
+from __future__ import annotations
+
+import pytest
+
+from playground.gateway import service
+from playground.gateway.models import GatewaySession
+from playground.registry import adapter
+from playground.registry.models import AgentProfile, PermissionRule
+
+
+@pytest.fixture
+def session(gateway_world):
+    return GatewaySession.objects.create(session_id="svc-1", profile=gateway_world["profile"])
+
+
+def test_the_first_list_is_the_engines_first_turn_plus_the_two_gateway_tools(gateway_world):
+    view = service.profile_view(gateway_world["profile"].pk)
+    names = [t["name"] for t in view.tools_for([])]
+    assert names == ["echo", "ToolSearch", "CallDiscoveredTool"]
+    assert set(view.plan.deferred_tools) == {"word_count", "calculator", "mcp__weather__get_forecast"}
+    assert view.tool_search_definition()["description"].endswith(view.plan.announcement.text)
+    assert [t["name"] for t in view.tools_for(["word_count", "not-a-tool"])] == ["echo", "ToolSearch", "word_count", "CallDiscoveredTool"]
+
+
+def test_with_tool_search_off_every_permitted_tool_is_listed_and_nothing_else(gateway_world):
+    AgentProfile.objects.filter(pk=gateway_world["profile"].pk).update(tool_search_mode="false")
+    PermissionRule.objects.create(effect="deny", pattern="calculator")
+    adapter.reset_caches()
+    view = service.profile_view(gateway_world["profile"].pk)
+    assert sorted(t["name"] for t in view.tools_for([])) == ["echo", "mcp__weather__get_forecast", "word_count"]
+
+
+def test_a_discovered_tool_denied_later_leaves_the_list_and_is_refused(gateway_world, session):
+    session.discovered_tools = ["word_count"]
+    session.save()
+    PermissionRule.objects.create(effect="deny", pattern="word_count")
+    adapter.reset_caches()
+    view = service.profile_view(gateway_world["profile"].pk)
+    assert "word_count" not in [t["name"] for t in view.tools_for(session.discovered_tools)]
+    answer = service.call_tool(session, view, "word_count", {"text": "a"})
+    assert answer.is_error and "denied" in answer.content[0]["text"]
+
+
+def test_an_allowed_prompt_still_loses_to_a_deny_rule_added_while_it_waited(gateway_world, session):
+    from playground.gateway.server import _finish_prompted
+
+    info = {"profile_id": gateway_world["profile"].pk, "token_id": None}
+    session.discovered_tools = ["calculator"]
+    session.save()
+    PermissionRule.objects.create(effect="ask", pattern="calculator")
+    planned = service.plan_call(session, service.profile_view(info["profile_id"]), "calculator", {"expression": "1+1"})
+    assert planned.needs_person
+    prompt = service.open_prompt(session, planned)
+    PermissionRule.objects.create(effect="deny", pattern="calculator")
+    assert service.answer_prompt(prompt.pk, "allowed")
+    content, is_error = _finish_prompted(session.pk, info, planned, prompt.pk, "allowed")
+    assert is_error and "denied" in content[0]["text"]
+
+
+def test_ask_is_refused_at_once_when_the_gateway_may_not_wait(gateway_world, session, settings):
+    settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS = 0
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    view = service.profile_view(gateway_world["profile"].pk)
+    planned = service.plan_call(session, view, "echo", {"text": "hi"})
+    assert not planned.needs_person and "GATEWAY_PERMISSION_TIMEOUT_SECONDS=0" in planned.refusal

@@ -1,0 +1,146 @@
+"""The load test (`python -m playground.loadtest`): its stats helpers, and one small level end to end.
+
+The end-to-end test starts the command as a child process, as `make load` does: it brings up its
+own stack (daphne and a Celery worker through playground.runner), logs in through the real form,
+runs two demo-agent conversations over their sockets and prints `--json`. Its isolation is the
+command's own: a database of its own (on the PostgreSQL server of DATABASE_URL under CI, an SQLite
+file otherwise), its own Channels prefix and Celery queue on this session's Redis.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from playground.loadtest.cli import cpu_spent, parse_levels
+from playground.loadtest.stack import process_tree_cpu_seconds, run_database_url
+from playground.loadtest.stats import (
+    LEVEL_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- stats helpers ------------------------------------------------------------------------------------
+def test_percentile_interpolates_between_ranks():
+    assert percentile([], 50) is None
+    assert percentile([7], 99) == 7
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([10, 0, 5], 0) == 0 and percentile([10, 0, 5], 100) == 10
+    assert percentile(list(range(101)), 99) == pytest.approx(99)
+
+
+def test_sequence_check_counts_gaps_and_repeats():
+    assert sequence_check([1, 2, 3]) == (0, 0)
+    assert sequence_check([1, 3]) == (1, 0)
+    assert sequence_check([1, 2, 2, 3, 3, 3]) == (0, 3)
+    assert sequence_check([2, 1]) == (0, 0)  # order is not a loss
+    # The database says there were 5: the unseen tail counts as lost.
+    assert sequence_check([1, 2, 3], expected_last=5) == (2, 0)
+    assert sequence_check([], expected_last=2) == (2, 0)
+
+
+def test_read_frame_finds_sequence_status_and_the_final_event():
+    status = '<span id="status-4" class="conv-status" data-testid="status" data-status="{s}" hx-swap-oob="outerHTML" data-frame-sequence="{n}">x</span>'
+    message = status.format(s="running", n=1) + '<div id="chat-4" hx-swap-oob="beforeend"><div>hi</div></div>'
+    assert read_frame(message).sequence == 1 and read_frame(message).status == "running" and not read_frame(message).final
+    final = status.format(s="idle", n=23) + '<div id="timeline-4" hx-swap-oob="beforeend"><div class="event" data-event-type="status" data-sequence="23"></div></div>'
+    assert read_frame(final).final and read_frame(final).sequence == 23
+    # A frame read late carries the newest status, but only the status event closes the run.
+    late = status.format(s="idle", n=20) + '<div data-event-type="turn_finished" data-sequence="20"></div>'
+    assert not read_frame(late).final
+    assert read_frame('<div id="notice-4" hx-swap-oob="true"></div>') is None
+
+
+def test_summarize_level_with_server_timestamps():
+    a = ConversationResult(conversation_id=1, sent_at=100.0, finished_at=102.0, completed=True,
+                           receipts=[(1, 100.010), (2, 100.530), (2, 100.540), (3, 102.0)])
+    b = ConversationResult(conversation_id=2, sent_at=100.0, completed=False, receipts=[(1, 100.020)], error="timed out")
+    created = {(1, 1): 100.0, (1, 2): 100.5, (1, 3): 101.99, (2, 1): 100.0}
+    level = summarize_level([a, b], wall_s=2.0, created=created, expected_last={1: 3, 2: 4}, cpu_s=0.5)
+    assert list(level) == list(LEVEL_KEYS)
+    assert level["conversations"] == 2 and level["completed"] == 1
+    assert level["events"] == 4 and level["events_per_s"] == 2.0
+    assert level["lost"] == 3 and level["duplicated"] == 1  # b never saw 2..4; a saw 2 twice
+    assert level["ws_p50_ms"] == pytest.approx(15.0) and level["ws_p99_ms"] == pytest.approx(29.7, abs=0.1)
+    assert level["run_p50_s"] == 2.0
+    assert level["cpu_ms_per_event"] == 125.0
+
+
+def test_summarize_level_without_server_timestamps_uses_the_message_round_trip():
+    a = ConversationResult(conversation_id=1, sent_at=10.0, finished_at=11.0, completed=True, receipts=[(1, 10.05), (2, 10.9)])
+    level = summarize_level([a], wall_s=1.0)
+    assert level["ws_p50_ms"] == pytest.approx(50.0) and level["cpu_ms_per_event"] is None
+    assert level["lost"] == 0 and level["run_p50_s"] == 1.0
+
+
+def test_format_table_and_levels():
+    table = format_table([dict.fromkeys(LEVEL_KEYS, 1) | {"cpu_ms_per_event": None}])
+    assert table.splitlines()[0].startswith("| conversations | completed |") and table.splitlines()[2].endswith("| – |")
+    assert parse_levels("1,10,50") == [1, 10, 50]
+    for bad in ("", "0", "a,b"):
+        with pytest.raises(Exception):
+            parse_levels(bad)
+
+
+def test_cpu_spent_per_process_tree():
+    assert cpu_spent({"web": 1.0, "worker": 2.0}, {"web": 1.5, "worker": 4.0}) == {"web": 0.5, "worker": 2.0}
+    assert cpu_spent(None, {"web": 1.0}) == {} and cpu_spent({"web": None}, {"web": 1.0}) == {}
+
+
+def test_process_tree_cpu_and_database_url():
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    before = process_tree_cpu_seconds([os.getpid()])
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    assert process_tree_cpu_seconds([os.getpid()]) > before
+    assert process_tree_cpu_seconds([]) is None
+    assert run_database_url("postgres://postgres@127.0.0.1:5432/playground?sslmode=disable", "loadtest_1") == \
+        "postgres://postgres@127.0.0.1:5432/loadtest_1?sslmode=disable"
+
+
+# -- end to end ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_two_conversations_end_to_end_on_an_embedded_stack():
+    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "2", "--workers", "1", "--json"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]  # a database created for the run on that server
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    report = json.loads(completed.stdout)  # stdout holds the JSON and nothing else
+    assert list(report) == ["levels"] and len(report["levels"]) == 1
+    level = report["levels"][0]
+    assert list(level) == list(LEVEL_KEYS)
+    assert level["conversations"] == 2 and level["completed"] == 2
+    assert level["lost"] == 0 and level["duplicated"] == 0
+    assert level["events"] >= 2 * 3  # at least message, turn, final status per conversation
+    assert level["ws_p50_ms"] is not None and level["ws_p50_ms"] >= 0
+    assert level["cpu_ms_per_event"] is not None and level["cpu_ms_per_event"] > 0
+    assert "stack stopped" in completed.stderr
+
+
+@pytest.mark.slow
+def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes():
+    """More machines by adding nodes: each conversation is started and its message sent through one
+    daphne, run by either Celery worker, and watched through the other daphne — its frames cross
+    nodes through the Redis channel layer, and none is lost or repeated."""
+    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "4", "--web-nodes", "2",
+               "--worker-nodes", "2", "--workers", "1", "--json"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    level = json.loads(completed.stdout)["levels"][0]
+    assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (4, 4, 0, 0), completed.stderr[-3000:]
+    assert "web2" in completed.stderr and "worker2" in completed.stderr  # the second nodes ran and were measured
