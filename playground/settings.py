@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "playground.conversations",
     "playground.evaluation",
     "playground.gateway",
+    "playground.accounts",
 ]
 
 MIDDLEWARE = [

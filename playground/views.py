@@ -1,17 +1,19 @@
 """Project-level pages: the home dashboard and a health check."""
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
 from django.db.models import Count, Q, Sum
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
+from playground.access import VIEWER, role_required
 from playground.mcp_servers.models import McpServer
 from playground.registry.models import AgentProfile, Tool
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def home(request):
     tools = Tool.objects.filter(enabled=True).aggregate(
         count=Count("id"), deferred=Count("id", filter=Q(deferred=True)), tokens=Sum("token_estimate")
@@ -26,6 +28,7 @@ def home(request):
     return render(request, "home.html", context)
 
 
+@require_safe
 def healthz(request):
     """Liveness for docker-compose and `make run`: the process answers and the database is reachable."""
     with connection.cursor() as cursor:

@@ -289,11 +289,24 @@ class StatusChanged(LoopEvent):
     note: str = ""
 
 
+@dataclass
+class ActedForOwner(LoopEvent):
+    """Someone other than the owner (an admin) sent a message, answered a prompt or cancelled here:
+    recorded so the owner sees who acted in their conversation."""
+
+    type: ClassVar[str] = "acted_for_owner"
+    actor: str  # the username
+    actor_role: str
+    action: str  # sent a message | answered your permission prompt | cancelled the run
+    detail: str = ""
+
+
 EVENT_TYPES: dict[str, type[LoopEvent]] = {
     cls.type: cls
     for cls in (
         TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, ToolSearchQuery, ToolCall, ToolResult,
         PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, StatusChanged,
+        ActedForOwner,
     )
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
-from playground.access import is_staff
+from playground.access import ADMIN, OPERATOR, has_role
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
@@ -19,12 +19,13 @@ CHAT_TYPES = ("message", "permission_prompt")
 
 
 def can_view(user, conversation: Conversation) -> bool:
-    return bool(user and user.is_authenticated and (is_staff(user) or conversation.owner_id == user.pk))
+    """Operators see their own conversations; admins everyone's."""
+    return has_role(user, OPERATOR) and (conversation.owner_id == user.pk or has_role(user, ADMIN))
 
 
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
-    return qs if is_staff(user) else qs.filter(owner=user)
+    return qs if has_role(user, ADMIN) else qs.filter(owner=user)
 
 
 def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) -> QuerySet[Conversation]:

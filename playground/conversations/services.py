@@ -14,7 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.db.models import Max
 
+from playground.access import role_of
 from playground.conversations.events import (
+    ActedForOwner,
     ChatMessage,
     ErrorEvent,
     PermissionAnswer,
@@ -68,6 +70,14 @@ def new_compare_group() -> str:
     return str(uuid.uuid4())
 
 
+def record_acting_for_owner(locked: Conversation, user, action: str, detail: str = "") -> None:
+    """Inside the caller's transaction: when `user` is not the conversation's owner (an admin acting
+    in someone else's conversation), record who did what, so the owner sees it on their page."""
+    if user is None or not getattr(user, "pk", None) or user.pk == locked.owner_id:
+        return
+    record_event(locked, ActedForOwner(actor=user.get_username(), actor_role=role_of(user) or "", action=action, detail=detail))
+
+
 def send_message(conversation: Conversation, text: str, *, user=None, enqueue: bool = True) -> Message:
     """Store the person's message, mark the conversation running and queue the loop after commit."""
     text = (text or "").strip()
@@ -92,6 +102,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         Conversation.objects.filter(pk=locked.pk).update(run_token=run_token, heartbeat_at=None)
         record_event(locked, ChatMessage(role="user", text=text, author=getattr(user, "username", "")),
                      status=Conversation.Status.RUNNING)
+        record_acting_for_owner(locked, user, "sent a message")
         if enqueue:
             transaction.on_commit(lambda: queue_run(locked.pk, run_token))
     conversation.status = Conversation.Status.RUNNING
@@ -176,6 +187,8 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
             turn_sequence=prompt.turn_sequence,
             status=Conversation.Status.RUNNING if resume and locked.status == Conversation.Status.WAITING else None,
         )
+        record_acting_for_owner(locked, user, "answered your permission prompt",
+                                f"#{prompt_sequence} {prompt.payload.get('name', '')}: {PERMISSION_CHOICES.get(choice, choice)}")
         paused = locked.paused_run or {}
         if resume and paused.get("prompt_sequence") == prompt_sequence:
             run_token = locked.run_token
@@ -197,6 +210,7 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
         locked = lock_conversation(conversation.pk)
         if run_is_lost(locked):
             _release(locked)  # the worker is gone: nobody would act on the cancel
+            record_acting_for_owner(locked, user, "cancelled the run")
             conversation.status = locked.status
             return True
         if locked.status == Conversation.Status.CANCELLING and locked.heartbeat_at is None:
@@ -207,6 +221,7 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
                                                note="stopped: no worker answered the cancel request"),
                          status=Conversation.Status.IDLE)
+            record_acting_for_owner(locked, user, "cancelled the run")
             conversation.status = Conversation.Status.IDLE
             return True
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
@@ -222,16 +237,19 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
                 record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
                                                    note=f"cancelled by {who} before a worker started the run"),
                              status=Conversation.Status.IDLE)
+            record_acting_for_owner(locked, user, "cancelled the run")
             conversation.status = Conversation.Status.IDLE
             return True
         if locked.status == Conversation.Status.WAITING and locked.paused_run:
             # Paused on a prompt: no worker would see the cancel, so the run ends here and now.
             _end_paused_run(locked, note=f"the run was cancelled by {getattr(user, 'username', 'someone')}")
+            record_acting_for_owner(locked, user, "cancelled the run")
             conversation.status = Conversation.Status.IDLE
             return True
         record_event(locked, StatusChanged(status=Conversation.Status.CANCELLING,
                                            note=f"cancel requested by {getattr(user, 'username', 'someone')}"),
                      status=Conversation.Status.CANCELLING)
+        record_acting_for_owner(locked, user, "cancelled the run")
     conversation.status = Conversation.Status.CANCELLING
     return True
 

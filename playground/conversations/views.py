@@ -4,13 +4,12 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import is_staff
+from playground.access import OPERATOR, is_staff, role_required
 from playground.conversations import services
 from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
 from playground.conversations.models import Conversation
@@ -35,7 +34,8 @@ def _done(request, conversation: Conversation):
     return redirect("conversations:detail", pk=conversation.pk)
 
 
-@login_required
+@role_required(OPERATOR)
+@require_safe
 def conversation_list(request):
     """Conversations, newest first, searched and filtered by GET parameters (bookmarkable), a page at a time."""
     filters = ConversationFilterForm(request.GET, staff=is_staff(request.user))
@@ -55,7 +55,7 @@ def conversation_list(request):
     return render(request, template, context)
 
 
-@login_required
+@role_required(OPERATOR)
 def conversation_new(request):
     form = NewConversationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -68,7 +68,8 @@ def conversation_new(request):
     return render(request, "conversations/new.html", {"form": form})
 
 
-@login_required
+@role_required(OPERATOR)
+@require_safe
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
@@ -76,7 +77,7 @@ def conversation_detail(request, pk: int):
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
 
 
-@login_required
+@role_required(OPERATOR)
 @require_safe
 def conversation_export(request, pk: int):
     """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
@@ -87,7 +88,7 @@ def conversation_export(request, pk: int):
     return response
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_send(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -98,7 +99,7 @@ def conversation_send(request, pk: int):
     return _carry_out(request, conversation, lambda: services.send_message(conversation, form.cleaned_data["text"], user=request.user))
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_answer(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -124,7 +125,7 @@ def _carry_out(request, conversation, action):
     return _done(request, conversation)
 
 
-@login_required
+@role_required(OPERATOR)
 @require_POST
 def conversation_cancel(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
@@ -133,7 +134,7 @@ def conversation_cancel(request, pk: int):
     return _done(request, conversation)
 
 
-@login_required
+@role_required(OPERATOR)
 def compare(request):
     """Start the same message under two profiles, side by side."""
     form = CompareForm(request.POST or None)
@@ -149,7 +150,8 @@ def compare(request):
     return render(request, "conversations/compare_form.html", {"form": form})
 
 
-@login_required
+@role_required(OPERATOR)
+@require_safe
 def compare_view(request, group: str):
     conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile", "owner")
                      if can_view(request.user, c)]

@@ -1,11 +1,10 @@
-"""The evaluation page: start a run (staff), watch its progress (htmx polling), see recall@k per backend."""
+"""The evaluation page: start a run (editors), watch its progress (htmx polling), see recall@k per backend."""
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
-from playground.access import is_staff, staff_for_writes
+from playground.access import EDITOR, VIEWER, has_role, role_for_writes, role_required
 from playground.engine.search import quality
 from playground.evaluation import selectors, services
 from playground.evaluation.forms import EvaluationForm
@@ -16,7 +15,7 @@ def _run_context(run: EvaluationRun) -> dict:
     return {"run": run, "chart": selectors.recall_chart(run), "rows": selectors.result_rows(run)}
 
 
-@staff_for_writes(message="only staff can start evaluation runs")
+@role_for_writes(EDITOR, message="only editors can start evaluation runs")
 @require_http_methods(["GET", "POST"])
 def index(request):
     if request.method == "POST":
@@ -38,19 +37,21 @@ def index(request):
         "form": form,
         "runs": runs,
         "latest": _run_context(latest) if latest else None,
-        "can_run": is_staff(request.user),
+        "can_run": has_role(request.user, EDITOR),
         "dev_buckets": quality.DEV_BUCKETS,
     }
     return render(request, "evaluation/index.html", context)
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def detail(request, pk: int):
     run = get_object_or_404(EvaluationRun, pk=pk)
     return render(request, "evaluation/detail.html", _run_context(run))
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def progress(request, pk: int):
     """The run's status fragment; it keeps polling itself (hx-trigger) while the run is active."""
     run = get_object_or_404(EvaluationRun, pk=pk)

@@ -2,9 +2,20 @@ from __future__ import annotations
 
 from django.urls import path
 
+from playground.access import ADMIN, allow
 from playground.gateway import views
 
 app_name = "gateway"
+# Who may use each route (see playground/urls.py): the gateway's tokens and sessions are for admins.
+# (The MCP endpoint itself is not a URL pattern: endpoint.py serves it in front of Django, by token.)
+access_rules = {
+    "session_list": allow(get=ADMIN),
+    "session_detail": allow(get=ADMIN),
+    "session_events": allow(get=ADMIN),
+    "prompt_answer": allow(post=ADMIN),
+    "token_list": allow(get=ADMIN, post=ADMIN),
+    "token_revoke": allow(post=ADMIN),
+}
 urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),

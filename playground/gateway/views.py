@@ -1,27 +1,29 @@
-"""Gateway pages (staff): access tokens, and the MCP sessions clients opened with what they did."""
+"""Gateway pages (admins): access tokens, and the MCP sessions clients opened with what they did."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from playground.gateway.endpoint import endpoint_path
 from playground.gateway.forms import TokenForm
 from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
 from playground.gateway.service import answer_prompt
 from playground.gateway.tokens import issue_token, revoke_token
-from playground.access import staff_required
+from playground.access import ADMIN, role_required
 from playground.registry.models import AgentProfile
 
 EVENTS_PER_POLL = 200
 
 
-@staff_required
+@role_required(ADMIN)
+@require_safe
 def session_list(request):
     sessions = GatewaySession.objects.select_related("profile", "token").order_by("-last_seen_at")[:200]
     return render(request, "gateway/session_list.html", {"sessions": sessions})
 
 
-@staff_required
+@role_required(ADMIN)
+@require_safe
 def session_detail(request, pk: int):
     session = get_object_or_404(GatewaySession.objects.select_related("profile", "token"), pk=pk)
     events = list(session.events.order_by("sequence"))
@@ -31,7 +33,8 @@ def session_detail(request, pk: int):
     })
 
 
-@staff_required
+@role_required(ADMIN)
+@require_safe
 def session_events(request, pk: int):
     """Events after `?after=N`, and a new poller: the detail page follows a live session with it."""
     session = get_object_or_404(GatewaySession, pk=pk)
@@ -50,7 +53,7 @@ def _pending_prompts(session: GatewaySession) -> set[int]:
     return set(session.prompts.filter(status=GatewayPrompt.Status.PENDING).values_list("pk", flat=True))
 
 
-@staff_required
+@role_required(ADMIN)
 @require_POST
 def prompt_answer(request, pk: int):
     """Allow or deny a call waiting under an `ask` rule; the first answer stands."""
@@ -62,7 +65,7 @@ def prompt_answer(request, pk: int):
     return redirect("gateway:session_detail", prompt.session_id)
 
 
-@staff_required
+@role_required(ADMIN)
 def token_list(request):
     created = None
     form = TokenForm(request.POST or None)
@@ -78,7 +81,7 @@ def token_list(request):
     return render(request, "gateway/token_list.html", {"form": form, "tokens": tokens, "created": created, "profiles": profiles})
 
 
-@staff_required
+@role_required(ADMIN)
 @require_POST
 def token_revoke(request, pk: int):
     revoke_token(get_object_or_404(GatewayToken, pk=pk))

@@ -2,8 +2,10 @@
 4401 after the handshake, by `playground.realtime.socket_refusal`)."""
 from __future__ import annotations
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from playground.access import VIEWER, has_role
 from playground.mcp_servers.status import STATUS_GROUP, server_group
 from playground.realtime import arefuse_socket, socket_refusal
 
@@ -15,7 +17,8 @@ class McpStatusConsumer(AsyncWebsocketConsumer):
     joined = False
 
     async def connect(self) -> None:
-        refusal = socket_refusal(self.scope.get("user"))
+        # The role is read from the database (the user's permissions): in a thread, not on the event loop.
+        refusal = await database_sync_to_async(socket_refusal)(self.scope.get("user"), lambda user: has_role(user, VIEWER))
         if refusal is not None:
             await arefuse_socket(self, refusal)
             return

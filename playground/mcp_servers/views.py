@@ -1,18 +1,17 @@
 """MCP server pages: list (live status), create / edit (secrets masked), detail with test, sync and
-a "call this tool" form per tool. Everyone logged in reads; staff edit, sync and call."""
+a "call this tool" form per tool. Viewers read; admins edit, test, sync and call."""
 from __future__ import annotations
 
 import json
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import staff_required
+from playground.access import ADMIN, VIEWER, role_required
 from playground.mcp_servers import selectors, services
 from playground.mcp_servers.connection import McpConnectionError, check_connection
 from playground.mcp_servers.executor import call_registered_tool
@@ -26,21 +25,23 @@ from playground.mcp_servers.transports import ServerConfig
 WORKER_HINT_AFTER_POLLS = 20
 
 
-# Everyone logged in reads; changing a server or calling its tools is for staff.
-staff_only = staff_required(message="Only staff can change MCP servers or call their tools.")
+# Viewers read; changing, testing or syncing a server (a stdio command runs on the web and worker
+# hosts) or calling its tools is for admins.
+admin_only = role_required(ADMIN, message="Only admins can change MCP servers or call their tools.")
 
 
 def _masked(values: dict[str, str]) -> dict[str, str]:
     return {key: SECRET_MASK for key in (values or {})}
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = list(selectors.servers_with_tool_counts())
     return render(request, "mcp_servers/server_list.html", {"servers": servers})
 
 
-@staff_only
+@admin_only
 def server_create(request: HttpRequest) -> HttpResponse:
     form = McpServerForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -52,7 +53,7 @@ def server_create(request: HttpRequest) -> HttpResponse:
     return render(request, "mcp_servers/server_form.html", {"form": form, "server": None})
 
 
-@staff_only
+@admin_only
 def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     before = ServerConfig.from_server(server)
@@ -82,7 +83,7 @@ def session_pool_discard(server_id: int) -> None:
         pass
 
 
-@staff_only
+@admin_only
 @require_POST
 def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
@@ -101,7 +102,8 @@ def _tools_with_call_forms(server: McpServer) -> list:
     return tools
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     tools = _tools_with_call_forms(server)
@@ -118,7 +120,7 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@staff_only
+@admin_only
 @require_POST
 def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     """Connect, initialize and count tools now (in this request); the stored status is untouched."""
@@ -131,7 +133,7 @@ def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "mcp_servers/_test_result.html", context)
 
 
-@staff_only
+@admin_only
 @require_POST
 def server_sync(request: HttpRequest, pk: int) -> HttpResponse:
     """Queue a sync on a Celery worker; the fragment polls until the server leaves `pending`."""
@@ -147,7 +149,8 @@ def server_sync(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "mcp_servers/_sync_progress.html", {"server": server, "polls": 0})
 
 
-@login_required
+@role_required(VIEWER)
+@require_safe
 def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     try:
@@ -165,7 +168,7 @@ def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "mcp_servers/_sync_progress.html", context)
 
 
-@staff_only
+@admin_only
 @require_POST
 def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)

@@ -2,9 +2,35 @@ from __future__ import annotations
 
 from django.urls import path
 
+from playground.access import EDITOR, VIEWER, allow
 from playground.registry.views import imports, inspector, permissions, profiles, tools
 
 app_name = "registry"
+# Who may use each route (see playground/urls.py): viewers read, editors change.
+access_rules = {
+    "tool_list": allow(get=VIEWER),
+    "tool_create": allow(get=EDITOR, post=EDITOR),
+    "tool_bulk": allow(post=EDITOR),
+    "tool_import": allow(get=EDITOR, post=EDITOR),
+    "tool_import_commit": allow(post=EDITOR),
+    "tool_export": allow(get=VIEWER),
+    "tool_detail": allow(get=VIEWER),
+    "tool_edit": allow(get=EDITOR, post=EDITOR),
+    "inspector": allow(get=VIEWER, post=VIEWER, note="a POST searches too: it carries a query too long for a URL"),
+    "usage_forget": allow(post=EDITOR),
+    "model_view": allow(get=VIEWER),
+    "permissions": allow(get=EDITOR),
+    "rule_create": allow(post=EDITOR),
+    "rule_row": allow(get=EDITOR),
+    "rule_edit": allow(get=EDITOR, post=EDITOR),
+    "rule_delete": allow(post=EDITOR),
+    "permission_test": allow(get=EDITOR),
+    "permission_history": allow(get=EDITOR),
+    "profile_list": allow(get=VIEWER),
+    "profile_create": allow(get=EDITOR, post=EDITOR),
+    "profile_detail": allow(get=VIEWER),
+    "profile_edit": allow(get=EDITOR, post=EDITOR),
+}
 urlpatterns = [
     path("tools/", tools.tool_list, name="tool_list"),
     path("tools/new/", tools.tool_create, name="tool_create"),

@@ -15,6 +15,7 @@ NAV_PAGES = [
     ("Profiles", "profile-list"),
     ("Conversations", "conversations"),
     ("Evaluation", None),
+    ("Users", "users"),
 ]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

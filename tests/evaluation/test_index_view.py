@@ -19,7 +19,7 @@ def test_viewer_sees_runs_but_cannot_start_one(viewer_client, toy_toolsets):
     response = viewer_client.get(reverse("evaluation:index"))
     assert response.status_code == 200
     body = response.content.decode()
-    assert "Only staff can start runs" in body
+    assert "Only editors can start runs" in body
     assert "<td>toy</td>" in body
     denied = viewer_client.post(reverse("evaluation:index"), {"toolset": "toy", "backends": ["bm25"], "query_style": "natural", "split": "all"})
     assert denied.status_code == 403

@@ -85,7 +85,7 @@ def test_the_detail_page_lists_tools_with_a_call_form_each(admin_client, synced_
 
 def test_viewers_see_disabled_call_forms_and_cannot_call(viewer_client, synced_demo):
     html = viewer_client.get(reverse("mcp_servers:server_detail", args=[synced_demo.pk])).content.decode()
-    assert "(staff only)" in html and "<fieldset disabled>" in html
+    assert "(admins only)" in html and "<fieldset disabled>" in html
     url, prefix = call_url(synced_demo, "mcp__demo__add")
     assert viewer_client.post(url, {f"{prefix}-mode": "form", f"{prefix}-timeout": "5"}).status_code == 403
 

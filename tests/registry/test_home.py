@@ -18,8 +18,16 @@ def test_home_requires_login(client):
     assert client.get(reverse("home")).status_code == 302
 
 
-def test_home_links_every_page_of_the_navigation(viewer_client, tools):
-    body = viewer_client.get(reverse("home")).content.decode()
+def test_home_links_every_page_of_the_navigation(admin_client, tools):
+    body = admin_client.get(reverse("home")).content.decode()
     for name in ("registry:inspector", "registry:model_view", "registry:tool_list", "mcp_servers:server_list",
                  "registry:permissions", "registry:profile_list", "conversations:list", "evaluation:index"):
         assert f'href="{reverse(name)}"' in body, name
+
+
+def test_home_and_navigation_hide_what_the_role_may_not_use(viewer_client, tools):
+    # viewer_client is a plain user: an operator, who runs conversations but edits nothing
+    body = viewer_client.get(reverse("home")).content.decode()
+    assert f'href="{reverse("conversations:list")}"' in body
+    assert f'href="{reverse("registry:permissions")}"' not in body
+    assert f'href="{reverse("registry:tool_import")}"' not in body

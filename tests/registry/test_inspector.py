@@ -202,7 +202,7 @@ def test_an_oversized_query_is_a_clear_error_for_every_backend(admin_client, too
 def test_the_naive_backend_is_for_staff_on_the_page(viewer_user, admin_user, tools):
     viewer_client, admin_client = _client_of(viewer_user), _client_of(admin_user)
     refused = viewer_client.get(URL, {"q": "github issue", "backend": "naive"})
-    assert refused.status_code == 400 and "for staff" in refused.context["answer"].error
+    assert refused.status_code == 400 and "for editors" in refused.context["answer"].error
     assert "naive" not in refused.context["backends"]
     allowed = admin_client.get(URL, {"q": "github issue", "backend": "naive"}, headers=HTMX)
     assert allowed.context["answer"].error == "" and allowed.context["answer"].result.matches
@@ -399,7 +399,7 @@ def test_a_backend_that_cannot_run_is_an_error_in_its_column_only(viewer_client,
     assert answer.error == ""
     assert [(c.backend, c.error) for c in answer.columns] == [
         ("bm25", ""),
-        ("naive", "the 'naive' backend is for staff on this page (it stays available in the engine CLI)"),
+        ("naive", "the 'naive' backend is for editors on this page (it stays available in the engine CLI)"),
         ("postgres", "postgres is unavailable here: needs PostgreSQL"),
         ("nonexistent", "unknown backend 'nonexistent'"),
     ]  # bm25 twice is one column

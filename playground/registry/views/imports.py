@@ -6,7 +6,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import staff_for_writes, staff_required
+from playground.access import EDITOR, VIEWER, role_required
 from playground.registry import selectors, services
 from playground.registry.forms import ImportForm
 from playground.registry.models import ToolImport
@@ -14,7 +14,7 @@ from playground.registry.models import ToolImport
 PREVIEW_ROWS = 200  # per category on the preview page; the counts are always complete
 
 
-@staff_required
+@role_required(EDITOR)
 def tool_import(request):
     """GET: the form. POST: parse and stage the catalog, and show the preview (nothing imported yet)."""
     form = ImportForm(request.POST or None, request.FILES or None)
@@ -37,7 +37,7 @@ def tool_import(request):
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def tool_import_commit(request, pk: int):
     staged = get_object_or_404(ToolImport, pk=pk)
     try:
@@ -52,7 +52,7 @@ def tool_import_commit(request, pk: int):
     return redirect("registry:tool_list")
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def tool_export(request):
     """`?format=jsonl|anthropic|openai|mcp` plus the list page's filters; no format → the choice page."""

@@ -6,10 +6,9 @@ import re
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.contrib.auth.decorators import login_required
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from playground.access import is_staff, staff_for_writes, staff_required
+from playground.access import EDITOR, VIEWER, has_role, role_required
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.registry import adapter, availability, ports, previews
@@ -19,13 +18,13 @@ WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CL
 # The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
 MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)")]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
-# Backends only staff may pick on the page: `naive` rescans every tool for every term (the
+# Backends only editors may pick on the page: `naive` rescans every tool for every term (the
 # benchmark baseline); the engine CLI still offers it.
 STAFF_BACKENDS = frozenset({"naive"})
 
 
 def _backend_names(user) -> list[str]:
-    return [name for name in adapter.backend_names() if is_staff(user) or name not in STAFF_BACKENDS]
+    return [name for name in adapter.backend_names() if has_role(user, EDITOR) or name not in STAFF_BACKENDS]
 
 
 def _refusal(name: str, user) -> str:
@@ -33,8 +32,8 @@ def _refusal(name: str, user) -> str:
     view enforces, for a compared backend's column."""
     if name not in adapter.backend_names():
         return f"unknown backend {name[:40]!r}"
-    if name in STAFF_BACKENDS and not is_staff(user):
-        return f"the {name!r} backend is for staff on this page (it stays available in the engine CLI)"
+    if name in STAFF_BACKENDS and not has_role(user, EDITOR):
+        return f"the {name!r} backend is for editors on this page (it stays available in the engine CLI)"
     unavailable = availability.backend_unavailable(name)
     return f"{name} is unavailable here: {unavailable}" if unavailable else ""
 
@@ -63,7 +62,7 @@ def _int(value: str | None, default: int | None, low: int = 1, high: int = 50, n
     return number
 
 
-@login_required
+@role_required(VIEWER)
 @require_http_methods(["GET", "HEAD", "POST"])
 def inspector(request):
     """A search changes nothing, so POST is the same as GET for everyone: it carries a query too
@@ -76,8 +75,8 @@ def inspector(request):
         profile = _profile(request, params)
         if backend and backend not in adapter.backend_names():
             raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(_backend_names(request.user))})")
-        if backend in STAFF_BACKENDS and not is_staff(request.user):
-            raise ValueError(f"the {backend!r} backend is for staff on this page (it stays available in the engine CLI)")
+        if backend in STAFF_BACKENDS and not has_role(request.user, EDITOR):
+            raise ValueError(f"the {backend!r} backend is for editors on this page (it stays available in the engine CLI)")
         answer = _inspect(params, query, profile, backend, request.user)
     except ValueError as exc:  # bad settings, or a profile the engine cannot run (an unknown wire style or backend)
         answer = previews.InspectorAnswer(query=query, backend=backend, wire_style="", max_results=0, error=str(exc))
@@ -121,7 +120,7 @@ def _inspect(params, query: str, profile: AgentProfile | None, backend: str, use
     )
 
 
-@staff_required
+@role_required(EDITOR)
 @require_POST
 def usage_forget(request):
     """Forget everything learned from usage (the past searches behind each tool's "usage" field)."""
@@ -138,7 +137,7 @@ def parse_names(text: str) -> list[str]:
     return names
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def model_view(request):
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))

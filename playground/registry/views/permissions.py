@@ -1,12 +1,12 @@
-"""Permissions editor (staff only): rules inline with htmx, a tester, history, live preview."""
+"""Permissions editor (editors only): rules inline with htmx, a tester, history, live preview."""
 from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import staff_required
+from playground.access import EDITOR, role_required
 from playground.registry import adapter, services
 from playground.registry.forms import PermissionRuleForm, PermissionTestForm
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule
@@ -28,7 +28,8 @@ def _changed(response: HttpResponse) -> HttpResponse:
     return response
 
 
-@staff_required
+@role_required(EDITOR)
+@require_safe
 def permissions(request):
     profile_pk = request.GET.get("profile", "")
     context = {
@@ -43,7 +44,7 @@ def permissions(request):
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def rule_create(request):
     form = PermissionRuleForm(request.POST)
     if not form.is_valid():
@@ -65,7 +66,7 @@ def _edit_ids(rule: PermissionRule) -> str:
     return f"id_rule{rule.pk}_%s"
 
 
-@staff_required
+@role_required(EDITOR)
 def rule_edit(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
     if request.method == "POST":
@@ -83,14 +84,15 @@ def rule_edit(request, pk: int):
     return render(request, "registry/_rule_edit_row.html", {"rule": rule, "form": form}, status=status)
 
 
-@staff_required
+@role_required(EDITOR)
+@require_safe
 def rule_row(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile", "changed_by"), pk=pk)
     return render(request, "registry/_rule_row.html", {"rule": rule})
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def rule_delete(request, pk: int):
     rule = get_object_or_404(PermissionRule.objects.select_related("profile"), pk=pk)
     services.delete_rule(rule, user=request.user)
@@ -100,7 +102,8 @@ def rule_delete(request, pk: int):
     return _changed(HttpResponse(""))
 
 
-@staff_required
+@role_required(EDITOR)
+@require_safe
 def permission_test(request):
     form = PermissionTestForm(request.GET or None)
     decision = None
@@ -110,6 +113,7 @@ def permission_test(request):
     return render(request, "registry/_permission_test.html", {"form": form, "decision": decision})
 
 
-@staff_required
+@role_required(EDITOR)
+@require_safe
 def permission_history(request):
     return render(request, "registry/_permission_history.html", {"history": _history()})

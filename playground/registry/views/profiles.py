@@ -7,20 +7,20 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_safe
 
-from playground.access import staff_for_writes, staff_required
+from playground.access import EDITOR, VIEWER, role_required
 from playground.registry import adapter, ports, previews
 from playground.registry.forms import AgentProfileForm
 from playground.registry.models import AgentProfile
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def profile_list(request):
     profiles = AgentProfile.objects.annotate(rule_count=Count("rules"))
     return render(request, "registry/profile_list.html", {"profiles": profiles})
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def profile_detail(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
@@ -53,7 +53,7 @@ def profile_detail(request, pk: int):
     return render(request, "registry/profile_detail.html", context)
 
 
-@staff_required
+@role_required(EDITOR)
 def profile_create(request):
     form = AgentProfileForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -63,7 +63,7 @@ def profile_create(request):
     return render(request, "registry/profile_form.html", {"form": form, "profile": None}, status=400 if form.errors else 200)
 
 
-@staff_required
+@role_required(EDITOR)
 def profile_edit(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
     form = AgentProfileForm(request.POST or None, instance=profile)

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import is_staff, staff_for_writes, staff_required
+from playground.access import ADMIN, EDITOR, VIEWER, has_role, role_required
 from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
@@ -24,7 +24,7 @@ def _filter_query(request) -> str:
     return urlencode({k: request.GET[k] for k in FILTER_PARAMS if request.GET.get(k)})
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def tool_list(request):
     tools = selectors.filter_tools(request.GET)
@@ -50,7 +50,7 @@ def tool_list(request):
 
 
 @require_POST
-@staff_required
+@role_required(EDITOR)
 def tool_bulk(request):
     form = BulkToolActionForm(request.POST)
     back = reverse("registry:tool_list") + ("?" + request.POST["back"] if request.POST.get("back") else "")
@@ -63,7 +63,7 @@ def tool_bulk(request):
     return redirect(back)
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.select_related("server"), pk=pk)
@@ -84,13 +84,13 @@ def tool_detail(request, pk: int):
         "definition_error": definition_error,
         "global_decision": decision,
         "verdicts": verdicts,
-        # A query may quote a person's request: others' conversations only for staff.
-        "past_searches": ports.usage().queries_for_tool(tool.name, user=None if is_staff(request.user) else request.user),
+        # A query may quote a person's request: others' conversations only for admins.
+        "past_searches": ports.usage().queries_for_tool(tool.name, user=None if has_role(request.user, ADMIN) else request.user),
     }
     return render(request, "registry/tool_detail.html", context)
 
 
-@staff_required
+@role_required(EDITOR)
 def tool_create(request):
     form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
     if request.method == "POST" and form.is_valid():
@@ -100,7 +100,7 @@ def tool_create(request):
     return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
 
 
-@staff_required
+@role_required(EDITOR)
 def tool_edit(request, pk: int):
     tool = get_object_or_404(Tool, pk=pk)
     form = ToolForm(request.POST or None, instance=tool)

@@ -1,0 +1,42 @@
+"""The Users page (admins): every user with their role, a select to change it, and the record of changes."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST, require_safe
+
+from playground.access import ADMIN, ROLE_LABELS, ROLES, role_of, role_required
+from playground.accounts import services
+from playground.accounts.models import RoleChange
+
+RECENT_CHANGES = 50
+
+
+@role_required(ADMIN, message="Only admins can see users and assign roles.")
+@require_safe
+def users(request):
+    people = list(get_user_model().objects.order_by("username").prefetch_related("groups"))
+    rows = [{"user": u, "role": role_of(u), "source": services.role_source(u)} for u in people]
+    return render(request, "accounts/users.html", {
+        "rows": rows,
+        "roles": [(role, ROLE_LABELS[role]) for role in ROLES],
+        "changes": RoleChange.objects.select_related("user", "changed_by")[:RECENT_CHANGES],
+    })
+
+
+@role_required(ADMIN, message="Only admins can assign roles.")
+@require_POST
+def set_role(request, pk: int):
+    person = get_object_or_404(get_user_model(), pk=pk)
+    role = request.POST.get("role", "")
+    try:
+        change = services.assign_role(person, role, by=request.user)
+    except services.RoleError as exc:
+        messages.error(request, str(exc))
+        return redirect("accounts:users")
+    if change is None:
+        messages.info(request, f"{person.get_username()} keeps the {role_of(person)} role.")
+    else:
+        messages.success(request, f"{person.get_username()} is now {role or 'on the default role'} ({role_of(person)}).")
+    return redirect("accounts:users")

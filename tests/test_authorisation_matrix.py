@@ -1,0 +1,283 @@
+"""The authorisation matrix: every URL pattern and every WebSocket route, requested by every role.
+
+The routes come from the URL resolver (walked recursively) and from `playground/*/routing.py`; what
+each may answer comes from the `access_rules` table next to the routes (each app's urls.py and
+routing.py, built with `playground.access.allow`). A route with no rule fails here, and so does a rule
+for a route that no longer exists. Path parameters are filled from a small world of objects; the
+conversation belongs to the operator, so "owned" routes are seen by the operator and the admin and
+are a 404 for anyone else.
+
+Outcome classes: ok (2xx, a redirect that is not to the login page, or a 400/409 — the view ran and
+refused the empty form), login (302 to the login page), forbidden (403), hidden (404), not_allowed (405).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import urlparse
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, Group
+from django.db import transaction
+from django.shortcuts import resolve_url
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from playground.access import ADMIN, EDITOR, FORBIDDEN, HIDDEN, LOGIN, NOT_ALLOWED, OK, OPERATOR, ROLES, VIEWER, Rule
+
+PACKAGE = Path(__file__).resolve().parents[1] / "playground"
+ROLES_AND_ANONYMOUS = (None, *ROLES)
+METHODS = ("GET", "POST")
+
+
+# -- the routes and their declared rules --------------------------------------------------------------
+@dataclass(frozen=True)
+class Route:
+    name: str  # namespaced: registry:tool_detail
+    params: tuple[str, ...]
+    rule: Rule | None
+    where: str  # the module whose access_rules should hold the rule
+
+
+def _rules_of(module) -> dict[str, Rule]:
+    return getattr(module, "access_rules", {}) if isinstance(module, ModuleType) else {}
+
+
+def http_routes() -> tuple[list[Route], list[str]]:
+    """Every named URL pattern with the rule declared for it, and the declared rules with no route."""
+    routes: list[Route] = []
+    stale: list[str] = []
+
+    def walk(resolver: URLResolver, namespace: str, inherited: Rule | None) -> None:
+        module = resolver.urlconf_module
+        rules = _rules_of(module)
+        used: set[str] = set()
+        where = getattr(module, "__name__", repr(namespace))
+        for entry in resolver.url_patterns:
+            if isinstance(entry, URLResolver):
+                child_rule = inherited
+                if entry.namespace and entry.namespace in rules:
+                    child_rule = rules[entry.namespace]
+                    used.add(entry.namespace)
+                walk(entry, f"{namespace}{entry.namespace}:" if entry.namespace else namespace, child_rule)
+                continue
+            assert isinstance(entry, URLPattern)
+            if inherited is None and not entry.name:
+                routes.append(Route(f"{namespace}<unnamed {entry.pattern}>", (), None, where))
+                continue
+            rule = inherited if inherited is not None else rules.get(entry.name)
+            used.add(entry.name)
+            routes.append(Route(f"{namespace}{entry.name}", tuple(entry.pattern.converters), rule, where))
+        stale.extend(f"{where}: {name}" for name in set(rules) - used)
+
+    walk(get_resolver(), "", None)
+    return routes, stale
+
+
+def socket_routes() -> tuple[list[tuple[str, Rule | None, str]], list[str]]:
+    found, stale = [], []
+    for path in sorted(PACKAGE.glob("*/routing.py")):
+        module = importlib.import_module(f"playground.{path.parent.name}.routing")
+        rules = _rules_of(module)
+        routes = [str(p.pattern) for p in module.websocket_urlpatterns]
+        found.extend((route, rules.get(route), module.__name__) for route in routes)
+        stale.extend(f"{module.__name__}: {name}" for name in set(rules) - set(routes))
+    return found, stale
+
+
+HTTP_ROUTES, STALE_HTTP_RULES = http_routes()
+SOCKET_ROUTES, STALE_SOCKET_RULES = socket_routes()
+CHECKED = [r for r in HTTP_ROUTES if r.rule is not None and not r.rule.delegated]
+
+
+def test_every_route_declares_who_may_use_it():
+    missing = [f"{r.name} (add it to access_rules in {r.where})" for r in HTTP_ROUTES if r.rule is None]
+    missing += [f"socket {route} (add it to access_rules in {where})" for route, rule, where in SOCKET_ROUTES if rule is None]
+    assert missing == []
+
+
+def test_no_rule_outlives_its_route():
+    assert STALE_HTTP_RULES + STALE_SOCKET_RULES == []
+
+
+def test_the_walk_finds_the_apps_routes_and_sockets():
+    names = {r.name for r in HTTP_ROUTES}
+    assert {"home", "registry:tool_detail", "mcp_servers:tool_call", "conversations:answer", "evaluation:index",
+            "accounts:set_role", "admin:index"} <= names
+    assert {route for route, _, _ in SOCKET_ROUTES} >= {"ws/conversations/<int:pk>/", "ws/mcp/status/"}
+
+
+# -- the world the requests run in ---------------------------------------------------------------------
+@dataclass
+class World:
+    users: dict[str, object]
+    objects: dict[str, dict[str, object]]  # route name → its URL kwargs
+
+
+def _user(django_user_model, name: str, role: str | None):
+    user = django_user_model.objects.create_user(name, f"{name}@example.com", "pw-matrix-123")
+    if role is not None:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+def build_world(django_user_model) -> World:
+    from playground.conversations import services as conversations
+    from playground.evaluation.models import EvaluationRun
+    from playground.gateway.models import GatewayPrompt, GatewaySession
+    from playground.gateway.tokens import issue_token
+    from playground.mcp_servers.models import McpServer
+    from playground.registry import services as registry
+    from playground.registry.models import AgentProfile, PermissionRule, Tool
+
+    users = {
+        VIEWER: _user(django_user_model, "vera", VIEWER),
+        OPERATOR: _user(django_user_model, "otto", None),  # no group: a plain user is an operator
+        EDITOR: _user(django_user_model, "edith", EDITOR),
+        ADMIN: _user(django_user_model, "ada", ADMIN),
+    }
+    target = _user(django_user_model, "tess", None)
+    tool = Tool.objects.create(name="echo", description="Return the text", input_schema={"type": "object", "properties": {}})
+    profile = AgentProfile.objects.create(name="matrix", tool_search_mode="true", wire_style="native")
+    # An HTTP server on a closed port: a connection test fails at once instead of starting anything.
+    server = McpServer.objects.create(name="matrix", transport=McpServer.Transport.HTTP, url="http://127.0.0.1:9/mcp")
+    server_tool = Tool.objects.create(name="mcp__matrix__ping", description="Ping", server=server,
+                                      input_schema={"type": "object", "properties": {}}, source=Tool.Source.MCP)
+    rule = PermissionRule.objects.create(pattern="echo", effect="ask")
+    staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
+    conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
+    run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
+    token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
+    session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
+    gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
+    objects = {
+        "registry:tool_detail": {"pk": tool.pk}, "registry:tool_edit": {"pk": tool.pk},
+        "registry:tool_import_commit": {"pk": staged.pk},
+        "registry:rule_row": {"pk": rule.pk}, "registry:rule_edit": {"pk": rule.pk}, "registry:rule_delete": {"pk": rule.pk},
+        "registry:profile_detail": {"pk": profile.pk}, "registry:profile_edit": {"pk": profile.pk},
+        **{f"mcp_servers:{n}": {"pk": server.pk} for n in (
+            "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress")},
+        "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
+        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
+        "conversations:compare_view": {"group": "matrix-group"},
+        "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
+        "accounts:set_role": {"pk": target.pk},
+        "gateway:session_detail": {"pk": session.pk}, "gateway:session_events": {"pk": session.pk},
+        "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
+        "ws/conversations/<int:pk>/": {"pk": conversation.pk},
+        "ws/mcp/status/<int:server_id>/": {"server_id": server.pk},
+    }
+    return World(users, objects)
+
+
+def outcome(response) -> str:
+    status = response.status_code
+    if status in (301, 302, 303, 307, 308):
+        location = urlparse(response["Location"])
+        if location.path == resolve_url(settings.LOGIN_URL) and "next=" in location.query:
+            return LOGIN
+        return OK
+    if status == 403:
+        return FORBIDDEN
+    if status == 404:
+        return HIDDEN
+    if status == 405:
+        return NOT_ALLOWED
+    if 200 <= status < 300 or status in (400, 409):
+        return OK
+    return f"status {status}"
+
+
+@pytest.fixture(autouse=True)
+def no_background_work(monkeypatch, settings):
+    """Nothing leaves the process: queued runs and syncs are dropped (the on_commit hooks of a test
+    transaction never fire anyway), and sockets use the in-memory channel layer."""
+    from playground.conversations import tasks
+
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda *args, **kwargs: None)
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("route", CHECKED, ids=lambda r: r.name)
+def test_each_role_gets_what_the_route_declares(route, method, django_user_model):
+    seen, wanted = {}, {}
+    for role in ROLES_AND_ANONYMOUS:
+        # Each role in its own world, rolled back after: a POST that deletes or changes something
+        # (an editor deleting the rule) must not decide what the next role gets.
+        with transaction.atomic():
+            world = build_world(django_user_model)
+            if route.params and route.name not in world.objects:
+                pytest.fail(f"{route.name} takes {route.params}: add its objects to build_world()")
+            url = reverse(route.name, kwargs=world.objects.get(route.name) or None)
+            client = Client()
+            user = world.users[role] if role else None
+            if user is not None:
+                client.force_login(user)
+            seen[role or "anonymous"] = outcome(client.generic(method, url))
+            wanted[role or "anonymous"] = route.rule.expected(method, role, owner=user is not None and user.pk == world.users[OPERATOR].pk)
+            transaction.set_rollback(True)
+    wrong = {role: f"got {seen[role]}, declared {sorted(wanted[role])}" for role in seen if seen[role] not in wanted[role]}
+    assert wrong == {}, f"{method} {url} ({route.name})"
+
+
+@pytest.mark.django_db
+def test_django_admin_keeps_out_everyone_without_the_staff_flag(django_user_model):
+    """The admin site is delegated to Django: none of the role users has is_staff, so none gets in."""
+    world = build_world(django_user_model)
+    for role in ROLES_AND_ANONYMOUS:
+        client = Client()
+        if role:
+            client.force_login(world.users[role])
+        response = client.get(reverse("admin:index"))
+        assert response.status_code == 302 and urlparse(response["Location"]).path == reverse("admin:login"), role
+
+
+# -- sockets ------------------------------------------------------------------------------------------
+SOCKET_OUTCOME = {OK: "accepted", LOGIN: 4401, FORBIDDEN: 4403, HIDDEN: 4403}
+
+
+async def _connect(path: str, user) -> object:
+    from playground.routing import websocket_urlpatterns
+
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected  # refusals accept first, then close with their code (playground.realtime)
+    if await communicator.receive_nothing(timeout=0.2):
+        result: object = "accepted"
+    else:
+        message = await communicator.receive_output(timeout=1)
+        result = message.get("code") if message["type"] == "websocket.close" else "accepted"
+    await communicator.disconnect()
+    return result
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_role_gets_what_each_socket_declares(django_user_model):
+    world = build_world(django_user_model)
+    owner = world.users[OPERATOR]
+    wrong = {}
+    for route, rule, _ in SOCKET_ROUTES:
+        kwargs = world.objects.get(route, {})
+        path = "/" + route
+        for key, value in kwargs.items():
+            path = path.replace(f"<int:{key}>", str(value))
+        assert "<" not in path, f"socket {route}: add its objects to build_world()"
+        for role in ROLES_AND_ANONYMOUS:
+            user = world.users[role] if role else AnonymousUser()
+            if role:
+                user = django_user_model.objects.get(pk=user.pk)  # a fresh object: no cached role
+            wanted = {SOCKET_OUTCOME[o] for o in rule.expected("CONNECT", role, owner=role is not None and user.pk == owner.pk)}
+            got = async_to_sync(_connect)(path, user)
+            if got not in wanted:
+                wrong[f"{route} as {role or 'anonymous'}"] = f"got {got}, declared {sorted(map(str, wanted))}"
+    assert wrong == {}
+
