@@ -25,6 +25,8 @@ from playground.engine.permissions import PermissionFilterResult, PermissionPoli
 from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 from playground.engine.search.base import SearchBackend, backend_class
+from playground.engine.search.embedding_cache import VectorStore
+from playground.engine.search.semantic import use_vector_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
@@ -34,6 +36,7 @@ from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
+from playground.registry.vectors import make_store
 
 _FILTERED_CACHE_SIZE = 16
 
@@ -51,6 +54,7 @@ _TUNED_CACHE_SIZE = 6
 INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
 INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
+_vector_stores: dict[str, VectorStore | None] = {}
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -291,7 +295,7 @@ def search_backend(name: str | None = None) -> SearchBackend:
     with _lock:
         backend = _backends.get(resolved)
     if backend is None:
-        backend = backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS))
+        backend = _with_store(backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS)))
         with _lock:
             backend = _backends.setdefault(resolved, backend)
     return backend
@@ -366,9 +370,26 @@ def checked_backend_spec(name: str, settings_text: str) -> str:
 
 def _make_tuned(spec: str) -> SearchBackend:
     try:
-        return backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+        return _with_store(backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS)))
     except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
         raise ValueError(f"{spec}: {exc}") from exc
+
+
+def vector_store() -> VectorStore | None:
+    """This process's store of tool vectors (TOOLSEARCH_VECTOR_STORE; None: the engine's file)."""
+    kind = settings.TOOLSEARCH_VECTOR_STORE
+    with _lock:
+        if kind not in _vector_stores:
+            _vector_stores[kind] = make_store(kind)
+        return _vector_stores[kind]
+
+
+def _with_store(backend: SearchBackend) -> SearchBackend:
+    """The backend with its dense side (if any) reading and writing the configured vector store."""
+    store = vector_store()
+    if store is not None:
+        use_vector_store(backend, store)
+    return backend
 
 
 def backend_option_names(backend: SearchBackend) -> list[str]:

@@ -182,3 +182,18 @@ class ToolImport(models.Model):
 
     def __str__(self) -> str:
         return f"import #{self.pk} ({self.filename or 'pasted'}, {self.status})"
+
+
+class ToolEmbedding(models.Model):
+    """A tool document's vector, computed once and read by every process and node (instead of each
+    encoding the catalog again). Keyed like the engine's embedding cache: sha1(model id, document),
+    so a tool whose text did not change keeps its row, and rows of tools that are gone are harmless."""
+
+    key = models.CharField(max_length=40, unique=True)
+    model_id = models.CharField(max_length=200)
+    dim = models.PositiveSmallIntegerField()
+    vector = models.BinaryField()  # float32, little-endian, `dim` values
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} ({self.model_id}, {self.dim})"
