@@ -197,3 +197,35 @@ class ToolEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key[:12]} ({self.model_id}, {self.dim})"
+
+
+class SearchIndexBuild(models.Model):
+    """One background build of the tool vectors for one catalog version and one encoder
+    (`indexing.build_index`): its progress, read by the tools page and by searches that must not
+    encode while it runs. A second build of the same version finds this row and does nothing."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        SUPERSEDED = "superseded", "Superseded"  # the catalog changed again; a newer build covers it
+
+    version = models.CharField(max_length=255, unique=True)  # catalog version | model id
+    backend = models.CharField(max_length=350, blank=True)  # the backend spec whose encoder builds it ("" = default)
+    model_id = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)  # distinct tool texts of the catalog's deferred tools
+    embedded = models.PositiveIntegerField(default=0)  # of them, with a stored vector
+    encoded = models.PositiveIntegerField(default=0)  # of them, encoded by this build
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"index build {self.version} ({self.status}, {self.embedded}/{self.total})"

@@ -7,12 +7,32 @@ import pytest
 
 from playground.engine.search.embedding_cache import EmbeddingCache
 from playground.engine.search.hybrid import HybridBackend
-from playground.registry import adapter
-from playground.registry.models import ToolEmbedding
+from playground.engine.search import semantic
+from playground.registry import adapter, indexing, services, tasks
+from playground.registry.models import SearchIndexBuild, ToolEmbedding
 from playground.registry.vectors import DatabaseVectorStore, make_store
 from tests.search.fake_encoder import FakeEncoder
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake_encoder(monkeypatch):
+    """Every backend the adapter makes encodes with one FakeEncoder (no model, instant)."""
+    encoder = FakeEncoder()
+    monkeypatch.setattr(semantic, "shared_encoder", lambda runtime=None: encoder)
+    adapter.reset_caches()
+    yield encoder
+    adapter.reset_caches()
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The versions handed to the build task (no broker needed)."""
+    versions: list[str] = []
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", versions.append)
+    return versions
+
 
 
 def _process_backend(encoder: FakeEncoder) -> HybridBackend:
@@ -52,3 +72,82 @@ def test_the_setting_picks_the_store(settings):
     backend = adapter.search_backend("hybrid")
     if backend.semantic is not None:  # with the semantic extra installed
         assert isinstance(backend.semantic.cache.store, DatabaseVectorStore)
+
+
+def test_the_build_embeds_missing_vectors_once_and_a_second_run_encodes_nothing(tools, fake_encoder, queued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        indexing.request_index_build()
+    assert len(queued) == 1
+    result = tasks.build_search_index_task(queued[0])
+    deferred = len(adapter.engine_catalog().deferred)
+    assert result == {"version": queued[0], "status": "done", "total": deferred, "embedded": deferred, "encoded": deferred}
+    assert len(fake_encoder.texts) == deferred and ToolEmbedding.objects.count() == deferred
+    # The same task again (a duplicate, or a redelivery) does nothing ...
+    assert tasks.build_search_index_task(queued[0])["encoded"] == deferred
+    assert len(fake_encoder.texts) == deferred
+    # ... and a build that runs again finds every vector stored.
+    SearchIndexBuild.objects.update(status=SearchIndexBuild.Status.QUEUED)
+    assert tasks.build_search_index_task(queued[0])["encoded"] == 0 and len(fake_encoder.texts) == deferred
+
+
+def test_one_build_per_catalog_version(tools, fake_encoder, queued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        indexing.request_index_build()
+        indexing.request_index_build()
+    assert len(queued) == 1 and SearchIndexBuild.objects.count() == 1
+    tools[3].description = "List open issues of a GitHub repository"
+    with django_capture_on_commit_callbacks(execute=True):
+        tools[3].save()
+        indexing.request_index_build()
+    assert len(queued) == 2 and queued[0] != queued[1]
+    # The first build, run after the catalog changed again, leaves the work to the second.
+    assert tasks.build_search_index_task(queued[0])["status"] == "superseded" and fake_encoder.texts == []
+    assert tasks.build_search_index_task(queued[1])["status"] == "done"
+
+
+def test_a_running_build_is_not_started_twice_unless_it_went_stale(tools, fake_encoder, queued):
+    row = indexing.schedule_index_build()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status=SearchIndexBuild.Status.RUNNING)
+    assert tasks.build_search_index_task(row.version)["status"] == "running" and fake_encoder.texts == []
+    assert indexing.schedule_index_build().pk == row.pk and len(queued) == 1
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.STALE_AFTER * 2)
+    assert indexing.schedule_index_build().pk == row.pk and len(queued) == 2  # its worker went away: queued again
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+
+
+def test_a_broker_that_is_down_is_recorded_not_raised(tools, fake_encoder, monkeypatch):
+    def down(version):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", down)
+    row = indexing.schedule_index_build()
+    assert row.status == "failed" and "is Redis running?" in row.error
+    assert "failed" in indexing.progress_note()
+
+
+def test_memory_vectors_are_not_built_in_the_background(tools, fake_encoder, queued, settings):
+    settings.TOOLSEARCH_VECTOR_STORE = "memory"
+    assert indexing.schedule_index_build() is None and queued == []
+
+
+def test_an_import_queues_the_build(admin_user, fake_encoder, queued, django_capture_on_commit_callbacks):
+    staged, preview = services.stage_import('{"name": "mcp__x__ping", "description": "Ping a host"}\n', user=admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.commit_import(staged)
+    assert len(queued) == 1 and indexing.current_build().version == queued[0]
+
+
+def test_an_mcp_sync_that_adds_tools_queues_the_build(db, fake_encoder, queued, django_capture_on_commit_callbacks):
+    from playground.mcp_servers import services as mcp_services
+    from playground.mcp_servers.connection import McpToolListing, ServerProbe
+    from playground.mcp_servers.models import McpServer
+
+    server = McpServer.objects.create(name="demo", transport="stdio", command="true")
+    listing = [McpToolListing("ping", "Ping a host", {"type": "object", "properties": {}})]
+    probe = ServerProbe("demo", "1", "2025-06-18", 1, 1.0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert mcp_services.apply_listing(server, listing, probe).added == ["mcp__demo__ping"]
+    assert len(queued) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert mcp_services.apply_listing(server, listing, probe).unchanged == 1
+    assert len(queued) == 1  # nothing changed: nothing to build

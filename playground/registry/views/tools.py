@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import is_staff, staff_for_writes, staff_required
 from playground.engine.tools import ToolDefinitionError
-from playground.registry import adapter, ports, selectors, services
+from playground.registry import adapter, indexing, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
 
@@ -95,6 +95,7 @@ def tool_create(request):
     form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
     if request.method == "POST" and form.is_valid():
         tool = form.save()
+        indexing.request_index_build()
         messages.success(request, f"Created {tool.name}.")
         return redirect("registry:tool_detail", pk=tool.pk)
     return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
@@ -106,6 +107,7 @@ def tool_edit(request, pk: int):
     form = ToolForm(request.POST or None, instance=tool)
     if request.method == "POST" and form.is_valid():
         form.save()
+        indexing.request_index_build()
         messages.success(request, f"Saved {tool.name}.")
         return redirect("registry:tool_detail", pk=tool.pk)
     return render(request, "registry/tool_form.html", {"form": form, "tool": tool}, status=400 if form.errors else 200)
