@@ -26,13 +26,15 @@ from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 from playground.engine.search.base import SearchBackend, backend_class
 from playground.engine.search.embedding_cache import VectorStore
-from playground.engine.search.semantic import use_vector_store
+from playground.engine.search.indexed import IndexedOrFallback
+from playground.engine.search.semantic import dense_side, use_vector_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
 from playground.engine.toolsearch_tool import NATIVE_STYLE
+from playground.registry import indexing  # a module object: indexing reads catalogs and backends here
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
@@ -295,7 +297,7 @@ def search_backend(name: str | None = None) -> SearchBackend:
     with _lock:
         backend = _backends.get(resolved)
     if backend is None:
-        backend = _with_store(backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS)))
+        backend = _prepared(backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS)), resolved)
         with _lock:
             backend = _backends.setdefault(resolved, backend)
     return backend
@@ -370,7 +372,7 @@ def checked_backend_spec(name: str, settings_text: str) -> str:
 
 def _make_tuned(spec: str) -> SearchBackend:
     try:
-        return _with_store(backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS)))
+        return _prepared(backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS)), spec)
     except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
         raise ValueError(f"{spec}: {exc}") from exc
 
@@ -384,17 +386,28 @@ def vector_store() -> VectorStore | None:
         return _vector_stores[kind]
 
 
-def _with_store(backend: SearchBackend) -> SearchBackend:
-    """The backend with its dense side (if any) reading and writing the configured vector store."""
+def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
+    """The backend with its dense side (if any) reading and writing the configured vector store,
+    and — when vectors are built in the background — wrapped so that a search never encodes a
+    catalog in the request (`IndexedOrFallback`: the last complete index or the keyword backend
+    answers while the build runs, and the result says so)."""
     store = vector_store()
     if store is not None:
         use_vector_store(backend, store)
-    return backend
+    if dense_side(backend) is None or not indexing.builds_in_background():
+        return backend
+    return IndexedOrFallback(
+        backend,
+        search_backend("claude-code"),
+        inline_limit=settings.TOOLSEARCH_INLINE_EMBED_LIMIT,
+        on_missing=lambda: indexing.schedule_index_build("" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec),
+        describe_build=indexing.progress_note,
+    )
 
 
 def backend_option_names(backend: SearchBackend) -> list[str]:
     """The settings the inspector accepts for this backend (empty: it has none)."""
-    return sorted(_inspector_options(type(backend)))
+    return sorted(_inspector_options(type(getattr(backend, "inner", backend))))
 
 
 def registered_servers() -> type:

@@ -7,7 +7,7 @@ import pytest
 
 from playground.engine.search.embedding_cache import EmbeddingCache
 from playground.engine.search.hybrid import HybridBackend
-from playground.engine.search import semantic
+from playground.engine.search import embedding_cache, semantic
 from playground.registry import adapter, indexing, services, tasks
 from playground.registry.models import SearchIndexBuild, ToolEmbedding
 from playground.registry.vectors import DatabaseVectorStore, make_store
@@ -21,6 +21,7 @@ def fake_encoder(monkeypatch):
     """Every backend the adapter makes encodes with one FakeEncoder (no model, instant)."""
     encoder = FakeEncoder()
     monkeypatch.setattr(semantic, "shared_encoder", lambda runtime=None: encoder)
+    monkeypatch.setattr(embedding_cache, "_shared_caches", {})  # no vectors in memory from an earlier test
     adapter.reset_caches()
     yield encoder
     adapter.reset_caches()
@@ -151,3 +152,48 @@ def test_an_mcp_sync_that_adds_tools_queues_the_build(db, fake_encoder, queued, 
     with django_capture_on_commit_callbacks(execute=True):
         assert mcp_services.apply_listing(server, listing, probe).unchanged == 1
     assert len(queued) == 1  # nothing changed: nothing to build
+
+
+INSPECTOR = "/inspector/"
+
+
+def test_an_inspector_search_during_a_build_falls_back_and_says_so(viewer_client, tools, fake_encoder, queued):
+    from tests.registry.conftest import bulk_tools
+
+    bulk_tools(100)  # more tools without a vector than a request encodes itself
+    response = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    result = response.context["answer"].result
+    assert fake_encoder.texts == []  # nothing encoded in the request (not even the query: no dense side ran)
+    assert result.index_state == "fallback" and result.matches[0] == "mcp__github__create_issue"
+    body = response.content.decode()
+    assert 'data-testid="index-note" data-index-state="fallback"' in body
+    assert "answered by the claude-code keyword backend while the index is built" in body
+    assert len(queued) == 1  # the search made sure a build is queued
+    row = SearchIndexBuild.objects.get()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="running", total=104, embedded=40)
+    again = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    assert "search index being built: 40 of 104 tools embedded" in again.content.decode() and len(queued) == 1
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="queued")  # (the running state above was only shown)
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+    fake_encoder.texts.clear()
+    done = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    assert done.context["answer"].result.index_state == "" and 'data-testid="index-note"' not in done.content.decode()
+    assert fake_encoder.texts == ["create a github issue"]  # the query only: the tools were loaded from the database
+
+
+def test_a_conversation_search_during_a_build_carries_the_note(admin_user, tools, fake_encoder, queued):
+    from playground.conversations.providers.demo import DemoAgentProvider
+    from playground.registry.models import AgentProfile
+    from tests.conversations.conftest import converse, events_of
+    from tests.registry.conftest import bulk_tools
+
+    bulk_tools(100)
+    profile = AgentProfile.objects.create(name="native", tool_search_mode="true", wire_style="native")
+    conversation, _ = converse(admin_user, "Create a GitHub issue titled outage", profile=profile, provider=DemoAgentProvider())
+    search = events_of(conversation, "toolsearch_query")[0]
+    assert search.payload["notes"] and "while the index is built" in search.payload["notes"][0]
+    assert _tool_count(fake_encoder) == 0
+
+
+def _tool_count(encoder: FakeEncoder) -> int:
+    return sum(1 for text in encoder.texts if "(" in text)
