@@ -197,3 +197,19 @@ def test_a_conversation_search_during_a_build_carries_the_note(admin_user, tools
 
 def _tool_count(encoder: FakeEncoder) -> int:
     return sum(1 for text in encoder.texts if "(" in text)
+
+
+def test_the_tools_page_shows_the_build_progress_and_polls_while_it_runs(viewer_client, tools, fake_encoder, queued):
+    page = viewer_client.get("/tools/").content.decode()
+    assert 'data-testid="search-index" data-status="none"' in page and "not built for this catalog yet" in page
+    row = indexing.schedule_index_build()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="running", total=10_000, embedded=8_200)
+    page = viewer_client.get("/tools/").content.decode()
+    assert "8,200 of 10,000 tools embedded" in page and 'hx-trigger="every 2s"' in page
+    fragment = viewer_client.get("/tools/search-index/", headers={"HX-Request": "true"}).content.decode()
+    assert fragment.strip().startswith('<p class="muted" id="search-index"') and "8,200 of 10,000" in fragment
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="queued")
+    tasks.build_search_index_task(row.version)
+    done = viewer_client.get("/tools/search-index/").content.decode()
+    assert 'data-status="done"' in done and "4 of 4 tools embedded (4 encoded by the last build)" in done
+    assert "every 2s" not in done  # finished: no more polling

@@ -44,9 +44,21 @@ def tool_list(request):
         "filters": {k: request.GET.get(k, "") for k in FILTER_PARAMS},
         "filter_query": _filter_query(request),
         "bulk_actions": BulkToolActionForm.ACTIONS,
+        **_index_context(),
     }
     template = "registry/_tool_table.html" if request.htmx and request.htmx.target == "tool-table" else "registry/tool_list.html"
     return render(request, template, context)
+
+
+def _index_context() -> dict:
+    return {"index_build": indexing.current_build(), "index_in_background": indexing.builds_in_background()}
+
+
+@staff_for_writes
+@require_safe
+def search_index(request):
+    """The search index line of the tools page (htmx polls it while a build runs)."""
+    return render(request, "registry/_search_index.html", _index_context())
 
 
 @require_POST
