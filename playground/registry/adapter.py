@@ -27,6 +27,7 @@ from playground.engine.search.backends import backend_from_spec, parse_backend_s
 from playground.engine.search.base import SearchBackend, backend_class
 from playground.engine.search.embedding_cache import VectorStore
 from playground.engine.search.indexed import IndexedOrFallback
+from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.semantic import dense_side, use_vector_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
@@ -57,6 +58,8 @@ INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
 INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
 _vector_stores: dict[str, VectorStore | None] = {}
+# What answers while a catalog's vectors are being built: Claude Code's own scorer (no index to wait for).
+_keyword_fallback = ClaudeCodeKeywordBackend()
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -398,7 +401,7 @@ def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
         return backend
     return IndexedOrFallback(
         backend,
-        search_backend("claude-code"),
+        _keyword_fallback,
         inline_limit=settings.TOOLSEARCH_INLINE_EMBED_LIMIT,
         on_missing=lambda: indexing.schedule_index_build("" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec),
         describe_build=indexing.progress_note,

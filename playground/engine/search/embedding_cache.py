@@ -192,11 +192,17 @@ def embed_tools(
     *,
     model_id: str,
     include_server: bool = True,
+    keys: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, EmbedStats]:
-    """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded."""
+    """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded.
+    `keys`: the tools' keys when the caller has them (`document_keys`); documents are then made
+    only for the tools to encode (at 100,000 tools, making them all takes seconds)."""
     tools = list(tools)
-    documents = [tool_document(t, include_server=include_server) for t in tools]
-    keys = [embedding_key(model_id, d) for d in documents]
+    if keys is None:
+        documents: dict[int, str] | list[str] = [tool_document(t, include_server=include_server) for t in tools]
+        keys = [embedding_key(model_id, d) for d in documents]
+    else:
+        documents = {}
     found = cache.get_many(keys)
     todo = [i for i, key in enumerate(keys) if key not in found]
     stats = EmbedStats(reused=len(tools) - len(todo), encoded=len(todo))
@@ -205,6 +211,8 @@ def embed_tools(
         unique: dict[str, int] = {}
         for i in todo:
             unique.setdefault(keys[i], i)
+        if isinstance(documents, dict):
+            documents = {i: tool_document(tools[i], include_server=include_server) for i in unique.values()}
         vectors = encode([documents[i] for i in unique.values()])
         fresh = {key: vectors[n] for n, key in enumerate(unique)}
         cache.put_many(fresh, model_id=model_id)

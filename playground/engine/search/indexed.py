@@ -15,8 +15,6 @@ the fallback and those two callables.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,8 +50,6 @@ class IndexedOrFallback(SearchBackend):
         self.on_missing = on_missing
         self.describe_build = describe_build
         self._last_complete: ToolCatalog | None = None
-        self._keys: OrderedDict[str, list[str]] = OrderedDict()
-        self._keys_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         # Everything else (degraded_reason, options, bm25 ...) is the wrapped backend's.
@@ -81,20 +77,9 @@ class IndexedOrFallback(SearchBackend):
         dense = self.semantic
         if dense is None or dense.has_index(catalog):
             return 0
-        keys = self._tool_keys(catalog, dense)
+        keys = dense.tool_keys(catalog)
         found = dense.cache.get_many(keys)
         return len({key for key in keys if key not in found})
-
-    def _tool_keys(self, catalog: ToolCatalog, dense: SemanticBackend) -> list[str]:
-        with self._keys_lock:
-            keys = self._keys.get(catalog.fingerprint)
-        if keys is None:
-            keys = dense.tool_keys(catalog)
-            with self._keys_lock:
-                self._keys[catalog.fingerprint] = keys
-                while len(self._keys) > 4:
-                    self._keys.popitem(last=False)
-        return keys
 
     def search(
         self,

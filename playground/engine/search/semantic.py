@@ -159,6 +159,8 @@ class SemanticBackend(SearchBackend):
         self.encoder: MiniLMEncoder = options.get("encoder") or shared_encoder(options.get("runtime"))
         self._cache: EmbeddingCache | None = options.get("cache")
         self.embed_query = query_embedder_for(self.encoder)
+        self._keys: OrderedDict[str, list[str]] = OrderedDict()  # catalog fingerprint → tool keys
+        self._keys_lock = threading.Lock()
 
     @property
     def cache(self) -> EmbeddingCache:
@@ -182,15 +184,27 @@ class SemanticBackend(SearchBackend):
         return len({t.server for t in tools}) > 1
 
     def tool_keys(self, catalog: ToolCatalog) -> list[str]:
-        """The cache keys of the catalog's deferred tools, as `build_index` looks them up."""
+        """The cache keys of the catalog's deferred tools, as `build_index` looks them up; kept for
+        the last few catalogs (asking whether a catalog's vectors are stored, then building its
+        index, makes them once)."""
+        with self._keys_lock:
+            keys = self._keys.get(catalog.fingerprint)
+            if keys is not None:
+                return keys
         tools = tuple(catalog.deferred)
-        return document_keys(tools, self.encoder.model_id, include_server=self.include_server(tools))
+        keys = document_keys(tools, self.encoder.model_id, include_server=self.include_server(tools))
+        with self._keys_lock:
+            self._keys[catalog.fingerprint] = keys
+            while len(self._keys) > self._index_cache_size:
+                self._keys.popitem(last=False)
+        return keys
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
         tools = tuple(catalog.deferred)
         include_server = self.include_server(tools)
         vectors, stats = embed_tools(
-            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server
+            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server,
+            keys=self.tool_keys(catalog),
         )
         vocabulary = frozenset(stem for tool in tools for stems in analyzed_fields(tool).values() for stem in stems)
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats, vocabulary=vocabulary)
