@@ -35,8 +35,9 @@ logger = logging.getLogger(__name__)
 
 BATCH = 256  # tool texts per encoder call and per progress update
 # A build whose row has not moved for this long is taken as dead (its worker went away): the next
-# request queues it again.
+# request queues it again. One that failed (e.g. the broker was not up yet) is retried sooner.
 STALE_AFTER = timedelta(minutes=10)
+RETRY_FAILED_AFTER = timedelta(seconds=30)
 
 
 def builds_in_background() -> bool:
@@ -57,7 +58,10 @@ def _dense(spec: str = "") -> SemanticBackend | None:
 
 
 def _stale(row: SearchIndexBuild) -> bool:
-    return row.status != SearchIndexBuild.Status.DONE and row.updated_at < timezone.now() - STALE_AFTER
+    if row.status == SearchIndexBuild.Status.DONE:
+        return False
+    wait = RETRY_FAILED_AFTER if row.status == SearchIndexBuild.Status.FAILED else STALE_AFTER
+    return row.updated_at < timezone.now() - wait
 
 
 def request_index_build(spec: str = "") -> None:

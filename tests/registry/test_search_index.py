@@ -124,6 +124,10 @@ def test_a_broker_that_is_down_is_recorded_not_raised(tools, fake_encoder, monke
     row = indexing.schedule_index_build()
     assert row.status == "failed" and "is Redis running?" in row.error
     assert "failed" in indexing.progress_note()
+    assert indexing.schedule_index_build().status == "failed"  # not retried at once by every search ...
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.RETRY_FAILED_AFTER * 2)
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", lambda version: None)
+    assert indexing.schedule_index_build().status == "queued"  # ... but soon after (the broker is up by now)
 
 
 def test_memory_vectors_are_not_built_in_the_background(tools, fake_encoder, queued, settings):
