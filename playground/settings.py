@@ -169,6 +169,13 @@ TOOL_SEARCH_UNSUPPORTED_MODELS = envlist("TOOL_SEARCH_UNSUPPORTED_MODELS", "haik
 # Search backends by name → dotted path (django-debug-toolbar style). "default" names one of them.
 TOOLSEARCH_BACKENDS = {**BUILTIN_BACKENDS}
 TOOLSEARCH_DEFAULT_BACKEND = os.environ.get("TOOLSEARCH_DEFAULT_BACKEND", DEFAULT_BACKEND)
+# Where tool vectors are kept: database (every process and node reads them; the default), file (the
+# engine's SQLite file of this host, as the CLI uses) or memory (this process only).
+TOOLSEARCH_VECTOR_STORE = os.environ.get("TOOLSEARCH_VECTOR_STORE", "database")
+# With database or file vectors, a catalog's vectors are built in the background (a Celery task) and a
+# search encodes in the request at most this many tools without a vector; beyond it, it answers from
+# the last complete index or with the keyword backend, and says so.
+TOOLSEARCH_INLINE_EMBED_LIMIT = envint("TOOLSEARCH_INLINE_EMBED_LIMIT", 64)
 # Learning from usage: a keyword ToolSearch query followed by a successful call of a tool it returned
 # is kept, and the BM25 and hybrid backends index such queries as the tool's "usage" field.
 TOOLSEARCH_LEARN_FROM_USAGE = envbool("TOOLSEARCH_LEARN_FROM_USAGE", True)

@@ -199,6 +199,7 @@ class ToolSearchQuery(LoopEvent):
     total_deferred_tools: int = 0
     error: str = ""
     server_side: bool = False  # Anthropic's own search tool answered (server_tool_use)
+    notes: list[str] = field(default_factory=list)  # e.g. the index was being built and another answered
 
 
 @dataclass

@@ -444,7 +444,7 @@ class AgentRun:
         self.emit(ev.ToolSearchQuery(
             tool_use_id=tool_use_id, query=result.query, backend=result.backend, reading=data["reading"],
             scored=data["scored"], loaded=list(result.matches), already_loaded=data["already_loaded"],
-            not_found=data["not_found"], total_deferred_tools=result.total_deferred_tools,
+            not_found=data["not_found"], total_deferred_tools=result.total_deferred_tools, notes=list(result.notes),
         ), turn_sequence=turn_seq)
         blocks = ts.tool_search_user_blocks(tool_use_id, result, wire_style)
         return blocks[0], blocks[1:]

@@ -50,6 +50,7 @@ from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
+from playground.registry import indexing
 from playground.registry.models import Tool
 
 logger = logging.getLogger(__name__)
@@ -160,6 +161,8 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
                 ]
             )
             transaction.on_commit(lambda: broadcast_server_status(locked.pk))
+            if result.added or result.updated:
+                indexing.request_index_build()  # the new or changed tools' vectors, in the background
     except Exception as exc:  # noqa: BLE001 - e.g. a database error: the rows are unchanged (atomic)
         logger.exception("storing the tools of MCP server %s failed", server.name)
         return _record_failure(server, f"storing the tools failed: {exc.__class__.__name__}: {exc}", started)

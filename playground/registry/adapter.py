@@ -25,15 +25,21 @@ from playground.engine.permissions import PermissionFilterResult, PermissionPoli
 from playground.engine.requests import AgentSettings
 from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 from playground.engine.search.base import SearchBackend, backend_class
+from playground.engine.search.embedding_cache import VectorStore
+from playground.engine.search.indexed import IndexedOrFallback
+from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+from playground.engine.search.semantic import dense_side, use_vector_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
 from playground.engine.toolsearch_tool import NATIVE_STYLE
+from playground.registry import indexing  # a module object: indexing reads catalogs and backends here
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
+from playground.registry.vectors import make_store
 
 _FILTERED_CACHE_SIZE = 16
 
@@ -51,6 +57,9 @@ _TUNED_CACHE_SIZE = 6
 INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
 INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
+_vector_stores: dict[str, VectorStore | None] = {}
+# What answers while a catalog's vectors are being built: Claude Code's own scorer (no index to wait for).
+_keyword_fallback = ClaudeCodeKeywordBackend()
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -291,7 +300,7 @@ def search_backend(name: str | None = None) -> SearchBackend:
     with _lock:
         backend = _backends.get(resolved)
     if backend is None:
-        backend = backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS))
+        backend = _prepared(backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS)), resolved)
         with _lock:
             backend = _backends.setdefault(resolved, backend)
     return backend
@@ -366,14 +375,42 @@ def checked_backend_spec(name: str, settings_text: str) -> str:
 
 def _make_tuned(spec: str) -> SearchBackend:
     try:
-        return backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS))
+        return _prepared(backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS)), spec)
     except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
         raise ValueError(f"{spec}: {exc}") from exc
 
 
+def vector_store() -> VectorStore | None:
+    """This process's store of tool vectors (TOOLSEARCH_VECTOR_STORE; None: the engine's file)."""
+    kind = settings.TOOLSEARCH_VECTOR_STORE
+    with _lock:
+        if kind not in _vector_stores:
+            _vector_stores[kind] = make_store(kind)
+        return _vector_stores[kind]
+
+
+def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
+    """The backend with its dense side (if any) reading and writing the configured vector store,
+    and — when vectors are built in the background — wrapped so that a search never encodes a
+    catalog in the request (`IndexedOrFallback`: the last complete index or the keyword backend
+    answers while the build runs, and the result says so)."""
+    store = vector_store()
+    if store is not None:
+        use_vector_store(backend, store)
+    if dense_side(backend) is None or not indexing.builds_in_background():
+        return backend
+    return IndexedOrFallback(
+        backend,
+        _keyword_fallback,
+        inline_limit=settings.TOOLSEARCH_INLINE_EMBED_LIMIT,
+        on_missing=lambda: indexing.schedule_index_build("" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec),
+        describe_build=indexing.progress_note,
+    )
+
+
 def backend_option_names(backend: SearchBackend) -> list[str]:
     """The settings the inspector accepts for this backend (empty: it has none)."""
-    return sorted(_inspector_options(type(backend)))
+    return sorted(_inspector_options(type(getattr(backend, "inner", backend))))
 
 
 def registered_servers() -> type:

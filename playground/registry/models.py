@@ -182,3 +182,50 @@ class ToolImport(models.Model):
 
     def __str__(self) -> str:
         return f"import #{self.pk} ({self.filename or 'pasted'}, {self.status})"
+
+
+class ToolEmbedding(models.Model):
+    """A tool document's vector, computed once and read by every process and node (instead of each
+    encoding the catalog again). Keyed like the engine's embedding cache: sha1(model id, document),
+    so a tool whose text did not change keeps its row, and rows of tools that are gone are harmless."""
+
+    key = models.CharField(max_length=40, unique=True)
+    model_id = models.CharField(max_length=200)
+    dim = models.PositiveSmallIntegerField()
+    vector = models.BinaryField()  # float32, little-endian, `dim` values
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} ({self.model_id}, {self.dim})"
+
+
+class SearchIndexBuild(models.Model):
+    """One background build of the tool vectors for one catalog version and one encoder
+    (`indexing.build_index`): its progress, read by the tools page and by searches that must not
+    encode while it runs. A second build of the same version finds this row and does nothing."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        SUPERSEDED = "superseded", "Superseded"  # the catalog changed again; a newer build covers it
+
+    version = models.CharField(max_length=255, unique=True)  # catalog version | model id
+    backend = models.CharField(max_length=350, blank=True)  # the backend spec whose encoder builds it ("" = default)
+    model_id = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField(default=0)  # distinct tool texts of the catalog's deferred tools
+    embedded = models.PositiveIntegerField(default=0)  # of them, with a stored vector
+    encoded = models.PositiveIntegerField(default=0)  # of them, encoded by this build
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"index build {self.version} ({self.status}, {self.embedded}/{self.total})"

@@ -15,7 +15,7 @@ from playground.engine.catalog_io import CatalogFormatError, dump_tools, load_to
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError
 from playground.engine import safe_json
 from playground.engine.tools import Tool as EngineTool
-from playground.registry import adapter
+from playground.registry import adapter, indexing
 from playground.registry.models import PermissionChange, PermissionRule, Tool, ToolImport
 
 # -- bulk actions --------------------------------------------------------------------------------
@@ -40,6 +40,7 @@ def bulk_tool_action(tools: Iterable[Tool], action: str) -> int:
         row.refresh_derived_fields()
         row.updated_at = now
     Tool.objects.bulk_update(rows, [*changes, "deferred", "token_estimate", "updated_at"], batch_size=500)
+    indexing.request_index_build()  # enabled or deferred tools join the searched catalog
     return len(rows)
 
 
@@ -227,6 +228,7 @@ def commit_import(staged: ToolImport) -> dict[str, int]:
     staged.summary = summary
     staged.committed_at = now
     staged.save(update_fields=["status", "summary", "committed_at"])
+    indexing.request_index_build()  # the new and changed tools' vectors, in the background
     return summary
 
 

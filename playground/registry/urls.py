@@ -35,6 +35,7 @@ urlpatterns = [
     path("tools/", tools.tool_list, name="tool_list"),
     path("tools/new/", tools.tool_create, name="tool_create"),
     path("tools/bulk/", tools.tool_bulk, name="tool_bulk"),
+    path("tools/search-index/", tools.search_index, name="search_index"),
     path("tools/import/", imports.tool_import, name="tool_import"),
     path("tools/import/<int:pk>/commit/", imports.tool_import_commit, name="tool_import_commit"),
     path("tools/export/", imports.tool_export, name="tool_export"),

@@ -153,6 +153,10 @@ class ToolSearchResult:
     pending_mcp_servers: list[str] = field(default_factory=list)
     already_loaded: list[str] = field(default_factory=list)  # matches that were not deferred (harmless no-ops)
     not_found: list[str] = field(default_factory=list)  # select: names that exist nowhere
+    # How the answer differs from the backend's usual one, for people (the inspector, the
+    # conversation): e.g. its index is being built and another index or backend answered.
+    notes: list[str] = field(default_factory=list)
+    index_state: str = ""  # "" (the backend's own index), "previous" (an older catalog's) or "fallback"
 
     def to_output(self) -> dict[str, Any]:
         """The ToolSearch tool's output object: {matches, query, total_deferred_tools, pending_mcp_servers?}."""
@@ -174,6 +178,7 @@ class ToolSearchResult:
             "scored": [s.to_dict() for s in self.scored],
             "already_loaded": list(self.already_loaded),
             "not_found": list(self.not_found),
+            **({"notes": list(self.notes), "index_state": self.index_state} if self.notes or self.index_state else {}),
         }
 
 
@@ -270,6 +275,11 @@ class SearchBackend(ABC):
                 result.already_loaded.append(tool.name)
 
     # -- what backends provide --------------------------------------------------------------------
+    def has_index(self, catalog: ToolCatalog) -> bool:
+        """Whether this backend already holds its index of `catalog` (without usage) in memory."""
+        with self._lock:
+            return catalog.fingerprint in self._indexes
+
     def index_for(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> Any:
         learned = usage if self.reads_usage and usage else None
         key = catalog.fingerprint if learned is None else f"{catalog.fingerprint}:{learned.fingerprint}"

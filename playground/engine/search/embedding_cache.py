@@ -5,6 +5,11 @@ only its name, server, description, hint and schema): a tool whose content did n
 encoded again — not after a restart, not after an MCP sync that changed other tools. SQLite because it is in the standard library, safe for
 several worker processes (WAL) and one file to delete. Location: TOOLSEARCH_CACHE_DIR, else
 ~/.cache/toolsearch-playground; TOOLSEARCH_CACHE_DIR=off keeps the cache in memory only.
+
+Where the vectors live is pluggable (`VectorStore`): the SQLite file (`SqliteVectorStore`, what the
+CLI uses), nowhere but memory (`MemoryVectorStore`), or a store a caller hands in — the web app
+passes one that keeps them in its database (`playground.registry.vectors`), so that every process
+and every node loads a tool's vector instead of encoding it again.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,26 +46,110 @@ class EmbedStats:
     encoded: int = 0  # run through the encoder now
 
 
-class EmbeddingCache:
-    """key → float32 vector. Memory first, then SQLite; `put_many` writes both."""
+class VectorStore:
+    """Where computed tool vectors are kept, by key (`embedding_key`). Subclasses implement
+    `get_many` and `put_many`; they must be safe to call from several threads.
 
-    def __init__(self, path: Path | None, dim: int):
+    A store only keeps what it is given: it never encodes. `EmbeddingCache` puts a process-wide
+    memory layer in front of it."""
+
+    def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        """The stored vectors of those `keys` that have one of `dim` floats (others are absent)."""
+        raise NotImplementedError
+
+    def put_many(self, items: Mapping[str, np.ndarray], *, model_id: str = "") -> None:
+        """Store (or replace) vectors; `model_id` names the encoder that made them."""
+        raise NotImplementedError
+
+    def missing_keys(self, keys: Sequence[str], dim: int) -> list[str]:
+        """Those of `keys` with no stored vector (a store may answer without reading the vectors)."""
+        found = self.get_many(keys, dim)
+        return [key for key in keys if key not in found]
+
+
+class MemoryVectorStore(VectorStore):
+    """Vectors in this process only (tests; TOOLSEARCH_CACHE_DIR=off)."""
+
+    def __init__(self) -> None:
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        with self._lock:
+            return {k: v for k in keys if (v := self._vectors.get(k)) is not None and v.shape == (dim,)}
+
+    def put_many(self, items: Mapping[str, np.ndarray], *, model_id: str = "") -> None:
+        with self._lock:
+            self._vectors.update({k: np.asarray(v, dtype=np.float32) for k, v in items.items()})
+
+
+class SqliteVectorStore(VectorStore):
+    """A SQLite file: safe for several processes of one host (WAL), one file to delete."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+            self._db.commit()
+        except (OSError, sqlite3.Error) as exc:
+            # A read-only home or a locked file must not break search: fall back to memory.
+            logger.warning("embedding cache at %s unavailable (%s); caching in memory only", path, exc)
+            self._db = None
+
+    @property
+    def available(self) -> bool:
+        return self._db is not None
+
+    def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        if self._db is None:
+            return found
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT key, vector FROM embeddings WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+                for key, blob in rows:
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape == (dim,):
+                        found[key] = vector
+        return found
+
+    def put_many(self, items: Mapping[str, np.ndarray], *, model_id: str = "") -> None:
+        if self._db is None or not items:
+            return
+        with self._lock:
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)",
+                    [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+                )
+                self._db.commit()
+            except sqlite3.Error as exc:
+                logger.warning("could not write embeddings to %s: %s", self.path, exc)
+
+
+class EmbeddingCache:
+    """key → float32 vector. Memory first, then the store (`VectorStore`); `put_many` writes both.
+
+    `EmbeddingCache(path, dim)` keeps them in the SQLite file at `path` (None: memory only);
+    `store=` hands in any other store."""
+
+    def __init__(self, path: Path | None, dim: int, *, store: VectorStore | None = None):
         self.path = path
         self.dim = dim
         self._memory: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-        if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
-                self._db.commit()
-            except (OSError, sqlite3.Error) as exc:
-                # A read-only home or a locked file must not break search: fall back to memory.
-                logger.warning("embedding cache at %s unavailable (%s); caching in memory only", path, exc)
-                self._db = None
+        if store is None and path is not None:
+            sqlite_store = SqliteVectorStore(path)
+            store = sqlite_store if sqlite_store.available else None
+        self.store = store
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
@@ -72,35 +161,22 @@ class EmbeddingCache:
                     missing.append(key)
                 else:
                     found[key] = vector
-            if missing and self._db is not None:
-                for start in range(0, len(missing), 500):
-                    chunk = missing[start : start + 500]
-                    rows = self._db.execute(
-                        f"SELECT key, vector FROM embeddings WHERE key IN ({','.join('?' * len(chunk))})", chunk
-                    ).fetchall()
-                    for key, blob in rows:
-                        vector = np.frombuffer(blob, dtype=np.float32)
-                        if vector.shape == (self.dim,):
-                            self._memory[key] = vector
-                            found[key] = vector
+        if missing and self.store is not None:
+            loaded = self.store.get_many(missing, self.dim)
+            with self._lock:
+                self._memory.update(loaded)
+            found.update(loaded)
         return found
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
+    def put_many(self, items: dict[str, np.ndarray], *, model_id: str = "") -> None:
         with self._lock:
             for key, vector in items.items():
                 self._memory[key] = np.asarray(vector, dtype=np.float32)
-            if self._db is not None and items:
-                try:
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)",
-                        [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-                    )
-                    self._db.commit()
-                except sqlite3.Error as exc:
-                    logger.warning("could not write embeddings to %s: %s", self.path, exc)
+        if self.store is not None and items:
+            self.store.put_many(items, model_id=model_id)
 
     def clear_memory(self) -> None:
-        """Forget the in-memory layer (what a process restart does); the file stays."""
+        """Forget the in-memory layer (what a process restart does); the store keeps its vectors."""
         with self._lock:
             self._memory.clear()
 
@@ -116,11 +192,17 @@ def embed_tools(
     *,
     model_id: str,
     include_server: bool = True,
+    keys: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, EmbedStats]:
-    """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded."""
+    """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded.
+    `keys`: the tools' keys when the caller has them (`document_keys`); documents are then made
+    only for the tools to encode (at 100,000 tools, making them all takes seconds)."""
     tools = list(tools)
-    documents = [tool_document(t, include_server=include_server) for t in tools]
-    keys = [embedding_key(model_id, d) for d in documents]
+    if keys is None:
+        documents: dict[int, str] | list[str] = [tool_document(t, include_server=include_server) for t in tools]
+        keys = [embedding_key(model_id, d) for d in documents]
+    else:
+        documents = {}
     found = cache.get_many(keys)
     todo = [i for i, key in enumerate(keys) if key not in found]
     stats = EmbedStats(reused=len(tools) - len(todo), encoded=len(todo))
@@ -129,9 +211,11 @@ def embed_tools(
         unique: dict[str, int] = {}
         for i in todo:
             unique.setdefault(keys[i], i)
+        if isinstance(documents, dict):
+            documents = {i: tool_document(tools[i], include_server=include_server) for i in unique.values()}
         vectors = encode([documents[i] for i in unique.values()])
         fresh = {key: vectors[n] for n, key in enumerate(unique)}
-        cache.put_many(fresh)
+        cache.put_many(fresh, model_id=model_id)
         found.update(fresh)
     matrix = np.zeros((len(tools), cache.dim), dtype=np.float32)
     for i, key in enumerate(keys):
@@ -143,12 +227,18 @@ _shared_caches: dict[tuple[str, int], EmbeddingCache] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_cache(dim: int) -> EmbeddingCache:
-    """One cache per (file, dim) per process, so backends share the in-memory layer."""
-    path = default_cache_path()
-    key = (str(path), dim)
+def shared_cache(dim: int, store: VectorStore | None = None) -> EmbeddingCache:
+    """One cache per (store, dim) per process, so backends share the in-memory layer. Without a
+    store: the SQLite file of `default_cache_path()` (memory only when that is off)."""
+    path = default_cache_path() if store is None else None
+    key = (str(path) if store is None else f"store:{id(store)}", dim)
     with _shared_lock:
         cache = _shared_caches.get(key)
         if cache is None:
-            cache = _shared_caches[key] = EmbeddingCache(path, dim)
+            cache = _shared_caches[key] = EmbeddingCache(path, dim, store=store)
         return cache
+
+
+def document_keys(tools: Iterable[Tool], model_id: str, *, include_server: bool) -> list[str]:
+    """The cache keys of these tools' documents (what `embed_tools` looks up)."""
+    return [embedding_key(model_id, tool_document(t, include_server=include_server)) for t in tools]

@@ -19,7 +19,7 @@ import numpy as np
 from playground.engine.search import text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, analyzed_fields, top_indices
-from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, embed_tools, shared_cache
+from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, VectorStore, document_keys, embed_tools, shared_cache
 from playground.engine.search.encoder import MiniLMEncoder, shared_encoder
 from playground.engine.search.required import RequiredTermFilter
 from playground.engine.tools import Tool, ToolCatalog
@@ -130,6 +130,13 @@ def dense_side(backend: SearchBackend) -> SemanticBackend | None:
     return backend if isinstance(backend, SemanticBackend) else getattr(backend, "semantic", None)
 
 
+def use_vector_store(backend: SearchBackend, store: VectorStore) -> None:
+    """Hand a backend's dense side (if it has one) the store its tool vectors are kept in."""
+    dense = dense_side(backend)
+    if dense is not None:
+        dense.use_vector_store(store)
+
+
 def query_embedder_for(encoder: MiniLMEncoder) -> QueryEmbedder:
     embedder = _query_embedders.get(id(encoder))
     if embedder is None or embedder.encoder is not encoder:
@@ -150,14 +157,54 @@ class SemanticBackend(SearchBackend):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.encoder: MiniLMEncoder = options.get("encoder") or shared_encoder(options.get("runtime"))
-        self.cache: EmbeddingCache = options.get("cache") or shared_cache(self.encoder.dim)
+        self._cache: EmbeddingCache | None = options.get("cache")
         self.embed_query = query_embedder_for(self.encoder)
+        self._keys: OrderedDict[str, list[str]] = OrderedDict()  # catalog fingerprint → tool keys
+        self._keys_lock = threading.Lock()
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        """The tool-vector cache: the one given, else this process's cache of the SQLite file (made on
+        first use, so a backend handed a store by `use_vector_store` never opens the file)."""
+        if self._cache is None:
+            self._cache = shared_cache(self.encoder.dim)
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache: EmbeddingCache) -> None:
+        self._cache = cache
+
+    def use_vector_store(self, store: VectorStore) -> None:
+        """Keep tool vectors in `store` (the web app's database) instead of the SQLite file."""
+        self._cache = shared_cache(self.encoder.dim, store=store)
+
+    @staticmethod
+    def include_server(tools) -> bool:
+        """Whether tool documents name their server: only when the tools come from several."""
+        return len({t.server for t in tools}) > 1
+
+    def tool_keys(self, catalog: ToolCatalog) -> list[str]:
+        """The cache keys of the catalog's deferred tools, as `build_index` looks them up; kept for
+        the last few catalogs (asking whether a catalog's vectors are stored, then building its
+        index, makes them once)."""
+        with self._keys_lock:
+            keys = self._keys.get(catalog.fingerprint)
+            if keys is not None:
+                return keys
+        tools = tuple(catalog.deferred)
+        keys = document_keys(tools, self.encoder.model_id, include_server=self.include_server(tools))
+        with self._keys_lock:
+            self._keys[catalog.fingerprint] = keys
+            while len(self._keys) > self._index_cache_size:
+                self._keys.popitem(last=False)
+        return keys
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
         tools = tuple(catalog.deferred)
-        include_server = len({t.server for t in tools}) > 1
+        include_server = self.include_server(tools)
         vectors, stats = embed_tools(
-            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server
+            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server,
+            keys=self.tool_keys(catalog),
         )
         vocabulary = frozenset(stem for tool in tools for stems in analyzed_fields(tool).values() for stem in stems)
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats, vocabulary=vocabulary)

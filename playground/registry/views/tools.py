@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, EDITOR, VIEWER, has_role, role_required
 from playground.engine.tools import ToolDefinitionError
-from playground.registry import adapter, ports, selectors, services
+from playground.registry import adapter, indexing, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
 
@@ -44,9 +44,21 @@ def tool_list(request):
         "filters": {k: request.GET.get(k, "") for k in FILTER_PARAMS},
         "filter_query": _filter_query(request),
         "bulk_actions": BulkToolActionForm.ACTIONS,
+        **_index_context(),
     }
     template = "registry/_tool_table.html" if request.htmx and request.htmx.target == "tool-table" else "registry/tool_list.html"
     return render(request, template, context)
+
+
+def _index_context() -> dict:
+    return {"index_build": indexing.current_build(), "index_in_background": indexing.builds_in_background()}
+
+
+@staff_for_writes
+@require_safe
+def search_index(request):
+    """The search index line of the tools page (htmx polls it while a build runs)."""
+    return render(request, "registry/_search_index.html", _index_context())
 
 
 @require_POST
@@ -95,6 +107,7 @@ def tool_create(request):
     form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
     if request.method == "POST" and form.is_valid():
         tool = form.save()
+        indexing.request_index_build()
         messages.success(request, f"Created {tool.name}.")
         return redirect("registry:tool_detail", pk=tool.pk)
     return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
@@ -106,6 +119,7 @@ def tool_edit(request, pk: int):
     form = ToolForm(request.POST or None, instance=tool)
     if request.method == "POST" and form.is_valid():
         form.save()
+        indexing.request_index_build()
         messages.success(request, f"Saved {tool.name}.")
         return redirect("registry:tool_detail", pk=tool.pk)
     return render(request, "registry/tool_form.html", {"form": form, "tool": tool}, status=400 if form.errors else 200)

@@ -16,6 +16,7 @@ from playground.engine.catalog_io import load_tools
 from playground.engine.tools import Tool as EngineTool
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
 from playground.mcp_servers.services import register_demo_servers
+from playground.registry import indexing
 from playground.registry.demo_data import CATALOGS, CORE_TOOLS
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule, Tool
 
@@ -97,6 +98,7 @@ class Command(BaseCommand):
                 imported = (imported[0] + created, imported[1] + updated)
             profiles = self._load_profiles(force)
             rules = self._load_rules(force)
+            indexing.request_index_build()  # the catalog's vectors, in the background
         self.stdout.write(
             f"Demo data: built-in tools {builtins[0]} created / {builtins[1]} updated; "
             f"catalog tools {imported[0]} created / {imported[1]} updated; "

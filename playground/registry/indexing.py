@@ -1,0 +1,172 @@
+"""The search index off the request path: tool vectors are computed in the background.
+
+A catalog change (an import, a tool created or edited, a bulk action, an MCP sync) calls
+`request_index_build()`; once the transaction commits, `schedule_index_build` records a
+`SearchIndexBuild` row for the new catalog version and encoder and queues the Celery task
+`registry.build_search_index`, which encodes, in batches, the deferred tools whose text has no
+stored vector yet (`vectors.DatabaseVectorStore`) and records its progress on the row. One row per
+(catalog version, model id): a second request for the same version finds the row and queues
+nothing, and a second task for it finds the build running or done and does nothing.
+
+Searches meanwhile never encode a whole catalog in the request: the engine's `IndexedOrFallback`
+(wrapped around each backend by the adapter) answers from the last complete index, or with the
+keyword backend, and says so; `progress_note` is what it says about the build.
+
+With TOOLSEARCH_VECTOR_STORE=memory a worker's vectors would never reach the web process, so
+nothing is built in the background and searches encode as before.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from playground.engine.search.embedding_cache import embedding_key
+from playground.engine.search.semantic import SemanticBackend, dense_side
+from playground.engine.search.text import tool_document
+from playground.registry import adapter
+from playground.registry import tasks  # a module object: the task calls back into this module
+from playground.registry.models import SearchIndexBuild
+
+logger = logging.getLogger(__name__)
+
+BATCH = 256  # tool texts per encoder call and per progress update
+# A build whose row has not moved for this long is taken as dead (its worker went away): the next
+# request queues it again. One that failed (e.g. the broker was not up yet) is retried sooner.
+STALE_AFTER = timedelta(minutes=10)
+RETRY_FAILED_AFTER = timedelta(seconds=30)
+
+
+def builds_in_background() -> bool:
+    return (settings.TOOLSEARCH_VECTOR_STORE or "database").strip().lower() != "memory"
+
+
+def catalog_part() -> str:
+    count, latest = adapter.catalog_version()
+    return f"{count}:{latest.isoformat() if latest else '-'}"
+
+
+def index_version(model_id: str) -> str:
+    return f"{catalog_part()}|{model_id}"
+
+
+def _dense(spec: str = "") -> SemanticBackend | None:
+    return dense_side(adapter.search_backend(spec or None))
+
+
+def _stale(row: SearchIndexBuild) -> bool:
+    if row.status == SearchIndexBuild.Status.DONE:
+        return False
+    wait = RETRY_FAILED_AFTER if row.status == SearchIndexBuild.Status.FAILED else STALE_AFTER
+    return row.updated_at < timezone.now() - wait
+
+
+def request_index_build(spec: str = "") -> None:
+    """After this transaction commits, make sure the current catalog's vectors get built."""
+    transaction.on_commit(lambda: schedule_index_build(spec))
+
+
+def schedule_index_build(spec: str = "") -> SearchIndexBuild | None:
+    """Queue a build of the current catalog for `spec`'s encoder (the default backend's when empty),
+    unless one is queued, running or done for this catalog version. Never raises: a search or an
+    import must not fail because the broker is down (the row says so, and the next request retries)."""
+    if not builds_in_background():
+        return None
+    try:
+        dense = _dense(spec)
+    except ValueError:  # a profile's backend that no longer loads: its searches say why
+        return None
+    if dense is None:  # no dense side (keyword backends, or the semantic extra missing)
+        return None
+    model_id = dense.encoder.model_id
+    version = index_version(model_id)
+    row, created = SearchIndexBuild.objects.get_or_create(version=version, defaults={"backend": spec, "model_id": model_id})
+    if not created:
+        if not _stale(row):
+            return row
+        row.status, row.error = SearchIndexBuild.Status.QUEUED, ""
+        row.save(update_fields=["status", "error", "updated_at"])
+    try:
+        tasks.build_search_index_task.delay(version)
+    except Exception as exc:  # noqa: BLE001 - the broker is down: record it, searches keep falling back
+        logger.exception("could not queue the search index build %s", version)
+        row.status, row.error = SearchIndexBuild.Status.FAILED, f"could not queue the build (is Redis running?): {exc}"
+        row.save(update_fields=["status", "error", "updated_at"])
+    return row
+
+
+def build_index(version: str) -> SearchIndexBuild | None:
+    """The task's work: embed the current catalog's deferred tools that have no stored vector, in
+    batches, recording progress. Idempotent: a build that is done (or running elsewhere) is left
+    alone, and tools already stored are never encoded again."""
+    with transaction.atomic():
+        row = SearchIndexBuild.objects.select_for_update().filter(version=version).first()
+        if row is None or row.status == SearchIndexBuild.Status.DONE:
+            return row
+        if row.status == SearchIndexBuild.Status.RUNNING and not _stale(row):
+            return row  # a duplicate task: the first one is at work
+        row.status, row.started_at, row.error = SearchIndexBuild.Status.RUNNING, timezone.now(), ""
+        row.save(update_fields=["status", "started_at", "error", "updated_at"])
+    try:
+        _embed_missing(row)
+    except Exception as exc:  # noqa: BLE001 - recorded on the row; the next catalog change or search retries
+        logger.exception("search index build %s failed", version)
+        row.status, row.error, row.finished_at = SearchIndexBuild.Status.FAILED, f"{exc.__class__.__name__}: {exc}", timezone.now()
+        row.save(update_fields=["status", "error", "finished_at", "updated_at"])
+    return row
+
+
+def _embed_missing(row: SearchIndexBuild) -> None:
+    dense = _dense(row.backend)
+    store = adapter.vector_store()
+    if dense is None or store is None or dense.encoder.model_id != row.model_id:
+        raise RuntimeError(f"the encoder of backend {row.backend or 'default'!r} is not {row.model_id!r} in this process")
+    if index_version(row.model_id) != row.version:
+        _finish(row, SearchIndexBuild.Status.SUPERSEDED)
+        return
+    tools = tuple(adapter.engine_catalog().deferred)
+    include_server = dense.include_server(tools)
+    documents: dict[str, str] = {}
+    for tool in tools:
+        text = tool_document(tool, include_server=include_server)
+        documents.setdefault(embedding_key(row.model_id, text), text)
+    missing = store.missing_keys(list(documents), dense.encoder.dim)
+    row.total, row.embedded, row.encoded = len(documents), len(documents) - len(missing), 0
+    row.save(update_fields=["total", "embedded", "encoded", "updated_at"])
+    for start in range(0, len(missing), BATCH):
+        if start and index_version(row.model_id) != row.version:
+            _finish(row, SearchIndexBuild.Status.SUPERSEDED)  # the newer build takes over from here
+            return
+        keys = missing[start : start + BATCH]
+        vectors = dense.encoder.encode([documents[key] for key in keys])
+        store.put_many(dict(zip(keys, vectors)), model_id=row.model_id)
+        row.embedded += len(keys)
+        row.encoded += len(keys)
+        row.save(update_fields=["embedded", "encoded", "updated_at"])
+    _finish(row, SearchIndexBuild.Status.DONE)
+
+
+def _finish(row: SearchIndexBuild, status: str) -> None:
+    row.status, row.finished_at = status, timezone.now()
+    row.save(update_fields=["status", "finished_at", "updated_at"])
+
+
+# -- what pages and searches show ----------------------------------------------------------------
+def current_build() -> SearchIndexBuild | None:
+    """The newest build of the current catalog version (any encoder), or None."""
+    return SearchIndexBuild.objects.filter(version__startswith=catalog_part() + "|").order_by("-created_at", "-id").first()
+
+
+def progress_note() -> str:
+    """A sentence about the current catalog's build, for a search that could not use its vectors."""
+    row = current_build()
+    if row is None:
+        return "the search index of this catalog is not built yet"
+    if row.status == SearchIndexBuild.Status.FAILED:
+        return f"building the search index failed ({row.error})"
+    if row.total:
+        return f"search index being built: {row.embedded:,} of {row.total:,} tools embedded"
+    return "search index build queued"

@@ -1,0 +1,61 @@
+"""Tool vectors in the database (`ToolEmbedding`): the engine's `VectorStore` for the web app.
+
+Every web process, worker and node reads the same rows, so a catalog is encoded once (by the
+background build, `tasks.build_search_index`) rather than once per process per host. Chosen by
+TOOLSEARCH_VECTOR_STORE (`database`, the default; `file`: the engine's SQLite file of this host;
+`memory`: this process only) and handed to backends by `adapter.search_backend`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from playground.engine.search.embedding_cache import MemoryVectorStore, SqliteVectorStore, VectorStore, default_cache_path
+from playground.registry.models import ToolEmbedding
+
+# Keys per query: under SQLite's 999 variables, and few round trips for 100,000 tools.
+CHUNK = 900
+
+
+class DatabaseVectorStore(VectorStore):
+    def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), CHUNK):
+            rows = ToolEmbedding.objects.filter(key__in=list(keys[start : start + CHUNK]), dim=dim).values_list("key", "vector")
+            for key, blob in rows:
+                vector = np.frombuffer(bytes(blob), dtype="<f4")
+                if vector.shape == (dim,):
+                    found[key] = vector
+        return found
+
+    def missing_keys(self, keys: Sequence[str], dim: int) -> list[str]:
+        present: set[str] = set()
+        for start in range(0, len(keys), CHUNK):
+            present.update(ToolEmbedding.objects.filter(key__in=list(keys[start : start + CHUNK]), dim=dim).values_list("key", flat=True))
+        return [key for key in keys if key not in present]
+
+    def put_many(self, items: Mapping[str, np.ndarray], *, model_id: str = "") -> None:
+        rows = [
+            ToolEmbedding(key=key, model_id=model_id, dim=int(np.asarray(v).shape[0]), vector=np.asarray(v, dtype="<f4").tobytes())
+            for key, v in items.items()
+        ]
+        # Same key, same text, same model: the vector is the same, so a row another process wrote
+        # first is as good as ours (ignore_conflicts: no error, no second write).
+        ToolEmbedding.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+
+
+VECTOR_STORES = ("database", "file", "memory")
+
+
+def make_store(kind: str) -> VectorStore | None:
+    """The store TOOLSEARCH_VECTOR_STORE names; None = the engine's own default (the SQLite file)."""
+    kind = (kind or "database").strip().lower()
+    if kind == "database":
+        return DatabaseVectorStore()
+    if kind == "memory":
+        return MemoryVectorStore()
+    if kind == "file":
+        path = default_cache_path()
+        return SqliteVectorStore(path) if path is not None else MemoryVectorStore()
+    raise ValueError(f"TOOLSEARCH_VECTOR_STORE={kind!r}: choose one of {', '.join(VECTOR_STORES)}")

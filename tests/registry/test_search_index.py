@@ -1,0 +1,219 @@
+"""Indexes off the request path: tool vectors stored in the database, built in the background, and
+searches that never encode a catalog while it is being built."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from playground.engine.search.embedding_cache import EmbeddingCache
+from playground.engine.search.hybrid import HybridBackend
+from playground.engine.search import embedding_cache, semantic
+from playground.registry import adapter, indexing, services, tasks
+from playground.registry.models import SearchIndexBuild, ToolEmbedding
+from playground.registry.vectors import DatabaseVectorStore, make_store
+from tests.search.fake_encoder import FakeEncoder
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake_encoder(monkeypatch):
+    """Every backend the adapter makes encodes with one FakeEncoder (no model, instant)."""
+    encoder = FakeEncoder()
+    monkeypatch.setattr(semantic, "shared_encoder", lambda runtime=None: encoder)
+    monkeypatch.setattr(embedding_cache, "_shared_caches", {})  # no vectors in memory from an earlier test
+    adapter.reset_caches()
+    yield encoder
+    adapter.reset_caches()
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The versions handed to the build task (no broker needed)."""
+    versions: list[str] = []
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", versions.append)
+    return versions
+
+
+
+def _process_backend(encoder: FakeEncoder) -> HybridBackend:
+    """A backend as a fresh process has it: its own memory layer, the database behind it."""
+    backend = HybridBackend(semantic={"encoder": encoder})
+    backend.semantic.cache = EmbeddingCache(None, encoder.dim, store=DatabaseVectorStore())
+    return backend
+
+
+def test_two_processes_share_the_vectors_stored_in_the_database(tools):
+    catalog = adapter.engine_catalog()
+    first_encoder, second_encoder = FakeEncoder(), FakeEncoder()
+    first = _process_backend(first_encoder).search("create a github issue", catalog)
+    assert len(first_encoder.texts) == len(catalog.deferred) + 1  # the tools, then the query
+    assert ToolEmbedding.objects.count() == len(catalog.deferred)
+    row = ToolEmbedding.objects.first()
+    assert row.model_id == "fake-encoder" and row.dim == 32 and len(bytes(row.vector)) == 32 * 4
+    second = _process_backend(second_encoder).search("create a github issue", catalog)
+    assert second_encoder.texts == ["create a github issue"]  # the query only: the tools were loaded
+    assert second.matches == first.matches and second.scored[0].score == first.scored[0].score
+
+
+def test_the_store_writes_a_key_once_and_reads_only_its_dimension(db):
+    store = DatabaseVectorStore()
+    store.put_many({"k": np.ones(4, dtype=np.float32)}, model_id="m")
+    store.put_many({"k": np.ones(4, dtype=np.float32), "j": np.zeros(4, dtype=np.float32)}, model_id="m")
+    assert ToolEmbedding.objects.count() == 2
+    assert set(store.get_many(["k", "j", "x"], 4)) == {"k", "j"} and store.get_many(["k"], 8) == {}
+    assert store.missing_keys(["k", "x"], 4) == ["x"]
+
+
+def test_the_setting_picks_the_store(settings):
+    assert isinstance(make_store("database"), DatabaseVectorStore)
+    with pytest.raises(ValueError, match="TOOLSEARCH_VECTOR_STORE='disk'"):
+        make_store("disk")
+    settings.TOOLSEARCH_VECTOR_STORE = "database"
+    backend = adapter.search_backend("hybrid")
+    if backend.semantic is not None:  # with the semantic extra installed
+        assert isinstance(backend.semantic.cache.store, DatabaseVectorStore)
+
+
+def test_the_build_embeds_missing_vectors_once_and_a_second_run_encodes_nothing(tools, fake_encoder, queued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        indexing.request_index_build()
+    assert len(queued) == 1
+    result = tasks.build_search_index_task(queued[0])
+    deferred = len(adapter.engine_catalog().deferred)
+    assert result == {"version": queued[0], "status": "done", "total": deferred, "embedded": deferred, "encoded": deferred}
+    assert len(fake_encoder.texts) == deferred and ToolEmbedding.objects.count() == deferred
+    # The same task again (a duplicate, or a redelivery) does nothing ...
+    assert tasks.build_search_index_task(queued[0])["encoded"] == deferred
+    assert len(fake_encoder.texts) == deferred
+    # ... and a build that runs again finds every vector stored.
+    SearchIndexBuild.objects.update(status=SearchIndexBuild.Status.QUEUED)
+    assert tasks.build_search_index_task(queued[0])["encoded"] == 0 and len(fake_encoder.texts) == deferred
+
+
+def test_one_build_per_catalog_version(tools, fake_encoder, queued, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        indexing.request_index_build()
+        indexing.request_index_build()
+    assert len(queued) == 1 and SearchIndexBuild.objects.count() == 1
+    tools[3].description = "List open issues of a GitHub repository"
+    with django_capture_on_commit_callbacks(execute=True):
+        tools[3].save()
+        indexing.request_index_build()
+    assert len(queued) == 2 and queued[0] != queued[1]
+    # The first build, run after the catalog changed again, leaves the work to the second.
+    assert tasks.build_search_index_task(queued[0])["status"] == "superseded" and fake_encoder.texts == []
+    assert tasks.build_search_index_task(queued[1])["status"] == "done"
+
+
+def test_a_running_build_is_not_started_twice_unless_it_went_stale(tools, fake_encoder, queued):
+    row = indexing.schedule_index_build()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status=SearchIndexBuild.Status.RUNNING)
+    assert tasks.build_search_index_task(row.version)["status"] == "running" and fake_encoder.texts == []
+    assert indexing.schedule_index_build().pk == row.pk and len(queued) == 1
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.STALE_AFTER * 2)
+    assert indexing.schedule_index_build().pk == row.pk and len(queued) == 2  # its worker went away: queued again
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+
+
+def test_a_broker_that_is_down_is_recorded_not_raised(tools, fake_encoder, monkeypatch):
+    def down(version):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", down)
+    row = indexing.schedule_index_build()
+    assert row.status == "failed" and "is Redis running?" in row.error
+    assert "failed" in indexing.progress_note()
+    assert indexing.schedule_index_build().status == "failed"  # not retried at once by every search ...
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.RETRY_FAILED_AFTER * 2)
+    monkeypatch.setattr(tasks.build_search_index_task, "delay", lambda version: None)
+    assert indexing.schedule_index_build().status == "queued"  # ... but soon after (the broker is up by now)
+
+
+def test_memory_vectors_are_not_built_in_the_background(tools, fake_encoder, queued, settings):
+    settings.TOOLSEARCH_VECTOR_STORE = "memory"
+    assert indexing.schedule_index_build() is None and queued == []
+
+
+def test_an_import_queues_the_build(admin_user, fake_encoder, queued, django_capture_on_commit_callbacks):
+    staged, preview = services.stage_import('{"name": "mcp__x__ping", "description": "Ping a host"}\n', user=admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.commit_import(staged)
+    assert len(queued) == 1 and indexing.current_build().version == queued[0]
+
+
+def test_an_mcp_sync_that_adds_tools_queues_the_build(db, fake_encoder, queued, django_capture_on_commit_callbacks):
+    from playground.mcp_servers import services as mcp_services
+    from playground.mcp_servers.connection import McpToolListing, ServerProbe
+    from playground.mcp_servers.models import McpServer
+
+    server = McpServer.objects.create(name="demo", transport="stdio", command="true")
+    listing = [McpToolListing("ping", "Ping a host", {"type": "object", "properties": {}})]
+    probe = ServerProbe("demo", "1", "2025-06-18", 1, 1.0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert mcp_services.apply_listing(server, listing, probe).added == ["mcp__demo__ping"]
+    assert len(queued) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert mcp_services.apply_listing(server, listing, probe).unchanged == 1
+    assert len(queued) == 1  # nothing changed: nothing to build
+
+
+INSPECTOR = "/inspector/"
+
+
+def test_an_inspector_search_during_a_build_falls_back_and_says_so(viewer_client, tools, fake_encoder, queued):
+    from tests.registry.conftest import bulk_tools
+
+    bulk_tools(100)  # more tools without a vector than a request encodes itself
+    response = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    result = response.context["answer"].result
+    assert fake_encoder.texts == []  # nothing encoded in the request (not even the query: no dense side ran)
+    assert result.index_state == "fallback" and result.matches[0] == "mcp__github__create_issue"
+    body = response.content.decode()
+    assert 'data-testid="index-note" data-index-state="fallback"' in body
+    assert "answered by the claude-code keyword backend while the index is built" in body
+    assert len(queued) == 1  # the search made sure a build is queued
+    row = SearchIndexBuild.objects.get()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="running", total=104, embedded=40)
+    again = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    assert "search index being built: 40 of 104 tools embedded" in again.content.decode() and len(queued) == 1
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="queued")  # (the running state above was only shown)
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+    fake_encoder.texts.clear()
+    done = viewer_client.get(INSPECTOR, {"q": "create a github issue", "backend": "hybrid"}, headers={"HX-Request": "true"})
+    assert done.context["answer"].result.index_state == "" and 'data-testid="index-note"' not in done.content.decode()
+    assert fake_encoder.texts == ["create a github issue"]  # the query only: the tools were loaded from the database
+
+
+def test_a_conversation_search_during_a_build_carries_the_note(admin_user, tools, fake_encoder, queued):
+    from playground.conversations.providers.demo import DemoAgentProvider
+    from playground.registry.models import AgentProfile
+    from tests.conversations.conftest import converse, events_of
+    from tests.registry.conftest import bulk_tools
+
+    bulk_tools(100)
+    profile = AgentProfile.objects.create(name="native", tool_search_mode="true", wire_style="native")
+    conversation, _ = converse(admin_user, "Create a GitHub issue titled outage", profile=profile, provider=DemoAgentProvider())
+    search = events_of(conversation, "toolsearch_query")[0]
+    assert search.payload["notes"] and "while the index is built" in search.payload["notes"][0]
+    assert _tool_count(fake_encoder) == 0
+
+
+def _tool_count(encoder: FakeEncoder) -> int:
+    return sum(1 for text in encoder.texts if "(" in text)
+
+
+def test_the_tools_page_shows_the_build_progress_and_polls_while_it_runs(viewer_client, tools, fake_encoder, queued):
+    page = viewer_client.get("/tools/").content.decode()
+    assert 'data-testid="search-index" data-status="none"' in page and "not built for this catalog yet" in page
+    row = indexing.schedule_index_build()
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="running", total=10_000, embedded=8_200)
+    page = viewer_client.get("/tools/").content.decode()
+    assert "8,200 of 10,000 tools embedded" in page and 'hx-trigger="every 2s"' in page
+    fragment = viewer_client.get("/tools/search-index/", headers={"HX-Request": "true"}).content.decode()
+    assert fragment.strip().startswith('<p class="muted" id="search-index"') and "8,200 of 10,000" in fragment
+    SearchIndexBuild.objects.filter(pk=row.pk).update(status="queued")
+    tasks.build_search_index_task(row.version)
+    done = viewer_client.get("/tools/search-index/").content.decode()
+    assert 'data-status="done"' in done and "4 of 4 tools embedded (4 encoded by the last build)" in done
+    assert "every 2s" not in done  # finished: no more polling
