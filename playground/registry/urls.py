@@ -9,6 +9,7 @@ app_name = "registry"
 # Who may use each route (see playground/urls.py): viewers read, editors change.
 access_rules = {
     "tool_list": allow(get=VIEWER),
+    "search_index": allow(get=VIEWER),
     "tool_create": allow(get=EDITOR, post=EDITOR),
     "tool_bulk": allow(post=EDITOR),
     "tool_import": allow(get=EDITOR, post=EDITOR),

@@ -54,7 +54,7 @@ def _index_context() -> dict:
     return {"index_build": indexing.current_build(), "index_in_background": indexing.builds_in_background()}
 
 
-@staff_for_writes
+@role_required(VIEWER)
 @require_safe
 def search_index(request):
     """The search index line of the tools page (htmx polls it while a build runs)."""
