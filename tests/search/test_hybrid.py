@@ -101,12 +101,12 @@ def test_cover_aspects_gives_an_uncovered_clause_the_next_slot():
 
 def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embeddings_dir, small_catalog):
     query = "read the file report.txt and email it to the team"
-    # Per-field BM25 on this small catalog, with the float model's vectors, gives the case coverage
-    # is for (BM25F already ranks it well; with int8 vectors read_file already leads).
-    bm25, dense = {"scoring": "fields"}, {"runtime": "onnx"}
+    # BM25F with the name weighted no more than the other fields, and the float model's vectors, gives
+    # the case coverage is for on this small catalog (the tuned defaults already rank it well).
+    bm25, dense = {"k1": 1.2, "field_weights": {"name": 1.0}}, {"runtime": "onnx"}
     without = HybridBackend(aspect_weight=0.0, bm25=bm25, semantic=dense).search(query, small_catalog, max_results=4)
     # fused alone, write_file (a "file" tool, like read_file) takes a slot before the e-mail clause gets one
-    assert without.matches[:3] == ["mcp__files__write_file", "mcp__files__read_file", "mcp__mail__send_email"]
+    assert without.matches[:3] == ["mcp__files__read_file", "mcp__files__write_file", "mcp__mail__send_email"]
     assert all(c.term != "(aspects)" for s in without.scored for c in s.breakdown)
     result = HybridBackend(bm25=bm25, semantic=dense).search(query, small_catalog, max_results=4)
     assert result.matches[:2] == ["mcp__files__read_file", "mcp__mail__send_email"]
@@ -165,7 +165,7 @@ def test_pieces_carry_their_spans_in_the_request():
 
 def test_pooled_piece_vectors_encode_a_request_once_and_say_so(encoder, embeddings_dir, small_catalog, monkeypatch):
     query = "read the file report.txt and email it to the team"
-    bm25 = {"scoring": "fields"}
+    bm25 = {"k1": 1.2, "field_weights": {"name": 1.0}}
     alone = HybridBackend(bm25=bm25)
     pooled = HybridBackend(bm25=bm25, piece_vectors="pooled")
     calls: list[str] = []

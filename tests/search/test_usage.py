@@ -132,12 +132,6 @@ def test_bm25_scores_past_queries_as_the_usage_field_and_explains_them(small_cat
         BM25Backend(usage_weight=-1)
 
 
-def test_the_fielded_scoring_learns_too(small_catalog):
-    log = UsageLog.from_pairs([("report a bug ticket", ISSUE)])
-    learned = BM25Backend(scoring="fields").search("bug ticket", small_catalog, usage=log)
-    assert learned.matches[0] == ISSUE and any(c.field == "usage" for c in learned.scored[0].breakdown)
-
-
 def test_each_log_gets_its_own_index_and_backends_that_do_not_learn_ignore_it(small_catalog):
     backend = BM25Backend()
     log = UsageLog.from_pairs([("report a bug ticket", ISSUE)])

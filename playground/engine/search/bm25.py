@@ -2,15 +2,13 @@
 
 Each field of a tool (`text.tool_fields`: name parts, server, description, search hint, input-schema
 property names and descriptions) is analysed by `text.analyze` (split identifiers, stopwords,
-Snowball stems). Two ways to score (option `scoring`):
-  - "bm25f" (default, the evaluation's winner): BM25F (Robertson, Zaragoza & Taylor 2004). A term's
-    frequencies in all fields are weighted, length-normalised per field and added, then saturated
-    once with k1, times one IDF over whole tools. A term found in the name and the description is
-    not counted as two independent matches, and its repetition still counts.
-  - "fields": one `bm25s` index per field (Lucene variant), a tool's score the weighted sum of its
-    field scores: each field saturates on its own.
-The explanation of a ranked tool lists every (query term, field) that contributed, with its points
-(under BM25F, a term's score shared among its fields by their weighted tf).
+Snowball stems), then scored with BM25F (Robertson, Zaragoza & Taylor 2004): a term's frequencies
+in all fields are weighted, length-normalised per field and added, then saturated once with k1,
+times one IDF over whole tools. A term found in the name and the description is not counted as two
+independent matches, and its repetition still counts. (The per-field alternative, one BM25 per
+field summed, lost the evaluation and was removed; its figures stay in docs/search-quality.md.)
+The explanation of a ranked tool lists every (query term, field) that contributed, with its points:
+a term's score shared among its fields by their weighted tf.
 
 Learning from usage (`search(..., usage=UsageLog)`): the past queries that led to a tool are one
 more field, "usage" (`UsageIndex`: the same scores as a BM25F field, in an index of its own).
@@ -27,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import bm25s
 import numpy as np
 
 from playground.engine.search import text
@@ -38,13 +35,9 @@ from playground.engine.tools import Tool, ToolCatalog
 
 logger = logging.getLogger(__name__)
 
-# Tuned on the development split of every toolset (see docs/search-quality.md), per scoring.
-SCORINGS = ("bm25f", "fields")
-DEFAULT_SCORING = "bm25f"
-SCORING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "bm25f": {"k1": 0.8, "field_weights": {"name": 2.0, "server": 1.0, "description": 1.0, "search_hint": 1.0, "schema": 0.6}},
-    "fields": {"k1": 1.2, "field_weights": {"name": 1.0, "server": 1.0, "description": 1.0, "search_hint": 1.0, "schema": 0.6}},
-}
+# Tuned on the development split of every toolset (see docs/search-quality.md).
+DEFAULT_K1 = 0.8
+DEFAULT_FIELD_WEIGHTS = {"name": 2.0, "server": 1.0, "description": 1.0, "search_hint": 1.0, "schema": 0.6}
 REQUIRED_TERM_POINTS = 0.01
 DEFAULT_SERVER_WEIGHT = 0.3
 # The "usage" field (past queries that led to the tool, usage.py): a BM25F field with this weight
@@ -72,29 +65,6 @@ class Postings:
         if start == end:
             return None
         return self.indices[start:end], self.data[start:end]
-
-    def scores_of(self, token: str, docs: np.ndarray) -> list[tuple[int, float]]:
-        """(position in `docs`, raw BM25 score) for each of `docs` the token scores on: one
-        binary search over the posting for all of them."""
-        hit = self.postings(token)
-        if hit is None:
-            return []
-        posting_docs, posting_scores = hit
-        positions = posting_docs.searchsorted(docs)
-        positions[positions >= len(posting_docs)] = len(posting_docs) - 1
-        found = np.flatnonzero(posting_docs[positions] == docs)
-        return [(j, float(posting_scores[positions[j]])) for j in found.tolist()]
-
-
-@dataclass
-class FieldIndex(Postings):
-    """One field's BM25 postings (bm25s' eager CSC score matrix) and vocabulary."""
-
-    weight: float
-    vocab: dict[str, int]
-    data: np.ndarray
-    indices: np.ndarray
-    indptr: np.ndarray
 
 
 @dataclass
@@ -170,8 +140,7 @@ class UsageIndex(Postings):
     field's weighted, length-normalised tf (`data`) for the tools with a past query; at query time
     a term's usage tf joins the tool's tf~ from the other fields before the one saturation
     (`gains`), and a term the log adds to tools that lacked it gets the lower idf BM25F would give
-    it — on every tool (`scale`: the catalog index's scores of that term × new idf / old idf).
-    Under the "fields" scoring the usage field is one more field, saturated on its own."""
+    it — on every tool (`scale`: the catalog index's scores of that term × new idf / old idf)."""
 
     weight: float
     k1: float
@@ -263,11 +232,10 @@ def build_usage_index(index: BM25Index, usage: UsageLog, *, weight: float, k1: f
 @dataclass
 class BM25Index:
     tools: tuple[Tool, ...]  # the catalog's deferred tools, in catalog order
-    fields: dict[str, FieldIndex]  # scoring "fields": one BM25 per field ({} under "bm25f")
     required: RequiredTermFilter
     servers: ServerGroups
-    bm25f: BM25FIndex | None = None  # scoring "bm25f"
-    usage: UsageIndex | None = None  # past queries (learning from usage), added to either scoring
+    bm25f: BM25FIndex
+    usage: UsageIndex | None = None  # past queries (learning from usage)
     _positions: dict[str, int] | None = None
 
     @property
@@ -336,21 +304,6 @@ class ServerGroups:
         return np.where(self.has_server, weight * best[np.maximum(self.ids, 0)], 0.0).astype(np.float32)
 
 
-def build_field_index(docs: Sequence[list[str]], weight: float, *, k1: float, b: float) -> FieldIndex:
-    retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-    # bm25s rejects an all-empty corpus; a placeholder token nobody can type keeps shapes simple.
-    corpus = [tokens if tokens else ["\x00"] for tokens in docs]
-    retriever.index(corpus, show_progress=False)
-    scores = retriever.scores
-    return FieldIndex(
-        weight=weight,
-        vocab=dict(retriever.vocab_dict),
-        data=np.asarray(scores["data"], dtype=np.float32),
-        indices=np.asarray(scores["indices"]),
-        indptr=np.asarray(scores["indptr"]),
-    )
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -360,27 +313,27 @@ class BM25Backend(SearchBackend):
 
     name = "bm25"
     label = "BM25F (fielded)"
-    description = "BM25F over name parts, server, description, hint and schema (or bm25s per field), stopwords and stemming"
+    description = "BM25F over name parts, server, description, hint and schema, stopwords and stemming"
     option_names = frozenset({"field_weights", "k1", "b", "server_weight", "scoring", "field_b", "usage_weight"})
     reads_usage = True
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        # "bm25f": tfs combined across fields, saturated once; "fields": each field its own BM25, summed.
-        self.scoring = str(options.get("scoring", DEFAULT_SCORING))
-        if self.scoring not in SCORINGS:
-            raise ValueError(f"BM25 scoring must be one of {', '.join(SCORINGS)}, not {self.scoring!r}")
-        defaults = SCORING_DEFAULTS[self.scoring]
+        # Kept as an option so that specs saved with scoring="bm25f" still load; the per-field
+        # scoring lost the evaluation and was removed.
+        scoring = str(options.get("scoring", "bm25f"))
+        if scoring != "bm25f":
+            raise ValueError(f"BM25 scoring {scoring!r} was removed (it lost the evaluation: docs/search-quality.md); only \"bm25f\" remains")
         given = options.get("field_weights") or {}
         if not isinstance(given, Mapping) or not all(_is_number(w) for w in given.values()):
             raise ValueError(f"BM25 field_weights must map fields to numbers, e.g. {{\"name\": 2}}, not {given!r}")
-        weights = dict(defaults["field_weights"])
+        weights = dict(DEFAULT_FIELD_WEIGHTS)
         weights.update(given)
         unknown = set(weights) - set(text.FIELDS)
         if unknown:
             raise ValueError(f"unknown BM25 field(s) {sorted(unknown)}; fields are {list(text.FIELDS)}")
         self.field_weights = {name: number_option(f"BM25 field_weights[{name!r}]", w, 0, 1000) for name, w in weights.items()}
-        self.k1 = number_option("BM25 k1", options.get("k1", defaults["k1"]), 0, 100)
+        self.k1 = number_option("BM25 k1", options.get("k1", DEFAULT_K1), 0, 100)
         self.b = number_option("BM25 b", options.get("b", 0.75), 0, 1)
         self.server_weight = number_option("BM25 server_weight", options.get("server_weight", DEFAULT_SERVER_WEIGHT), 0, 100)
         field_b = {name: self.b for name in text.FIELDS}
@@ -410,16 +363,9 @@ class BM25Backend(SearchBackend):
             return replace(index, usage=learned) if learned is not None else index
         tools = tuple(catalog.deferred)
         analysed = [analyzed_fields(tool) for tool in tools]
-        if self.scoring == "bm25f":
-            weights = {name: w for name, w in self.field_weights.items() if w > 0}
-            bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
-            return BM25Index(tools, {}, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
-        fields = {
-            name: build_field_index([a[name] for a in analysed], weight, k1=self.k1, b=self.b)
-            for name, weight in self.field_weights.items()
-            if weight > 0
-        }
-        return BM25Index(tools, fields, RequiredTermFilter(tools), ServerGroups(tools))
+        weights = {name: w for name, w in self.field_weights.items() if w > 0}
+        bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
+        return BM25Index(tools, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
 
     # -- ranking -------------------------------------------------------------------------------
     def query_tokens(self, reading: QueryReading) -> list[tuple[str, str]]:
@@ -436,18 +382,13 @@ class BM25Backend(SearchBackend):
     def score_all(self, tokens: Sequence[str], index: BM25Index) -> np.ndarray:
         """The fused BM25 score of every deferred tool (postings are added, never a dense scan)."""
         total = np.zeros(index.size, dtype=np.float32)
-        weighted: list[tuple[Postings, float]] = (
-            [(index.bm25f, 1.0)] if index.bm25f is not None else [(f, f.weight) for f in index.fields.values()]
-        )
         usage = index.usage
-        rescaled = usage is not None and index.bm25f is not None  # the log may lower a term's BM25F idf
-        for postings, weight in weighted:
-            for token in tokens:
-                hit = postings.postings(token)
-                if hit is not None:
-                    docs, scores = hit
-                    factor = weight * usage.scale(token) if rescaled else weight
-                    total[docs] += factor * scores  # doc ids are unique within a posting
+        for token in tokens:
+            hit = index.bm25f.postings(token)
+            if hit is not None:
+                docs, scores = hit
+                factor = usage.scale(token) if usage is not None else 1.0  # the log may lower a term's idf
+                total[docs] += factor * scores  # doc ids are unique within a posting
         if index.usage is not None:
             for token in tokens:
                 gained = index.usage.gains(token, None, index.bm25f)
@@ -481,22 +422,7 @@ class BM25Backend(SearchBackend):
         breakdowns: list[list[TermContribution]] = [[] for _ in docs]
         if wanted.size == 0:
             return breakdowns
-        if index.bm25f is not None:
-            breakdowns = self.bm25f_contributions(wanted, pairs, index.bm25f, index.usage)
-        else:
-            for token, term in pairs:
-                for field_name, field_index in index.fields.items():
-                    for j, raw in field_index.scores_of(token, wanted):
-                        if raw > 0:
-                            breakdowns[j].append(
-                                TermContribution(
-                                    term=term,
-                                    rule=f"bm25 {field_name}",
-                                    points=round(field_index.weight * raw, 4),
-                                    field=field_name,
-                                    detail=f"stem '{token}': bm25 {raw:.3f} × weight {field_index.weight:g}",
-                                )
-                            )
+        breakdowns = self.bm25f_contributions(wanted, pairs, index.bm25f, index.usage)
         if index.usage is not None:
             row = {doc: j for j, doc in enumerate(wanted.tolist())}
             for token, term in pairs:
