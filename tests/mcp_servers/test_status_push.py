@@ -38,6 +38,7 @@ async def test_anonymous_sockets_are_refused_after_the_handshake_with_4401():
     communicator = await connect(AnonymousUser())
     connected, _ = await communicator.connect(timeout=5)
     assert connected and (await communicator.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+    await communicator.disconnect(timeout=5)  # let the consumer finish here, not be cancelled at the loop's teardown
 
 
 async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, caplog):
