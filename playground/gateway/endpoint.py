@@ -148,16 +148,15 @@ class GatewayEndpoint:
         if scope.get("method") != "DELETE" or not session_id:
             await manager.handle_request(scope, receive, send)
             return
-        status: list[int] = []
 
         async def watch(message) -> None:
-            if message["type"] == "http.response.start":
-                status.append(message["status"])
+            # Recorded before the client hears the answer, so a client (or a test) that moves on at
+            # once never races the last write of its session.
+            if message["type"] == "http.response.start" and message["status"] < 300:
+                await in_thread(record_session_closed)(session_id)
             await send(message)
 
         await manager.handle_request(scope, receive, watch)
-        if status and status[0] < 300:
-            await in_thread(record_session_closed)(session_id)
 
 
 _endpoint: GatewayEndpoint | None = None
