@@ -18,12 +18,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
+from playground.loadtest.stack import forget_keys
 from tests.browser.chromium import ChromiumUnavailable, ensure_chromium
 from tests.conftest import IN_CI
+from tests.live_server import database_url_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -67,18 +68,6 @@ def browser(chromium_executable):
         chromium = playwright.chromium.launch(executable_path=str(chromium_executable), args=CHROMIUM_ARGS, headless=True)
         yield chromium
         chromium.close()
-
-
-def database_url_for(settings_dict: dict) -> str:
-    """A DATABASE_URL that points another process at the database this test process uses."""
-    if "sqlite" in settings_dict["ENGINE"]:
-        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
-    credentials = quote(settings_dict.get("USER") or "", safe="")
-    if settings_dict.get("PASSWORD"):
-        credentials += ":" + quote(settings_dict["PASSWORD"], safe="")
-    host = settings_dict.get("HOST") or "localhost"
-    port = settings_dict.get("PORT") or 5432
-    return f"postgres://{credentials}@{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
 
 
 @dataclass
@@ -154,17 +143,7 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
 
 def _forget_run_keys(redis_url: str, run_id: str) -> None:
     """Remove this run's keys from Redis: its Celery queue and bindings, its Channels groups."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"*browser-{run_id}*", count=500))
-        if keys:
-            client.delete(*keys)
-    except redis.RedisError:
-        pass
-    finally:
-        client.close()
+    forget_keys(redis_url, f"browser-{run_id}")
 
 
 @pytest.fixture

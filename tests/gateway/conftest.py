@@ -7,25 +7,14 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
+
+from tests.live_server import database_url_for
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 60
 PROMPT_TIMEOUT_SECONDS = 3  # the live server's wait for an answer under an "ask" rule
-
-
-def database_url_for(settings_dict: dict) -> str:
-    """A DATABASE_URL that points another process at the database this test process uses."""
-    if "sqlite" in settings_dict["ENGINE"]:
-        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
-    credentials = quote(settings_dict.get("USER") or "", safe="")
-    if settings_dict.get("PASSWORD"):
-        credentials += ":" + quote(settings_dict["PASSWORD"], safe="")
-    host = settings_dict.get("HOST") or "localhost"
-    port = settings_dict.get("PORT") or 5432
-    return f"postgres://{credentials}@{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
 
 
 class LiveGateway:
