@@ -166,18 +166,11 @@ def pytest_configure(config):
 
 def _forget_run_keys() -> None:
     """Remove what this run left in Redis (its queue and bindings, its Channels groups)."""
-    import redis
     from django.conf import settings
 
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
-    try:
-        keys = list(client.scan_iter(match=f"*test-{RUN_ID}*", count=500))
-        if keys:
-            client.delete(*keys)
-    except redis.RedisError:
-        pass
-    finally:
-        client.close()
+    from playground.runner.embedded_redis import forget_keys
+
+    forget_keys(settings.REDIS_URL, f"test-{RUN_ID}")
 
 
 def pytest_unconfigure(config):

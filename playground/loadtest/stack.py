@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from playground.runner.embedded_redis import (
-    DEFAULT_REDIS_URL, EmbeddedRedis, free_port, redis_answers, start_embedded_redis, with_address,
+    DEFAULT_REDIS_URL, EmbeddedRedis, forget_keys, free_port, redis_answers, start_embedded_redis, with_address,
 )
 from playground.runner.main import prepare_database, wait_until_ready, web_command, worker_command
 from playground.runner.supervisor import Child, Supervisor
@@ -247,21 +247,6 @@ class EmbeddedStack:
                 path.unlink(missing_ok=True)
         else:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def forget_keys(redis_url: str, name: str) -> None:
-    """Delete the run's keys (its Celery queue and bindings, its Channels groups) from a shared Redis."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
-    try:
-        keys = list(client.scan_iter(match=f"*{name}*", count=500))
-        if keys:
-            client.delete(*keys)
-    except redis.RedisError:
-        pass
-    finally:
-        client.close()
 
 
 def process_tree_cpu_seconds(root_pids: list[int]) -> float | None:

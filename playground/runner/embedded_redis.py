@@ -141,3 +141,17 @@ def ensure_redis(url: str) -> tuple[str, EmbeddedRedis | None]:
         return url, None
     embedded = start_embedded_redis(url)
     return embedded.url, embedded
+
+
+def forget_keys(redis_url: str, name: str) -> None:
+    """Delete a run's keys (its Celery queue and bindings, its Channels groups: every key naming
+    `name`) from a shared Redis; a Redis that does not answer is left as it is."""
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        keys = list(client.scan_iter(match=f"*{name}*", count=500))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()

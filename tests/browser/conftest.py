@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.loadtest.stack import forget_keys
+from playground.runner.embedded_redis import forget_keys
 from tests.browser.chromium import ChromiumUnavailable, ensure_chromium
 from tests.conftest import IN_CI
 from tests.live_server import database_url_for
