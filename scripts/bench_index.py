@@ -77,7 +77,7 @@ def phase_search() -> dict:
     from django.test.utils import setup_test_environment
     from django.urls import reverse
 
-    from playground.registry import adapter, tasks
+    from playground.registry import adapter, backends, tasks
 
     setup_test_environment()  # the test client needs it (ALLOWED_HOSTS testserver)
     tasks.build_search_index_task.delay = lambda version: None
@@ -85,7 +85,7 @@ def phase_search() -> dict:
     client = Client()
     client.force_login(user)
     load_s = None
-    backend = adapter.search_backend("")
+    backend = backends.search_backend("")
     if hasattr(backend, "missing_vectors"):
         catalog, _ = adapter.filtered_catalog(None)
         started = time.perf_counter()
@@ -105,15 +105,15 @@ def phase_build(synthetic: bool) -> dict:
     _setup_django()
     import numpy as np
 
-    from playground.registry import adapter, indexing
+    from playground.registry import adapter, backends, indexing
     from playground.registry.models import SearchIndexBuild
 
     started = time.perf_counter()
     if synthetic:
-        dense = adapter.search_backend("").semantic
+        dense = backends.search_backend("").semantic
         keys = dense.tool_keys(adapter.filtered_catalog(None)[0])
         rng = np.random.default_rng(0)
-        store = adapter.vector_store()
+        store = backends.vector_store()
         for start in range(0, len(keys), 2000):
             chunk = keys[start : start + 2000]
             vectors = rng.standard_normal((len(chunk), dense.encoder.dim)).astype(np.float32)

@@ -53,7 +53,7 @@ from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan, plan_turn
 from playground.mcp_servers.executor import PlaygroundExecutor
-from playground.registry import adapter
+from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
 
 logger = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
         """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
-        backend = adapter.search_backend(self.agent_settings.backend)
+        backend = backends.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         pending = adapter.pending_mcp_servers()
         final_text = ""

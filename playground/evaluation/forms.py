@@ -5,7 +5,7 @@ from django.conf import settings
 
 from playground.engine.search import quality
 from playground.evaluation.selectors import available_toolsets
-from playground.registry import adapter, availability
+from playground.registry import availability, backends, inspector_options
 
 MAX_VARIANTS = 6
 
@@ -54,13 +54,13 @@ class EvaluationForm(forms.Form):
         lines = [line.strip() for line in (self.cleaned_data.get("variants") or "").splitlines() if line.strip()]
         if len(lines) > MAX_VARIANTS:
             raise forms.ValidationError(f"At most {MAX_VARIANTS} backends with settings per run.")
-        names = set(adapter.backend_names())
+        names = set(backends.backend_names())
         for line in lines:
             name, sep, settings_text = line.partition(":")
             if name.strip() not in names or not sep or not settings_text.strip():
                 raise forms.ValidationError(f"“{line}”: write a backend ({', '.join(sorted(names))}), a colon and settings.")
             try:
-                spec = adapter.checked_backend_spec(name.strip(), settings_text)
+                spec = inspector_options.checked_backend_spec(name.strip(), settings_text)
             except ValueError as exc:
                 raise forms.ValidationError(f"“{line}”: {exc}") from exc
             if availability.backend_unavailable(spec):

@@ -36,7 +36,7 @@ from playground.engine.toolsearch_tool import (
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 from playground.mcp_servers.executor import PlaygroundExecutor
-from playground.registry import adapter
+from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
 
 CALL_DISCOVERED_NAME = "CallDiscoveredTool"
@@ -123,7 +123,7 @@ def profile_view(profile_id: int) -> ProfileView:
     agent_settings = adapter.agent_settings(profile, wire_style="client")
     turn = plan_turn(
         catalog, policy, agent_settings, ConversationState(),
-        token_counter=adapter.token_counter(), backend=adapter.search_backend(agent_settings.backend),
+        token_counter=adapter.token_counter(), backend=backends.search_backend(agent_settings.backend),
         pending_mcp_servers=adapter.pending_mcp_servers(), usage=conversations_usage_log(),
     )
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)

@@ -12,7 +12,6 @@ same answer from the database.
 """
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -23,43 +22,22 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings
-from playground.engine.search.backends import backend_from_spec, parse_backend_spec
-from playground.engine.search.base import SearchBackend, backend_class
-from playground.engine.search.embedding_cache import VectorStore
-from playground.engine.search.indexed import IndexedOrFallback
-from playground.engine.search.keyword import ClaudeCodeKeywordBackend
-from playground.engine.search.semantic import dense_side, use_vector_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
 from playground.engine.toolsearch_tool import NATIVE_STYLE
-from playground.registry import indexing  # a module object: indexing reads catalogs and backends here
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
-from playground.registry.vectors import make_store
 
 _FILTERED_CACHE_SIZE = 16
 
 _lock = threading.Lock()
 _catalog_cache: tuple[tuple, ToolCatalog] | None = None
 _filtered_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
-_backends: dict[str, SearchBackend] = {}
-# Backends with settings typed in the inspector: each holds its own indexes, so only the most
-# recently used few are kept (the named backends and the configured default stay).
-_tuned_backends: OrderedDict[str, SearchBackend] = OrderedDict()
-_TUNED_CACHE_SIZE = 6
-# Anyone logged in can type inspector settings: only options a backend declares (`option_names`),
-# and none that name a file or a model. A backend that declares none (claude-code, postgres, whose
-# `dsn` and `table` reach a database) takes no settings there.
-INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
-INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
-_vector_stores: dict[str, VectorStore | None] = {}
-# What answers while a catalog's vectors are being built: Claude Code's own scorer (no index to wait for).
-_keyword_fallback = ClaudeCodeKeywordBackend()
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -284,135 +262,7 @@ def planned_wire_style(wire_style: str) -> tuple[str, str]:
     return engine_wire_style(wire_style, settings.ANTHROPIC_SERVER_SEARCH_TOOL)
 
 
-# -- backends, servers, tokens -------------------------------------------------------------------
-def backend_names() -> list[str]:
-    return list(settings.TOOLSEARCH_BACKENDS)
-
-
-def search_backend(name: str | None = None) -> SearchBackend:
-    """One backend instance per name per process (backends cache their index by catalog fingerprint).
-    A name may carry settings (`hybrid:piece_vectors="pooled"`, see `parse_backend_spec`), so a
-    deployment can set TOOLSEARCH_DEFAULT_BACKEND to a tuned backend without new code."""
-    resolved = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
-    if ":" in resolved and resolved != settings.TOOLSEARCH_DEFAULT_BACKEND:
-        # A profile's tuned backend: each edit makes a new spec, so these share the bounded cache.
-        return tuned_search_backend(resolved)
-    with _lock:
-        backend = _backends.get(resolved)
-    if backend is None:
-        backend = _prepared(backend_from_spec(resolved, registry=dict(settings.TOOLSEARCH_BACKENDS)), resolved)
-        with _lock:
-            backend = _backends.setdefault(resolved, backend)
-    return backend
-
-
-def tuned_backend_spec(name: str, settings_text: str) -> str:
-    """`name` with inspector settings (`aspect_weight=0:intent_weight=0.5`) as one backend spec.
-
-    Raises ValueError, with a message for the page, for text that is not key=value pairs, an
-    option the backend does not declare, the options that name files or models, and a value that
-    is not a number, true/false, a short word or an object of those (`field_weights={"name": 2}`,
-    `bm25={"k1": 1.5}`). A value of the wrong type for its option is caught when the backend is
-    made (`checked_backend_spec`).
-    """
-    text = settings_text.strip()
-    if not text:
-        return name
-    if len(text) > INSPECTOR_SETTINGS_MAX_CHARS:
-        raise ValueError(f"settings are limited to {INSPECTOR_SETTINGS_MAX_CHARS} characters")
-    base = name if name and name != "default" else settings.TOOLSEARCH_DEFAULT_BACKEND
-    spec = f"{base}:{text}"
-    base_name, options = parse_backend_spec(spec)
-    allowed = _inspector_options(backend_class(base_name, dict(settings.TOOLSEARCH_BACKENDS)))
-    if not allowed:
-        raise ValueError(f"backend {base_name!r} takes no settings in the inspector")
-    for key in options:
-        if key not in allowed and key not in INSPECTOR_REFUSED_OPTIONS:
-            raise ValueError(f"unknown option {key!r} for backend {base_name!r} (settings: {', '.join(sorted(allowed))})")
-    _check_inspector_options(options)
-    return spec
-
-
-def _inspector_options(cls: type[SearchBackend]) -> frozenset[str]:
-    return frozenset(cls.option_names or ()) - INSPECTOR_REFUSED_OPTIONS
-
-
-def _check_inspector_options(options: dict[str, Any], depth: int = 0) -> None:
-    for key, value in options.items():
-        if key in INSPECTOR_REFUSED_OPTIONS:
-            raise ValueError(f"option {key!r} cannot be set in the inspector (it names a file or a model); "
-                             "set it in TOOLSEARCH_DEFAULT_BACKEND or on the CLI")
-        if isinstance(value, dict) and depth == 0:
-            _check_inspector_options(value, depth + 1)
-        elif not (isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= 40)):
-            raise ValueError(f"option {key}: give a number, true/false or a short word, not {json.dumps(value)}")
-
-
-def tuned_search_backend(spec: str) -> SearchBackend:
-    """A backend for a spec with inspector settings; unknown options raise ValueError (the engine's)."""
-    with _lock:
-        backend = _tuned_backends.get(spec)
-        if backend is not None:
-            _tuned_backends.move_to_end(spec)
-            return backend
-    backend = _make_tuned(spec)
-    with _lock:
-        backend = _tuned_backends.setdefault(spec, backend)
-        _tuned_backends.move_to_end(spec)
-        while len(_tuned_backends) > _TUNED_CACHE_SIZE:
-            _tuned_backends.popitem(last=False)
-    return backend
-
-
-def checked_backend_spec(name: str, settings_text: str) -> str:
-    """`tuned_backend_spec`, with the backend made once, so that a value of the wrong type is an
-    error where the settings are typed (a form), not later in a run or a conversation."""
-    spec = tuned_backend_spec(name, settings_text)
-    if spec != name:
-        _make_tuned(spec)
-    return spec
-
-
-def _make_tuned(spec: str) -> SearchBackend:
-    try:
-        return _prepared(backend_from_spec(spec, registry=dict(settings.TOOLSEARCH_BACKENDS)), spec)
-    except (TypeError, ValueError) as exc:  # a value of the wrong type: the option's own check names it
-        raise ValueError(f"{spec}: {exc}") from exc
-
-
-def vector_store() -> VectorStore | None:
-    """This process's store of tool vectors (TOOLSEARCH_VECTOR_STORE; None: the engine's file)."""
-    kind = settings.TOOLSEARCH_VECTOR_STORE
-    with _lock:
-        if kind not in _vector_stores:
-            _vector_stores[kind] = make_store(kind)
-        return _vector_stores[kind]
-
-
-def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
-    """The backend with its dense side (if any) reading and writing the configured vector store,
-    and — when vectors are built in the background — wrapped so that a search never encodes a
-    catalog in the request (`IndexedOrFallback`: the last complete index or the keyword backend
-    answers while the build runs, and the result says so)."""
-    store = vector_store()
-    if store is not None:
-        use_vector_store(backend, store)
-    if dense_side(backend) is None or not indexing.builds_in_background():
-        return backend
-    return IndexedOrFallback(
-        backend,
-        _keyword_fallback,
-        inline_limit=settings.TOOLSEARCH_INLINE_EMBED_LIMIT,
-        on_missing=lambda: indexing.schedule_index_build("" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec),
-        describe_build=indexing.progress_note,
-    )
-
-
-def backend_option_names(backend: SearchBackend) -> list[str]:
-    """The settings the inspector accepts for this backend (empty: it has none)."""
-    return sorted(_inspector_options(type(getattr(backend, "inner", backend))))
-
-
+# -- servers, tokens ------------------------------------------------------------------------------
 def registered_servers() -> type:
     """The MCP server model, reached through `Tool.server`: the registry reads server names and status
     through its own foreign key, because the MCP app sits above it and must not be imported here."""
@@ -436,13 +286,11 @@ def token_counter() -> TokenCounter:
 
 
 def reset_caches() -> None:
-    """Forget cached catalogs and backends (tests; a settings change)."""
+    """Forget cached catalogs (tests; a settings change). The kept backends: `backends.reset_caches`."""
     global _catalog_cache
     with _lock:
         _catalog_cache = None
         _filtered_cache.clear()
-        _backends.clear()
-        _tuned_backends.clear()
 
 
 def engine_tools(rows: Iterable[Tool]) -> list[EngineTool]:

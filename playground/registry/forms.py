@@ -15,7 +15,7 @@ from playground.engine.modes import parse_mode
 from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
-from playground.registry import adapter, availability, ports
+from playground.registry import adapter, availability, backends, inspector_options, ports
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
@@ -234,7 +234,7 @@ class AgentProfileForm(forms.ModelForm):
     disallowed_tools = ToolNameListField(required=False)
     search_backend = forms.ChoiceField(required=False)
     backend_settings = forms.CharField(
-        required=False, label="Backend settings", max_length=adapter.INSPECTOR_SETTINGS_MAX_CHARS,
+        required=False, label="Backend settings", max_length=inspector_options.INSPECTOR_SETTINGS_MAX_CHARS,
         help_text="Optional, as in the inspector: key=value joined by “:”, e.g. aspect_weight=0 for hybrid.",
     )
     provider = forms.ChoiceField(required=False)
@@ -250,7 +250,7 @@ class AgentProfileForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["search_backend"].choices = [("", f"default ({settings.TOOLSEARCH_DEFAULT_BACKEND})")] + [
-            (name, name) for name in adapter.backend_names()
+            (name, name) for name in backends.backend_names()
         ]
         self.fields["provider"].choices = ports.providers().provider_choices()
         # A stored spec shows as its backend and its settings.
@@ -282,7 +282,7 @@ class AgentProfileForm(forms.ModelForm):
         if not name:
             raise forms.ValidationError("Choose a backend for these settings.")
         try:
-            self.cleaned_data["search_backend"] = adapter.checked_backend_spec(name, text)
+            self.cleaned_data["search_backend"] = inspector_options.checked_backend_spec(name, text)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
         return text

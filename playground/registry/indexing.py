@@ -27,7 +27,7 @@ from django.utils import timezone
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
 from playground.engine.search.text import tool_document
-from playground.registry import adapter
+from playground.registry import adapter, backends  # module objects: backends ask this module to build
 from playground.registry import tasks  # a module object: the task calls back into this module
 from playground.registry.models import SearchIndexBuild
 
@@ -54,7 +54,7 @@ def index_version(model_id: str) -> str:
 
 
 def _dense(spec: str = "") -> SemanticBackend | None:
-    return dense_side(adapter.search_backend(spec or None))
+    return dense_side(backends.search_backend(spec or None))
 
 
 def _stale(row: SearchIndexBuild) -> bool:
@@ -121,7 +121,7 @@ def build_index(version: str) -> SearchIndexBuild | None:
 
 def _embed_missing(row: SearchIndexBuild) -> None:
     dense = _dense(row.backend)
-    store = adapter.vector_store()
+    store = backends.vector_store()
     if dense is None or store is None or dense.encoder.model_id != row.model_id:
         raise RuntimeError(f"the encoder of backend {row.backend or 'default'!r} is not {row.model_id!r} in this process")
     if index_version(row.model_id) != row.version:

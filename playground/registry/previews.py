@@ -22,7 +22,7 @@ from playground.engine.toolsearch_tool import (
     run_tool_search,
     tool_search_user_blocks,
 )
-from playground.registry import adapter, ports
+from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
 
 EXCLUDED_SHOWN = 100
@@ -135,10 +135,7 @@ def inspect_query(
     when any differs from this one the answer has one column per backend instead of the single view."""
     check_query_size(query)
     backend_name = backend or (profile.search_backend if profile else "") or ""
-    if backend_settings.strip():
-        search_backend = adapter.tuned_search_backend(adapter.tuned_backend_spec(backend_name, backend_settings))
-    else:
-        search_backend = adapter.search_backend(backend_name)
+    search_backend = inspector_options.tuned_search_backend(backend_name, backend_settings)
     max_results = max_results or (profile.max_results if profile else 5)
     note = ""
     if (wire_style or (profile.wire_style if profile else "")) == SERVER_STYLE:
@@ -169,7 +166,7 @@ def inspect_query(
         decision=turn.decision,
         ask=frozenset(filtered.ask),
         note=note,
-        backend_options=adapter.backend_option_names(search_backend),
+        backend_options=inspector_options.backend_option_names(search_backend),
     )
     answer.learning_enabled = ports.usage().learning_enabled()
     answer.backend_learns = search_backend.reads_usage
@@ -218,7 +215,7 @@ def _other_backends(compare: Sequence[tuple[str, str]], first: SearchBackend) ->
             backend, error = None, refused
         else:
             try:
-                backend, error = adapter.search_backend(name), ""
+                backend, error = backends.search_backend(name), ""
             except (ValueError, ImportError) as exc:  # a backend that cannot be made here
                 backend, error = None, f"{name}: {exc}"
         key = backend.name if backend else name
@@ -341,7 +338,7 @@ def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> Conv
     messages: list[dict[str, Any]] = [{"role": "user", "content": "What the model sees (preview)."}]
     if discovered:
         query = "select:" + ",".join(discovered)
-        result = run_tool_search({"query": query}, catalog, adapter.search_backend(""))
+        result = run_tool_search({"query": query}, catalog, backends.search_backend(""))
         messages += [
             {
                 "role": "assistant",

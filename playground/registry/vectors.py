@@ -3,7 +3,7 @@
 Every web process, worker and node reads the same rows, so a catalog is encoded once (by the
 background build, `tasks.build_search_index`) rather than once per process per host. Chosen by
 TOOLSEARCH_VECTOR_STORE (`database`, the default; `file`: the engine's SQLite file of this host;
-`memory`: this process only) and handed to backends by `adapter.search_backend`.
+`memory`: this process only) and handed to backends by `backends.search_backend`.
 """
 from __future__ import annotations
 

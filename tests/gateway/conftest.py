@@ -74,7 +74,7 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
 def gateway_world(transactional_db, settings):
     """A profile with tool search on, its tools, and a token for it."""
     from playground.gateway.tokens import issue_token
-    from playground.registry import adapter
+    from playground.registry import adapter, backends
     from playground.registry.models import AgentProfile, Tool
 
     settings.TOOLSEARCH_LEARN_FROM_USAGE = False
@@ -95,8 +95,10 @@ def gateway_world(transactional_db, settings):
     token_row, token = issue_token(profile, "pytest client")
     _, other_token = issue_token(other, "other client")
     adapter.reset_caches()
+    backends.reset_caches()
     yield {"profile": profile, "other": other, "token": token, "token_row": token_row, "other_token": other_token}
     adapter.reset_caches()
+    backends.reset_caches()
     wait_for_the_live_server_to_let_go()
 
 

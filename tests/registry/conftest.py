@@ -3,19 +3,22 @@ from __future__ import annotations
 
 import pytest
 
-from playground.registry import adapter
+from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 
 @pytest.fixture(autouse=True)
 def fresh_adapter_caches():
-    """Per-process catalog (and usage log) caches must not leak between tests (each test has its own rows)."""
+    """Per-process catalog, backend (and usage log) caches must not leak between tests (each test has its own rows)."""
     from playground.conversations.usage import reset_usage_cache
 
     adapter.reset_caches()
+
+    backends.reset_caches()
     reset_usage_cache()
     yield
     adapter.reset_caches()
+    backends.reset_caches()
     reset_usage_cache()
 
 

@@ -7,7 +7,7 @@ from playground.engine.modes import parse_mode
 from playground.engine.search.base import SearchBackend
 from playground.engine.tools import ToolCatalog
 from playground.mcp_servers.models import McpServer
-from playground.registry import adapter, services
+from playground.registry import adapter, backends, services
 from playground.registry.models import PermissionRule, Tool
 
 from .conftest import make_tool
@@ -138,21 +138,21 @@ def test_a_subagent_that_disallows_toolsearch_gets_the_engines_deny_rule(subagen
 
 
 def test_search_backend_is_one_instance_per_name():
-    backend = adapter.search_backend("")
+    backend = backends.search_backend("")
     assert isinstance(backend, SearchBackend)
-    assert adapter.search_backend("default") is backend
-    assert adapter.search_backend(backend.name) is backend
+    assert backends.search_backend("default") is backend
+    assert backends.search_backend(backend.name) is backend
     with pytest.raises(ValueError):
-        adapter.search_backend("no-such-backend")
+        backends.search_backend("no-such-backend")
 
 
 def test_the_default_backend_may_carry_settings():
     with override_settings(TOOLSEARCH_DEFAULT_BACKEND="bm25:usage_weight=0"):
-        backend = adapter.search_backend("")
+        backend = backends.search_backend("")
         assert backend.name == "bm25:usage_weight=0" and backend.usage_weight == 0
-        assert adapter.search_backend("default") is backend
+        assert backends.search_backend("default") is backend
     with override_settings(TOOLSEARCH_DEFAULT_BACKEND="bm25:no_such_option=1"), pytest.raises(ValueError, match="no_such_option"):
-        adapter.search_backend("")
+        backends.search_backend("")
 
 
 def test_pending_mcp_servers_lists_enabled_pending_servers():

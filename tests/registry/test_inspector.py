@@ -7,7 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from playground.mcp_servers.models import McpServer
-from playground.registry import adapter
+from playground.registry import adapter, backends
 
 from .conftest import bulk_tools
 
@@ -128,6 +128,7 @@ def test_the_query_count_does_not_grow_with_the_number_of_tools(viewer_client, d
     for count, server in ((20, "small"), (500, "large")):
         bulk_tools(count, server=server)
         adapter.reset_caches()
+        backends.reset_caches()
         if warm:
             viewer_client.get(URL, {"q": "weather"})
         with django_assert_max_num_queries(10) as captured:
@@ -333,19 +334,19 @@ def test_an_unknown_backend_is_an_error_not_the_default(viewer_client, tools):
 
 
 def test_only_a_few_tuned_backends_are_kept(viewer_client, tools):
-    for weight in range(adapter._TUNED_CACHE_SIZE + 3):
+    for weight in range(backends.TUNED_CACHE_SIZE + 3):
         viewer_client.get(URL, {"q": "github issue", "backend": "bm25", "settings": f"k1={1 + weight / 10}"}, headers=HTMX)
-    assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
-    assert next(reversed(adapter._tuned_backends)) == f"bm25:k1={1 + (adapter._TUNED_CACHE_SIZE + 2) / 10}"
+    assert len(backends._tuned_backends) == backends.TUNED_CACHE_SIZE
+    assert next(reversed(backends._tuned_backends)) == f"bm25:k1={1 + (backends.TUNED_CACHE_SIZE + 2) / 10}"
 
 
 def test_profiles_tuned_backends_share_the_bounded_cache(db):
     # Every edit of a profile's settings makes a new spec; they must not pile up in a process.
-    for k in range(adapter._TUNED_CACHE_SIZE + 2):
-        assert adapter.search_backend(f"bm25:k1={1 + k / 10}").name == f"bm25:k1={1 + k / 10}"
-    assert len(adapter._tuned_backends) == adapter._TUNED_CACHE_SIZE
-    assert not any(":" in name for name in adapter._backends)
-    assert adapter.search_backend("bm25") is adapter.search_backend("bm25")  # plain names stay cached for good
+    for k in range(backends.TUNED_CACHE_SIZE + 2):
+        assert backends.search_backend(f"bm25:k1={1 + k / 10}").name == f"bm25:k1={1 + k / 10}"
+    assert len(backends._tuned_backends) == backends.TUNED_CACHE_SIZE
+    assert not any(":" in name for name in backends._backends)
+    assert backends.search_backend("bm25") is backends.search_backend("bm25")  # plain names stay cached for good
 
 
 def test_two_backends_side_by_side_with_normalised_scores_and_disagreements(viewer_client, tools):

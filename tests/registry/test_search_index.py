@@ -8,7 +8,7 @@ import pytest
 from playground.engine.search.embedding_cache import EmbeddingCache
 from playground.engine.search.hybrid import HybridBackend
 from playground.engine.search import embedding_cache, semantic
-from playground.registry import adapter, indexing, services, tasks
+from playground.registry import adapter, backends, indexing, services, tasks
 from playground.registry.models import SearchIndexBuild, ToolEmbedding
 from playground.registry.vectors import DatabaseVectorStore, make_store
 from tests.search.fake_encoder import FakeEncoder
@@ -23,8 +23,10 @@ def fake_encoder(monkeypatch):
     monkeypatch.setattr(semantic, "shared_encoder", lambda runtime=None: encoder)
     monkeypatch.setattr(embedding_cache, "_shared_caches", {})  # no vectors in memory from an earlier test
     adapter.reset_caches()
+    backends.reset_caches()
     yield encoder
     adapter.reset_caches()
+    backends.reset_caches()
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def test_the_setting_picks_the_store(settings):
     with pytest.raises(ValueError, match="TOOLSEARCH_VECTOR_STORE='disk'"):
         make_store("disk")
     settings.TOOLSEARCH_VECTOR_STORE = "database"
-    backend = adapter.search_backend("hybrid")
+    backend = backends.search_backend("hybrid")
     if backend.semantic is not None:  # with the semantic extra installed
         assert isinstance(backend.semantic.cache.store, DatabaseVectorStore)
 

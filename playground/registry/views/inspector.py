@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from playground.access import EDITOR, VIEWER, has_role, role_required
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
-from playground.registry import adapter, availability, ports, previews
+from playground.registry import availability, backends, ports, previews
 from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
@@ -24,13 +24,13 @@ STAFF_BACKENDS = frozenset({"naive"})
 
 
 def _backend_names(user) -> list[str]:
-    return [name for name in adapter.backend_names() if has_role(user, EDITOR) or name not in STAFF_BACKENDS]
+    return [name for name in backends.backend_names() if has_role(user, EDITOR) or name not in STAFF_BACKENDS]
 
 
 def _refusal(name: str, user) -> str:
     """Why the page will not run backend `name` for this user ("" = it runs): the limits the single
     view enforces, for a compared backend's column."""
-    if name not in adapter.backend_names():
+    if name not in backends.backend_names():
         return f"unknown backend {name[:40]!r}"
     if name in STAFF_BACKENDS and not has_role(user, EDITOR):
         return f"the {name!r} backend is for editors on this page (it stays available in the engine CLI)"
@@ -73,7 +73,7 @@ def inspector(request):
     query = params.get("q", "")
     try:
         profile = _profile(request, params)
-        if backend and backend not in adapter.backend_names():
+        if backend and backend not in backends.backend_names():
             raise ValueError(f"unknown backend {backend!r} (backends: {', '.join(_backend_names(request.user))})")
         if backend in STAFF_BACKENDS and not has_role(request.user, EDITOR):
             raise ValueError(f"the {backend!r} backend is for editors on this page (it stays available in the engine CLI)")
@@ -105,8 +105,8 @@ def _choice(params, name: str, choices: list[str]) -> str:
 
 def _inspect(params, query: str, profile: AgentProfile | None, backend: str, user) -> previews.InspectorAnswer:
     compare = params.getlist("compare")
-    if len(compare) > len(adapter.backend_names()):
-        raise ValueError(f"compare at most {len(adapter.backend_names())} backends, not {len(compare)}")
+    if len(compare) > len(backends.backend_names()):
+        raise ValueError(f"compare at most {len(backends.backend_names())} backends, not {len(compare)}")
     return previews.inspect_query(
         query,
         profile,
