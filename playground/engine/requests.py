@@ -245,9 +245,10 @@ def build_request(
     deferred: list[Tool] = list(permitted.deferred)
     loaded: list[Tool] = [t for t in permitted if not permitted.is_deferred(t.name)]
 
-    # 3. Mode.
+    # 3. Mode. Auto weighs the full announcement; made here once, a "full" style request sends the same one.
+    first = first_announcement(deferred, settings) if deferred and _mode_setting(settings).kind == "auto" else None
     decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter,
-                         pending_mcp_servers=pending_mcp_servers)
+                         pending_mcp_servers=pending_mcp_servers, announcement=first)
     history = _with_summary(state)
     baseline = token_counter.count_engine_tools(permitted.tools)
 
@@ -290,14 +291,17 @@ def build_request(
     sent_names = [t["name"] for t in tools]
     messages = drop_dangling_references(history, sent_names) if native else strip_tool_references(history)
 
-    announcement = announce(
-        [t.name for t in deferred],
-        state.messages,
-        settings.announcement_style,
-        layout=settings.announcement_layout,
-        budget_tokens=settings.announcement_budget_tokens,
-        max_tokens=settings.announcement_max_tokens,
-    )
+    if first is not None and settings.announcement_style == "full":
+        announcement: Announcement | None = first
+    else:
+        announcement = announce(
+            [t.name for t in deferred],
+            state.messages,
+            settings.announcement_style,
+            layout=settings.announcement_layout,
+            budget_tokens=settings.announcement_budget_tokens,
+            max_tokens=settings.announcement_max_tokens,
+        )
     system = settings.system_prompt
     placement = ""
     if announcement is not None and settings.announcement_style == "full":
@@ -336,16 +340,17 @@ def build_request(
 
 
 def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_permitted: bool,
-              token_counter: TokenCounter, pending_mcp_servers: Sequence[str] = ()) -> ModeDecision:
+              token_counter: TokenCounter, pending_mcp_servers: Sequence[str] = (),
+              announcement: Announcement | None = None) -> ModeDecision:
     """Whether ToolSearch is on for a turn over these permitted tools, and why: the one place the
-    mode decision gets the turn's inputs (the request plan and `turn.plan_turn` both ask here)."""
+    mode decision gets the turn's inputs (the request plan and `turn.plan_turn` both ask here).
+    `announcement`: `first_announcement` of the deferred tools, when the caller has made it already."""
     deferred = list(permitted.deferred)
-    setting = settings.mode if isinstance(settings.mode, ModeSetting) else parse_mode(settings.mode)
+    setting = _mode_setting(settings)
     announcement_tokens = 0
     if setting.kind == "auto" and deferred:
         # Deferring costs the announcement on every request: auto weighs the saving net of it.
-        first = announce(deferred, [], "full", layout=settings.announcement_layout,
-                         budget_tokens=settings.announcement_budget_tokens, max_tokens=settings.announcement_max_tokens)
+        first = announcement if announcement is not None else first_announcement(deferred, settings)
         announcement_tokens = token_counter.count_text(first.text)
     return decide_mode(
         setting,
@@ -361,6 +366,17 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
         wire_style=settings.wire_style,
         pending_mcp_servers=pending_mcp_servers,
     )
+
+
+def first_announcement(deferred: Sequence[Tool], settings: AgentSettings) -> Announcement:
+    """The full announcement of these deferred tools in the profile's layout: what a first turn
+    announces, whatever the style, and what auto mode weighs against the saving."""
+    return announce(deferred, [], "full", layout=settings.announcement_layout,
+                    budget_tokens=settings.announcement_budget_tokens, max_tokens=settings.announcement_max_tokens)
+
+
+def _mode_setting(settings: AgentSettings) -> ModeSetting:
+    return settings.mode if isinstance(settings.mode, ModeSetting) else parse_mode(settings.mode)
 
 
 def _with_summary(state: ConversationState) -> list[Message]:

@@ -99,3 +99,19 @@ def test_a_filter_the_caller_already_has_is_used_as_is(small_catalog):
     assert "request" not in vars(turn)  # the decision alone (the inspector) builds no request
     assert turn.decision == turn.request.decision
     assert turn.request.to_dict() == turn_for(small_catalog, rules=policy.rules).request.to_dict() | {"pending_mcp_servers": []}
+
+
+@pytest.mark.parametrize("layout", ["flat", "grouped"])
+def test_auto_mode_builds_the_announcement_once_and_sends_the_one_it_weighed(small_catalog, monkeypatch, layout):
+    # Building an announcement lays out every deferred name (100,000 at scale): the mode decision
+    # and the request share one.
+    from playground.engine import announcements, requests
+
+    calls = []
+    real = announcements.announce
+    monkeypatch.setattr(requests, "announce", lambda *a, **k: calls.append(a) or real(*a, **k))
+    turn = turn_for(small_catalog, mode="auto:1", context_window=1000, announcement_style="full", announcement_layout=layout)
+    assert turn.decision.enabled and turn.decision.announcement_tokens > 0
+    assert turn.request.announcement is not None
+    assert len(calls) == 1
+    assert turn.decision.announcement_tokens == turn.tokens.announcement_tokens
