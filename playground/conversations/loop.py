@@ -40,18 +40,17 @@ from playground.conversations.services import (
     take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
-from playground.conversations.usage import record_conversation_usage, record_usage_safely, usage_log
+from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, discovered_tool_names
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
-from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
-from playground.engine.turn import TurnPlan, plan_turn
+from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
@@ -189,7 +188,6 @@ class AgentRun:
         """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
         backend = backends.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
-        pending = adapter.pending_mcp_servers()
         final_text = ""
         first_turn = 1
         if resume is not None:
@@ -198,7 +196,7 @@ class AgentRun:
             messages = self.store.load()
             if messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]  # the paused turn's plan was built before the model answered
-            turn_plan = self.build_plan(messages, self.current_boundary(), counter, backend, pending)
+            turn_plan = self.build_plan(messages, self.current_boundary(), backend)
             self.run_tools(resume["turn"], resume["turn_sequence"], resume["tool_uses"], resume.get("stop_reason", "tool_use"),
                            turn_plan, final_text, resume=resume)
             first_turn = resume["turn"] + 1
@@ -208,7 +206,7 @@ class AgentRun:
             boundary = self.current_boundary()
             if self.compaction_enabled:
                 messages, boundary = self.maybe_compact(messages, boundary, counter)
-            turn_plan = self.build_plan(messages, boundary, counter, backend, pending)
+            turn_plan = self.build_plan(messages, boundary, backend)
             plan = turn_plan.request
             if plan.announcement_block is not None:
                 # Delta announcements live in the history: keep the block, or the next request repeats it.
@@ -311,17 +309,11 @@ class AgentRun:
 
     # -- request building (the engine decides) -------------------------------------------------------
     def current_boundary(self) -> CompactionBoundary | None:
-        if self.subagent or not self.conversation.compaction:
-            return None
-        stored = self.conversation.compaction
-        return CompactionBoundary(summary=stored.get("summary", ""), discovered_tools=tuple(stored.get("discovered_tools", ())),
-                                  announced_tools=tuple(stored.get("announced_tools", ())), metadata=stored.get("metadata") or {})
+        return None if self.subagent else adapter.compaction_boundary(self.conversation.compaction)
 
-    def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, counter: TokenCounter,
-                   backend: Any, pending: list[str]) -> TurnPlan:
+    def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, backend: Any) -> TurnPlan:
         state = ConversationState(messages=messages, compaction=boundary)
-        return plan_turn(self.catalog, self.policy, self.agent_settings, state, token_counter=counter, backend=backend,
-                         pending_mcp_servers=pending, usage=usage_log())
+        return adapter.plan_turn(self.catalog, self.policy, self.agent_settings, state, backend=backend)
 
     def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
         request = dict(plan.to_api_kwargs())
@@ -500,7 +492,7 @@ class AgentRun:
         if not isinstance(prompt, str) or not prompt.strip():
             return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
         started = time.perf_counter()
-        sub_catalog, sub_policy, sub_settings, label = subagent_setup(
+        sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
         messages = resume["messages"] if resume is not None else [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         child = AgentRun(
@@ -586,22 +578,6 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
         "system_chars": len(json.dumps(request.get("system", ""))),
         "messages": len(request.get("messages", [])),
     }
-
-
-def subagent_setup(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: AgentSettings,
-                   subagent_type: str) -> tuple[ToolCatalog, PermissionPolicy, AgentSettings, str]:
-    """Tools, rules and settings for a subagent: a named subagent profile's, else the parent's narrowed by the denylist.
-
-    The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch.
-    """
-    denylist = list(settings.AGENT_TOOL_DENYLIST)
-    profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
-    if profile is not None:
-        sub_policy = subagent_policy(adapter.permission_policy(profile), global_denylist=denylist,
-                                     disallowed=list(profile.disallowed_tools or []))
-        return adapter.profile_catalog(profile, catalog), sub_policy, adapter.agent_settings(profile), profile.name
-    sub_catalog = resolve_subagent_tools(catalog, global_denylist=denylist)
-    return sub_catalog, subagent_policy(policy, global_denylist=denylist), agent_settings, subagent_type or "general-purpose"
 
 
 # -- the entry point the Celery task calls ----------------------------------------------------------

@@ -19,6 +19,7 @@ from django.db.models import Count, Max
 
 from playground.conversations.models import Message, ToolSearchUsage
 from playground.engine.search.usage import UsageLog, usage_pairs
+from playground.registry import adapter
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def usage_log() -> UsageLog | None:
         if _cache is not None and _cache[0] == version:
             return _cache[1]
     newest = ToolSearchUsage.objects.order_by("-id").values_list("query", "tool_name")[: settings.TOOLSEARCH_USAGE_MAX_ENTRIES]
-    log = UsageLog.from_pairs(reversed(list(newest)))
+    log = adapter.usage_log(reversed(list(newest)))
     with _lock:
         _cache = (version, log)
     return log

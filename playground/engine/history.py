@@ -37,6 +37,16 @@ class CompactionBoundary:
             "metadata": dict(self.metadata),
         }
 
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> CompactionBoundary:
+        """The boundary `to_dict` stored (missing keys: empty)."""
+        return cls(
+            summary=stored.get("summary", ""),
+            discovered_tools=tuple(stored.get("discovered_tools", ())),
+            announced_tools=tuple(stored.get("announced_tools", ())),
+            metadata=dict(stored.get("metadata") or {}),
+        )
+
 
 def blocks_of(message: Message) -> list[dict[str, Any]]:
     """A message's content as a list of blocks (a plain string becomes one text block)."""

@@ -20,11 +20,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from playground.conversations.usage import usage_log as conversations_usage_log
 from playground.engine.execution import ToolOutcome
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.turn import TurnPlan, plan_turn
+from playground.engine.requests import AgentSettings, RequestPlan
+from playground.engine.turn import TurnPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
@@ -121,11 +120,7 @@ def profile_view(profile_id: int) -> ProfileView:
     policy = adapter.permission_policy(profile)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
     agent_settings = adapter.agent_settings(profile, wire_style="client")
-    turn = plan_turn(
-        catalog, policy, agent_settings, ConversationState(),
-        token_counter=adapter.token_counter(), backend=backends.search_backend(agent_settings.backend),
-        pending_mcp_servers=adapter.pending_mcp_servers(), usage=conversations_usage_log(),
-    )
+    turn = adapter.plan_turn(catalog, policy, agent_settings, backend=backends.search_backend(agent_settings.backend))
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
 
 

@@ -17,9 +17,7 @@ admin changed it (the row's value no longer equals what the server said last tim
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import math
 import os
 import re
 import sys
@@ -59,8 +57,6 @@ DEMO_SERVER_NAME = "demo"
 TIME_SERVER_NAME = "time"
 DEMO_HTTP_SERVER_NAME = "demo-http"
 NAME_HASH_DIGITS = 8
-# Characters per token for the stored estimate (the engine's CharEstimateCounter uses the same ratio).
-CHARS_PER_TOKEN = 2.5
 
 
 @dataclass
@@ -99,10 +95,6 @@ def registry_tool_name(server_name: str, tool_name: str) -> tuple[str, str | Non
         f"registered as {name!r}"
     )
     return name, warning
-
-
-def estimate_tokens(tool: EngineTool) -> int:
-    return math.ceil(len(json.dumps(tool.to_api(), ensure_ascii=False)) / CHARS_PER_TOKEN)
 
 
 def set_status(server: McpServer, status: str, *, last_error: str | None = None) -> None:
@@ -224,7 +216,6 @@ def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResul
                 always_load=meta_always_load,
                 enabled=True,
                 source=Tool.Source.MCP,
-                token_estimate=estimate_tokens(engine_tool),
             )
             result.added.append(name)
             continue
@@ -234,7 +225,6 @@ def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResul
         row.server = server
         row.server_name = server.name
         row.source = Tool.Source.MCP
-        row.token_estimate = estimate_tokens(engine_tool)
         said_before = (previous_names.get(name) or {}).get("meta_always_load")
         if said_before is None or row.always_load == said_before:
             row.always_load = meta_always_load  # the admin did not override it: follow the server

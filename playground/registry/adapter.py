@@ -1,8 +1,11 @@
 """Rows → engine objects. The only place the Django side builds engine objects.
 
 Views, tasks and consumers ask this module for a `ToolCatalog`, a `PermissionPolicy`, `AgentSettings`,
-a search backend or a token counter; the rules themselves (deferral, permissions, mode decision,
-ranking) live in `playground.engine` and are never restated here.
+a subagent's tools and rules, a stored compaction boundary, a usage log or a token counter, and
+write engine tools back onto rows through it (`fill_tool_row`, `update_definition`); the rules
+themselves (deferral, permissions, mode decision, ranking) live in `playground.engine` and are
+never restated here. The search backends a process keeps are `backends.py`'s; which backend
+settings the inspector accepts, `inspector_options.py`'s.
 
 Caching: the enabled-tool catalog is rebuilt only when the tool table changes (a cheap
 `count + max(updated_at)` version key, one aggregate query), and permission-filtered catalogs are
@@ -20,14 +23,20 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet
 
+from playground.engine.history import CompactionBoundary
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
-from playground.engine.requests import AgentSettings
+from playground.engine.requests import AgentSettings, ConversationState
+from playground.engine.search.base import SearchBackend
+from playground.engine.search.usage import UsageLog
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
 from playground.engine.toolsearch_tool import NATIVE_STYLE
+from playground.engine.turn import TurnPlan
+from playground.engine.turn import plan_turn as engine_plan_turn
+from playground.registry import ports
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
@@ -67,6 +76,34 @@ def _engine_tool(*, name: str, description: str, input_schema: Any, search_hint:
         should_defer=should_defer,
         always_load=always_load,
     )
+
+
+def fill_tool_row(row: Tool, tool: EngineTool, *, source: str) -> Tool:
+    """`tool` written onto `row` (the reverse of `tool_to_engine`): its definition, server name and
+    loading flags, enabled, and the fields the engine derives. The row is not saved."""
+    _copy_definition(row, tool)
+    row.name = tool.name
+    row.server_name = tool.server or ""
+    row.should_defer = tool.should_defer
+    row.always_load = tool.always_load
+    row.enabled = True
+    row.source = source
+    refresh_derived_fields(row)
+    return row
+
+
+def update_definition(row: Tool, tool: EngineTool) -> Tool:
+    """Only `tool`'s definition (description, input schema, search hint) onto `row`: a re-import
+    keeps the row's local choices (enabled, deferral, always-load, the server link). Not saved."""
+    _copy_definition(row, tool)
+    refresh_derived_fields(row)
+    return row
+
+
+def _copy_definition(row: Tool, tool: EngineTool) -> None:
+    row.description = tool.description
+    row.input_schema = dict(tool.input_schema)
+    row.search_hint = tool.search_hint
 
 
 def refresh_derived_fields(row: Tool) -> None:
@@ -256,6 +293,30 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
     return AgentSettings(**values)
 
 
+def subagent_setup(parent_catalog: ToolCatalog, parent_policy: PermissionPolicy, parent_settings: AgentSettings,
+                   subagent_type: str) -> tuple[ToolCatalog, PermissionPolicy, AgentSettings, str]:
+    """Tools, rules, settings and label for an `Agent` call: a named subagent profile's own (its
+    catalog narrowed from the parent's), else the parent's narrowed by the global agent denylist.
+    The engine decides both: `resolve_subagent_tools` for the tools, `subagent_policy` for ToolSearch."""
+    profile = AgentProfile.objects.filter(name=subagent_type, is_subagent=True).first() if subagent_type else None
+    if profile is not None:
+        return profile_catalog(profile, parent_catalog), permission_policy(profile), agent_settings(profile), profile.name
+    denylist = list(settings.AGENT_TOOL_DENYLIST)
+    return (resolve_subagent_tools(parent_catalog, global_denylist=denylist),
+            subagent_policy(parent_policy, global_denylist=denylist), parent_settings, subagent_type or "general-purpose")
+
+
+def plan_turn(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: AgentSettings,
+              state: ConversationState | None = None, *, backend: SearchBackend | None = None,
+              filtered: PermissionFilterResult | None = None) -> TurnPlan:
+    """The engine's one entry per turn, with what the database says at this moment: the registry's
+    token counter, the MCP servers still connecting, and what past searches taught (the usage log
+    the conversations app hands over in `ports`). `backend`: None when this turn answers no
+    ToolSearch call (a preview of the request only)."""
+    return engine_plan_turn(catalog, policy, agent_settings, state, token_counter=token_counter(), backend=backend,
+                            pending_mcp_servers=pending_mcp_servers(), usage=ports.usage().usage_log(), filtered=filtered)
+
+
 def planned_wire_style(wire_style: str) -> tuple[str, str]:
     """(the wire style the engine plans with, Anthropic's server-side search variant or "") for a
     profile's wire style; the "server" style takes the deployment's ANTHROPIC_SERVER_SEARCH_TOOL."""
@@ -295,3 +356,14 @@ def reset_caches() -> None:
 
 def engine_tools(rows: Iterable[Tool]) -> list[EngineTool]:
     return [tool_to_engine(row) for row in rows]
+
+
+# -- stored conversation state -------------------------------------------------------------------
+def compaction_boundary(stored: dict[str, Any] | None) -> CompactionBoundary | None:
+    """A conversation's stored compaction (`CompactionBoundary.to_dict`) as the engine's boundary."""
+    return CompactionBoundary.from_dict(stored) if stored else None
+
+
+def usage_log(pairs: Iterable[tuple[str, str]]) -> UsageLog:
+    """Stored (query, tool name) evidence, oldest first, as the log BM25 backends index."""
+    return UsageLog.from_pairs(pairs)

@@ -14,7 +14,6 @@ from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
-from playground.engine.turn import plan_turn
 from playground.engine.toolsearch_tool import (
     NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
@@ -149,11 +148,8 @@ def inspect_query(
     wire_style = settings.wire_style
     policy = adapter.permission_policy(profile)
     unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
-    usage = ports.usage().usage_log()
-    turn = plan_turn(
-        unfiltered, policy, settings, token_counter=adapter.token_counter(), backend=search_backend, usage=usage,
-        pending_mcp_servers=adapter.pending_mcp_servers(), filtered=filtered,
-    )
+    turn = adapter.plan_turn(unfiltered, policy, settings, backend=search_backend, filtered=filtered)
+    usage = turn.usage
     answer = InspectorAnswer(
         query=query,
         backend=search_backend.name,
@@ -362,14 +358,7 @@ def model_preview(
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
     state = discovery_state(known, catalog, settings.wire_style)
-    plan = plan_turn(
-        catalog,
-        adapter.permission_policy(profile),
-        settings,
-        state,
-        token_counter=adapter.token_counter(),
-        pending_mcp_servers=adapter.pending_mcp_servers(),
-    ).request
+    plan = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state).request
     request = dict(plan.to_api_kwargs())
     if resolved.server_search:
         # The loop's own rewrite (playground.engine.server_search), not a second copy of it.

@@ -199,28 +199,13 @@ def commit_import(staged: ToolImport) -> dict[str, int]:
     now = timezone.now()
     new_rows = []
     for tool in preview.new:
-        row = Tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=dict(tool.input_schema),
-            search_hint=tool.search_hint,
-            server_name=tool.server or "",
-            should_defer=tool.should_defer,
-            always_load=tool.always_load,
-            source=Tool.Source.IMPORTED,
-        )
-        row.refresh_derived_fields()
-        new_rows.append(row)
+        new_rows.append(adapter.fill_tool_row(Tool(), tool, source=Tool.Source.IMPORTED))
     Tool.objects.bulk_create(new_rows, batch_size=500)
     if preview.changed:
         by_name = {t.name: t for t, _ in preview.changed}
         rows = list(Tool.objects.select_related("server").filter(name__in=list(by_name)))
         for row in rows:
-            tool = by_name[row.name]
-            row.description = tool.description
-            row.input_schema = dict(tool.input_schema)
-            row.search_hint = tool.search_hint
-            row.refresh_derived_fields()
+            adapter.update_definition(row, by_name[row.name])
             row.updated_at = now
         Tool.objects.bulk_update(rows, [*_COMPARED_FIELDS, "token_estimate", "deferred", "updated_at"], batch_size=500)
     summary = preview.summary()

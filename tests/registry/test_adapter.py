@@ -165,3 +165,49 @@ def test_pending_mcp_servers_lists_enabled_pending_servers():
 def test_registered_servers_is_the_mcp_server_model_reached_through_the_tool_foreign_key():
     """The registry sits below the MCP app: it reads server rows through `Tool.server`, not an import."""
     assert adapter.registered_servers() is McpServer
+
+
+def test_an_engine_tool_written_onto_a_row_reads_back_the_same(tools):
+    original = adapter.tool_to_engine(Tool.objects.get(name="mcp__github__create_issue"))
+    row = adapter.fill_tool_row(Tool(), original, source=Tool.Source.IMPORTED)
+    again = adapter.tool_to_engine(row)
+    assert again.to_api() == original.to_api() and again.server == original.server
+    assert row.enabled and row.source == Tool.Source.IMPORTED and row.deferred and row.token_estimate > 0
+
+
+def test_a_reimport_moves_the_definition_and_keeps_the_rows_own_choices(tools):
+    row = Tool.objects.get(name="Read")
+    row.always_load, row.enabled = True, False
+    changed = adapter.tool_to_engine(row)
+    changed = type(changed)(name=changed.name, description="Read a file, newly described.", input_schema=changed.input_schema)
+    adapter.update_definition(row, changed)
+    assert row.description == "Read a file, newly described." and row.always_load and not row.enabled
+
+
+def test_a_named_subagent_runs_with_its_profiles_tools_rules_and_settings(tools, subagent_profile):
+    subagent_profile.disallowed_tools = ["ToolSearch", "Write"]
+    subagent_profile.save()
+    parent_policy = adapter.permission_policy(None)
+    catalog, policy, settings, label = adapter.subagent_setup(
+        adapter.engine_catalog(), parent_policy, adapter.agent_settings(None), subagent_profile.name)
+    assert label == "Sub" and "Write" not in catalog and "Read" in catalog
+    assert policy.decide("ToolSearch").effect == "deny"
+    assert [r.pattern for r in policy.rules].count("ToolSearch") == 1  # the profile's deny rule, once
+    assert settings.max_results == subagent_profile.max_results
+
+
+def test_an_unnamed_subagent_gets_the_parents_tools_less_the_agent_denylist(tools):
+    make_tool("Agent", "Start a subagent", source=Tool.Source.BUILTIN)
+    with override_settings(AGENT_TOOL_DENYLIST=["Agent", "ToolSearch"]):
+        catalog, policy, _, label = adapter.subagent_setup(
+            adapter.engine_catalog(), adapter.permission_policy(None), adapter.agent_settings(None), "")
+    assert label == "general-purpose" and "Agent" not in catalog and "Read" in catalog
+    assert policy.decide("ToolSearch").effect == "deny"
+
+
+def test_a_stored_compaction_comes_back_as_the_engines_boundary():
+    from playground.engine.history import CompactionBoundary
+
+    boundary = CompactionBoundary(summary="s", discovered_tools=("a",), announced_tools=("b",), metadata={"k": 1})
+    assert adapter.compaction_boundary(boundary.to_dict()) == boundary
+    assert adapter.compaction_boundary({}) is None and adapter.compaction_boundary(None) is None

@@ -16,7 +16,7 @@ from playground.engine.catalog_io import load_tools
 from playground.engine.tools import Tool as EngineTool
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
 from playground.mcp_servers.services import register_demo_servers
-from playground.registry import indexing
+from playground.registry import adapter, indexing
 from playground.registry.demo_data import CATALOGS, CORE_TOOLS
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule, Tool
 
@@ -115,16 +115,7 @@ class Command(BaseCommand):
             row = existing.get(tool.name)
             if row is not None and not force:
                 continue
-            row = row or Tool(name=tool.name)
-            row.description = tool.description
-            row.input_schema = dict(tool.input_schema)
-            row.search_hint = tool.search_hint
-            row.server_name = tool.server or ""
-            row.should_defer = tool.should_defer
-            row.always_load = tool.always_load
-            row.enabled = True
-            row.source = source
-            row.refresh_derived_fields()
+            row = adapter.fill_tool_row(row or Tool(), tool, source=source)
             (updated if row.pk else created).append(row)
         Tool.objects.bulk_create(created, batch_size=500)
         if updated:

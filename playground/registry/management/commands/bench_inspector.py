@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,6 +22,7 @@ from django.urls import reverse
 
 from playground.engine.catalog_io import load_tools
 from playground.engine.evaluate import percentile
+from playground.registry import adapter
 from playground.registry.demo_data import CATALOGS
 from playground.registry.models import Tool
 
@@ -96,10 +98,7 @@ class Command(BaseCommand):
                 name = tool.name.replace(f"mcp__{tool.server}__", f"mcp__{server}__", 1)
                 if len(name) > 64:
                     continue
-                row = Tool(name=name, description=tool.description, input_schema=dict(tool.input_schema),
-                           server_name=server, source=Tool.Source.IMPORTED)
-                row.refresh_derived_fields()
-                rows.append(row)
+                rows.append(adapter.fill_tool_row(Tool(), replace(tool, name=name, server=server), source=Tool.Source.IMPORTED))
             copy += 1
         Tool.objects.bulk_create(rows, batch_size=1000)
 
