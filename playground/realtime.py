@@ -28,6 +28,8 @@ from typing import Any, Callable
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
 
+from playground.per_process import PerProcess
+
 SEND_TIMEOUT_SECONDS = 5.0
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -71,38 +73,21 @@ class _Sender:
             raise TimeoutError(f"the channel layer did not answer within {timeout:g} s") from None
 
 
-_sender: _Sender | None = None
-_sender_lock = threading.Lock()
+_senders: PerProcess[_Sender] = PerProcess(_Sender)
 
 
 def _get_sender() -> _Sender:
-    global _sender
-    sender = _sender
-    if sender is not None and sender.pid == os.getpid():
-        return sender
-    with _sender_lock:
-        if _sender is None or _sender.pid != os.getpid():
-            _sender = _Sender()
-        return _sender
-
-
-def _forget_sender_after_fork() -> None:
-    # The child has no copy of the parent's thread; its loop and sockets are the parent's. Abandon
-    # them (closing would touch the parent's connections) and start afresh on first use.
-    global _sender, _sender_lock
-    _sender, _sender_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_sender_after_fork)
+    return _senders.get()
 
 
 def _reset_on_settings_change(*, setting: str, **_: object) -> None:
     # Tests point CHANNEL_LAYERS at their own prefix: the next send must use the new configuration.
-    if setting == "CHANNEL_LAYERS" and _sender is not None and _sender.pid == os.getpid():
+    sender = _senders.made()
+    if setting == "CHANNEL_LAYERS" and sender is not None:
         try:
-            _sender.submit(_sender._drop_layer(), SEND_TIMEOUT_SECONDS)
+            sender.submit(sender._drop_layer(), SEND_TIMEOUT_SECONDS)
         except Exception:  # noqa: BLE001 - a layer that cannot close is dropped all the same
-            _sender.layer = None
+            sender.layer = None
 
 
 setting_changed.connect(_reset_on_settings_change)

@@ -43,13 +43,11 @@ def refuse_what_cannot_run(form: forms.Form, profiles: list, provider: str) -> N
             form.add_error(None, problem)
 
 
-class NewConversationForm(forms.Form):
-    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
-                                     empty_label="Default settings")
-    provider = forms.ChoiceField(choices=(), required=False)
-    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?", "data-enter-sends": ""}),
-                              help_text=ENTER_HINT,
-                              required=False, max_length=MAX_MESSAGE_CHARS)
+class StartsRuns(forms.Form):
+    """A form that starts runs: its provider choice offers only what can run here, and it refuses a
+    provider or profile (`profile_fields`) the run would fail on."""
+
+    profile_fields: tuple[str, ...] = ()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -58,8 +56,18 @@ class NewConversationForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        refuse_what_cannot_run(self, [cleaned.get("profile")], cleaned.get("provider") or "")
+        refuse_what_cannot_run(self, [cleaned.get(name) for name in self.profile_fields], cleaned.get("provider") or "")
         return cleaned
+
+
+class NewConversationForm(StartsRuns):
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
+                                     empty_label="Default settings")
+    provider = forms.ChoiceField(choices=(), required=False)
+    message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?", "data-enter-sends": ""}),
+                              help_text=ENTER_HINT,
+                              required=False, max_length=MAX_MESSAGE_CHARS)
+    profile_fields = ("profile",)
 
 
 class MessageForm(forms.Form):
@@ -71,7 +79,7 @@ class AnswerForm(forms.Form):
     choice = forms.ChoiceField(choices=list(PERMISSION_CHOICES.items()))
 
 
-class CompareForm(forms.Form):
+class CompareForm(StartsRuns):
     profile_a = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
                                        empty_label="Default settings", label="Left profile")
     profile_b = forms.ModelChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False), required=False,
@@ -80,16 +88,7 @@ class CompareForm(forms.Form):
     message = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What time is it in Tokyo?", "data-enter-sends": ""}),
                               help_text=ENTER_HINT,
                               max_length=MAX_MESSAGE_CHARS)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["provider"].choices = provider_choices()
-        offer_runnable_providers(self.fields["provider"])
-
-    def clean(self):
-        cleaned = super().clean()
-        refuse_what_cannot_run(self, [cleaned.get("profile_a"), cleaned.get("profile_b")], cleaned.get("provider") or "")
-        return cleaned
+    profile_fields = ("profile_a", "profile_b")
 
 
 class ConversationFilterForm(forms.Form):

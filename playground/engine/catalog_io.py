@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,16 +103,19 @@ def _looks_like_jsonl(text: str) -> bool:
         return False
 
 
-def _tools_from_jsonl(text: str, source: str) -> list[tuple[Tool, int]]:
-    tools: list[tuple[Tool, int]] = []
+def _jsonl_records(text: str, source: str) -> Iterator[tuple[object, int]]:
+    """(record, line number) for each non-blank line; a line that is not JSON is an error naming it."""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = safe_json.loads(line)
+            yield safe_json.loads(line), number
         except json.JSONDecodeError as exc:
             raise CatalogFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=number) from None
-        tools.append((_tool_from_record(record, source, number), number))
+
+
+def _tools_from_jsonl(text: str, source: str) -> list[tuple[Tool, int]]:
+    tools = [(_tool_from_record(record, source, number), number) for record, number in _jsonl_records(text, source)]
     if not tools:
         raise CatalogFormatError("no tools found", source=source)
     return tools
@@ -245,13 +248,7 @@ def load_queries(path: str | os.PathLike[str]) -> list[LabelledQuery]:
     text, source = _read_source(Path(path))
     queries: list[LabelledQuery] = []
     seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = safe_json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CatalogFormatError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=number) from None
+    for record, number in _jsonl_records(text, source):
         queries.append(_query_from_record(record, source, number))
         if queries[-1].id in seen:
             raise CatalogFormatError(f"duplicate query id {queries[-1].id!r}", source=source, line=number)

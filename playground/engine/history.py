@@ -50,7 +50,10 @@ class CompactionBoundary:
 
 def blocks_of(message: Message) -> list[dict[str, Any]]:
     """A message's content as a list of blocks (a plain string becomes one text block)."""
-    content = message.get("content")
+    return _content_blocks(message.get("content"))
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if isinstance(content, list):
@@ -69,12 +72,7 @@ def _tool_results(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
 
 def result_content(block: dict[str, Any]) -> list[dict[str, Any]]:
     """A tool_result's content as a list of blocks (a plain string becomes one text block)."""
-    content = block.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, dict)]
-    return []
+    return _content_blocks(block.get("content"))
 
 
 def tool_search_use_ids(messages: Sequence[Message]) -> set[str]:

@@ -11,8 +11,6 @@ reaped after a normal close, a timeout, a crash or a cancelled caller.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -27,6 +25,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, Pagina
 
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
+from playground.per_process import PerProcess
 
 T = TypeVar("T")
 
@@ -242,7 +241,6 @@ class BackgroundLoop:
     """An asyncio loop on a daemon thread; `run(coro)` waits for the result from any sync code."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, name="mcp-client-loop", daemon=True)
         self._thread.start()
@@ -263,25 +261,12 @@ class BackgroundLoop:
             self._thread.join(timeout=5)
 
 
-_loop: BackgroundLoop | None = None
-_loop_lock = threading.Lock()
+_loops: PerProcess[BackgroundLoop] = PerProcess(BackgroundLoop, close=BackgroundLoop.stop)
 
 
 def background_loop() -> BackgroundLoop:
     """This process's loop (a forked Celery child gets its own: threads do not survive fork)."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.pid != os.getpid():
-            _loop = BackgroundLoop()
-        return _loop
-
-
-def _stop_background_loop() -> None:
-    if _loop is not None and _loop.pid == os.getpid():
-        _loop.stop()
-
-
-atexit.register(_stop_background_loop)
+    return _loops.get()
 
 
 # --- sync wrappers: one connection per operation ------------------------------------------------

@@ -10,10 +10,7 @@ stops and reaps a stdio child); the next call reconnects. Everything is closed a
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
-import os
-import threading
 import time
 from typing import Any
 
@@ -29,6 +26,7 @@ from playground.mcp_servers.connection import (
     open_connection,
 )
 from playground.mcp_servers.transports import ServerConfig
+from playground.per_process import PerProcess
 from playground.mcp_servers.secrets import scrub_for
 
 logger = logging.getLogger(__name__)
@@ -88,7 +86,6 @@ class SessionPool:
     """Open sessions of this process by (server id, config fingerprint)."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self._sessions: dict[tuple[Any, str], PooledSession] = {}
         self._guard: asyncio.Lock | None = None
 
@@ -171,23 +168,11 @@ class SessionPool:
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
 
-_pool: SessionPool | None = None
-_pool_lock = threading.Lock()
+# Made after connection.py's loop (this module imports it), so its close runs first at exit (atexit
+# is last-in, first-out): the sessions close on a loop that is still running.
+_pools: PerProcess[SessionPool] = PerProcess(SessionPool, close=SessionPool.close_all)
 
 
 def session_pool() -> SessionPool:
     """This process's pool (a forked worker starts with an empty one)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool.pid != os.getpid():
-            _pool = SessionPool()
-        return _pool
-
-
-def _close_pool_at_exit() -> None:
-    if _pool is not None and _pool.pid == os.getpid():
-        _pool.close_all()
-
-
-# Registered after connection.py's loop-stopper, so it runs first (atexit is last-in, first-out).
-atexit.register(_close_pool_at_exit)
+    return _pools.get()

@@ -127,9 +127,9 @@ def test_calling_a_deferred_tool_before_loading_it_gets_told_to_select_it(admin_
 
 
 def test_a_regression_in_request_building_shows_up_as_a_400(admin_user, tool_world, native_profile, fake_api, claude, monkeypatch):
-    from playground.conversations import loop
+    from playground.registry import adapter
 
-    real_plan = loop.plan_turn
+    real_plan = adapter.plan_turn
 
     def forgets_discovered_tools(*args, **kwargs):
         turn = real_plan(*args, **kwargs)
@@ -137,7 +137,7 @@ def test_a_regression_in_request_building_shows_up_as_a_400(admin_user, tool_wor
         plan.tools = [t for t in plan.tools if t["name"] not in plan.discovered_tools]
         return turn
 
-    monkeypatch.setattr(loop, "plan_turn", forgets_discovered_tools)
+    monkeypatch.setattr(adapter, "plan_turn", forgets_discovered_tools)
     fake_api.script(tool_use_reply("ToolSearch", {"query": f"select:{TIME}"}), text_reply("never reached"))
     conversation, outcome = converse(admin_user, "time?", profile=native_profile, provider=claude)
     assert outcome.reason == "error"
