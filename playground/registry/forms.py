@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django import forms
@@ -19,6 +21,16 @@ from playground.registry import adapter, availability, backends, inspector_optio
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
+
+
+@contextmanager
+def engine_check() -> Iterator[None]:
+    """An engine check that refuses a value (ValueError, ToolDefinitionError) becomes the field's
+    error, in the engine's own words."""
+    try:
+        yield
+    except ValueError as exc:
+        raise forms.ValidationError(str(exc)) from exc
 
 
 class PrettyJSONField(forms.JSONField):
@@ -62,18 +74,14 @@ class ToolForm(forms.ModelForm):
         name = self.cleaned_data["name"].strip()
         if name == TOOL_SEARCH_NAME:
             raise forms.ValidationError(f"{TOOL_SEARCH_NAME} is provided by the engine and cannot be registered.")
-        try:
+        with engine_check():
             validate_tool_name(name)
-        except ToolDefinitionError as exc:
-            raise forms.ValidationError(str(exc)) from exc
         return name
 
     def clean_input_schema(self) -> dict:
         schema = self.cleaned_data["input_schema"]
-        try:
+        with engine_check():
             validate_input_schema(schema, tool_name=self.data.get("name") or "?")
-        except ToolDefinitionError as exc:
-            raise forms.ValidationError(str(exc)) from exc
         try:
             validator_for(schema).check_schema(schema)
         except SchemaError as exc:
@@ -168,10 +176,8 @@ class PermissionRuleForm(forms.ModelForm):
 
     def clean_pattern(self) -> str:
         pattern = self.cleaned_data["pattern"].strip()
-        try:
+        with engine_check():
             validate_pattern(pattern)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
         return pattern
 
     def clean(self) -> dict[str, Any]:
@@ -281,10 +287,8 @@ class AgentProfileForm(forms.ModelForm):
             return ""
         if not name:
             raise forms.ValidationError("Choose a backend for these settings.")
-        try:
+        with engine_check():
             self.cleaned_data["search_backend"] = inspector_options.checked_backend_spec(name, text)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from exc
         return text
 
 
@@ -297,10 +301,8 @@ class AgentProfileForm(forms.ModelForm):
     def clean_tool_search_mode(self) -> str:
         mode = self.cleaned_data["tool_search_mode"].strip()
         if mode:
-            try:
+            with engine_check():
                 parse_mode(mode)
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from exc
         return mode
 
     def clean(self) -> dict[str, Any]:

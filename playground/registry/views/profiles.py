@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib import messages
 from django.db.models import Count
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
 from playground.access import EDITOR, VIEWER, role_required
 from playground.registry import adapter, ports, previews
 from playground.registry.forms import AgentProfileForm
 from playground.registry.models import AgentProfile
+from playground.registry.views.form_pages import form_page
 
 
 @role_required(VIEWER)
@@ -55,20 +55,12 @@ def profile_detail(request, pk: int):
 
 @role_required(EDITOR)
 def profile_create(request):
-    form = AgentProfileForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        profile = form.save()
-        messages.success(request, f"Created profile {profile.name}.")
-        return redirect("registry:profile_detail", pk=profile.pk)
-    return render(request, "registry/profile_form.html", {"form": form, "profile": None}, status=400 if form.errors else 200)
+    return form_page(request, AgentProfileForm(request.POST or None), "registry/profile_form.html", {"profile": None},
+                     detail="registry:profile_detail", saved=lambda profile: f"Created profile {profile.name}.")
 
 
 @role_required(EDITOR)
 def profile_edit(request, pk: int):
     profile = get_object_or_404(AgentProfile, pk=pk)
-    form = AgentProfileForm(request.POST or None, instance=profile)
-    if request.method == "POST" and form.is_valid():
-        form.save()
-        messages.success(request, f"Saved profile {profile.name}.")
-        return redirect("registry:profile_detail", pk=profile.pk)
-    return render(request, "registry/profile_form.html", {"form": form, "profile": profile}, status=400 if form.errors else 200)
+    return form_page(request, AgentProfileForm(request.POST or None, instance=profile), "registry/profile_form.html",
+                     {"profile": profile}, detail="registry:profile_detail", saved=lambda row: f"Saved profile {row.name}.")

@@ -15,6 +15,7 @@ from playground.engine.tools import ToolDefinitionError
 from playground.registry import adapter, indexing, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
+from playground.registry.views.form_pages import form_page
 
 PAGE_SIZE = 50
 FILTER_PARAMS = ("q", "deferred", "always_load", "enabled", "server", "source")
@@ -105,21 +106,13 @@ def tool_detail(request, pk: int):
 @role_required(EDITOR)
 def tool_create(request):
     form = ToolForm(request.POST or None, initial={"source": Tool.Source.MANUAL})
-    if request.method == "POST" and form.is_valid():
-        tool = form.save()
-        indexing.request_index_build()
-        messages.success(request, f"Created {tool.name}.")
-        return redirect("registry:tool_detail", pk=tool.pk)
-    return render(request, "registry/tool_form.html", {"form": form, "tool": None}, status=400 if form.errors else 200)
+    return form_page(request, form, "registry/tool_form.html", {"tool": None}, detail="registry:tool_detail",
+                     saved=lambda tool: f"Created {tool.name}.", after_save=indexing.request_index_build)
 
 
 @role_required(EDITOR)
 def tool_edit(request, pk: int):
     tool = get_object_or_404(Tool, pk=pk)
-    form = ToolForm(request.POST or None, instance=tool)
-    if request.method == "POST" and form.is_valid():
-        form.save()
-        indexing.request_index_build()
-        messages.success(request, f"Saved {tool.name}.")
-        return redirect("registry:tool_detail", pk=tool.pk)
-    return render(request, "registry/tool_form.html", {"form": form, "tool": tool}, status=400 if form.errors else 200)
+    return form_page(request, ToolForm(request.POST or None, instance=tool), "registry/tool_form.html", {"tool": tool},
+                     detail="registry:tool_detail", saved=lambda row: f"Saved {row.name}.",
+                     after_save=indexing.request_index_build)
