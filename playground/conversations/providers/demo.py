@@ -27,6 +27,7 @@ from typing import Any
 
 from playground.conversations.providers.base import ModelProvider, ProviderResponse
 from playground.conversations.providers.demo_arguments import (
+    EXPRESSION_PROPERTY_NAMES,
     arithmetic,
     describe_arguments,
     describe_missing,
@@ -44,7 +45,6 @@ from playground.engine.toolsearch_tool import WIRE_STYLES
 TOOL_SEARCH = TOOL_SEARCH_NAME
 NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, AGENT_TOOL_NAME}
 MAX_TOOL_CALLS_PER_RUN = 4
-EXPRESSION_PROPERTY_NAMES = {"expression", "formula", "math", "equation"}
 ARITHMETIC_WORDS = {"calculate", "compute", "evaluate", "solve", "math", "times", "plus", "minus", "divided"}
 # How a question for a missing value ends: the next message is read together with the one before.
 ASKING = "Tell me, and I will call it."
