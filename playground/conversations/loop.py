@@ -43,7 +43,7 @@ from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
-from playground.engine.history import CompactionBoundary, discovered_tool_names
+from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
@@ -494,7 +494,7 @@ class AgentRun:
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
-        messages = resume["messages"] if resume is not None else [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+        messages = resume["messages"] if resume is not None else [{"role": "user", "content": [text_block(prompt)]}]
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
             policy=sub_policy, agent_settings=sub_settings, store=MemoryMessages(messages),
@@ -513,7 +513,7 @@ class AgentRun:
                 record_usage_safely(self.conversation.pk, child.store.load())
         is_error = outcome.reason != "end_turn"
         text = outcome.final_text or f"The subagent ended without an answer ({outcome.reason})."
-        content = [{"type": "text", "text": text}]
+        content = [text_block(text)]
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=AGENT_TOOL_NAME, content=content, is_error=is_error,
                                 duration_ms=round((time.perf_counter() - started) * 1000, 1)), turn_sequence=turn_seq)
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
@@ -562,9 +562,7 @@ def permission_outcome(choice: str, name: str, timeout: float) -> tuple[bool, st
 def _last_person_message(messages: list[dict[str, Any]]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        if message.get("role") == "user" and not any(b.get("type") == "tool_result" for b in blocks):
+        if message.get("role") == "user" and not any(b.get("type") == "tool_result" for b in blocks_of(message)):
             return index
     return -1
 

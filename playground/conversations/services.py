@@ -27,6 +27,7 @@ from playground.conversations.events import (
 )
 from playground.conversations.models import Conversation, Event, Message
 from playground.engine.execution import error_tool_result
+from playground.engine.history import text_block
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
             raise ConversationError(f"The agent is still working ({locked.get_status_display().lower()}); wait or cancel first.")
         position = (locked.messages.aggregate(m=Max("position"))["m"] or 0) + 1
         message = Message.objects.create(
-            conversation=locked, position=position, role="user", content=[{"type": "text", "text": text}]
+            conversation=locked, position=position, role="user", content=[text_block(text)]
         )
         if not locked.title:
             Conversation.objects.filter(pk=locked.pk).update(title=text[:80])

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.history import text_block
 from playground.engine.tools import Tool
 
 
@@ -38,7 +39,7 @@ class ToolOutcome:
 def error_tool_result(tool_use_id: str, text: str) -> dict[str, Any]:
     """The tool_result block that answers a call with an error the model can read (a call that failed,
     was refused, or was never run: every tool_use needs its tool_result in the next message)."""
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [{"type": "text", "text": text}]}
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [text_block(text)]}
 
 
 class ToolExecutor(ABC):

@@ -48,17 +48,24 @@ class CompactionBoundary:
         )
 
 
-def blocks_of(message: Message) -> list[dict[str, Any]]:
-    """A message's content as a list of blocks (a plain string becomes one text block)."""
-    return _content_blocks(message.get("content"))
+def text_block(text: str) -> dict[str, Any]:
+    """One Messages API text block."""
+    return {"type": "text", "text": text}
 
 
-def _content_blocks(content: Any) -> list[dict[str, Any]]:
+def content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Messages API content as a list of blocks: a plain string becomes one text block, anything
+    that is not a block is dropped. The one reading of `str | [blocks]` every layer uses."""
     if isinstance(content, str):
-        return [{"type": "text", "text": content}]
+        return [text_block(content)]
     if isinstance(content, list):
         return [b for b in content if isinstance(b, dict)]
     return []
+
+
+def blocks_of(message: Message) -> list[dict[str, Any]]:
+    """A message's content as a list of blocks."""
+    return content_blocks(message.get("content"))
 
 
 def _tool_results(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
@@ -71,8 +78,13 @@ def _tool_results(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
 
 
 def result_content(block: dict[str, Any]) -> list[dict[str, Any]]:
-    """A tool_result's content as a list of blocks (a plain string becomes one text block)."""
-    return _content_blocks(block.get("content"))
+    """A tool_result's content as a list of blocks."""
+    return content_blocks(block.get("content"))
+
+
+def result_text(block: dict[str, Any]) -> str:
+    """The text blocks of a tool_result, one per line."""
+    return "\n".join(b["text"] for b in result_content(block) if b.get("type") == "text" and isinstance(b.get("text"), str))
 
 
 def tool_search_use_ids(messages: Sequence[Message]) -> set[str]:
@@ -105,15 +117,23 @@ def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBound
         found.update(dict.fromkeys(boundary.discovered_tools))
     search_ids = tool_search_use_ids(messages)
     for result in _tool_results(messages):
-        if result.get("is_error"):
-            continue
-        from_search = result.get("tool_use_id") in search_ids
-        for block in result_content(result):
-            if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
-                found.setdefault(block["tool_name"], None)
-            elif from_search and block.get("type") == "text" and isinstance(block.get("text"), str):
-                found.update(dict.fromkeys(m for m in client_style_matches(block["text"]) if m not in found))
+        found.update(dict.fromkeys(n for n in loaded_by(result, from_search=result.get("tool_use_id") in search_ids) if n not in found))
     return list(found)
+
+
+def loaded_by(result: dict[str, Any], *, from_search: bool = True) -> list[str]:
+    """The tool names one tool_result loaded, in order: its tool_reference blocks (native style)
+    and, when it answers a ToolSearch call, the `matches` of its JSON text (client style). An
+    error result loads nothing."""
+    if result.get("is_error"):
+        return []
+    names: dict[str, None] = {}
+    for block in result_content(result):
+        if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
+            names.setdefault(block["tool_name"], None)
+        elif from_search and block.get("type") == "text" and isinstance(block.get("text"), str):
+            names.update(dict.fromkeys(m for m in client_style_matches(block["text"]) if m not in names))
+    return list(names)
 
 
 def referenced_tool_names(messages: Sequence[Message]) -> list[str]:
@@ -156,9 +176,9 @@ def _rewrite_results(messages: Sequence[Message], keep: Any) -> list[Message]:
                 if not (isinstance(b, dict) and b.get("type") == "tool_reference") or b.get("tool_name") in kept_set
             ]
             if marker:
-                others.append({"type": "text", "text": marker})
+                others.append(text_block(marker))
             if not others:
-                others = [{"type": "text", "text": reference_marker([])}]
+                others = [text_block(reference_marker([]))]
             new_block = {k: copy.deepcopy(v) for k, v in block.items() if k != "content"}
             new_block["content"] = others
             new_blocks.append(new_block)

@@ -39,6 +39,7 @@ from playground.engine.announcements import (
 from playground.engine.history import (
     CompactionBoundary,
     Message,
+    blocks_of,
     discovered_tool_names,
     drop_dangling_references,
     referenced_tool_names,
@@ -387,11 +388,10 @@ def _with_summary(state: ConversationState) -> list[Message]:
     summary = {"type": "text", "text": f"<conversation-summary>\n{state.compaction.summary}\n</conversation-summary>"}
     if messages and messages[0].get("role") == "user":
         first = messages[0]
-        content = first.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        blocks = blocks_of(first)
         # tool_result blocks must lead a user message; the summary goes after them in that case.
-        leading = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-        rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+        leading = [b for b in blocks if b.get("type") == "tool_result"]
+        rest = [b for b in blocks if b.get("type") != "tool_result"]
         messages[0] = {**first, "content": leading + [summary] + rest}
         return messages
     return [{"role": "user", "content": [summary]}, *messages]
@@ -402,8 +402,7 @@ def _append_to_last_user_message(messages: list[Message], block: dict[str, Any])
         message = messages[position]
         if message.get("role") != "user":
             continue
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        blocks = blocks_of(message)
         messages[position] = {**message, "content": blocks + [block]}
         return messages
     return [*messages, {"role": "user", "content": [block]}]

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from playground.engine.execution import error_tool_result
+from playground.engine.history import text_block
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
@@ -116,10 +117,10 @@ def tool_search_result_content(result: ToolSearchResult, wire_style: str) -> lis
     """The tool_result content for a ToolSearch call."""
     _check_wire_style(wire_style)
     if not result.matches:
-        return [{"type": "text", "text": no_match_text(result)}]
+        return [text_block(no_match_text(result))]
     if wire_style == NATIVE_STYLE:
         return [{"type": "tool_reference", "tool_name": name} for name in result.matches]
-    return [{"type": "text", "text": json.dumps(result.to_output(), ensure_ascii=False)}]
+    return [text_block(json.dumps(result.to_output(), ensure_ascii=False))]
 
 
 def tool_loaded_block(result: ToolSearchResult, wire_style: str) -> dict[str, Any] | None:
@@ -127,7 +128,7 @@ def tool_loaded_block(result: ToolSearchResult, wire_style: str) -> dict[str, An
     (native style with references only; never inside the tool_result)."""
     _check_wire_style(wire_style)
     if wire_style == NATIVE_STYLE and result.matches:
-        return {"type": "text", "text": TOOL_LOADED_TEXT}
+        return text_block(TOOL_LOADED_TEXT)
     return None
 
 

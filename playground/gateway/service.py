@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground.engine.execution import ToolOutcome
+from playground.engine.history import text_block
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
 from playground.engine.requests import AgentSettings, RequestPlan
 from playground.engine.turn import TurnPlan
@@ -156,16 +157,16 @@ def tool_search(session: GatewaySession, view: ProfileView, arguments: dict[str,
     query = str(arguments.get("query", "")) if isinstance(arguments, dict) else ""
     if not view.tool_search_on:
         message = f"ToolSearch is not available: tool search is off for this profile ({view.plan.decision.reason})."
-        return SearchAnswer([_text(message)], True, event={"query": query, "error": message})
+        return SearchAnswer([text_block(message)], True, event={"query": query, "error": message})
     try:
         result = search(view, arguments)
     except ToolSearchInputError as exc:
-        return SearchAnswer([_text(str(exc))], True, event={"query": query, "error": str(exc)})
+        return SearchAnswer([text_block(str(exc))], True, event={"query": query, "error": str(exc)})
     deferred = set(view.plan.deferred_tools)
     added = add_discovered(session.pk, [n for n in result.matches if n in deferred])
     content = tool_search_result_content(result, "client")
     if result.matches:
-        content = content + [_text(FOUND_HINT)]
+        content = content + [text_block(FOUND_HINT)]
     data = result.to_dict()
     event = {
         "query": result.query, "backend": result.backend, "matches": list(result.matches),
@@ -237,7 +238,7 @@ def plan_call(session: GatewaySession, view: ProfileView, name: str, arguments: 
 def refuse(planned: PlannedCall, message: str | None = None, **extra: Any) -> CallAnswer:
     message = message or planned.refusal or "refused"
     event = {**planned.event(), "is_error": True, "refused": True, "summary": message, "duration_ms": 0.0, **extra}
-    return CallAnswer([_text(message)], True, event)
+    return CallAnswer([text_block(message)], True, event)
 
 
 def execute(planned: PlannedCall, **extra: Any) -> CallAnswer:
@@ -312,10 +313,6 @@ def list_event(view: ProfileView, tools: list[dict[str, Any]]) -> dict[str, Any]
         "tool_search": view.tool_search_on,
         "decision": view.plan.decision.reason,
     }
-
-
-def _text(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
 
 
 def arguments_text(arguments: Any) -> str:

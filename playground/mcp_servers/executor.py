@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from playground.engine.execution import ToolExecutor, ToolOutcome
+from playground.engine.history import text_block
 from playground.engine.tools import Tool, server_of
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
@@ -36,10 +37,6 @@ SIMULATED_PREFIX = "[SIMULATED RESULT]"
 # anything else reaches the model as a note saying what was left out and why.
 API_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 MAX_API_IMAGE_BYTES = 5 * 1024 * 1024
-
-
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
 
 
 def error_outcome(message: str) -> ToolOutcome:

@@ -77,7 +77,8 @@ class InspectorAnswer:
     excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)
     excluded_total: int = 0
     searchable_count: int = 0
-    deferred_count: int = 0
+    deferred_count: int = 0  # deferred on this turn (0 when the mode is off)
+    searched_count: int = 0  # the permitted tools a search goes over: those deferred when the mode is on
     decision: ModeDecision | None = None
     ask: frozenset[str] = frozenset()  # permitted, but each call needs a person's confirmation
     note: str = ""  # how the answer differs from what the profile runs (the "server" wire style)
@@ -158,7 +159,10 @@ def inspect_query(
         excluded=filtered.excluded[:EXCLUDED_SHOWN],
         excluded_total=len(filtered.excluded),
         searchable_count=len(filtered.permitted),
-        deferred_count=len(filtered.permitted.deferred),
+        # What the turn defers: nothing when the mode is off (every permitted tool goes in full);
+        # the search below still runs over the tools that would be deferred.
+        deferred_count=len(filtered.permitted.deferred) if turn.decision.enabled else 0,
+        searched_count=len(filtered.permitted.deferred),
         decision=turn.decision,
         ask=frozenset(filtered.ask),
         note=note,

@@ -157,3 +157,54 @@ def test_the_list_filters_live_and_a_conversation_exports_its_events(logged_in_p
     assert data["conversation"]["id"] == tokyo.pk and data["conversation"]["owner"] == "alice"
     assert [(e["type"], e["payload"]["text"]) for e in data["events"]] == [
         ("message", "What time is it in Tokyo?"), ("message", "It is 09:00 in Tokyo.")]
+
+
+def test_each_turns_figures_are_the_engines_accounting(logged_in_page):
+    """A conversation's per-turn line (tool tokens, announcement, baseline, saved share, sent /
+    discovered / deferred counts) shows what the engine plans for that turn from the stored history."""
+    from playground.conversations.models import Message
+    from playground.conversations.subagents import with_agent_tool
+    from playground.engine.requests import ConversationState
+    from playground.engine.turn import plan_turn
+    from playground.registry import adapter
+    from playground.registry.models import AgentProfile
+
+    seed_catalog()
+    profile = AgentProfile.objects.create(name="Accounting", tool_search_mode="true")
+    page = logged_in_page
+    page.goto("/conversations/")
+    form = "[data-testid=new-conversation-form]"
+    page.select_option(f"{form} [name=profile]", str(profile.pk))
+    page.fill(f"{form} [name=message]", "What is the weather forecast for Paris?")
+    page.click(f"{form} [data-testid=start]")
+    page.wait_for_selector("body[data-page=conversation] [data-testid=conversation]")
+    wait_for_runs_finished(page, 1)
+    conversation_id = int(page.get_attribute("[data-testid=conversation]", "data-conversation"))
+
+    history = [{"role": m.role, "content": m.content} for m in Message.objects.filter(conversation_id=conversation_id)]
+    adapter.reset_caches()
+    turns = page.locator("[data-testid=turn]")
+    assert turns.count() >= 2  # the search turn and the turn that carries what it found
+    for index in range(turns.count()):
+        turn = turns.nth(index).locator("summary").first
+
+        def shown(testid: str) -> str | None:
+            found = turn.locator(f"[data-testid={testid}]")
+            return found.inner_text() if found.count() else None
+
+        # Turn n is planned from the person's message and the n-1 exchanges before it, over the
+        # catalog a conversation runs with (the profile's tools and the Agent tool).
+        plan = plan_turn(with_agent_tool(adapter.profile_catalog(profile)), adapter.permission_policy(profile), adapter.agent_settings(profile),
+                         ConversationState(messages=history[: 2 * index + 1]), token_counter=adapter.token_counter()).request
+        tokens = plan.tokens
+        assert int(shown("tokens-sent")) == tokens.sent_tokens
+        assert int(shown("tokens-announced") or 0) == tokens.announcement_tokens
+        assert int(shown("tokens-baseline")) == tokens.baseline_tokens
+        saved = shown("saved-share")
+        assert (saved == f"−{tokens.saved_percent:g}%") if tokens.saved_tokens > 0 else saved is None, (saved, tokens)
+        assert int(shown("sent-count")) == len(plan.tool_names)
+        assert int(shown("discovered-count") or 0) == len(plan.discovered_tools)
+        assert int(shown("deferred-count")) == len(plan.deferred_tools)
+        if index:  # the search's finds are carried, marked
+            assert plan.discovered_tools and int(shown("discovered-count")) == len(plan.discovered_tools)
+    screenshot(page, "conversation-accounting")

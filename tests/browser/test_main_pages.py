@@ -38,3 +38,24 @@ def test_nav_page_renders(logged_in_page, link, page_id):
     page.wait_for_load_state("networkidle")
     assert console_errors == [], f"{link}: {console_errors}"
     screenshot(page, "page-" + link.lower().replace(" ", "-"))
+
+
+def test_an_admins_navigation_fits_one_line_at_1280_px(logged_in_page):
+    # Every link an admin gets (Gateway and Users included) beside the user block, on one line.
+    page = logged_in_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto("/tools/")
+    assert page.locator("header nav a").all_inner_texts()[-2:] == ["Gateway", "Users"]
+    box = page.evaluate("""() => {
+        const rect = s => document.querySelector(s).getBoundingClientRect();
+        const links = [...document.querySelectorAll('header nav a')].map(a => a.getBoundingClientRect());
+        return {nav: rect('header nav').height, link: Math.max(...links.map(r => r.height)),
+                tops: [...new Set(links.map(r => Math.round(r.top)))], brand: rect('header .brand'), who: rect('header .who'),
+                lastRight: Math.max(...links.map(r => r.right)), width: document.documentElement.clientWidth};
+    }""")
+    assert box["nav"] == box["link"] and len(box["tops"]) == 1, box  # the nav is one line of links
+    assert abs(box["who"]["top"] - box["brand"]["top"]) < 8 and box["lastRight"] <= box["who"]["left"], box  # the user block beside it
+    assert box["who"]["right"] <= box["width"], box
+    # The offline stand-in stays labelled, with the reason on hover.
+    label = page.locator("header [data-testid=offline-label]")
+    assert label.inner_text() == "offline demo" and "offline demo agent" in label.get_attribute("title")

@@ -295,3 +295,32 @@ def test_what_the_model_sees_shows_the_engines_accounting_for_a_grouped_announce
     assert announcement.strip() == plan.announcement.text.strip() and "mcp__github: " in announcement
     assert "grouped layout" in page.inner_text("[data-testid=model-view]")
     screenshot(page, "model-view-grouped")
+
+
+def test_the_inspectors_counts_and_decision_are_the_engines_turn(logged_in_page):
+    """The inspector's "N deferred of M permitted", what permissions excluded and the mode decision
+    are the engine's plan for a first turn of that profile, with tool search on and off (it said
+    "Searching 11 deferred" for a profile whose turn defers nothing)."""
+    from playground.engine.turn import plan_turn
+    from playground.registry import adapter
+    from playground.registry.models import AgentProfile, PermissionRule
+
+    seed_catalog()
+    page = logged_in_page
+    for mode in ("true", "false"):
+        profile = AgentProfile.objects.create(name=f"Counted {mode}", tool_search_mode=mode)
+        PermissionRule.objects.create(effect="deny", pattern="mcp__github__create_issue", profile=profile)
+        adapter.reset_caches()
+        plan = plan_turn(adapter.profile_catalog(profile), adapter.permission_policy(profile), adapter.agent_settings(profile),
+                         token_counter=adapter.token_counter()).request
+        page.goto(f"/inspector/?profile={profile.pk}&backend=bm25&q=create+issue")
+        page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-query="create issue"]')
+        assert int(page.inner_text("[data-testid=inspector-deferred-count]")) == len(plan.deferred_tools), mode
+        assert (len(plan.deferred_tools) > 0) == (mode == "true")
+        assert int(page.inner_text("[data-testid=inspector-permitted-count]")) == len(plan.permitted)
+        assert int(page.get_attribute("[data-testid=excluded]", "data-excluded-count")) == len(plan.excluded) == 1
+        decision = page.locator("[data-testid=inspector-mode-decision]")
+        assert decision.get_attribute("data-tool-search") == ("on" if plan.decision.enabled else "off")
+        assert plan.decision.reason in decision.inner_text()
+        assert page.locator("[data-testid=scored-tool]").count() > 0  # off: what a search would find, still shown
+        screenshot(page, f"inspector-counts-{mode}")

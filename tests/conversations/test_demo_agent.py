@@ -6,7 +6,9 @@ import sys
 import pytest
 from django.core.management import call_command
 
-from playground.conversations.providers.demo import DemoAgentProvider, clock_times, fill_arguments, keywords
+from playground.conversations.providers.demo import DemoAgentProvider
+from playground.conversations.providers.demo_arguments import clock_times, fill_arguments, find_mentions, missing
+from playground.engine.search.text import request_terms
 from tests.conversations.conftest import converse, event_types, events_of
 
 TIME_SCHEMA = {"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA timezone name"}},
@@ -89,11 +91,11 @@ def test_a_required_list_or_object_it_cannot_fill_is_sent_empty_so_the_call_stil
 def test_an_expression_property_gets_the_arithmetic_in_the_message():
     schema = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
     assert fill_arguments(schema, "What is (3 + 4) * 2?") == {"expression": "(3 + 4) * 2"}
-    assert fill_arguments(schema, "Convert 14:30 please") == {"expression": "Convert 14:30 please"}  # none: the message
+    assert fill_arguments(schema, "Convert 14:30 please") == {}  # none: the agent asks, never sends the message
 
 
-def test_keywords_drop_stopwords():
-    assert keywords("What time is it in Tokyo?") == ["time", "tokyo"]
+def test_search_terms_are_the_engines_request_terms():
+    assert request_terms("What time is it in Tokyo?") == ["time", "tokyo"]
 
 
 def test_it_is_deterministic(tool_world):
@@ -152,15 +154,17 @@ def test_place_properties_get_the_place_the_person_named_not_the_whole_sentence(
     assert fill_arguments(schema, "What is the weather forecast for Paris?") == {"city": "Paris"}
     assert fill_arguments(schema, "Weather in Ouagadougou tomorrow?") == {"city": "Ouagadougou"}  # a tz city
     assert fill_arguments(schema, "Any rain expected in Springfield Gardens today?") == {"city": "Springfield Gardens"}
-    # No place at all: a required string still gets the message, as before.
-    assert fill_arguments(schema, "what is the weather like?") == {"city": "what is the weather like?"}
+    # No place at all: nothing, so the agent asks; the message is never pasted into an argument.
+    assert fill_arguments(schema, "what is the weather like?") == {}
 
 
 def test_a_quoted_string_goes_to_a_title_like_property_first():
     schema = {"type": "object", "properties": {"owner": {"type": "string"}, "repo": {"type": "string"}, "title": {"type": "string"}},
               "required": ["owner", "repo", "title"]}
     arguments = fill_arguments(schema, "Create a GitHub issue titled 'Login broken'")
-    assert arguments["title"] == "Login broken" and list(arguments) == ["owner", "repo", "title"]  # the schema's order
+    assert arguments == {"title": "Login broken"} and missing(schema, arguments) == ["owner", "repo"]  # asked for, not made up
+    arguments = fill_arguments(schema, "Create an issue 'Login broken' in octo/playground")
+    assert list(arguments.items()) == [("owner", "octo"), ("repo", "playground"), ("title", "Login broken")]  # the schema's order
 
 
 def test_arithmetic_goes_to_a_loaded_calculator_without_a_search():
@@ -200,3 +204,98 @@ def test_the_demo_agent_reads_the_announced_names_in_every_layout(style):
     delta = announce([*names, "mcp__time__convert_time"], [{"role": "user", "content": announce(names, [], "full", layout="grouped").text}], "delta", layout="grouped")
     request = {"system": announce(names, [], "full", layout="grouped").text, "messages": [{"role": "user", "content": [delta.to_block()]}]}
     assert "mcp__time__convert_time" in DemoAgentProvider._announced(request)
+
+
+# -- the extractor -------------------------------------------------------------------------------
+PUSH_SCHEMA = {  # mcp__github__push_files in the demo catalog
+    "type": "object",
+    "properties": {"owner": {"type": "string", "description": "Repository owner (username or organization)"},
+                   "repo": {"type": "string", "description": "Repository name"},
+                   "branch": {"type": "string", "description": "Branch to push to (e.g., 'main' or 'master')"},
+                   "files": {"type": "array", "items": {"type": "object"}, "description": "Array of files to push"},
+                   "message": {"type": "string", "description": "Commit message"}},
+    "required": ["owner", "repo", "branch", "files", "message"],
+}
+SLACK_SCHEMA = {"type": "object", "properties": {"channel_id": {"type": "string", "description": "The ID of the channel to post to"},
+                                                 "text": {"type": "string", "description": "The message text to post"}},
+                "required": ["channel_id", "text"]}
+WRITE_SCHEMA = {"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["file_path", "content"]}
+
+
+def test_the_extractor_finds_each_kind_of_value_in_the_order_written():
+    found = find_mentions("Compare octo/site with \"release notes\" at https://example.org/a/b, see #deploys and #ops, "
+                          "files /etc/hosts and docs/setup.md, 3 retries at 0.5, by 9:30 pm in Paris, issue #42")
+    assert found.quoted == ["release notes"]
+    assert found.repos == [("octo", "site")]
+    assert found.urls == ["https://example.org/a/b"]
+    assert found.paths == ["/etc/hosts", "docs/setup.md"]
+    assert found.channels == ["deploys", "ops"]
+    assert found.numbers == ["3", "0.5", "42"]  # the clock time and the #42 channel-like mark are not channels or times twice
+    assert found.times == ["21:30"] and found.zones == ["Europe/Paris"]
+    # An apostrophe is not a quote.
+    assert find_mentions("What's the plan? Don't 'ship it' yet").quoted == ["ship it"]
+
+
+def test_values_go_to_the_properties_named_for_them_and_nothing_is_pasted():
+    message = "Push files to octo/playground on branch main with the message 'Update docs'"
+    assert fill_arguments(PUSH_SCHEMA, message) == {
+        "owner": "octo", "repo": "playground", "branch": "main", "files": [], "message": "Update docs"}
+    assert fill_arguments(PUSH_SCHEMA, "push to the main branch of octo/site, message \"fix\"")["branch"] == "main"
+    # What the message does not give is left out (the agent asks), never filled with the message.
+    partial = fill_arguments(PUSH_SCHEMA, "Push files to the GitHub repository 'playground'")
+    assert partial == {"repo": "playground", "files": []} and missing(PUSH_SCHEMA, partial) == ["owner", "branch", "message"]
+    assert fill_arguments(SLACK_SCHEMA, "Post 'Deploy done' to #general") == {"channel_id": "general", "text": "Deploy done"}
+    assert fill_arguments(SLACK_SCHEMA, "Send a message to #general saying hi") == {"channel_id": "general"}
+    assert fill_arguments(WRITE_SCHEMA, "Write 'hello world' to notes.txt") == {"file_path": "notes.txt", "content": "hello world"}
+    # A repository property without an owner beside it takes the full name; query properties the search terms.
+    assert fill_arguments({"properties": {"repository": {"type": "string"}}}, "Stars of octo/site?") == {"repository": "octo/site"}
+    assert fill_arguments({"properties": {"query": {"type": "string"}}}, "Please find open issues about login") == {
+        "query": "open issues login"}
+    # An enum takes a value it names, else asks (its choices are listed in the question).
+    enum = {"properties": {"state": {"type": "string", "enum": ["open", "closed"]}}, "required": ["state"]}
+    assert fill_arguments(enum, "list the closed issues") == {"state": "closed"} and fill_arguments(enum, "list issues") == {}
+
+
+def demo_request(message: str, tools: list[dict], announced: list[str] = ()) -> dict:
+    system = "<available-deferred-tools>\n" + "\n".join(announced) + "\n</available-deferred-tools>" if announced else ""
+    return {"model": "m", "max_tokens": 10, "system": system,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": message}]}],
+            "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}}, *tools]}
+
+
+WRITE = {"name": "Write", "description": "Write a text file , replacing it if it exists.", "input_schema": WRITE_SCHEMA}
+DEFERRED_WRITES = ["mcp__filesystem__write_file", "mcp__desktop-commander__write_file"]
+
+
+def test_a_loaded_tool_that_fits_is_called_before_a_deferred_one():
+    # Before: it searched and called the deferred write_file, so the demo's "ask Write" rule never fired.
+    response = DemoAgentProvider().create(demo_request("Write 'hello' to a file notes.txt", [WRITE], DEFERRED_WRITES))
+    assert response.tool_uses()[0]["name"] == "Write"
+    assert response.tool_uses()[0]["input"] == {"file_path": "notes.txt", "content": "hello"}
+    assert response.content[0]["text"] == "Write is loaded and fits: calling it with file_path=notes.txt, content=hello."
+    # A loaded tool the message cannot fill does not stop a search for a deferred one that fits better.
+    response = DemoAgentProvider().create(demo_request("Write the weather forecast", [WRITE], ["mcp__weather__get_forecast"]))
+    assert response.tool_uses()[0]["name"] == "ToolSearch"
+    assert response.content[0]["text"] == "No loaded tool fits, so I am searching the deferred tools for “write weather forecast”."
+
+
+def test_the_agent_asks_and_then_reads_the_answer_with_the_question():
+    ask = DemoAgentProvider().create(demo_request("Write to notes.txt", [WRITE], DEFERRED_WRITES))
+    assert not ask.tool_uses() and ask.stop_reason == "end_turn"
+    assert ask.content[0]["text"] == "Write is loaded and fits, but your message does not say its content. Tell me, and I will call it."
+    follow_up = demo_request("Write to notes.txt", [WRITE], DEFERRED_WRITES)
+    follow_up["messages"] += [{"role": "assistant", "content": ask.content}, {"role": "user", "content": "'hello there'"}]
+    response = DemoAgentProvider().create(follow_up)
+    assert response.tool_uses()[0]["name"] == "Write"
+    assert response.tool_uses()[0]["input"] == {"file_path": "notes.txt", "content": "hello there"}
+
+
+def test_the_final_answer_says_what_was_called_with_which_arguments():
+    request = demo_request("What time is it in Tokyo?", [])
+    request["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "mcp__time__get_current_time", "input": {"timezone": "Asia/Tokyo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "09:00 JST"}]},
+    ]
+    answer = DemoAgentProvider().create(request)
+    assert answer.content[0]["text"] == "I called mcp__time__get_current_time with timezone=Asia/Tokyo. It returned:\n09:00 JST"

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.history import blocks_of, result_content
 from playground.engine.server_search import PROFILE_WIRE_STYLES
 
 
@@ -80,19 +81,14 @@ def plain_extract(messages: list[dict[str, Any]], *, limit: int = 2000) -> str:
     """The text of each message, one line per block, newest kept when it is too long."""
     lines: list[str] = []
     for message in messages:
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        for block in blocks:
+        for block in blocks_of(message):
             kind = block.get("type")
             if kind == "text" and block.get("text", "").strip():
                 lines.append(f"{message.get('role')}: {block['text'].strip()}")
             elif kind == "tool_use":
                 lines.append(f"{message.get('role')} called {block.get('name')}({json.dumps(block.get('input', {}))})")
             elif kind == "tool_result":
-                inner = block.get("content")
-                text = inner if isinstance(inner, str) else " ".join(
-                    c.get("text", "") or c.get("tool_name", "") for c in inner or [] if isinstance(c, dict)
-                )
+                text = " ".join(c.get("text", "") or c.get("tool_name", "") for c in result_content(block))
                 lines.append(f"tool result: {text.strip()[:300]}")
     summary = "\n".join(lines)
     return summary if len(summary) <= limit else "…" + summary[-limit:]

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from playground.engine.history import blocks_of, text_block
+
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SERVER_SEARCH_TOOL_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
 ERROR_TYPES = {
@@ -98,11 +100,11 @@ def message_reply(content: list[dict[str, Any]], *, stop_reason: str = "end_turn
 
 
 def text_reply(text: str, **kwargs: Any) -> dict[str, Any]:
-    return message_reply([{"type": "text", "text": text}], stop_reason="end_turn", **kwargs)
+    return message_reply([text_block(text)], stop_reason="end_turn", **kwargs)
 
 
 def tool_use_reply(name: str, arguments: dict[str, Any], *, text: str = "", tool_use_id: str = "", **kwargs: Any) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content: list[dict[str, Any]] = [text_block(text)] if text else []
     content.append({"type": "tool_use", "id": tool_use_id or f"toolu_fake_{next(_ids):04d}", "name": name, "input": arguments})
     return message_reply(content, stop_reason="tool_use", **kwargs)
 
@@ -169,8 +171,7 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
         role = message.get("role")
         if role not in ("user", "assistant"):
             raise InvalidRequest(f"messages.{m_index}.role: Input should be 'user' or 'assistant'")
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        blocks = blocks_of(message)
         if not blocks and not (role == "assistant" and m_index == len(messages) - 1):
             raise InvalidRequest(
                 f"messages.{m_index}: all messages must have non-empty content except for the optional final assistant message"

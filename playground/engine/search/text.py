@@ -124,17 +124,23 @@ def tool_document(tool: Tool, *, include_server: bool = True, description_chars:
     return text
 
 
+def request_terms(text: str) -> list[str]:
+    """The words a request is about, in order, each once: lowercase words (identifiers split),
+    without stopwords, request filler and pure numbers ("What time is it in Tokyo?" → time, tokyo)."""
+    seen: dict[str, None] = {}
+    for word in words(text):
+        if word in STOPWORDS or word in QUERY_FILLER or word.isdigit() or len(word) < 2:
+            continue
+        seen.setdefault(word, None)
+    return list(seen)
+
+
 def keyword_query(text: str, *, max_terms: int = 5) -> str:
     """The evaluation's keyword-style query, derived deterministically from a natural-language one.
 
-    Rule: lowercase words (identifiers split) → drop stopwords, request filler and pure numbers →
-    deduplicate (first occurrence) → keep the `max_terms` longest (ties: earlier first) → join
-    them in their original order. Longer words are a catalog-independent proxy for salience.
+    Rule: `request_terms` → keep the `max_terms` longest (ties: earlier first) → join them in their
+    original order. Longer words are a catalog-independent proxy for salience.
     """
-    seen: dict[str, int] = {}
-    for position, word in enumerate(words(text)):
-        if word in STOPWORDS or word in QUERY_FILLER or word.isdigit() or len(word) < 2:
-            continue
-        seen.setdefault(word, position)
-    ranked = sorted(seen.items(), key=lambda item: (-len(item[0]), item[1]))[:max_terms]
-    return " ".join(word for word, _ in sorted(ranked, key=lambda item: item[1]))
+    terms = request_terms(text)
+    ranked = sorted(range(len(terms)), key=lambda at: (-len(terms[at]), at))[:max_terms]
+    return " ".join(terms[at] for at in sorted(ranked))
