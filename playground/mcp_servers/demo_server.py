@@ -15,17 +15,23 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   second sync adds, changes and removes rows.
 - ``DEMO_SERVER_PAGE_SIZE=N`` makes ``tools/list`` answer in pages of N tools with a cursor, so the
   client's pagination is exercised against a real server.
+- ``DEMO_SERVER_CANCEL_LOG=<file>``: each ``slow`` call the client cancels (``notifications/cancelled``)
+  appends a line to that file (it is also written to stderr), so tests can see the cancel arrive.
 
-``slow`` and ``crash`` exist for tests of timeouts and of a server dying mid-call.
+``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import struct
+import sys
 import time
 import zlib
 from typing import Any
+
+import anyio
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -129,9 +135,14 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
     def fail(reason: str = "this tool always fails") -> str:
         raise ToolError(reason)
 
-    @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts).")
-    def slow(seconds: float = 5.0) -> str:
-        time.sleep(seconds)
+    @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts and cancel).")
+    async def slow(seconds: float = 5.0) -> str:
+        started = time.monotonic()
+        try:
+            await anyio.sleep(seconds)  # async, so a notifications/cancelled interrupts it
+        except anyio.get_cancelled_exc_class():
+            _record_cancel("slow", seconds, time.monotonic() - started)
+            raise
         return f"slept {seconds} s"
 
     @server.tool(description="Terminate the server process immediately (for testing a server that dies mid-call).")
@@ -151,6 +162,15 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
             return f"{value * factor:.3f} {to}"
 
     return server
+
+
+def _record_cancel(tool: str, seconds: float, after: float) -> None:
+    line = json.dumps({"tool": tool, "seconds": seconds, "cancelled_after": round(after, 3)})
+    print(f"cancelled by the client: {line}", file=sys.stderr, flush=True)
+    path = os.environ.get("DEMO_SERVER_CANCEL_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
