@@ -97,8 +97,8 @@ class CancelSignal:
             logger.exception("interrupting work in flight failed")
 
 
-class ToolCallCancelled(Exception):
-    """Raised by an executor when the cancel signal stopped a call in flight (and only then)."""
+class CallCancelled(Exception):
+    """Raised when the cancel signal stopped a call in flight (a tool call, a model call), and only then."""
 
 
 class ToolExecutor(ABC):
@@ -107,5 +107,5 @@ class ToolExecutor(ABC):
                 cancel: CancelSignal | None = None) -> ToolOutcome:
         """Run one call. Never raises for a tool-level failure: returns is_error=True instead.
 
-        With `cancel`, a call still running when it is set is stopped and ToolCallCancelled raised.
+        With `cancel`, a call still running when it is set is stopped and CallCancelled raised.
         """

@@ -26,7 +26,7 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, PaginatedRequestParams
 
-from playground.engine.execution import CancelSignal, ToolCallCancelled
+from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
 
@@ -256,7 +256,7 @@ class BackgroundLoop:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, cancel: CancelSignal | None = None) -> T:
         """Run `coro` on the loop and wait for its result. With `cancel`: once it is set, the task is
         cancelled (the SDK then sends the server `notifications/cancelled` for a request in flight)
-        and ToolCallCancelled raised here at once."""
+        and CallCancelled raised here at once."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("BackgroundLoop.run called from the loop's own thread (would deadlock)")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -266,7 +266,7 @@ class BackgroundLoop:
             try:
                 return future.result(timeout)
             except concurrent.futures.CancelledError:
-                raise ToolCallCancelled() from None
+                raise CallCancelled() from None
 
     def stop(self) -> None:
         if self.loop.is_running():

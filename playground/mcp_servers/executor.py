@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from playground.engine.execution import CancelSignal, ToolCallCancelled, ToolExecutor, ToolOutcome
+from playground.engine.execution import CancelSignal, CallCancelled, ToolExecutor, ToolOutcome
 from playground.engine.tools import Tool, server_of
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
@@ -138,7 +138,7 @@ class PlaygroundExecutor(ToolExecutor):
         else:
             try:
                 outcome = self._dispatch(tool, arguments, timeout, cancel)
-            except ToolCallCancelled:
+            except CallCancelled:
                 raise  # not a failure of the tool: the loop records the cancel
             except Exception as exc:  # noqa: BLE001 - the loop must get a result, not an exception
                 logger.exception("tool %s failed unexpectedly", tool.name)
@@ -174,7 +174,7 @@ def call_registered_tool(
     """Call one of a registered server's tools by its registry name through the session pool.
 
     Returns the outcome (never raises for server trouble) and the raw MCP result when there was one
-    (the tool-call page shows images and structured content from it). Raises ToolCallCancelled when
+    (the tool-call page shows images and structured content from it). Raises CallCancelled when
     `cancel` stopped the call (the server got `notifications/cancelled`).
     """
     started = time.perf_counter()

@@ -99,7 +99,7 @@ class SessionPool:
         cancel: CancelSignal | None = None,
     ) -> McpCallResult:
         """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError,
-        or ToolCallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol)."""
+        or CallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol)."""
         return background_loop().run(self._call(key, config, name, arguments, timeout), cancel=cancel)
 
     def close_all(self) -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from playground.engine.execution import CancelSignal, ToolCallCancelled
+from playground.engine.execution import CancelSignal, CallCancelled
 from playground.engine.tools import Tool
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.mcp_servers.models import McpServer
@@ -45,7 +45,7 @@ def test_a_cancelled_call_stops_and_the_server_hears_the_cancel(recording_server
     slow = Tool(name="mcp__demo__slow", is_mcp=True)
     assert executor.execute(Tool(name="mcp__demo__echo", is_mcp=True), {"text": "warm"}).text() == "warm"  # connected
     threading.Timer(1.0, signal.set).start()
-    with pytest.raises(ToolCallCancelled):
+    with pytest.raises(CallCancelled):
         executor.execute(slow, {"seconds": 60}, timeout=90, cancel=signal)
     seen = wait_for(lambda: cancelled_calls(recording_server), "the server recorded the cancel")
     assert seen[0]["tool"] == "slow" and seen[0]["cancelled_after"] < 60
@@ -56,7 +56,7 @@ def test_a_cancelled_call_stops_and_the_server_hears_the_cancel(recording_server
 def test_a_signal_set_before_the_call_cancels_it_at_once(recording_server):
     signal = CancelSignal()
     signal.set()
-    with pytest.raises(ToolCallCancelled):
+    with pytest.raises(CallCancelled):
         PlaygroundExecutor().execute(Tool(name="mcp__demo__slow", is_mcp=True), {"seconds": 60}, timeout=90, cancel=signal)
 
 
