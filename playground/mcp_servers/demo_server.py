@@ -15,8 +15,9 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   second sync adds, changes and removes rows.
 - ``DEMO_SERVER_PAGE_SIZE=N`` makes ``tools/list`` answer in pages of N tools with a cursor, so the
   client's pagination is exercised against a real server.
-- ``DEMO_SERVER_CANCEL_LOG=<file>``: each ``slow`` call the client cancels (``notifications/cancelled``)
-  appends a line to that file (it is also written to stderr), so tests can see the cancel arrive.
+- ``DEMO_SERVER_SLOW_LOG=<file>``: each ``slow`` call appends a JSON line to that file when it starts
+  and when the client cancels it (``notifications/cancelled``; also written to stderr), so tests can
+  wait for a call to be running and see its cancel arrive.
 
 ``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call.
 """
@@ -138,10 +139,13 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
     @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts and cancel).")
     async def slow(seconds: float = 5.0) -> str:
         started = time.monotonic()
+        _slow_log({"tool": "slow", "event": "started", "seconds": seconds})
         try:
             await anyio.sleep(seconds)  # async, so a notifications/cancelled interrupts it
         except anyio.get_cancelled_exc_class():
-            _record_cancel("slow", seconds, time.monotonic() - started)
+            after = round(time.monotonic() - started, 3)
+            print(f"slow: cancelled by the client after {after} s", file=sys.stderr, flush=True)
+            _slow_log({"tool": "slow", "event": "cancelled", "seconds": seconds, "cancelled_after": after})
             raise
         return f"slept {seconds} s"
 
@@ -164,13 +168,11 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
     return server
 
 
-def _record_cancel(tool: str, seconds: float, after: float) -> None:
-    line = json.dumps({"tool": tool, "seconds": seconds, "cancelled_after": round(after, 3)})
-    print(f"cancelled by the client: {line}", file=sys.stderr, flush=True)
-    path = os.environ.get("DEMO_SERVER_CANCEL_LOG")
+def _slow_log(entry: dict[str, Any]) -> None:
+    path = os.environ.get("DEMO_SERVER_SLOW_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as log:
-            log.write(line + "\n")
+            log.write(json.dumps(entry) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

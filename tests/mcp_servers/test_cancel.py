@@ -32,12 +32,13 @@ def wait_for(condition, what: str, timeout: float = 20.0):
 def recording_server(db, tmp_path):
     log = tmp_path / "cancelled.jsonl"
     McpServer.objects.create(name="demo", transport="stdio", command=sys.executable, args=DEMO_ARGS,
-                             env={"DEMO_SERVER_CANCEL_LOG": str(log)})
+                             env={"DEMO_SERVER_SLOW_LOG": str(log)})
     return log
 
 
 def cancelled_calls(log) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [entry for entry in lines if entry["event"] == "cancelled"]
 
 
 def test_a_cancelled_call_stops_and_the_server_hears_the_cancel(recording_server):
