@@ -236,6 +236,11 @@ PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIME
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)
 AGENT_LOST_SECONDS = float(os.environ.get("AGENT_LOST_SECONDS") or 60)
+# How often a worker holding a run looks for a cancel request (lease.py): a cancel interrupts the
+# model call or tool call in flight within about this long.
+AGENT_CANCEL_POLL_SECONDS = float(os.environ.get("AGENT_CANCEL_POLL_SECONDS") or 0.5)
+if not AGENT_CANCEL_POLL_SECONDS > 0:
+    raise RuntimeError(f"AGENT_CANCEL_POLL_SECONDS ({AGENT_CANCEL_POLL_SECONDS:g}) must be above 0")
 if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_SECONDS:
     # A lost-after shorter than a few heartbeats would release runs that are only a little late.
     raise RuntimeError(

@@ -288,6 +288,20 @@ class StatusChanged(LoopEvent):
     type: ClassVar[str] = "status"
     status: str
     note: str = ""
+    by: str = ""  # who asked for it (a cancel request), when a person did
+
+
+@dataclass
+class RunCancelled(LoopEvent):
+    """The person cancelled the run: where it stopped, and the call it interrupted (if one was in flight).
+    Shown in the chat and in the timeline; the conversation's status becomes "cancelled"."""
+
+    type: ClassVar[str] = "cancelled"
+    stage: str  # queued | model_call | tool_call | waiting_permission | between_steps
+    interrupted: str = ""  # the model or the tool whose call was stopped midway, empty when none was
+    requested_by: str = ""
+    note: str = ""
+    after_ms: float | None = None  # how long the interrupted call had run
 
 
 @dataclass
@@ -307,7 +321,7 @@ EVENT_TYPES: dict[str, type[LoopEvent]] = {
     for cls in (
         TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, ToolSearchQuery, ToolCall, ToolResult,
         PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, StatusChanged,
-        ActedForOwner,
+        ActedForOwner, RunCancelled,
     )
 }
 

@@ -16,6 +16,11 @@ the conversation only while its token is the current one, and a released run's t
 worker that comes back after it was given up on stops at its next step (`AgentRun.check_cancel`)
 instead of writing into a newer run, and a duplicate delivery of an old task does nothing.
 
+The same thread carries a cancel to the run at once: every AGENT_CANCEL_POLL_SECONDS it reads the
+conversation's status, and when a cancel was asked for (status "cancelling") it sets the run's
+`CancelSignal`, which aborts the model call or the MCP tool call in flight (the loop's thread is
+blocked in it and could not look). One primary-key read per running conversation and poll.
+
 A run paused on a permission prompt has no worker, so no heartbeat: `rest_paused_run` clears it once
 the task has ended (a stale heartbeat would get the waiting run released as lost). The worker that
 resumes it claims it again with the same token.
@@ -32,6 +37,7 @@ from django.utils import timezone
 
 from playground.conversations.models import Conversation
 from playground.conversations.services import ACTIVE_STATUSES, release_lost_runs
+from playground.engine.execution import CancelSignal
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +53,18 @@ class RunLease:
 
     `claimed` is False when the conversation no longer waits for this run (a newer message took it,
     or it was released or cancelled before the worker got to it); the caller then does nothing.
+    `cancel` is set when the person asks to cancel while the run holds the lease.
     """
 
-    def __init__(self, conversation_id: int, run_token: str, *, interval: float | None = None) -> None:
+    def __init__(self, conversation_id: int, run_token: str, *, interval: float | None = None,
+                 cancel_poll: float | None = None) -> None:
         self.conversation_id = conversation_id
         self.run_token = run_token
         self.interval = settings.AGENT_HEARTBEAT_SECONDS if interval is None else interval
+        self.cancel_poll = settings.AGENT_CANCEL_POLL_SECONDS if cancel_poll is None else cancel_poll
         self.claimed = False
         self.beats = 0
+        self.cancel = CancelSignal()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -77,11 +87,21 @@ class RunLease:
         if self._thread is not None:
             self._thread.join(timeout=max(5.0, 2 * self.interval))
 
+    def _cancel_asked(self) -> bool:
+        return Conversation.objects.filter(pk=self.conversation_id, run_token=self.run_token,
+                                           status=Conversation.Status.CANCELLING).exists()
+
     def _beat(self) -> None:
-        last_sweep = time.monotonic()
+        last_sweep = last_beat = time.monotonic()
+        tick = min(self.interval, self.cancel_poll)
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(tick):
                 try:
+                    if not self.cancel.is_set() and self._cancel_asked():
+                        self.cancel.set()  # aborts the call in flight; the loop records the cancel
+                    if time.monotonic() - last_beat < self.interval:
+                        continue
+                    last_beat = time.monotonic()
                     if not self._touch():
                         return  # finished, released or superseded: nothing left to keep alive
                     self.beats += 1

@@ -4,7 +4,9 @@ Each turn: (maybe compact) → the engine builds the request (permissions → de
 → tools, the announcement, the mode decision) → the provider answers → tool calls are executed
 (ToolSearch in-process through the engine, `Agent` as a nested run, everything else through the
 executor) with call-time permission checks → results are appended → repeat until the model ends its
-turn, the person cancels, or `AGENT_MAX_TURNS`. A call that needs the person's permission pauses the
+turn, the person cancels, or `AGENT_MAX_TURNS`. A cancel interrupts the model call or tool call in
+flight: the run's watcher thread (lease.py) sets the run's `CancelSignal`, which aborts the HTTP
+request or cancels the MCP request (`notifications/cancelled`), and the run ends "cancelled". A call that needs the person's permission pauses the
 run: the prompt and what the turn needs to go on are saved, and the task ends (no worker waits); the
 answer queues a task that resumes from there (`AgentRun.pause`, `run(resume=...)`). Every step is a
 typed event (`events.py`); the loop never talks to the channel layer. No rule about tools lives here: the engine decides, the loop
@@ -34,14 +36,16 @@ from playground.conversations.providers import (
 )
 from playground.conversations.services import (
     CANCELLED_CALL,
+    cancel_requester,
     close_paused_turn,
     pending_answer,
     queue_prompt_timeout,
+    record_cancelled,
     take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
-from playground.engine.execution import ToolExecutor, error_tool_result
+from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
@@ -61,7 +65,16 @@ SERVER_SEARCH_BLOCKS = ("server_tool_use", "tool_search_tool_result")
 
 
 class Cancelled(Exception):
-    """The person asked to stop; the run ends at this step."""
+    """The person asked to stop; the run ends at this step.
+
+    `stage` says where (between_steps, model_call, tool_call); `interrupted` names the model or tool
+    whose call was stopped midway, `result` is that call's tool_result for the history.
+    """
+
+    def __init__(self, stage: str = "between_steps", *, interrupted: str = "", after_ms: float | None = None,
+                 result: dict[str, Any] | None = None) -> None:
+        super().__init__(stage)
+        self.stage, self.interrupted, self.after_ms, self.result = stage, interrupted, after_ms, result
 
 
 class AwaitingAnswer(Exception):
@@ -167,6 +180,8 @@ class AgentRun:
     compaction_enabled: bool = True
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
     server_search: str = ""  # "bm25" / "regex": Anthropic's server-side search replaces our ToolSearch
+    # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
+    cancel: CancelSignal = field(default_factory=CancelSignal)
     _server_sent: set[str] = field(default_factory=set)
 
     # -- events ----------------------------------------------------------------------------------
@@ -180,7 +195,7 @@ class AgentRun:
         status, run_token = Conversation.objects.filter(pk=self.conversation.pk).values_list("status", "run_token").get()
         if run_token != self.conversation.run_token:
             raise RunReleased(f"conversation {self.conversation.pk} is no longer owned by this run")
-        if status == Conversation.Status.CANCELLING:
+        if status == Conversation.Status.CANCELLING or self.cancel.is_set():
             raise Cancelled()
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -218,7 +233,10 @@ class AgentRun:
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
             try:
-                response = self.provider.create(request)
+                response = self.provider.create_or_cancel(request, self.cancel)
+            except CallCancelled:
+                raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
+                                after_ms=round((time.perf_counter() - started) * 1000, 1)) from None
             except ProviderError as exc:
                 self.emit(ev.ErrorEvent(message=exc.message, kind=exc.kind, status_code=exc.status_code, retryable=exc.retryable),
                           turn_sequence=turn_seq)
@@ -296,8 +314,11 @@ class AgentRun:
                 waiting.frames.insert(0, frame)
                 self.pause(waiting)
                 raise Paused() from None
-        except Cancelled:
+        except Cancelled as cancelled:
             # Keep the history valid for the next message: every tool_use gets its tool_result.
+            if cancelled.result is not None and cancelled.result["tool_use_id"] in {b["id"] for b in tool_uses}:
+                results.append(cancelled.result)  # the call stopped midway says so (this run's own call)
+                cancelled.result = None
             answered = {r["tool_use_id"] for r in results}
             results.extend(error_tool_result(b["id"], CANCELLED_CALL) for b in tool_uses if b["id"] not in answered)
             self.store.append("user", results + siblings)
@@ -408,7 +429,16 @@ class AgentRun:
                          turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if name == AGENT_TOOL_NAME:
             return self.run_subagent(tool_use_id, arguments, call_seq, turn_seq), []
-        outcome = self.executor.execute(tool, arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS)
+        started = time.perf_counter()
+        try:
+            outcome = self.executor.execute(tool, arguments, timeout=settings.TOOL_CALL_TIMEOUT_SECONDS, cancel=self.cancel)
+        except CallCancelled:
+            after_ms = round((time.perf_counter() - started) * 1000, 1)
+            text = f"Cancelled by the person while it ran (after {after_ms / 1000:.1f} s)."
+            self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=[{"type": "text", "text": text}], is_error=True,
+                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+            raise Cancelled("tool_call", interrupted=name, after_ms=after_ms,
+                            result=error_tool_result(tool_use_id, text)) from None
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=outcome.content, is_error=outcome.is_error,
                                 duration_ms=round(outcome.duration_ms, 1), simulated=outcome.simulated), turn_sequence=turn_seq)
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": outcome.content}
@@ -499,6 +529,7 @@ class AgentRun:
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
             policy=sub_policy, agent_settings=sub_settings, store=MemoryMessages(messages),
             parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
+            cancel=self.cancel,
         )
         learn = True
         try:
@@ -591,7 +622,7 @@ def snapshot_profile(conversation: Conversation) -> Any:
 
 
 def build_run(conversation: Conversation, *, provider: ModelProvider | None = None,
-              executor: ToolExecutor | None = None) -> AgentRun:
+              executor: ToolExecutor | None = None, cancel: CancelSignal | None = None) -> AgentRun:
     profile = snapshot_profile(conversation)
     if provider is None:
         provider = get_provider(conversation_provider_key(conversation))
@@ -611,20 +642,23 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         policy=adapter.permission_policy(conversation.profile),
         agent_settings=adapter.agent_settings(profile, wire_style=wire_style),
         store=ConversationMessages(conversation.pk, conversation.run_token), server_search=server_search,
+        cancel=cancel or CancelSignal(),
     )
 
 
 def run_conversation(conversation_id: int, *, provider: ModelProvider | None = None,
-                     executor: ToolExecutor | None = None, resume_prompt: int | None = None) -> RunOutcome:
+                     executor: ToolExecutor | None = None, resume_prompt: int | None = None,
+                     cancel: CancelSignal | None = None) -> RunOutcome:
     """Run the loop for the person's latest message, or resume the run paused on `resume_prompt`.
 
     Leaves the conversation idle or failed, or waiting (outcome "waiting") when a call needs the
     person's permission: the run is saved and a later `resume_prompt` call goes on. Unless the run no
-    longer owns it (released as lost, or superseded): then it writes nothing more.
+    longer owns it (released as lost, or superseded): then it writes nothing more. `cancel` (the run
+    lease's signal) stops the call in flight when the person cancels; the run then ends cancelled.
     """
     conversation = Conversation.objects.get(pk=conversation_id)
     try:
-        outcome = _run_owned(conversation, provider=provider, executor=executor, resume_prompt=resume_prompt)
+        outcome = _run_owned(conversation, provider=provider, executor=executor, resume_prompt=resume_prompt, cancel=cancel)
     except RunReleased:
         logger.warning("conversation %s: this run was released while it ran; it stops without writing", conversation_id)
         return RunOutcome("released")
@@ -634,9 +668,15 @@ def run_conversation(conversation_id: int, *, provider: ModelProvider | None = N
 
 
 def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
-               executor: ToolExecutor | None, resume_prompt: int | None = None) -> RunOutcome:
+               executor: ToolExecutor | None, resume_prompt: int | None = None,
+               cancel: CancelSignal | None = None) -> RunOutcome:
     def finish(event: ev.LoopEvent, status: str) -> None:
         record_event(conversation, event, status=status, run_token=conversation.run_token)
+
+    def cancelled(stage: str, *, interrupted: str = "", after_ms: float | None = None, note: str = "") -> RunOutcome:
+        record_cancelled(conversation, stage, requested_by=cancel_requester(conversation.pk), interrupted=interrupted,
+                         note=note, after_ms=after_ms, run_token=conversation.run_token)
+        return RunOutcome("cancelled")
 
     paused: dict[str, Any] | None = None
     if resume_prompt is not None:
@@ -646,20 +686,16 @@ def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
     if conversation.status == Conversation.Status.CANCELLING:
         if paused is not None:
             close_paused_turn(conversation.pk, paused, CANCELLED_CALL)
-        finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
-               Conversation.Status.IDLE)
-        return RunOutcome("cancelled")
+        return cancelled("queued")
     try:
-        run = build_run(conversation, provider=provider, executor=executor)
+        run = build_run(conversation, provider=provider, executor=executor, cancel=cancel)
         outcome = run.run(resume=paused)
     except RunReleased:
         raise  # not a failure of this conversation: a newer run or the release owns it now
     except Paused:
         return RunOutcome("waiting")
-    except Cancelled:
-        finish(ev.TurnFinished(turn=0, stop_reason="cancelled", status="idle", final=True, reason="cancelled"),
-               Conversation.Status.IDLE)
-        return RunOutcome("cancelled")
+    except Cancelled as stop:
+        return cancelled(stop.stage, interrupted=stop.interrupted, after_ms=stop.after_ms)
     except ProviderError as exc:
         finish(ev.ErrorEvent(message=exc.message, kind=exc.kind, status_code=exc.status_code), Conversation.Status.FAILED)
         return RunOutcome("error", exc.message)

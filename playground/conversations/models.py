@@ -10,6 +10,7 @@ class Conversation(models.Model):
         RUNNING = "running", "Running"
         WAITING = "waiting", "Waiting for permission"
         CANCELLING = "cancelling", "Cancelling"
+        CANCELLED = "cancelled", "Cancelled"  # the last run was cancelled; takes messages like idle
         FAILED = "failed", "Failed"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")

@@ -15,7 +15,8 @@ from playground.access import ADMIN, OPERATOR, has_role
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
-CHAT_TYPES = ("message", "permission_prompt")
+# Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
+CHAT_TYPES = ("message", "permission_prompt", "cancelled")
 
 
 def can_view(user, conversation: Conversation) -> bool:

@@ -20,6 +20,7 @@ from playground.conversations.events import (
     ChatMessage,
     ErrorEvent,
     PermissionAnswer,
+    RunCancelled,
     StatusChanged,
     TurnFinished,
     lock_conversation,
@@ -90,7 +91,7 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         locked = lock_conversation(conversation.pk)
         if run_is_lost(locked):
             _release(locked)  # its worker is gone: the person need not cancel first
-        if locked.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED):
+        if locked.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED, Conversation.Status.CANCELLED):
             raise ConversationError(f"The agent is still working ({locked.get_status_display().lower()}); wait or cancel first.")
         position = (locked.messages.aggregate(m=Max("position"))["m"] or 0) + 1
         message = Message.objects.create(
@@ -206,7 +207,10 @@ def pending_answer(conversation_id: int, prompt_sequence: int) -> Event | None:
 
 
 def request_cancel(conversation: Conversation, *, user=None) -> bool:
-    """Ask the loop to stop at its next step. False when nothing is running."""
+    """Cancel the run: at once when no worker holds it (queued, or paused on a prompt), else ask the
+    worker, whose watcher (lease.py) interrupts the model call or tool call in flight. False when
+    nothing is running."""
+    who = getattr(user, "username", "") or ""
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
         if run_is_lost(locked):
@@ -219,40 +223,55 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
                 Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
                 close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL)
-            record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
-                                               note="stopped: no worker answered the cancel request"),
-                         status=Conversation.Status.IDLE)
+            Conversation.objects.filter(pk=locked.pk).update(run_token="")
+            record_cancelled(locked, "queued", requested_by=who or cancel_requester(locked.pk),
+                             note="no worker answered the cancel request")
             record_acting_for_owner(locked, user, "cancelled the run")
-            conversation.status = Conversation.Status.IDLE
+            conversation.status = Conversation.Status.CANCELLED
             return True
         if locked.status not in (Conversation.Status.RUNNING, Conversation.Status.WAITING):
             return False
         if locked.status == Conversation.Status.RUNNING and locked.heartbeat_at is None:
             # No worker has claimed the run (queued, or lost with the broker): end it now. Its task,
             # should it still arrive, finds the run token cleared and does nothing.
-            who = getattr(user, "username", "someone")
             if locked.paused_run:  # an answered prompt whose resumption no worker took yet
-                _end_paused_run(locked, note=f"the run was cancelled by {who}")
+                _end_paused_run(locked, requested_by=who, note=f"the run was cancelled by {who or 'someone'}")
             else:
                 Conversation.objects.filter(pk=locked.pk).update(run_token="")
-                record_event(locked, StatusChanged(status=Conversation.Status.IDLE,
-                                                   note=f"cancelled by {who} before a worker started the run"),
-                             status=Conversation.Status.IDLE)
+                record_cancelled(locked, "queued", requested_by=who)
             record_acting_for_owner(locked, user, "cancelled the run")
-            conversation.status = Conversation.Status.IDLE
+            conversation.status = Conversation.Status.CANCELLED
             return True
         if locked.status == Conversation.Status.WAITING and locked.paused_run:
             # Paused on a prompt: no worker would see the cancel, so the run ends here and now.
-            _end_paused_run(locked, note=f"the run was cancelled by {getattr(user, 'username', 'someone')}")
+            _end_paused_run(locked, requested_by=who, note=f"the run was cancelled by {who or 'someone'}")
             record_acting_for_owner(locked, user, "cancelled the run")
-            conversation.status = Conversation.Status.IDLE
+            conversation.status = Conversation.Status.CANCELLED
             return True
         record_event(locked, StatusChanged(status=Conversation.Status.CANCELLING,
-                                           note=f"cancel requested by {getattr(user, 'username', 'someone')}"),
+                                           note=f"cancel requested by {who or 'someone'}", by=who),
                      status=Conversation.Status.CANCELLING)
         record_acting_for_owner(locked, user, "cancelled the run")
     conversation.status = Conversation.Status.CANCELLING
     return True
+
+
+def record_cancelled(conversation: Conversation | int, stage: str, *, requested_by: str = "", interrupted: str = "",
+                     note: str = "", after_ms: float | None = None, run_token: str = "") -> None:
+    """The run ended by a cancel: the `cancelled` event (chat and timeline) and the final turn_finished,
+    leaving the conversation "cancelled" (it takes the next message)."""
+    status = Conversation.Status.CANCELLED
+    record_event(conversation, RunCancelled(stage=stage, interrupted=interrupted, requested_by=requested_by, note=note,
+                                            after_ms=after_ms), status=status, run_token=run_token)
+    record_event(conversation, TurnFinished(turn=0, stop_reason="cancelled", status=status, final=True, reason="cancelled"),
+                 status=status, run_token=run_token)
+
+
+def cancel_requester(conversation_id: int) -> str:
+    """Who asked for the cancel a worker is acting on (the latest "cancelling" status event says)."""
+    asked = (Event.objects.filter(conversation_id=conversation_id, type="status", payload__status=Conversation.Status.CANCELLING)
+             .order_by("-sequence").first())
+    return (asked.payload.get("by") or "") if asked is not None else ""
 
 
 # -- runs paused on a permission prompt (loop.AgentRun.pause) ----------------------------------------------
@@ -281,7 +300,7 @@ def close_paused_turn(conversation_id: int, state: dict[str, Any], text: str) ->
                            content=results + list(state.get("siblings") or []))
 
 
-def _end_paused_run(locked: Conversation, *, note: str) -> None:
+def _end_paused_run(locked: Conversation, *, note: str, requested_by: str = "") -> None:
     """Inside the caller's transaction, with the row locked: cancel a run paused on a prompt."""
     state = locked.paused_run or {}
     Conversation.objects.filter(pk=locked.pk).update(paused_run=None, run_token="", heartbeat_at=None)
@@ -290,8 +309,15 @@ def _end_paused_run(locked: Conversation, *, note: str) -> None:
     if prompt_sequence and pending_answer(locked.pk, prompt_sequence) is None:
         answer_permission(locked, prompt_sequence, "cancelled", note=note, resume=False)
     close_paused_turn(locked.pk, state, CANCELLED_CALL)
-    record_event(locked, TurnFinished(turn=0, stop_reason="cancelled", status=Conversation.Status.IDLE, final=True,
-                                      reason="cancelled"), status=Conversation.Status.IDLE)
+    record_cancelled(locked, "waiting_permission", requested_by=requested_by, interrupted=_paused_call_name(state),
+                     note="while the run waited for a permission answer")
+
+
+def _paused_call_name(state: dict[str, Any]) -> str:
+    """The call the paused run waits on (the innermost frame: a subagent's own call nests as `child`)."""
+    while "child" in state:
+        state = state["child"]
+    return (state.get("call") or {}).get("name", "")
 
 
 # -- lost workers (lease.py) ------------------------------------------------------------------------
@@ -335,7 +361,7 @@ def _release(locked: Conversation) -> None:
     """Inside the caller's transaction, with the row locked: end a run whose worker is gone.
 
     The history stays valid for the next message (every tool_use gets a tool_result), an open
-    permission prompt is closed, and the page is told why. A cancel that was waiting ends idle,
+    permission prompt is closed, and the page is told why. A cancel that was waiting ends cancelled,
     anything else failed.
     """
     silent = int((timezone.now() - locked.heartbeat_at).total_seconds()) if locked.heartbeat_at else 0
@@ -355,7 +381,7 @@ def _release(locked: Conversation) -> None:
         ErrorEvent(message=f"The worker running this conversation stopped answering (no heartbeat for {silent} s), "
                            "so the run was stopped." + ("" if was_cancelling else " Send the message again to retry."),
                    kind="worker_lost"),
-        status=Conversation.Status.IDLE if was_cancelling else Conversation.Status.FAILED,
+        status=Conversation.Status.CANCELLED if was_cancelling else Conversation.Status.FAILED,
     )
 
 

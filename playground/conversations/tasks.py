@@ -27,7 +27,7 @@ def run_conversation_task(conversation_id: int, run_token: str = "") -> str:
         if not lease.claimed:
             # A newer message, a cancel or a release took the conversation before this worker got here.
             return "superseded"
-        reason = run_conversation(conversation_id).reason
+        reason = run_conversation(conversation_id, cancel=lease.cancel).reason
     if reason == "waiting":
         rest_paused_run(conversation_id, run_token)
     return reason
@@ -39,7 +39,7 @@ def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequen
     with RunLease(conversation_id, run_token) as lease:
         if not lease.claimed:
             return "superseded"  # cancelled, released or taken over while the answer was queued
-        reason = run_conversation(conversation_id, resume_prompt=prompt_sequence).reason
+        reason = run_conversation(conversation_id, resume_prompt=prompt_sequence, cancel=lease.cancel).reason
     if reason == "waiting":
         rest_paused_run(conversation_id, run_token)
     return reason

@@ -5,7 +5,11 @@ MCP tools to their server, built-in tools in-process, and catalog-only tools to 
 """
 from __future__ import annotations
 
+import logging
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +46,67 @@ def error_tool_result(tool_use_id: str, text: str) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [text_block(text)]}
 
 
+logger = logging.getLogger(__name__)
+
+
+class CancelSignal:
+    """Set, from any thread, when the person cancels a run; work in flight says how to stop meanwhile.
+
+    The thread running the loop is blocked in a model call or a tool call when the cancel arrives, so
+    it cannot look: whoever learns of the cancel (the run's watcher thread) calls `set()`, which runs
+    the callbacks registered with `while_running` — abort the HTTP request, cancel the MCP request.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks = list(self._callbacks)
+        for callback in callbacks:
+            self._call(callback)
+
+    @contextmanager
+    def while_running(self, interrupt: Callable[[], None]) -> Iterator[None]:
+        """Call `interrupt` if the signal is set while the block runs (at once if it already is)."""
+        with self._lock:
+            already = self._event.is_set()
+            if not already:
+                self._callbacks.append(interrupt)
+        if already:
+            self._call(interrupt)
+        try:
+            yield
+        finally:
+            with self._lock:
+                if interrupt in self._callbacks:
+                    self._callbacks.remove(interrupt)
+
+    @staticmethod
+    def _call(callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - one failed interruption must not stop the others
+            logger.exception("interrupting work in flight failed")
+
+
+class CallCancelled(Exception):
+    """Raised when the cancel signal stopped a call in flight (a tool call, a model call), and only then."""
+
+
 class ToolExecutor(ABC):
     @abstractmethod
-    def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0) -> ToolOutcome:
-        """Run one call. Never raises for a tool-level failure: returns is_error=True instead."""
+    def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0,
+                cancel: CancelSignal | None = None) -> ToolOutcome:
+        """Run one call. Never raises for a tool-level failure: returns is_error=True instead.
+
+        With `cancel`, a call still running when it is set is stopped and CallCancelled raised.
+        """

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 FRAME_SEQUENCE = re.compile(r'data-frame-sequence="(\d+)"')
 FRAME_STATUS = re.compile(r'data-status="([a-z_]+)"')
-FINAL_STATUSES = frozenset({"idle", "failed"})
+FINAL_STATUSES = frozenset({"idle", "failed", "cancelled"})
 
 # The keys of one level in `--json`, in this order (the table prints the same columns).
 LEVEL_KEYS = (

@@ -11,6 +11,7 @@ reaped after a normal close, a timeout, a crash or a cancelled caller.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -23,6 +24,7 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, PaginatedRequestParams
 
+from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
 from playground.per_process import PerProcess
@@ -249,11 +251,20 @@ class BackgroundLoop:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, cancel: CancelSignal | None = None) -> T:
+        """Run `coro` on the loop and wait for its result. With `cancel`: once it is set, the task is
+        cancelled (the SDK then sends the server `notifications/cancelled` for a request in flight)
+        and CallCancelled raised here at once."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("BackgroundLoop.run called from the loop's own thread (would deadlock)")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result(timeout)
+        if cancel is None:
+            return future.result(timeout)
+        with cancel.while_running(future.cancel):
+            try:
+                return future.result(timeout)
+            except concurrent.futures.CancelledError:
+                raise CallCancelled() from None
 
     def stop(self) -> None:
         if self.loop.is_running():

@@ -15,17 +15,24 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   second sync adds, changes and removes rows.
 - ``DEMO_SERVER_PAGE_SIZE=N`` makes ``tools/list`` answer in pages of N tools with a cursor, so the
   client's pagination is exercised against a real server.
+- ``DEMO_SERVER_SLOW_LOG=<file>``: each ``slow`` call appends a JSON line to that file when it starts
+  and when the client cancels it (``notifications/cancelled``; also written to stderr), so tests can
+  wait for a call to be running and see its cancel arrive.
 
-``slow`` and ``crash`` exist for tests of timeouts and of a server dying mid-call.
+``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import struct
+import sys
 import time
 import zlib
 from typing import Any
+
+import anyio
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -129,9 +136,17 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
     def fail(reason: str = "this tool always fails") -> str:
         raise ToolError(reason)
 
-    @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts).")
-    def slow(seconds: float = 5.0) -> str:
-        time.sleep(seconds)
+    @server.tool(description="Sleep for the given number of seconds, then answer (for testing timeouts and cancel).")
+    async def slow(seconds: float = 5.0) -> str:
+        started = time.monotonic()
+        _slow_log({"tool": "slow", "event": "started", "seconds": seconds})
+        try:
+            await anyio.sleep(seconds)  # async, so a notifications/cancelled interrupts it
+        except anyio.get_cancelled_exc_class():
+            after = round(time.monotonic() - started, 3)
+            print(f"slow: cancelled by the client after {after} s", file=sys.stderr, flush=True)
+            _slow_log({"tool": "slow", "event": "cancelled", "seconds": seconds, "cancelled_after": after})
+            raise
         return f"slept {seconds} s"
 
     @server.tool(description="Terminate the server process immediately (for testing a server that dies mid-call).")
@@ -151,6 +166,13 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
             return f"{value * factor:.3f} {to}"
 
     return server
+
+
+def _slow_log(entry: dict[str, Any]) -> None:
+    path = os.environ.get("DEMO_SERVER_SLOW_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(entry) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from playground.engine.execution import ToolExecutor, ToolOutcome
+from playground.engine.execution import CancelSignal, CallCancelled, ToolExecutor, ToolOutcome
 from playground.engine.history import text_block
 from playground.engine.tools import Tool, server_of
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
@@ -127,23 +127,26 @@ class PlaygroundExecutor(ToolExecutor):
     def pool(self) -> SessionPool:
         return self._pool or session_pool()
 
-    def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0) -> ToolOutcome:
+    def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float = 30.0,
+                cancel: CancelSignal | None = None) -> ToolOutcome:
         started = time.perf_counter()
         if not isinstance(arguments, dict):
             outcome = error_outcome(f"arguments for {tool.name} must be a JSON object, got {type(arguments).__name__}")
         else:
             try:
-                outcome = self._dispatch(tool, arguments, timeout)
+                outcome = self._dispatch(tool, arguments, timeout, cancel)
+            except CallCancelled:
+                raise  # not a failure of the tool: the loop records the cancel
             except Exception as exc:  # noqa: BLE001 - the loop must get a result, not an exception
                 logger.exception("tool %s failed unexpectedly", tool.name)
                 outcome = error_outcome(f"{tool.name} failed: {exc.__class__.__name__}: {exc}")
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
 
-    def _dispatch(self, tool: Tool, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
+    def _dispatch(self, tool: Tool, arguments: dict[str, Any], timeout: float, cancel: CancelSignal | None) -> ToolOutcome:
         server_name = tool.server or server_of(tool.name)
         if tool.is_mcp or server_name:
-            return self._execute_mcp(tool, server_name or "", arguments, timeout)
+            return self._execute_mcp(tool, server_name or "", arguments, timeout, cancel)
         builtin = BUILTIN_TOOLS.get(tool.name)
         if builtin is not None:
             try:
@@ -153,20 +156,23 @@ class PlaygroundExecutor(ToolExecutor):
             return ToolOutcome(content=[text_block(text)], structured=structured)
         return simulated_outcome(tool, arguments, "it is a catalog-only tool with no backend.")
 
-    def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float) -> ToolOutcome:
+    def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float,
+                     cancel: CancelSignal | None) -> ToolOutcome:
         server = McpServer.objects.filter(name=server_name).first()
         if server is None:
             return simulated_outcome(tool, arguments, f"no MCP server named {server_name!r} is registered (catalog-only tool).")
-        return call_registered_tool(server, tool.name, arguments, timeout=timeout, pool=self.pool)[0]
+        return call_registered_tool(server, tool.name, arguments, timeout=timeout, pool=self.pool, cancel=cancel)[0]
 
 
 def call_registered_tool(
-    server: Any, registry_name: str, arguments: dict[str, Any], *, timeout: float = 30.0, pool: SessionPool | None = None
+    server: Any, registry_name: str, arguments: dict[str, Any], *, timeout: float = 30.0, pool: SessionPool | None = None,
+    cancel: CancelSignal | None = None,
 ) -> tuple[ToolOutcome, McpCallResult | None]:
     """Call one of a registered server's tools by its registry name through the session pool.
 
     Returns the outcome (never raises for server trouble) and the raw MCP result when there was one
-    (the tool-call page shows images and structured content from it).
+    (the tool-call page shows images and structured content from it). Raises CallCancelled when
+    `cancel` stopped the call (the server got `notifications/cancelled`).
     """
     started = time.perf_counter()
     raw: McpCallResult | None = None
@@ -175,7 +181,8 @@ def call_registered_tool(
     else:
         original = (server.tool_names.get(registry_name) or {}).get("original") or registry_name.removeprefix(server.tool_prefix)
         try:
-            raw = (pool or session_pool()).call_tool(server.pk, ServerConfig.from_server(server), original, arguments, timeout=timeout)
+            raw = (pool or session_pool()).call_tool(server.pk, ServerConfig.from_server(server), original, arguments,
+                                                     timeout=timeout, cancel=cancel)
             outcome = outcome_from_mcp(raw)
         except McpCallTimeout:
             outcome = error_outcome(

@@ -14,6 +14,7 @@ import logging
 import time
 from typing import Any
 
+from playground.engine.execution import CancelSignal
 from playground.mcp_servers.connection import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -88,15 +89,18 @@ class SessionPool:
     def __init__(self) -> None:
         self._sessions: dict[tuple[Any, str], PooledSession] = {}
         self._guard: asyncio.Lock | None = None
+        self._closers: set[asyncio.Task] = set()
 
     def call_tool(
-        self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT
+        self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT,
+        cancel: CancelSignal | None = None,
     ) -> McpCallResult:
-        """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError."""
-        return background_loop().run(self._call(key, config, name, arguments, timeout))
+        """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError,
+        or CallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol)."""
+        return background_loop().run(self._call(key, config, name, arguments, timeout), cancel=cancel)
 
     def close_all(self) -> None:
-        if not self._sessions:
+        if not self._sessions and not self._closers:
             return
         try:
             background_loop().run(self._close_all(), timeout=CLOSE_TIMEOUT + 5)
@@ -147,8 +151,13 @@ class SessionPool:
                 self._sessions[pool_key] = session
                 try:
                     await session.start(DEFAULT_CONNECT_TIMEOUT)
-                except BaseException:
+                except BaseException as exc:
                     self._sessions.pop(pool_key, None)
+                    if isinstance(exc, asyncio.CancelledError):
+                        # The caller was cancelled while the session connected: its holder task goes on
+                        # connecting, and must still be closed (or a stdio child is left behind).
+                        self._closers.add(closer := asyncio.get_running_loop().create_task(session.close()))
+                        closer.add_done_callback(self._closers.discard)
                     raise
             return session
 
@@ -165,7 +174,7 @@ class SessionPool:
     async def _close_all(self) -> None:
         sessions = list(self._sessions.values())
         self._sessions.clear()
-        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in sessions), *self._closers, return_exceptions=True)
 
 
 # Made after connection.py's loop (this module imports it), so its close runs first at exit (atexit

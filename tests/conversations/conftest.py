@@ -90,7 +90,7 @@ def run_as_the_task(conversation_id: int, **kwargs):
     token = Conversation.objects.values_list("run_token", flat=True).get(pk=conversation_id)
     with RunLease(conversation_id, token, interval=3600) as lease:
         assert lease.claimed, "the conversation was not waiting for this run"
-        outcome = run_conversation(conversation_id, **kwargs)
+        outcome = run_conversation(conversation_id, cancel=lease.cancel, **kwargs)
     if outcome.reason == "waiting":
         rest_paused_run(conversation_id, token)
     return outcome

@@ -137,7 +137,7 @@ async def test_messages_answers_and_cancel_go_through_the_socket(redis, admin_us
     # No worker has taken the run (the task was never queued here): the cancel ends it at once.
     await communicator.send_to(text_data=json.dumps({"action": "cancel"}))
     frame = await communicator.receive_from(timeout=5)
-    assert 'data-status="idle"' in frame and "before a worker started the run" in frame
+    assert 'data-status="cancelled"' in frame and 'data-testid="chat-cancelled"' in frame and "before the run started" in frame
     await communicator.disconnect()
 
 

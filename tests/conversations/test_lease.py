@@ -66,11 +66,11 @@ def test_a_run_with_a_fresh_heartbeat_is_only_asked_to_stop(viewer_user, setting
     assert "error" not in event_types(conversation)
 
 
-def test_a_cancel_that_waited_for_a_lost_worker_ends_idle(viewer_user):
+def test_a_cancel_that_waited_for_a_lost_worker_ends_cancelled(viewer_user):
     conversation = running(viewer_user, heartbeat_age=LOST + 1, status=Conversation.Status.CANCELLING)
     assert services.release_lost_run(conversation)
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.CANCELLED
     assert "Send the message again" not in lost_error(conversation)["message"]
 
 

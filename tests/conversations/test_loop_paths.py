@@ -98,7 +98,7 @@ class CancellingExecutor(ToolExecutor):
         self.conversation = conversation
         self.calls = 0
 
-    def execute(self, tool, arguments, *, timeout=30.0):
+    def execute(self, tool, arguments, *, timeout=30.0, cancel=None):
         self.calls += 1
         services.request_cancel(self.conversation)
         return ToolOutcome(content=[{"type": "text", "text": "partial"}])
@@ -115,7 +115,8 @@ def test_cancel_stops_at_the_next_step_and_keeps_the_history_valid(admin_user, t
     executor = CancellingExecutor(conversation)
     conversation, outcome = converse(admin_user, "echo", conversation=conversation, provider=claude, executor=executor)
     assert outcome.reason == "cancelled" and executor.calls == 1
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.CANCELLED
+    assert events_of(conversation, "cancelled")[0].payload["stage"] == "between_steps"
     stored = Message.objects.filter(conversation=conversation).order_by("position").last().content
     assert [b["tool_use_id"] for b in stored] == [message["content"][0]["id"], "toolu_second"]
     assert stored[1]["is_error"] is True
@@ -190,7 +191,7 @@ def test_cancelling_a_paused_subagent_answers_the_agent_call(admin_user, tool_wo
     conversation, _ = converse(admin_user, "ask a helper to echo", profile=native_profile, provider=claude)
     assert services.request_cancel(conversation, user=admin_user)
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.CANCELLED
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     assert last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]
     conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
@@ -256,7 +257,7 @@ def test_cancelling_while_a_prompt_waits_closes_the_prompt(admin_user, tool_worl
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "cancelled"
     assert events_of(conversation, "turn_finished")[-1].payload["reason"] == "cancelled"
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None and not conversation.run_token
+    assert conversation.status == Conversation.Status.CANCELLED and conversation.paused_run is None and not conversation.run_token
     with pytest.raises(services.ConversationError, match="already been answered"):
         services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
     assert not services.expire_prompt(conversation.pk, prompt.sequence)
@@ -280,7 +281,7 @@ def test_a_cancel_queued_before_the_resumption_ends_the_run_with_a_valid_history
 
     assert resume_conversation_task(conversation.pk, token, prompt.sequence) == "superseded"  # the late resumption
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    assert conversation.status == Conversation.Status.CANCELLED and conversation.paused_run is None
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     assert last.role == "user" and last.content[0]["type"] == "tool_result" and last.content[0]["is_error"]
 
@@ -304,6 +305,6 @@ def test_a_cancel_frees_an_answered_run_no_worker_resumed_at_once(admin_user, to
     services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)  # its resumption is lost
     assert services.request_cancel(conversation, user=admin_user)  # no worker holds it: one cancel is enough
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    assert conversation.status == Conversation.Status.CANCELLED and conversation.paused_run is None
     conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
     assert outcome.reason == "end_turn"  # the history is valid: the call got its result

@@ -169,10 +169,11 @@ def test_a_cancel_frees_at_once_a_run_no_worker_took_and_its_late_task_does_noth
     token = Conversation.objects.get(pk=conversation.pk).run_token
     viewer_client.post(reverse("conversations:cancel", args=[conversation.pk]))
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE and conversation.run_token == ""
-    assert "before a worker started the run" in conversation.events.order_by("-sequence").first().payload["note"]
+    assert conversation.status == Conversation.Status.CANCELLED and conversation.run_token == ""
+    cancelled = conversation.events.get(type="cancelled").payload
+    assert cancelled["stage"] == "queued" and cancelled["requested_by"] == viewer_user.username
     assert run_conversation_task(conversation.pk, token) == "superseded"  # delivered late: it writes nothing
-    assert conversation.events.order_by("-sequence").first().type == "status"
+    assert conversation.events.order_by("-sequence").first().type == "turn_finished"
 
 
 def test_a_second_cancel_frees_a_claimed_run_whose_worker_never_answered(viewer_client, viewer_user, settings):
@@ -189,4 +190,4 @@ def test_a_second_cancel_frees_a_claimed_run_whose_worker_never_answered(viewer_
         heartbeat_at=timezone.now() - timedelta(seconds=settings.AGENT_LOST_SECONDS + 1))
     viewer_client.post(url)
     conversation.refresh_from_db()
-    assert conversation.status == Conversation.Status.IDLE
+    assert conversation.status == Conversation.Status.CANCELLED

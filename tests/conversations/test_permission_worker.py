@@ -130,8 +130,10 @@ def test_cancelling_while_waiting_ends_the_run(celery_worker, admin_user, tool_w
     conversation, prompt = ask(admin_user, asking_profile)
     assert services.request_cancel(conversation, user=admin_user)  # no worker to tell: it ends at once
     conversation = conversation_row(conversation)
-    assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
+    assert conversation.status == Conversation.Status.CANCELLED and conversation.paused_run is None
     assert events_of(conversation, "permission_answer")[0].payload["choice"] == "cancelled"
+    cancelled = events_of(conversation, "cancelled")[0].payload
+    assert cancelled["stage"] == "waiting_permission" and cancelled["interrupted"] == TIME
     assert expire_permission_prompt_task(conversation.pk, prompt.sequence) is False  # its timeout finds it answered
     # A new message runs (the cancelled call got its result, so the history is valid).
     services.send_message(conversation, QUESTION, user=admin_user)

@@ -1,5 +1,7 @@
 """Claude through the official `anthropic` SDK.
 
+Requests go through the SDK's async client on the process's background event loop, so a cancel
+stops one in flight: its task is cancelled and the HTTP connection closed (`create_or_cancel`).
 The SDK retries 408/409/429/5xx (529 overloaded included) and connection errors with backoff
 (`max_retries`), bounded by `timeout` per attempt; whatever is left becomes a ProviderError the
 loop shows as an error event. Responses are dumped to plain dicts without None fields so that
@@ -13,6 +15,8 @@ import anthropic
 from django.conf import settings
 
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
+from playground.engine.execution import CancelSignal
+from playground.mcp_servers.connection import background_loop
 
 SUMMARY_PROMPT = (
     "Summarise the conversation so far for your own later reference: the person's requests, what the "
@@ -38,9 +42,10 @@ class AnthropicProvider(ModelProvider):
     def __init__(self, *, api_key: str, base_url: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
         if not api_key:
             raise ProviderError("ANTHROPIC_API_KEY is not set", kind="configuration")
-        self.client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url or None, max_retries=max_retries, timeout=timeout
-        )
+        options = {"api_key": api_key, "base_url": base_url or None, "max_retries": max_retries, "timeout": timeout}
+        self.client = anthropic.Anthropic(**options)
+        # Used only on the background loop: a task there can be cancelled, a blocking read cannot.
+        self.async_client = anthropic.AsyncAnthropic(**options)
 
     @classmethod
     def unavailable_reason(cls) -> str:
@@ -56,8 +61,11 @@ class AnthropicProvider(ModelProvider):
         )
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        return self.create_or_cancel(request_kwargs, None)
+
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
         try:
-            message = self.client.messages.create(**request_kwargs)
+            message = background_loop().run(self.async_client.messages.create(**request_kwargs), cancel=cancel)
         except anthropic.APITimeoutError as exc:
             raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
         except anthropic.APIConnectionError as exc:

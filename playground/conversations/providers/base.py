@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.server_search import PROFILE_WIRE_STYLES
 
@@ -71,6 +72,13 @@ class ModelProvider(ABC):
     @abstractmethod
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         """Send one Messages API request and return the assistant's reply."""
+
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal) -> ProviderResponse:
+        """`create`, stopped midway when `cancel` is set while the request is in flight: then it raises
+        engine.execution.CallCancelled. The loop calls this one. This default cannot stop a call once
+        sent (it returns when `create` does): right for providers that answer at once, like the demo
+        agent; a network provider overrides it to abort the request."""
+        return self.create(request_kwargs)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""
