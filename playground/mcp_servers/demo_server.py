@@ -31,6 +31,7 @@ import os
 import struct
 import sys
 import time
+import warnings
 import zlib
 from typing import Any
 
@@ -105,7 +106,10 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
     @server.tool(description=echo_description, meta={"anthropic/alwaysLoad": True})
     async def echo(text: str, ctx: Context) -> str:
         print(f"demo server: echo called with {len(text)} characters", file=sys.stderr, flush=True)
-        await ctx.info(f"echo: {text[:80]}")
+        with warnings.catch_warnings():
+            # The SDK marks request-scoped logging as deprecated for a future protocol; clients still show it.
+            warnings.simplefilter("ignore")
+            await ctx.info(f"echo: {text[:80]}")
         return text
 
     @server.tool(description="Look up the IANA time zone of a well-known city; returns structured content.")

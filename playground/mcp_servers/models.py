@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -120,3 +122,7 @@ class McpCallRecord(models.Model):
 
     class Meta:
         ordering = ["-id"]
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False) if self.arguments else ""
