@@ -162,7 +162,8 @@ def build_world(django_user_model) -> World:
         "registry:rule_row": {"pk": rule.pk}, "registry:rule_edit": {"pk": rule.pk}, "registry:rule_delete": {"pk": rule.pk},
         "registry:profile_detail": {"pk": profile.pk}, "registry:profile_edit": {"pk": profile.pk},
         **{f"mcp_servers:{n}": {"pk": server.pk} for n in (
-            "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress")},
+            "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
+            "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
         "conversations:compare_view": {"group": "matrix-group"},

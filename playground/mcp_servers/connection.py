@@ -11,10 +11,12 @@ reaped after a normal close, a timeout, a crash or a cancelled caller.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
+import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,7 +24,13 @@ from typing import Any, TypeVar
 import anyio
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation, PaginatedRequestParams
+from mcp.types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    Implementation,
+    LoggingMessageNotificationParams,
+    PaginatedRequestParams,
+)
 
 from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
@@ -30,6 +38,15 @@ from playground.mcp_servers.secrets import scrub_for
 from playground.per_process import PerProcess
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+# Receives a server's log lines as [(source, text)], source "stderr" or "log:<level>"; sync code,
+# called in a worker thread (it may touch the database). See `LogForwarder`.
+LogSink = Callable[[list[tuple[str, str]]], None]
+LOG_POLL_SECONDS = 0.25
+# What one resource read or prompt shows: a text past this is cut, a blob past it is not decoded.
+MAX_SHOWN_CHARS = 64 * 1024
+MAX_LIST_PAGES = 20
 
 CLIENT_INFO = Implementation(name="toolsearch-playground", version="0.1.0")
 DEFAULT_CONNECT_TIMEOUT = 20.0  # spawn + initialize; mcp-server-time needs ~0.5 s, a cold venv more
@@ -167,6 +184,52 @@ class McpConnection:
     async def ping(self, *, timeout: float = 5.0) -> None:
         await self._request(self.session.send_ping(), timeout, "ping")
 
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """What the server said it offers at initialize (resources, prompts, logging)."""
+        caps = self.session.server_capabilities
+        return {
+            "resources": bool(caps and caps.resources is not None),
+            "prompts": bool(caps and caps.prompts is not None),
+            "logging": bool(caps and caps.logging is not None),
+        }
+
+    async def timed_ping(self, *, timeout: float = 5.0) -> float:
+        """Round-trip time of one `ping`, in milliseconds."""
+        started = time.perf_counter()
+        await self.ping(timeout=timeout)
+        return (time.perf_counter() - started) * 1000
+
+    async def list_resources(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
+        """Every resource (uri, name, description, mimeType, size), following cursors."""
+        return await self._paged(self.session.list_resources, "resources", "resources/list", timeout)
+
+    async def list_prompts(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
+        """Every prompt (name, description, arguments), following cursors."""
+        return await self._paged(self.session.list_prompts, "prompts", "prompts/list", timeout)
+
+    async def read_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
+        """A resource's contents as plain JSON: each item has uri, mimeType and text or blob."""
+        result = await self._request(self.session.read_resource(uri), timeout, f"resources/read {uri}")
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True).get("contents") or []
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> dict[str, Any]:
+        """A prompt's messages for these arguments, as plain JSON (description, messages)."""
+        result = await self._request(self.session.get_prompt(name, arguments or None), timeout, f"prompts/get {name}")
+        return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _paged(self, method: Callable[..., Any], field_name: str, what: str, timeout: float) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            result = await self._request(method(params=params), timeout, what)
+            items.extend(item.model_dump(by_alias=True, mode="json", exclude_none=True) for item in getattr(result, field_name))
+            cursor = result.next_cursor
+            if not cursor:
+                return items
+        raise McpConnectionError(f"{what} still had a next cursor after {MAX_LIST_PAGES} pages; giving up")
+
     async def _request(self, awaitable: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
         try:
             # The SDK enforces the read timeout itself; the outer bound also covers a hung write.
@@ -191,24 +254,118 @@ class McpConnection:
         return scrub_for(self.config, f"{message}\n{diagnostics}" if diagnostics else message)
 
 
+def shown_contents(contents: list[dict[str, Any]], *, limit: int = MAX_SHOWN_CHARS) -> list[dict[str, Any]]:
+    """Resource contents made safe to show: text cut at `limit` characters (saying so), a blob
+    reduced to its type and size (an image small enough is kept for an <img>), nothing executed."""
+    shown: list[dict[str, Any]] = []
+    for item in contents:
+        entry: dict[str, Any] = {"uri": item.get("uri", ""), "mime_type": item.get("mimeType") or ""}
+        if "text" in item:
+            text = str(item.get("text") or "")
+            entry.update(kind="text", size=len(text), text=text[:limit], cut=len(text) > limit)
+        else:
+            blob = str(item.get("blob") or "")
+            try:
+                size = len(base64.b64decode(blob, validate=True))
+            except (ValueError, TypeError):
+                size = -1
+            entry.update(kind="blob", size=size, cut=False)
+            if size >= 0 and entry["mime_type"] in ("image/png", "image/jpeg", "image/gif", "image/webp") and len(blob) <= limit:
+                entry["image_data"] = blob
+        shown.append(entry)
+    return shown
+
+
+class LogForwarder:
+    """Hands a server's log lines to a `LogSink` while a connection is open: the stdio child's
+    stderr (read from its file every `LOG_POLL_SECONDS`) and `notifications/message` logs.
+
+    The sink runs in a worker thread, so it may use the database and the channel layer; a failing
+    sink is logged and never breaks the connection.
+    """
+
+    MAX_LINE_CHARS = 2000
+
+    def __init__(self, sink: LogSink, transport: McpTransport) -> None:
+        self.sink = sink
+        self.transport = transport
+        self.pending: list[tuple[str, str]] = []
+        self._offset = 0
+        self._partial = ""
+        self._task: asyncio.Task | None = None
+
+    async def on_log_message(self, params: LoggingMessageNotificationParams) -> None:
+        data = params.data if isinstance(params.data, str) else repr(params.data)
+        prefix = f"[{params.logger}] " if params.logger else ""
+        self.pending.append((f"log:{params.level}", (prefix + data)[: self.MAX_LINE_CHARS]))
+
+    def _collect_stderr(self, *, final: bool) -> None:
+        chunk, self._offset = self.transport.read_stderr(self._offset)
+        if not chunk and not (final and self._partial):
+            return
+        lines = (self._partial + chunk).split("\n")
+        self._partial = "" if final else lines.pop()
+        self.pending.extend(("stderr", line.rstrip("\r")[: self.MAX_LINE_CHARS]) for line in lines if line.strip())
+
+    async def flush(self, *, final: bool = False) -> None:
+        self._collect_stderr(final=final)
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, []
+        try:
+            await anyio.to_thread.run_sync(self.sink, batch)
+        except Exception:  # noqa: BLE001 - the log is a convenience; the connection goes on
+            logger.warning("could not record %d log lines of MCP server %s", len(batch), self.transport.config.name, exc_info=True)
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_POLL_SECONDS)
+            await self.flush()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._poll())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping the poller
+                pass
+        # The last lines (a crash's traceback) still count: shielded, so a cancelled caller keeps them.
+        with anyio.move_on_after(5, shield=True):
+            await self.flush(final=True)
+
+
 @asynccontextmanager
-async def open_connection(config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> AsyncIterator[McpConnection]:
+async def open_connection(
+    config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
     Failures to start, reach or initialize the server raise `McpConnectionError` with a message
-    for the UI (for stdio, with the tail of the server's stderr).
+    for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
+    stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
     """
     transport = transport_for(config)
     connection: McpConnection | None = None
+    forwarder = LogForwarder(log_sink, transport) if log_sink is not None else None
     try:
         async with transport.streams() as (read_stream, write_stream):
-            async with ClientSession(
-                read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO
-            ) as session:
-                with anyio.fail_after(connect_timeout):
-                    await session.initialize()
-                connection = McpConnection(config, session, transport)
-                yield connection
+            if forwarder is not None:
+                forwarder.start()
+            try:
+                async with ClientSession(
+                    read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO,
+                    logging_callback=forwarder.on_log_message if forwarder is not None else None,
+                ) as session:
+                    with anyio.fail_after(connect_timeout):
+                        await session.initialize()
+                    connection = McpConnection(config, session, transport)
+                    yield connection
+            finally:
+                if forwarder is not None:
+                    await forwarder.stop()
     except BaseException as exc:
         known = exc if isinstance(exc, McpConnectionError) else _first(exc, McpConnectionError)
         if known is not None:
@@ -283,12 +440,14 @@ def background_loop() -> BackgroundLoop:
 # --- sync wrappers: one connection per operation ------------------------------------------------
 
 
-def list_server_tools(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> tuple[list[McpToolListing], ServerProbe]:
+def list_server_tools(
+    config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+) -> tuple[list[McpToolListing], ServerProbe]:
     """Connect, list every tool, close."""
 
     async def run() -> tuple[list[McpToolListing], ServerProbe]:
         started = time.perf_counter()
-        async with open_connection(config, connect_timeout=timeout) as connection:
+        async with open_connection(config, connect_timeout=timeout, log_sink=log_sink) as connection:
             tools = await connection.list_tools(timeout=timeout)
             info = connection.server_info
             probe = ServerProbe(

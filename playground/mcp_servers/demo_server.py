@@ -19,7 +19,13 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   and when the client cancels it (``notifications/cancelled``; also written to stderr), so tests can
   wait for a call to be running and see its cancel arrive.
 
-``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call.
+- ``DEMO_SERVER_TOOLS_ONLY=1`` serves tools only (no ``resources`` or ``prompts`` capability), like
+  many real servers, so the workbench's "this server offers no resources" state can be tested.
+
+``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call. The server also
+offers a few resources (text, a PNG blob, an oversized text) and a prompt with arguments for the
+workbench, and writes a line to stderr (plus a ``notifications/message`` log) when ``echo`` runs,
+so the live server log has something to show.
 """
 from __future__ import annotations
 
@@ -29,12 +35,13 @@ import os
 import struct
 import sys
 import time
+import warnings
 import zlib
 from typing import Any
 
 import anyio
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ListToolsResult, PaginatedRequestParams
@@ -58,8 +65,9 @@ _FORECAST_PATTERN = ["sunny", "partly cloudy", "light rain", "overcast", "windy"
 class DemoServer(MCPServer):
     """MCPServer whose tools/list can answer in pages (MCPServer itself always sends one page)."""
 
-    def __init__(self, *args: Any, page_size: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, page_size: int = 0, tools_only: bool = False, **kwargs: Any) -> None:
         self.page_size = page_size
+        self.tools_only = tools_only
         super().__init__(*args, **kwargs)
 
     async def _handle_list_tools(self, ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -82,12 +90,13 @@ def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b"")
 
 
-def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
+def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False) -> DemoServer:
     server = DemoServer(
         name="playground-demo",
         instructions="Harmless demo tools of ToolSearch Playground. All data is canned.",
         version=f"1.{variant}",
         page_size=page_size,
+        tools_only=tools_only,
     )
 
     @server.tool(description="Add two numbers and return the sum.")
@@ -101,7 +110,12 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
     )
 
     @server.tool(description=echo_description, meta={"anthropic/alwaysLoad": True})
-    def echo(text: str) -> str:
+    async def echo(text: str, ctx: Context) -> str:
+        print(f"demo server: echo called with {len(text)} characters", file=sys.stderr, flush=True)
+        with warnings.catch_warnings():
+            # The SDK marks request-scoped logging as deprecated for a future protocol; clients still show it.
+            warnings.simplefilter("ignore")
+            await ctx.info(f"echo: {text[:80]}")
         return text
 
     @server.tool(description="Look up the IANA time zone of a well-known city; returns structured content.")
@@ -165,6 +179,12 @@ def build_server(variant: int = 1, page_size: int = 0) -> DemoServer:
             factor = 3.28084 if to == "feet" else 1 / 3.28084
             return f"{value * factor:.3f} {to}"
 
+    if tools_only:
+        # MCPServer answers every method; dropping these makes its capabilities say "tools only".
+        for method in ("resources/list", "resources/read", "resources/templates/list", "prompts/list", "prompts/get"):
+            server._lowlevel_server._request_handlers.pop(method, None)
+    else:
+        _add_resources_and_prompts(server)
     return server
 
 
@@ -173,6 +193,33 @@ def _slow_log(entry: dict[str, Any]) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(entry) + "\n")
+
+
+LARGE_RESOURCE_CHARS = 300_000
+
+
+def _add_resources_and_prompts(server: DemoServer) -> None:
+    @server.resource("demo://readme", name="readme", description="What this demo server is.", mime_type="text/markdown")
+    def readme() -> str:
+        return "# playground-demo\n\nHarmless demo tools, resources and prompts. All data is canned.\n"
+
+    @server.resource("demo://cities", name="cities", description="The cities lookup_city_timezone knows, as JSON.",
+                     mime_type="application/json")
+    def cities() -> dict[str, str]:
+        return dict(CITY_TIMEZONES)
+
+    @server.resource("demo://badge.png", name="badge", description="A small green PNG (a binary resource).", mime_type="image/png")
+    def badge() -> bytes:
+        return _png(16, 8, (40, 160, 60))
+
+    @server.resource("demo://large", name="large", description="A text too long to show whole (tests the size cap).",
+                     mime_type="text/plain")
+    def large() -> str:
+        return ("0123456789" * (LARGE_RESOURCE_CHARS // 10))
+
+    @server.prompt(name="plan_trip", description="Ask for a short trip plan to a city.")
+    def plan_trip(city: str, days: str = "2") -> str:
+        return f"Plan a {days}-day trip to {city}. Use lookup_city_timezone and weather_forecast; say the data is demo data."
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -184,7 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     server = build_server(
         variant=int(os.environ.get("DEMO_SERVER_VARIANT", "1") or 1),
         page_size=int(os.environ.get("DEMO_SERVER_PAGE_SIZE", "0") or 0),
+        tools_only=os.environ.get("DEMO_SERVER_TOOLS_ONLY", "") == "1",
     )
+
     if options.http:
         server.run("streamable-http", host=options.host, port=options.port)
     else:

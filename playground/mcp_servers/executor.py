@@ -27,6 +27,7 @@ from playground.engine.tools import Tool, server_of
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.services import note_call_outcome
 from playground.mcp_servers.session_pool import SessionPool, session_pool
 from playground.mcp_servers.transports import ServerConfig
 
@@ -184,11 +185,13 @@ def call_registered_tool(
             raw = (pool or session_pool()).call_tool(server.pk, ServerConfig.from_server(server), original, arguments,
                                                      timeout=timeout, cancel=cancel)
             outcome = outcome_from_mcp(raw)
+            note_call_outcome(server, None)
         except McpCallTimeout:
             outcome = error_outcome(
                 f"{registry_name} timed out after {timeout:g} s (MCP server {server.name!r} did not answer in time)."
             )
         except McpConnectionError as exc:
             outcome = error_outcome(f"MCP server {server.name!r} is unavailable: {exc}")
+            note_call_outcome(server, exc)
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     return outcome, raw

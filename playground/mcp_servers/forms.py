@@ -240,3 +240,25 @@ class ToolCallForm(forms.Form):
             arguments[name] = value
         data["arguments"] = arguments
         return data
+
+
+class PromptArgumentsForm(forms.Form):
+    """A prompt's declared arguments (MCP prompt arguments are strings) as one text field each."""
+
+    PREFIX = "parg__"
+
+    def __init__(self, arguments: list[dict[str, Any]], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for argument in arguments or []:
+            name = str(argument.get("name") or "")
+            if not name:
+                continue
+            required = bool(argument.get("required"))
+            self.fields[self.PREFIX + name] = forms.CharField(
+                label=name + ("" if required else " (optional)"), required=required, max_length=10_000,
+                help_text=str(argument.get("description") or ""),
+            )
+
+    def arguments(self) -> dict[str, str]:
+        """The filled-in arguments by name (empty optional ones left out)."""
+        return {key.removeprefix(self.PREFIX): value for key, value in self.cleaned_data.items() if value not in ("", None)}

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -73,3 +76,53 @@ class McpServer(models.Model):
     @property
     def tool_prefix(self) -> str:
         return f"mcp__{self.name}__"
+
+
+class McpLogLine(models.Model):
+    """One line of a server's live log: its stderr or a `notifications/message` log, scrubbed.
+
+    `server_id` is a plain column, not a foreign key: lines are written from the MCP client's
+    worker threads on their own database connections, and a key would make those inserts wait on
+    a server row another transaction has not committed yet. `server_log.record` keeps the newest
+    `server_log.KEEP_LINES` per server; deleting a server removes its lines.
+    """
+
+    server_id = models.IntegerField(db_index=True)
+    source = models.CharField(max_length=20)  # "stderr" or "log:<level>"
+    text = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    @property
+    def level(self) -> str:
+        return self.source.partition(":")[2] or "stderr"
+
+
+class McpCallRecord(models.Model):
+    """One call made from a server's workbench (tool, resource read, prompt, ping), kept for its history."""
+
+    class Kind(models.TextChoices):
+        TOOL = "tool", "tools/call"
+        RESOURCE = "resource", "resources/read"
+        PROMPT = "prompt", "prompts/get"
+        PING = "ping", "ping"
+        LIST = "list", "list"
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="call_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    name = models.CharField(max_length=500)
+    arguments = models.JSONField(default=dict, blank=True)
+    ok = models.BooleanField(default=True)
+    summary = models.TextField(blank=True)  # the result or the error, scrubbed and cut
+    duration_ms = models.FloatField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False) if self.arguments else ""

@@ -39,6 +39,7 @@ from playground.engine.tools import (
 from playground.mcp_servers import tasks  # a module object: the tasks call back into this module
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
+    McpCallTimeout,
     McpConnectionError,
     McpToolListing,
     ServerProbe,
@@ -46,6 +47,7 @@ from playground.mcp_servers.connection import (
 )
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
 from playground.registry import indexing
@@ -109,6 +111,18 @@ def set_status(server: McpServer, status: str, *, last_error: str | None = None)
     transaction.on_commit(lambda: broadcast_server_status(server_id))
 
 
+def note_call_outcome(server: McpServer, error: BaseException | None) -> None:
+    """Keep the shown status true after a live call: a server that could not be reached or died
+    under the call is Failed (with why); one that answered after such a failure is Connected again.
+    A timeout says nothing about the server being gone, so it changes nothing."""
+    if error is None:
+        if server.status == McpServer.Status.FAILED and server.last_synced_at is not None:
+            set_status(server, McpServer.Status.CONNECTED, last_error="")
+    elif isinstance(error, McpConnectionError) and not isinstance(error, McpCallTimeout):
+        if server.status != McpServer.Status.DISABLED:
+            set_status(server, McpServer.Status.FAILED, last_error=str(error))
+
+
 def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> SyncResult:
     """Connect, list the tools, and make the registry rows match. Never raises for server problems."""
     started = time.perf_counter()
@@ -118,7 +132,8 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
 
     set_status(server, McpServer.Status.PENDING)
     try:
-        listings, probe = list_server_tools(ServerConfig.from_server(server), timeout=timeout)
+        config = ServerConfig.from_server(server)
+        listings, probe = list_server_tools(config, timeout=timeout, log_sink=sink_for(server.pk, config))
     except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
         return _record_failure(server, message, started)
@@ -152,7 +167,9 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
                     "sync_warnings", "last_sync_result", "tool_names", "updated_at",
                 ]
             )
-            transaction.on_commit(lambda: broadcast_server_status(locked.pk))
+            tools_changed = bool(result.added or result.updated or result.removed)
+            # A changed tool list is fetched again by open detail pages (each with its viewer's role).
+            transaction.on_commit(lambda: broadcast_server_status(locked.pk, tools_changed=tools_changed))
             if result.added or result.updated:
                 indexing.request_index_build()  # the new or changed tools' vectors, in the background
     except Exception as exc:  # noqa: BLE001 - e.g. a database error: the rows are unchanged (atomic)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from playground.engine.execution import CancelSignal
 from playground.mcp_servers.connection import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
+    LogSink,
     McpCallResult,
     McpCallTimeout,
     McpConnection,
@@ -29,7 +31,9 @@ from playground.mcp_servers.connection import (
 from playground.mcp_servers.transports import ServerConfig
 from playground.per_process import PerProcess
 from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.server_log import sink_for
 
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 # A session unused for this long is pinged before reuse (a cheap check that the server is still there).
@@ -40,8 +44,9 @@ CLOSE_TIMEOUT = 10.0
 class PooledSession:
     """One open connection, owned by its holder task on the background loop."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, log_sink: LogSink | None = None) -> None:
         self.config = config
+        self.log_sink = log_sink
         self.connection: McpConnection | None = None
         self.error: BaseException | None = None
         self.last_used = time.monotonic()
@@ -58,7 +63,7 @@ class PooledSession:
 
     async def _hold(self, connect_timeout: float) -> None:
         try:
-            async with open_connection(self.config, connect_timeout=connect_timeout) as connection:
+            async with open_connection(self.config, connect_timeout=connect_timeout, log_sink=self.log_sink) as connection:
                 self.connection = connection
                 self._ready.set()
                 await self._closing.wait()
@@ -98,6 +103,27 @@ class SessionPool:
         """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError,
         or CallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol)."""
         return background_loop().run(self._call(key, config, name, arguments, timeout), cancel=cancel)
+
+    def run(
+        self, key: Any, config: ServerConfig, operation: Callable[[McpConnection], Awaitable[T]], *, timeout: float = DEFAULT_CALL_TIMEOUT
+    ) -> T:
+        """Run `operation(connection)` on a pooled session (sync): the workbench's ping, resources and
+        prompts. A timeout or a crash discards the session, as for tool calls. Raises McpConnectionError."""
+        return background_loop().run(self._run(key, config, operation), timeout=timeout + DEFAULT_CONNECT_TIMEOUT + 10)
+
+    async def _run(self, key: Any, config: ServerConfig, operation: Callable[[McpConnection], Awaitable[T]]) -> T:
+        session = await self._session_for(key, config)
+        async with session.lock:
+            if not session.alive:
+                await self._drop(key, config, session)
+                session = await self._session_for(key, config)
+            try:
+                result = await operation(session.connection)  # type: ignore[arg-type]
+            except (McpCallTimeout, McpServerGone):
+                await self._drop(key, config, session)
+                raise
+            session.last_used = time.monotonic()
+            return result
 
     def close_all(self) -> None:
         if not self._sessions and not self._closers:
@@ -147,7 +173,8 @@ class SessionPool:
                 # A changed config leaves the old session behind under the old fingerprint: close it.
                 for stale in [k for k in self._sessions if k[0] == key and k != pool_key]:
                     await self._sessions.pop(stale).close()
-                session = PooledSession(config)
+                # Registered servers (integer keys) get a live log; other keys (tests' own) do not.
+                session = PooledSession(config, sink_for(key, config) if isinstance(key, int) else None)
                 self._sessions[pool_key] = session
                 try:
                     await session.start(DEFAULT_CONNECT_TIMEOUT)

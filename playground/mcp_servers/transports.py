@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import tempfile
 from abc import ABC, abstractmethod
@@ -88,6 +89,10 @@ class McpTransport(ABC):
     def diagnostics(self) -> str:
         return ""
 
+    def read_stderr(self, offset: int) -> tuple[str, int]:
+        """What the server wrote to stderr since `offset`, and the new offset (no stderr: nothing)."""
+        return "", offset
+
 
 class StdioTransport(McpTransport):
     """Starts the server as a child process (its own session, so the SDK can kill the whole tree)."""
@@ -123,6 +128,32 @@ class StdioTransport(McpTransport):
         except (OSError, ValueError):
             return ""
         return text[-STDERR_TAIL_CHARS:].strip()
+
+    MAX_READ_BYTES = 64 * 1024
+
+    def read_stderr(self, offset: int) -> tuple[str, int]:
+        # pread leaves the shared file offset alone: the child writes through the same open file.
+        if self._stderr is None:
+            return "", offset
+        try:
+            self._stderr.flush()
+            data = os.pread(self._stderr.fileno(), self.MAX_READ_BYTES, offset)
+        except (OSError, ValueError):
+            return "", offset
+        return data.decode("utf-8", errors="replace"), offset + len(data)
+
+    MAX_READ_BYTES = 64 * 1024
+
+    def read_stderr(self, offset: int) -> tuple[str, int]:
+        # pread leaves the shared file offset alone: the child writes through the same open file.
+        if self._stderr is None:
+            return "", offset
+        try:
+            self._stderr.flush()
+            data = os.pread(self._stderr.fileno(), self.MAX_READ_BYTES, offset)
+        except (OSError, ValueError):
+            return "", offset
+        return data.decode("utf-8", errors="replace"), offset + len(data)
 
     def diagnostics(self) -> str:
         tail = self._read_stderr_tail() if self._stderr is not None else getattr(self, "_stderr_tail", "")

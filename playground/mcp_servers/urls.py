@@ -7,7 +7,10 @@ from playground.mcp_servers import views
 
 app_name = "mcp_servers"
 # Who may use each route (see playground/urls.py): viewers read; anything that changes a server,
-# connects to it (a stdio command runs on our hosts) or calls its tools is for admins.
+# connects to it (a stdio command runs on our hosts) or calls its tools is for admins. The workbench's
+# ping, resources and prompts run the server's code too, so they are admin-only like tool calls; the
+# call history and the live log show what the server returned and printed, so they are admin-only as
+# well. The tool table fragment is the detail page's own data (no server code runs): viewers.
 access_rules = {
     "server_list": allow(get=VIEWER),
     "server_create": allow(get=ADMIN, post=ADMIN),
@@ -18,6 +21,13 @@ access_rules = {
     "server_sync": allow(post=ADMIN),
     "server_sync_progress": allow(get=VIEWER),
     "tool_call": allow(post=ADMIN),
+    "server_tools": allow(get=VIEWER),
+    "server_history": allow(get=ADMIN),
+    "server_ping": allow(post=ADMIN),
+    "resource_list": allow(post=ADMIN),
+    "resource_read": allow(post=ADMIN),
+    "prompt_list": allow(post=ADMIN),
+    "prompt_get": allow(post=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -29,4 +39,11 @@ urlpatterns = [
     path("<int:pk>/sync/", views.server_sync, name="server_sync"),
     path("<int:pk>/sync/progress/", views.server_sync_progress, name="server_sync_progress"),
     path("<int:pk>/tools/<int:tool_pk>/call/", views.tool_call, name="tool_call"),
+    path("<int:pk>/tools/", views.server_tools, name="server_tools"),
+    path("<int:pk>/history/", views.server_history, name="server_history"),
+    path("<int:pk>/ping/", views.server_ping, name="server_ping"),
+    path("<int:pk>/resources/", views.resource_list, name="resource_list"),
+    path("<int:pk>/resources/read/", views.resource_read, name="resource_read"),
+    path("<int:pk>/prompts/", views.prompt_list, name="prompt_list"),
+    path("<int:pk>/prompts/get/", views.prompt_get, name="prompt_get"),
 ]

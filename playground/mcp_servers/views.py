@@ -3,20 +3,24 @@ a "call this tool" form per tool. Viewers read; admins edit, test, sync and call
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.contrib import messages
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import ADMIN, VIEWER, role_required
-from playground.mcp_servers import selectors, services
-from playground.mcp_servers.connection import McpConnectionError, check_connection
+from playground.access import ADMIN, VIEWER, has_role, role_required
+from mcp.shared.exceptions import MCPError
+
+from playground.mcp_servers import selectors, server_log, services
+from playground.mcp_servers.connection import McpConnection, McpConnectionError, check_connection, shown_contents
 from playground.mcp_servers.executor import call_registered_tool
-from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, ToolCallForm
-from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, ToolCallForm
+from playground.mcp_servers.models import McpCallRecord, McpServer
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool
 from playground.mcp_servers.transports import ServerConfig
@@ -88,8 +92,9 @@ def session_pool_discard(server_id: int) -> None:
 def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     name = server.name
-    server.delete()  # its tool rows go with it (FK cascade)
+    server.delete()  # its tool rows and call history go with it (FK cascade)
     session_pool_discard(pk)
+    server_log.forget(pk)
     messages.success(request, f"Server {name} and its tools were removed.")
     return redirect("mcp_servers:server_list")
 
@@ -116,6 +121,9 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "masked_env": _masked(server.env),
             "masked_headers": _masked(server.headers),
             "config": ServerConfig.from_server(server),
+            # The live log and the history show what the server printed and returned: admins only.
+            "log_lines": server_log.recent_lines(server.pk) if has_role(request.user, ADMIN) else [],
+            "history": _history(server) if has_role(request.user, ADMIN) else [],
         },
     )
 
@@ -178,6 +186,12 @@ def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
     if form.is_valid():
         arguments = form.cleaned_data["arguments"]
         outcome, raw = call_registered_tool(server, tool.name, arguments, timeout=form.cleaned_data["timeout"])
+        server_log.record_call(
+            server, kind=McpCallRecord.Kind.TOOL, name=tool.name, arguments=arguments, ok=not outcome.is_error,
+            result=outcome.content if outcome.structured is None else {"content": outcome.content, "structured": outcome.structured},
+            duration_ms=outcome.duration_ms, user=request.user,
+        )
+        context["history"] = _history(server)
         context.update(
             outcome=outcome,
             raw=raw,
@@ -187,3 +201,160 @@ def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
         )
     template = "mcp_servers/_tool_call_result.html" if request.htmx else "mcp_servers/tool_call_page.html"
     return render(request, template, context)
+
+
+# --- the workbench: tool table refresh, ping, resources, prompts, history -----------------------
+# Ping, listing and reading resources and getting prompts all run the server's code (a stdio
+# server is started on this host), so they need the role that may call tools: admin.
+
+HISTORY_SHOWN = 20
+
+
+def _history(server: McpServer) -> list[McpCallRecord]:
+    return list(server.call_records.all()[:HISTORY_SHOWN])
+
+
+@role_required(VIEWER)
+@require_safe
+def server_tools(request: HttpRequest, pk: int) -> HttpResponse:
+    """The tool table alone: fetched again by a detail page when a sync changed the tools."""
+    server = get_object_or_404(McpServer, pk=pk)
+    return render(request, "mcp_servers/_tool_table.html", {"server": server, "tools": _tools_with_call_forms(server)})
+
+
+@admin_only
+@require_safe
+def server_history(request: HttpRequest, pk: int) -> HttpResponse:
+    server = get_object_or_404(McpServer, pk=pk)
+    return render(request, "mcp_servers/_history.html", {"server": server, "history": _history(server)})
+
+
+def _workbench(
+    request: HttpRequest,
+    server: McpServer,
+    *,
+    kind: str,
+    name: str,
+    arguments: dict[str, Any] | None,
+    operation: Callable[[McpConnection], Awaitable[Any]],
+    summary: Callable[[Any], Any] = lambda value: value,
+) -> dict[str, Any]:
+    """Run one workbench operation on the server's pooled session; keep it in the history and keep
+    the shown status true (a server that died under the call is Failed). Never raises for server trouble."""
+    started = time.perf_counter()
+    value: Any = None
+    error = ""
+    if not server.enabled:
+        error = f"MCP server {server.name!r} is disabled: enable it to use the workbench."
+    else:
+        try:
+            value = session_pool().run(server.pk, ServerConfig.from_server(server), operation)
+            services.note_call_outcome(server, None)
+        except McpConnectionError as exc:
+            error = scrub_for(server, str(exc))
+            services.note_call_outcome(server, exc)
+        except MCPError as exc:  # the server answered with an error (unknown resource, bad arguments)
+            error = scrub_for(server, f"the server answered with error {exc.code}: {exc}")
+    duration_ms = (time.perf_counter() - started) * 1000
+    server_log.record_call(
+        server, kind=kind, name=name, arguments=arguments, ok=not error,
+        result=error or summary(value), duration_ms=duration_ms, user=request.user,
+    )
+    return {"server": server, "value": value, "error": error, "duration_ms": duration_ms, "history": _history(server)}
+
+
+@admin_only
+@require_POST
+def server_ping(request: HttpRequest, pk: int) -> HttpResponse:
+    server = get_object_or_404(McpServer, pk=pk)
+
+    async def ping(connection: McpConnection) -> float:
+        return await connection.timed_ping()
+
+    context = _workbench(request, server, kind=McpCallRecord.Kind.PING, name="ping", arguments=None, operation=ping,
+                         summary=lambda ms: f"round trip {ms:.1f} ms")
+    return render(request, "mcp_servers/_ping_result.html", context)
+
+
+async def _listing(connection: McpConnection, what: str) -> dict[str, Any]:
+    """Resources or prompts, or None when the server's capabilities leave them out (not an error)."""
+    if not connection.capabilities[what]:
+        return {"supported": False, "items": []}
+    items = await (connection.list_resources() if what == "resources" else connection.list_prompts())
+    return {"supported": True, "items": items}
+
+
+def _listing_summary(what: str):
+    return lambda value: f"{len(value['items'])} {what}" if value["supported"] else f"the server offers no {what}"
+
+
+@admin_only
+@require_POST
+def resource_list(request: HttpRequest, pk: int) -> HttpResponse:
+    server = get_object_or_404(McpServer, pk=pk)
+    context = _workbench(request, server, kind=McpCallRecord.Kind.LIST, name="resources/list", arguments=None,
+                         operation=lambda c: _listing(c, "resources"), summary=_listing_summary("resources"))
+    return render(request, "mcp_servers/_resources.html", context)
+
+
+@admin_only
+@require_POST
+def resource_read(request: HttpRequest, pk: int) -> HttpResponse:
+    server = get_object_or_404(McpServer, pk=pk)
+    uri = request.POST.get("uri", "").strip()
+    if not uri or len(uri) > 2000:
+        return HttpResponseBadRequest("Give the resource's uri (at most 2000 characters).")
+
+    async def read(connection: McpConnection) -> list[dict[str, Any]]:
+        return shown_contents(await connection.read_resource(uri))
+
+    def summary(contents: list[dict[str, Any]]) -> Any:
+        return [{k: v for k, v in item.items() if k != "image_data"} for item in contents]
+
+    context = _workbench(request, server, kind=McpCallRecord.Kind.RESOURCE, name=uri, arguments={"uri": uri},
+                         operation=read, summary=summary)
+    context["uri"] = uri
+    return render(request, "mcp_servers/_resource_contents.html", context)
+
+
+@admin_only
+@require_POST
+def prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
+    server = get_object_or_404(McpServer, pk=pk)
+    context = _workbench(request, server, kind=McpCallRecord.Kind.LIST, name="prompts/list", arguments=None,
+                         operation=lambda c: _listing(c, "prompts"), summary=_listing_summary("prompts"))
+    if context["value"]:
+        for index, prompt in enumerate(context["value"]["items"]):
+            prompt["form"] = PromptArgumentsForm(prompt.get("arguments") or [], auto_id=f"prompt{index}-%s")
+            prompt["arguments_json"] = json.dumps(prompt.get("arguments") or [])
+    return render(request, "mcp_servers/_prompts.html", context)
+
+
+@admin_only
+@require_POST
+def prompt_get(request: HttpRequest, pk: int) -> HttpResponse:
+    """Get one prompt; the page sends the prompt's declared arguments back, so the form is checked
+    here (required ones filled) before the server is asked."""
+    server = get_object_or_404(McpServer, pk=pk)
+    name = request.POST.get("name", "").strip()
+    try:
+        declared = json.loads(request.POST.get("declared", "[]") or "[]")
+        if not isinstance(declared, list) or not all(isinstance(a, dict) for a in declared):
+            raise ValueError
+    except ValueError:
+        return HttpResponseBadRequest("declared must be the prompt's argument list as JSON.")
+    if not name or len(name) > 500:
+        return HttpResponseBadRequest("Give the prompt's name.")
+    form = PromptArgumentsForm(declared, request.POST)
+    if not form.is_valid():
+        # htmx swaps only 2xx answers: the page gets the errors with a 200, any other client a 400.
+        return render(request, "mcp_servers/_prompt_result.html", {"server": server, "name": name, "form": form},
+                      status=200 if request.htmx else 400)
+    arguments = form.arguments()
+
+    async def get(connection: McpConnection) -> dict[str, Any]:
+        return await connection.get_prompt(name, arguments)
+
+    context = _workbench(request, server, kind=McpCallRecord.Kind.PROMPT, name=name, arguments=arguments, operation=get)
+    context.update(name=name, form=form, result_json=json.dumps(context["value"], indent=2, ensure_ascii=False) if context["value"] else "")
+    return render(request, "mcp_servers/_prompt_result.html", context)

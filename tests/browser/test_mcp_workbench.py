@@ -1,0 +1,67 @@
+"""The MCP workbench in Chromium against the live server (daphne + a Celery worker): a server added
+through the form shows its tools and status without a reload; ping, a resource listed and read, a
+prompt got with an argument, a stderr line arriving live in the server log, the call history, and
+a crash turning the badge to Failed — all without reloading the page."""
+from __future__ import annotations
+
+import sys
+
+from tests.browser.conftest import screenshot
+
+
+def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
+    page = logged_in_page
+    page.goto("/mcp/new/")
+    page.wait_for_selector("body[data-page=mcp-server-form]")
+    page.fill("[name=name]", "demo")
+    page.select_option("[name=transport]", "stdio")
+    page.fill("[name=command]", sys.executable)
+    page.fill("[name=args_text]", "-m\nplayground.mcp_servers.demo_server")
+    page.click("[data-testid=save-server]")
+    page.wait_for_selector("body[data-page=mcp-server-detail]")
+
+    # The first sync runs on the worker; the page follows it: status and tool table, no reload.
+    page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (8)'",
+                           timeout=60_000)
+    assert page.locator("[data-testid=tool-row]").count() == 8
+
+    page.click("[data-testid=ping]")
+    outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
+    assert float(page.locator("[data-testid=ping-ms]").inner_text()) > 0, outcome.inner_text()
+
+    page.click("[data-testid=list-resources]")
+    page.wait_for_selector("[data-testid=resource-row][data-uri='demo://readme']")
+    page.click("[data-testid=resource-row][data-uri='demo://readme'] [data-testid=read-resource]")
+    page.wait_for_selector("[data-testid=resource-outcome][data-ok=true][data-uri='demo://readme']")
+    assert "# playground-demo" in page.locator("[data-testid=resource-text]").inner_text()
+
+    page.click("[data-testid=list-prompts]")
+    form = page.wait_for_selector("[data-testid=prompt-form][data-prompt=plan_trip]")
+    form.query_selector("[name=parg__city]").fill("Tokyo")
+    form.query_selector("[data-testid=get-prompt]").click()
+    page.wait_for_selector("[data-testid=prompt-outcome][data-ok=true]")
+    assert "Plan a 2-day trip to Tokyo" in page.locator("[data-testid=prompt-message]").first.inner_text()
+
+    # A tool call makes the server write to stderr: the line arrives in the log pane over the socket.
+    assert page.locator("[data-testid=log-line]", has_text="echo called with").count() == 0
+    page.click("[data-testid=tool-row][data-tool=mcp__demo__echo] summary")
+    call_form = page.locator("[data-testid=call-form][data-tool=mcp__demo__echo]")
+    call_form.locator("input[name$=arg__text]").fill("hello workbench")
+    call_form.locator("[data-testid=call-tool]").click()
+    page.wait_for_selector("[data-testid=call-outcome][data-ok=true]")
+    page.locator("[data-testid=log-line][data-source=stderr]", has_text="echo called with 15 characters").wait_for()
+    page.locator("[data-testid=log-line][data-source='log:info']", has_text="echo: hello workbench").wait_for()
+
+    history = page.locator("[data-testid=history-row]")
+    kinds = history.evaluate_all("rows => rows.map(r => r.dataset.kind)")
+    assert kinds[:5] == ["tool", "prompt", "list", "resource", "list"] and "ping" in kinds, kinds
+    assert '"text": "hello workbench"' in page.locator("[data-testid=history-arguments]").first.inner_text()  # JSON, not a repr
+    screenshot(page, "mcp-workbench")
+
+    # A crash: the badge leaves "Connected" without a reload.
+    page.click("[data-testid=tool-row][data-tool=mcp__demo__crash] summary")
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__crash] [data-testid=call-tool]").click()
+    page.wait_for_selector("[data-testid=call-form][data-tool=mcp__demo__crash] [data-testid=call-outcome][data-ok=false]")
+    page.wait_for_selector("h1 [data-testid=server-status][data-status=failed]")
+    screenshot(page, "mcp-workbench-after-crash")
