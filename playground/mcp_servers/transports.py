@@ -142,19 +142,6 @@ class StdioTransport(McpTransport):
             return "", offset
         return data.decode("utf-8", errors="replace"), offset + len(data)
 
-    MAX_READ_BYTES = 64 * 1024
-
-    def read_stderr(self, offset: int) -> tuple[str, int]:
-        # pread leaves the shared file offset alone: the child writes through the same open file.
-        if self._stderr is None:
-            return "", offset
-        try:
-            self._stderr.flush()
-            data = os.pread(self._stderr.fileno(), self.MAX_READ_BYTES, offset)
-        except (OSError, ValueError):
-            return "", offset
-        return data.decode("utf-8", errors="replace"), offset + len(data)
-
     def diagnostics(self) -> str:
         tail = self._read_stderr_tail() if self._stderr is not None else getattr(self, "_stderr_tail", "")
         return f"server stderr (last lines):\n{tail}" if tail else ""
