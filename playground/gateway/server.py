@@ -23,6 +23,7 @@ from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 
 logger = logging.getLogger(__name__)
+denials = logging.getLogger("playground.gateway")  # the endpoint's refusals log here too
 
 SERVER_NAME = "toolsearch-playground-gateway"
 PROMPT_POLL_SECONDS = 0.5
@@ -96,6 +97,18 @@ def record_session_closed(session_id: str) -> None:
         record_event(session.pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "client"})
 
 
+def _record_call(session: GatewaySession | int, info: dict[str, Any], event: dict[str, Any]) -> None:
+    """Save a call's event; a refused call (a deny rule, a person's "deny", nobody answering, a tool
+    the session may not call) is also logged, with the token's row and prefix, never its secret."""
+    session_pk = session if isinstance(session, int) else session.pk
+    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, event)
+    if event.get("refused"):
+        denials.warning("MCP gateway refused a call of %s in session #%s on profile %s (%s): permission %s%s — %s",
+                        event.get("name"), session_pk, info.get("profile_id"), info.get("token", "no token"),
+                        event.get("permission"), f", answer {event['answer']}" if event.get("answer") else "",
+                        str(event.get("summary", ""))[:200])
+
+
 def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> list[dict[str, Any]]:
     session = _open_session(session_id, info, client)
     view = service.profile_view(info["profile_id"])
@@ -123,7 +136,7 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
         prompt = service.open_prompt(session, planned)
         return [], False, [], (session.pk, planned, prompt.pk)
     call = service.refuse(planned) if planned.refusal else service.execute(planned)
-    record_event(session.pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    _record_call(session, info, call.event)
     return call.content, call.is_error, [], None
 
 
@@ -138,10 +151,10 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
                                   via=planned.via)
         if again.refusal is not None:
             call = service.refuse(again, answer=status)
-            record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+            _record_call(session_pk, info, call.event)
             return call.content, call.is_error
     call = service.finish_prompted_call(planned, status)
-    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    _record_call(session_pk, info, call.event)
     return call.content, call.is_error
 
 

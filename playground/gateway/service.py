@@ -12,6 +12,7 @@ through the registry's adapter.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,34 @@ FOUND_HINT = (
 )
 # Result summaries in events are cut: a big file read is not worth keeping twice.
 SUMMARY_CHARS = 500
+# Only a search reads what conversations learned (tools/list and calls never do). A burst of
+# searches shares one read of the usage log's version for this long: a conversation that just
+# finished teaches the gateway's searches a few seconds later, not at once.
+USAGE_TTL_SECONDS = 10.0
+
+_usage_lock = threading.Lock()
+_usage_cache: tuple[float, Any] | None = None
+
+
+def learned_usage() -> Any:
+    """The conversations' usage log, re-read (its version: one aggregate query) at most every
+    USAGE_TTL_SECONDS per process."""
+    global _usage_cache
+    now = time.monotonic()
+    with _usage_lock:
+        if _usage_cache is not None and now - _usage_cache[0] < USAGE_TTL_SECONDS:
+            return _usage_cache[1]
+    usage = conversations_usage_log()
+    with _usage_lock:
+        _usage_cache = (now, usage)
+    return usage
+
+
+def reset_usage_cache() -> None:
+    """For tests: forget the cached usage log."""
+    global _usage_cache
+    with _usage_lock:
+        _usage_cache = None
 
 
 @dataclass
@@ -124,13 +153,16 @@ def profile_view(profile_id: int) -> ProfileView:
     turn = plan_turn(
         catalog, policy, agent_settings, ConversationState(),
         token_counter=adapter.token_counter(), backend=adapter.search_backend(agent_settings.backend),
-        pending_mcp_servers=adapter.pending_mcp_servers(), usage=conversations_usage_log(),
+        pending_mcp_servers=adapter.pending_mcp_servers(),
     )
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
 
 
 def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
-    """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError)."""
+    """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError),
+    with what conversations learned (read here, not when the view is built: lists and calls need none)."""
+    if view.turn.usage is None:
+        view.turn.usage = learned_usage()
     return view.turn.run_tool_search(arguments)
 
 

@@ -73,6 +73,7 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
 @pytest.fixture
 def gateway_world(transactional_db, settings):
     """A profile with tool search on, its tools, and a token for it."""
+    from playground.gateway.service import reset_usage_cache
     from playground.gateway.tokens import issue_token
     from playground.registry import adapter
     from playground.registry.models import AgentProfile, Tool
@@ -95,6 +96,7 @@ def gateway_world(transactional_db, settings):
     token_row, token = issue_token(profile, "pytest client")
     _, other_token = issue_token(other, "other client")
     adapter.reset_caches()
+    reset_usage_cache()
     yield {"profile": profile, "other": other, "token": token, "token_row": token_row, "other_token": other_token}
     adapter.reset_caches()
     wait_for_the_live_server_to_let_go()

@@ -38,7 +38,7 @@ def test_a_revoked_token_opens_nothing(admin_client, profile):
     admin_client.post(f"/gateway/tokens/{row.pk}/revoke/")
     row.refresh_from_db()
     assert row.revoked_at is not None
-    assert authenticate(profile.pk, f"Bearer {secret}") == (None, f"revoked token #{row.pk} (laptop)")
+    assert authenticate(profile.pk, f"Bearer {secret}") == (None, f"revoked token #{row.pk} (laptop, {row.prefix}…)")
 
 
 def test_a_token_opens_only_its_own_profile(profile):
