@@ -123,3 +123,20 @@ def wait_for_the_live_server_to_let_go(deadline_s: float = 15.0) -> None:
                 return
             time.sleep(0.1)
         cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({busy}) AS held")
+
+
+@pytest.fixture
+def redis_layer(settings):
+    """The real channel layer (Redis, this run's prefix): a saved event's broadcast goes from the
+    process's sender to the consumers through it (two in-memory layers would never meet)."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": os.environ["CHANNELS_PREFIX"]},
+        }
+    }
+    channel_layers.backends.clear()
+    yield settings.REDIS_URL
+    channel_layers.backends.clear()
