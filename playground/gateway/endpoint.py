@@ -2,14 +2,16 @@
 
 Every request is checked before the MCP SDK sees it: the Host header against ALLOWED_HOSTS and a
 browser's Origin against GATEWAY_ALLOWED_ORIGINS (the MCP spec asks servers to validate Origin
-against DNS rebinding), then the bearer token against the profile's live tokens. A refusal is
-answered with 403 or 401 and logged with the reason, never with the token.
+against DNS rebinding), then the bearer token against the profile's live tokens, then the token's
+rate limit (ratelimit.py). A refusal is answered with 403, 401 or 429 and logged with the reason
+and the token's row and prefix, never with the token.
 
 The SDK's session manager needs a task group that outlives single requests (sessions' server
 tasks run in it). Daphne, which `make run` starts, never runs the ASGI lifespan protocol, so the
 manager is started lazily: the first request creates a long-lived task on the server's event loop
 that enters `manager.run()` and stays inside it. A manager belongs to one event loop; a request
-on another loop (tests that run several) gets a fresh one.
+on another loop (tests that run several) gets a fresh one. The manager is the SDK's, able to take
+over a session another process opened (manager.py).
 """
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from playground.gateway.manager import ResumingSessionManager
 from playground.gateway.ratelimit import RateLimiter
 from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
 from playground.gateway.tokens import authenticate, describe, identify
@@ -78,13 +80,13 @@ class GatewayEndpoint:
 
     def __init__(self) -> None:
         self.server = build_server()
-        self._manager: StreamableHTTPSessionManager | None = None
+        self._manager: ResumingSessionManager | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._holder: asyncio.Task | None = None
         self.rate_limiter = RateLimiter()
 
-    async def manager(self) -> StreamableHTTPSessionManager:
+    async def manager(self) -> ResumingSessionManager:
         loop = asyncio.get_running_loop()
         if self._manager is not None and self._loop is loop and self._holder is not None and not self._holder.done():
             return self._manager
@@ -93,7 +95,7 @@ class GatewayEndpoint:
         async with self._lock:
             if self._manager is not None and self._holder is not None and not self._holder.done():
                 return self._manager
-            manager = StreamableHTTPSessionManager(
+            manager = ResumingSessionManager(
                 app=self.server, session_idle_timeout=settings.GATEWAY_SESSION_IDLE_SECONDS,
             )
             started = asyncio.Event()

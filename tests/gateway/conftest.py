@@ -29,10 +29,9 @@ class LiveGateway:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture(scope="session")
-def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+def start_live_gateway(tmp_path_factory, name: str):
     """Daphne serving playground.asgi:application: the gateway has to start its session manager
-    lazily there, since Daphne runs no ASGI lifespan."""
+    lazily there, since Daphne runs no ASGI lifespan. A generator: yields the server, then stops it."""
     from django.db import connection
 
     from playground.runner.embedded_redis import free_port
@@ -40,7 +39,7 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
     from playground.runner.main import web_command
 
     port = free_port()
-    log = tmp_path_factory.mktemp("gateway") / "web.log"
+    log = tmp_path_factory.mktemp(name) / "web.log"
     env = {
         **os.environ,
         "DATABASE_URL": database_url_for(connection.settings_dict),
@@ -68,6 +67,17 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from start_live_gateway(tmp_path_factory, "gateway")
+
+
+@pytest.fixture(scope="session")
+def second_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Another web process on the same database and Redis, as a second node behind a balancer."""
+    yield from start_live_gateway(tmp_path_factory, "gateway-node-b")
 
 
 @pytest.fixture
