@@ -260,3 +260,7 @@ GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECOND
 # A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
 # request stays open meanwhile); 0 refuses such calls at once.
 GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)
+# Requests per token and window, counted in Redis (shared by every web process); over it, 429 with
+# Retry-After. 0 turns the limit off.
+GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)
+GATEWAY_RATE_LIMIT_WINDOW_SECONDS = float(os.environ.get("GATEWAY_RATE_LIMIT_WINDOW_SECONDS") or 60)

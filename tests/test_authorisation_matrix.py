@@ -169,10 +169,11 @@ def build_world(django_user_model) -> World:
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
-        "gateway:session_detail": {"pk": session.pk}, "gateway:session_events": {"pk": session.pk},
+        "gateway:session_detail": {"pk": session.pk},
         "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},
         "ws/mcp/status/<int:server_id>/": {"server_id": server.pk},
+        "ws/gateway/sessions/<int:pk>/": {"pk": session.pk},
     }
     return World(users, objects)
 

@@ -2,14 +2,16 @@
 
 Every request is checked before the MCP SDK sees it: the Host header against ALLOWED_HOSTS and a
 browser's Origin against GATEWAY_ALLOWED_ORIGINS (the MCP spec asks servers to validate Origin
-against DNS rebinding), then the bearer token against the profile's live tokens. A refusal is
-answered with 403 or 401 and logged with the reason, never with the token.
+against DNS rebinding), then the bearer token against the profile's live tokens, then the token's
+rate limit (ratelimit.py). A refusal is answered with 403, 401 or 429 and logged with the reason
+and the token's row and prefix, never with the token.
 
 The SDK's session manager needs a task group that outlives single requests (sessions' server
 tasks run in it). Daphne, which `make run` starts, never runs the ASGI lifespan protocol, so the
 manager is started lazily: the first request creates a long-lived task on the server's event loop
 that enters `manager.run()` and stays inside it. A manager belongs to one event loop; a request
-on another loop (tests that run several) gets a fresh one.
+on another loop (tests that run several) gets a fresh one. The manager is the SDK's, able to take
+over a session another process opened (manager.py).
 """
 from __future__ import annotations
 
@@ -23,11 +25,12 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from playground.gateway.manager import ResumingSessionManager
+from playground.gateway.ratelimit import RateLimiter
 from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
-from playground.gateway.tokens import authenticate
+from playground.gateway.tokens import authenticate, describe, identify
 
 logger = logging.getLogger("playground.gateway")
 
@@ -55,8 +58,18 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-async def _respond(send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600 if status < 500 else -32603, "message": message}}).encode()
+# JSON-RPC error codes of refusals: the SDK's own for a bad request; the one MCP servers commonly
+# use for "rate limited" (implementation-defined range), with the wait in `data`.
+INVALID_REQUEST = -32600
+RATE_LIMITED = -32029
+
+
+async def _respond(send, status: int, message: str, extra_headers: list[tuple[bytes, bytes]] = (), *,
+                   code: int | None = None, data: dict[str, Any] | None = None) -> None:
+    error: dict[str, Any] = {"code": code if code is not None else (INVALID_REQUEST if status < 500 else -32603), "message": message}
+    if data is not None:
+        error["data"] = data
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -67,12 +80,13 @@ class GatewayEndpoint:
 
     def __init__(self) -> None:
         self.server = build_server()
-        self._manager: StreamableHTTPSessionManager | None = None
+        self._manager: ResumingSessionManager | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
         self._holder: asyncio.Task | None = None
+        self.rate_limiter = RateLimiter()
 
-    async def manager(self) -> StreamableHTTPSessionManager:
+    async def manager(self) -> ResumingSessionManager:
         loop = asyncio.get_running_loop()
         if self._manager is not None and self._loop is loop and self._holder is not None and not self._holder.done():
             return self._manager
@@ -81,7 +95,7 @@ class GatewayEndpoint:
         async with self._lock:
             if self._manager is not None and self._holder is not None and not self._holder.done():
                 return self._manager
-            manager = StreamableHTTPSessionManager(
+            manager = ResumingSessionManager(
                 app=self.server, session_idle_timeout=settings.GATEWAY_SESSION_IDLE_SECONDS,
             )
             started = asyncio.Event()
@@ -112,32 +126,47 @@ class GatewayEndpoint:
         headers = _headers(scope)
         client = (scope.get("client") or ("?", 0))[0]
 
-        def refuse(reason: str) -> None:
-            logger.warning("MCP gateway refused %s %s from %s: %s", scope.get("method"), scope.get("path"), client, reason)
+        def refuse(reason: str, who: str) -> None:
+            # Every refusal, with whose token it was (row, name, shown prefix), never the token.
+            logger.warning("MCP gateway refused %s %s from %s (%s): %s",
+                           scope.get("method"), scope.get("path"), client, who, reason)
 
         host, _port = split_domain_port(headers.get("host", ""))
         if not host or not validate_host(host, settings.ALLOWED_HOSTS):
-            refuse(f"Host {headers.get('host', '')!r} is not in ALLOWED_HOSTS")
+            refuse(f"Host {headers.get('host', '')!r} is not in ALLOWED_HOSTS", await in_thread(identify)(headers.get("authorization")))
             await _respond(send, 403, "Forbidden: Host not allowed")
             return
         origin = headers.get("origin")
         if origin and not origin_allowed(origin, settings.GATEWAY_ALLOWED_ORIGINS):
-            refuse(f"Origin {origin!r} is not in GATEWAY_ALLOWED_ORIGINS")
+            refuse(f"Origin {origin!r} is not in GATEWAY_ALLOWED_ORIGINS", await in_thread(identify)(headers.get("authorization")))
             await _respond(send, 403, "Forbidden: Origin not allowed")
             return
         token, why = await in_thread(authenticate)(profile_id, headers.get("authorization"))
         if token is None:
-            refuse(f"profile {profile_id}: {why}")
+            refuse(f"profile {profile_id}: {why}", "token check failed")
             await _respond(send, 401, "Unauthorized: a valid bearer token for this profile is required",
                            [(b"www-authenticate", b'Bearer realm="toolsearch-gateway"')])
             return
+        verdict = await self.rate_limiter.hit(token.pk)
+        if not verdict.allowed:
+            refuse(f"rate limit: {verdict.count} requests in the current window of "
+                   f"{settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS:g} s (limit {verdict.limit})", describe(token))
+            await _respond(
+                send, 429, f"Too many requests for this token: at most {verdict.limit} per "
+                f"{settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS:g} s. Retry after {verdict.retry_after} s.",
+                [(b"retry-after", str(verdict.retry_after).encode())],
+                code=RATE_LIMITED, data={"retry_after_seconds": verdict.retry_after, "limit": verdict.limit,
+                                         "window_seconds": settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS},
+            )
+            return
         if headers.get("mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS:
             # The sessionless protocol has no Mcp-Session-Id to keep discovered tools under.
-            refuse(f"profile {profile_id}: protocol version {headers['mcp-protocol-version']} (sessionless) is not served")
+            refuse(f"profile {profile_id}: protocol version {headers['mcp-protocol-version']} (sessionless) is not served",
+                   describe(token))
             await _respond(send, 400, "This gateway serves the session (initialize handshake) protocol versions only")
             return
         scope = dict(scope)
-        scope[SCOPE_KEY] = {"profile_id": profile_id, "token_id": token.pk}
+        scope[SCOPE_KEY] = {"profile_id": profile_id, "token_id": token.pk, "token": describe(token)}
         # The SDK binds each session to the credential that opened it: another token (or another
         # profile's URL) cannot use it, the session answers 404 as if it did not exist.
         scope["user"] = AuthenticatedUser(AccessToken(

@@ -1,9 +1,9 @@
 """Recording what happens in a gateway session: the only way a `GatewayEvent` is created.
 
 As for conversations, the next per-session sequence number is taken under a row lock and the row
-is saved before anyone can see it. Nothing is pushed: the session's page asks for the rows after
-the last sequence it shows, so a reload and a page following the session live show the same events
-in the same order.
+is saved before anyone can see it; once the transaction commits, the session's open pages are told
+(broadcast.py) and read the new rows themselves. A reload, a reconnect and a page watching live
+show the same events in the same order.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from playground.gateway.broadcast import broadcast_event
 from playground.gateway.models import GatewayEvent, GatewaySession
 
 
@@ -24,4 +25,5 @@ def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> Gateway
         # Every request of a session records an event: the list page's "last seen" follows from it.
         GatewaySession.objects.filter(pk=session_pk).update(next_sequence=F("next_sequence") + 1, last_seen_at=timezone.now())
         event = GatewayEvent.objects.create(session_id=session_pk, sequence=sequence, type=type, payload=payload)
+        transaction.on_commit(lambda: broadcast_event(session_pk, sequence))
     return event

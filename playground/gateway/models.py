@@ -42,6 +42,12 @@ class GatewaySession(models.Model):
     client_version = models.CharField(max_length=100, blank=True)
     protocol_version = models.CharField(max_length=40, blank=True)
     discovered_tools = models.JSONField(default=list, blank=True)
+    # The client's initialize params (capabilities, clientInfo) and the version the handshake
+    # settled on: with them another web process can take the session over after a reconnect
+    # (manager.py), without a new handshake.
+    initialize_params = models.JSONField(default=dict, blank=True)
+    negotiated_version = models.CharField(max_length=40, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
     next_sequence = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(auto_now=True)

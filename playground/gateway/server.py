@@ -16,13 +16,16 @@ import anyio
 import mcp_types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.utils import timezone
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
 
 from playground.gateway import service
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 
 logger = logging.getLogger(__name__)
+denials = logging.getLogger("playground.gateway")  # the endpoint's refusals log here too
 
 SERVER_NAME = "toolsearch-playground-gateway"
 PROMPT_POLL_SECONDS = 0.5
@@ -67,9 +70,18 @@ def _client_info(ctx) -> tuple[str, str, str]:
     return (info.name if info else ""), (info.version if info else ""), params.protocol_version or ""
 
 
+class SessionClosed(Exception):
+    """The client ended this session (on this or another web process): it serves nothing more."""
+
+
+SESSION_CLOSED_MESSAGE = "This MCP session was closed by its client; initialize a new session."
+
+
 # -- synchronous parts (run in threads) -------------------------------------------------------------
-def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> GatewaySession:
-    """The session's row, created on its first message (normally initialize) with the client's name."""
+def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str, str],
+                  handshake: dict[str, Any] | None = None) -> GatewaySession:
+    """The session's row, created on its first message (normally initialize) with the client's name.
+    `handshake` ({"params", "version"}, from initialize) is kept so another process can resume it."""
     name, version, protocol = client
     session, created = GatewaySession.objects.get_or_create(
         session_id=session_id,
@@ -78,6 +90,11 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     )
     if session.profile_id != info["profile_id"]:
         raise PermissionError("this MCP session belongs to another profile")
+    if session.closed_at is not None:
+        raise SessionClosed(SESSION_CLOSED_MESSAGE)
+    if handshake is not None:
+        GatewaySession.objects.filter(pk=session.pk).update(
+            initialize_params=handshake["params"], negotiated_version=str(handshake["version"])[:40])
     if created:
         record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {
             "client_name": name, "client_version": version, "protocol_version": protocol,
@@ -91,9 +108,36 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
 
 def record_session_closed(session_id: str) -> None:
     """The client ended the session (HTTP DELETE): its page says so."""
-    session = GatewaySession.objects.filter(session_id=session_id).first()
+    session = GatewaySession.objects.filter(session_id=session_id, closed_at__isnull=True).first()
     if session is not None:
+        # Marked closed first: a process still holding the session (or asked to resume it) stops serving it.
+        GatewaySession.objects.filter(pk=session.pk).update(closed_at=timezone.now())
         record_event(session.pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "client"})
+
+
+def resumable_session(session_id: str, profile_id: int, token_id: int) -> tuple[dict[str, Any], str] | None:
+    """(initialize params, negotiated version) of a session this process does not hold but may take
+    over: opened by the same token on the same profile, not closed, active within the idle timeout,
+    and its handshake recorded. None otherwise (the client then gets 404 and initializes anew)."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=settings.GATEWAY_SESSION_IDLE_SECONDS)
+    row = (GatewaySession.objects.filter(session_id=session_id, profile_id=profile_id, token_id=token_id,
+                                          closed_at__isnull=True, last_seen_at__gte=cutoff)
+           .exclude(negotiated_version="").values_list("initialize_params", "negotiated_version").first())
+    if row is None or not isinstance(row[0], dict) or not row[0]:
+        return None
+    return row[0], row[1]
+
+
+def _record_call(session: GatewaySession | int, info: dict[str, Any], event: dict[str, Any]) -> None:
+    """Save a call's event; a refused call (a deny rule, a person's "deny", nobody answering, a tool
+    the session may not call) is also logged, with the token's row and prefix, never its secret."""
+    session_pk = session if isinstance(session, int) else session.pk
+    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, event)
+    if event.get("refused"):
+        denials.warning("MCP gateway refused a call of %s in session #%s on profile %s (%s): permission %s%s — %s",
+                        event.get("name"), session_pk, info.get("profile_id"), info.get("token", "no token"),
+                        event.get("permission"), f", answer {event['answer']}" if event.get("answer") else "",
+                        str(event.get("summary", ""))[:200])
 
 
 def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> list[dict[str, Any]]:
@@ -123,7 +167,7 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
         prompt = service.open_prompt(session, planned)
         return [], False, [], (session.pk, planned, prompt.pk)
     call = service.refuse(planned) if planned.refusal else service.execute(planned)
-    record_event(session.pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    _record_call(session, info, call.event)
     return call.content, call.is_error, [], None
 
 
@@ -138,10 +182,10 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
                                   via=planned.via)
         if again.refusal is not None:
             call = service.refuse(again, answer=status)
-            record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+            _record_call(session_pk, info, call.event)
             return call.content, call.is_error
     call = service.finish_prompted_call(planned, status)
-    record_event(session_pk, GatewayEvent.Type.TOOL_CALL, call.event)
+    _record_call(session_pk, info, call.event)
     return call.content, call.is_error
 
 
@@ -176,7 +220,10 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
     session_id = _session_id(ctx)
     if not session_id:
         raise RuntimeError("the gateway needs an MCP session (initialize first)")
-    tools = await in_thread(_list_tools)(session_id, info, _client_info(ctx))
+    try:
+        tools = await in_thread(_list_tools)(session_id, info, _client_info(ctx))
+    except SessionClosed as closed:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
     return types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
 
 
@@ -185,8 +232,11 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     session_id = _session_id(ctx)
     if not session_id:
         raise RuntimeError("the gateway needs an MCP session (initialize first)")
-    content, is_error, added, waiting = await in_thread(_call)(
-        session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+    try:
+        content, is_error, added, waiting = await in_thread(_call)(
+            session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+    except SessionClosed as closed:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
     if waiting is not None:
         session_pk, planned, prompt_pk = waiting
         try:
@@ -216,9 +266,11 @@ class RecordInitialize:
                 client = params.get("clientInfo") or {}
                 session_id = _session_id(ctx)
                 if session_id:
+                    negotiated = result.get("protocolVersion") if isinstance(result, dict) else None
                     await in_thread(_open_session)(
                         session_id, _scope_info(ctx),
                         (str(client.get("name", "")), str(client.get("version", "")), str(params.get("protocolVersion", ""))),
+                        {"params": dict(params), "version": negotiated or params.get("protocolVersion", "")},
                     )
             except Exception:  # noqa: BLE001 - recording must never break the handshake
                 logger.exception("gateway: could not record a new session")

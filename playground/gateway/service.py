@@ -12,6 +12,7 @@ through the registry's adapter.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from playground.conversations.usage import usage_log as conversations_usage_log
 from playground.engine.execution import ToolOutcome
 from playground.engine.history import text_block
 from playground.engine.permissions import PermissionDecision, PermissionPolicy
@@ -63,6 +65,34 @@ FOUND_HINT = (
 )
 # Result summaries in events are cut: a big file read is not worth keeping twice.
 SUMMARY_CHARS = 500
+# Only a search reads what conversations learned (tools/list and calls never do). A burst of
+# searches shares one read of the usage log's version for this long: a conversation that just
+# finished teaches the gateway's searches a few seconds later, not at once.
+USAGE_TTL_SECONDS = 10.0
+
+_usage_lock = threading.Lock()
+_usage_cache: tuple[float, Any] | None = None
+
+
+def learned_usage() -> Any:
+    """The conversations' usage log, re-read (its version: one aggregate query) at most every
+    USAGE_TTL_SECONDS per process."""
+    global _usage_cache
+    now = time.monotonic()
+    with _usage_lock:
+        if _usage_cache is not None and now - _usage_cache[0] < USAGE_TTL_SECONDS:
+            return _usage_cache[1]
+    usage = conversations_usage_log()
+    with _usage_lock:
+        _usage_cache = (now, usage)
+    return usage
+
+
+def reset_usage_cache() -> None:
+    """For tests: forget the cached usage log."""
+    global _usage_cache
+    with _usage_lock:
+        _usage_cache = None
 
 
 @dataclass
@@ -117,16 +147,23 @@ class ProfileView:
 
 def profile_view(profile_id: int) -> ProfileView:
     profile = AgentProfile.objects.get(pk=profile_id)
-    catalog = adapter.profile_catalog(profile)
     policy = adapter.permission_policy(profile)
+    # The permission filter of the catalog, cached per (catalog, rules, profile) as the inspector's:
+    # filtering 700 tools again on every call cost more than the rest of the call path together.
+    catalog, filtered = adapter.filtered_catalog(profile, policy=policy)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
     agent_settings = adapter.agent_settings(profile, wire_style="client")
-    turn = adapter.plan_turn(catalog, policy, agent_settings, backend=backends.search_backend(agent_settings.backend))
+    # The usage log is read only when a search runs (learned_usage): lists and calls need none.
+    turn = adapter.plan_turn(catalog, policy, agent_settings, backend=backends.search_backend(agent_settings.backend),
+                             filtered=filtered, learn_from_usage=False)
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
 
 
 def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
-    """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError)."""
+    """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError),
+    with what conversations learned (read here, not when the view is built: lists and calls need none)."""
+    if view.turn.usage is None:
+        view.turn.usage = learned_usage()
     return view.turn.run_tool_search(arguments)
 
 

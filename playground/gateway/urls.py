@@ -11,7 +11,6 @@ app_name = "gateway"
 access_rules = {
     "session_list": allow(get=ADMIN),
     "session_detail": allow(get=ADMIN),
-    "session_events": allow(get=ADMIN),
     "prompt_answer": allow(post=ADMIN),
     "token_list": allow(get=ADMIN, post=ADMIN),
     "token_revoke": allow(post=ADMIN),
@@ -19,7 +18,6 @@ access_rules = {
 urlpatterns = [
     path("", views.session_list, name="session_list"),
     path("sessions/<int:pk>/", views.session_detail, name="session_detail"),
-    path("sessions/<int:pk>/events/", views.session_events, name="session_events"),
     path("prompts/<int:pk>/answer/", views.prompt_answer, name="prompt_answer"),
     path("tokens/", views.token_list, name="token_list"),
     path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),

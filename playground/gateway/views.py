@@ -6,13 +6,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.gateway.endpoint import endpoint_path
 from playground.gateway.forms import TokenForm
+from playground.gateway.fragments import pending_prompts
 from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
 from playground.gateway.service import answer_prompt
 from playground.gateway.tokens import issue_token, revoke_token
 from playground.access import ADMIN, role_required
 from playground.registry.models import AgentProfile
-
-EVENTS_PER_POLL = 200
 
 
 @role_required(ADMIN)
@@ -29,28 +28,8 @@ def session_detail(request, pk: int):
     events = list(session.events.order_by("sequence"))
     return render(request, "gateway/session_detail.html", {
         "session": session, "events": events, "after": events[-1].sequence if events else 0,
-        "pending": _pending_prompts(session),
+        "pending": pending_prompts(session),
     })
-
-
-@role_required(ADMIN)
-@require_safe
-def session_events(request, pk: int):
-    """Events after `?after=N`, and a new poller: the detail page follows a live session with it."""
-    session = get_object_or_404(GatewaySession, pk=pk)
-    try:
-        after = int(request.GET.get("after", "0"))
-    except ValueError:
-        after = 0
-    events = list(session.events.filter(sequence__gt=after).order_by("sequence")[:EVENTS_PER_POLL])
-    return render(request, "gateway/_events_poll.html", {
-        "session": session, "events": events, "after": events[-1].sequence if events else after,
-        "pending": _pending_prompts(session),
-    })
-
-
-def _pending_prompts(session: GatewaySession) -> set[int]:
-    return set(session.prompts.filter(status=GatewayPrompt.Status.PENDING).values_list("pk", flat=True))
 
 
 @role_required(ADMIN)

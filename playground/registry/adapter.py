@@ -308,13 +308,15 @@ def subagent_setup(parent_catalog: ToolCatalog, parent_policy: PermissionPolicy,
 
 def plan_turn(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: AgentSettings,
               state: ConversationState | None = None, *, backend: SearchBackend | None = None,
-              filtered: PermissionFilterResult | None = None) -> TurnPlan:
+              filtered: PermissionFilterResult | None = None, learn_from_usage: bool = True) -> TurnPlan:
     """The engine's one entry per turn, with what the database says at this moment: the registry's
     token counter, the MCP servers still connecting, and what past searches taught (the usage log
     the conversations app hands over in `ports`). `backend`: None when this turn answers no
-    ToolSearch call (a preview of the request only)."""
+    ToolSearch call (a preview of the request only). `learn_from_usage=False`: leave `usage` unset, for
+    a caller that reads the usage log only when a search runs (the gateway's lists and calls)."""
+    usage = ports.usage().usage_log() if learn_from_usage else None
     return engine_plan_turn(catalog, policy, agent_settings, state, token_counter=token_counter(), backend=backend,
-                            pending_mcp_servers=pending_mcp_servers(), usage=ports.usage().usage_log(), filtered=filtered)
+                            pending_mcp_servers=pending_mcp_servers(), usage=usage, filtered=filtered)
 
 
 def planned_wire_style(wire_style: str) -> tuple[str, str]:

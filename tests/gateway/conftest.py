@@ -29,10 +29,9 @@ class LiveGateway:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture(scope="session")
-def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+def start_live_gateway(tmp_path_factory, name: str):
     """Daphne serving playground.asgi:application: the gateway has to start its session manager
-    lazily there, since Daphne runs no ASGI lifespan."""
+    lazily there, since Daphne runs no ASGI lifespan. A generator: yields the server, then stops it."""
     from django.db import connection
 
     from playground.runner.embedded_redis import free_port
@@ -40,7 +39,7 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
     from playground.runner.main import web_command
 
     port = free_port()
-    log = tmp_path_factory.mktemp("gateway") / "web.log"
+    log = tmp_path_factory.mktemp(name) / "web.log"
     env = {
         **os.environ,
         "DATABASE_URL": database_url_for(connection.settings_dict),
@@ -70,9 +69,21 @@ def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
             os.killpg(process.pid, 9)
 
 
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from start_live_gateway(tmp_path_factory, "gateway")
+
+
+@pytest.fixture(scope="session")
+def second_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Another web process on the same database and Redis, as a second node behind a balancer."""
+    yield from start_live_gateway(tmp_path_factory, "gateway-node-b")
+
+
 @pytest.fixture
 def gateway_world(transactional_db, settings):
     """A profile with tool search on, its tools, and a token for it."""
+    from playground.gateway.service import reset_usage_cache
     from playground.gateway.tokens import issue_token
     from playground.registry import adapter, backends
     from playground.registry.models import AgentProfile, Tool
@@ -96,6 +107,7 @@ def gateway_world(transactional_db, settings):
     _, other_token = issue_token(other, "other client")
     adapter.reset_caches()
     backends.reset_caches()
+    reset_usage_cache()
     yield {"profile": profile, "other": other, "token": token, "token_row": token_row, "other_token": other_token}
     adapter.reset_caches()
     backends.reset_caches()
@@ -123,3 +135,20 @@ def wait_for_the_live_server_to_let_go(deadline_s: float = 15.0) -> None:
                 return
             time.sleep(0.1)
         cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({busy}) AS held")
+
+
+@pytest.fixture
+def redis_layer(settings):
+    """The real channel layer (Redis, this run's prefix): a saved event's broadcast goes from the
+    process's sender to the consumers through it (two in-memory layers would never meet)."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": os.environ["CHANNELS_PREFIX"]},
+        }
+    }
+    channel_layers.backends.clear()
+    yield settings.REDIS_URL
+    channel_layers.backends.clear()

@@ -64,3 +64,29 @@ def test_ask_is_refused_at_once_when_the_gateway_may_not_wait(gateway_world, ses
     view = service.profile_view(gateway_world["profile"].pk)
     planned = service.plan_call(session, view, "echo", {"text": "hi"})
     assert not planned.needs_person and "GATEWAY_PERMISSION_TIMEOUT_SECONDS=0" in planned.refusal
+
+
+def test_lists_and_calls_never_read_the_usage_log_and_searches_share_one_read(gateway_world, session, settings):
+    """What conversations learned matters to searches only; a burst of searches reads its version once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from playground.conversations.models import ToolSearchUsage
+    from playground.gateway.server import _call, _list_tools
+
+    settings.TOOLSEARCH_LEARN_FROM_USAGE = True
+    service.reset_usage_cache()
+    usage_table = ToolSearchUsage._meta.db_table
+    info = {"profile_id": gateway_world["profile"].pk, "token_id": None}
+    client = ("pytest", "1", "2025-11-25")
+
+    def usage_reads(run) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            run()
+        return sum(usage_table in q["sql"] for q in queries.captured_queries)
+
+    assert usage_reads(lambda: _list_tools(session.session_id, info, client)) == 0
+    assert usage_reads(lambda: _call(session.session_id, info, client, "echo", {"text": "hi"})) == 0
+    assert usage_reads(lambda: _call(session.session_id, info, client, "ToolSearch", {"query": "count words"})) >= 1
+    assert usage_reads(lambda: _call(session.session_id, info, client, "ToolSearch", {"query": "weather"})) == 0
+    service.reset_usage_cache()
