@@ -147,6 +147,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker fetches a task only when it has a free slot to start it at once: a task it holds has
+# started, so a task the broker still lists is one no worker took yet (requeue.py relies on it), and
+# a Redis restart cannot lose a task a busy worker had fetched ahead.
+CELERY_WORKER_DISABLE_PREFETCH = envbool("CELERY_WORKER_DISABLE_PREFETCH", True)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # The queue tasks go to by default. The browser tests give their live server and worker a queue of
 # their own, so other tests' in-process workers on the same Redis never take each other's tasks.
@@ -247,6 +251,13 @@ if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_S
         f"AGENT_LOST_SECONDS ({AGENT_LOST_SECONDS:g}) must be at least 3 x AGENT_HEARTBEAT_SECONDS "
         f"({AGENT_HEARTBEAT_SECONDS:g}), and the heartbeat above 0"
     )
+# A run no worker claimed within AGENT_QUEUE_GRACE_SECONDS of its request, whose task the broker no
+# longer holds (Redis restarted, a connection dropped), is handed to the broker again, at most
+# AGENT_QUEUE_ATTEMPTS times; then it fails with a reason the page shows (requeue.py).
+AGENT_QUEUE_GRACE_SECONDS = float(os.environ.get("AGENT_QUEUE_GRACE_SECONDS") or 15)
+AGENT_QUEUE_ATTEMPTS = envint("AGENT_QUEUE_ATTEMPTS", 3)
+if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:
+    raise RuntimeError("AGENT_QUEUE_GRACE_SECONDS must be above 0 and AGENT_QUEUE_ATTEMPTS at least 0")
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.

@@ -8,6 +8,7 @@ Whoever meets a running conversation whose heartbeat is older than AGENT_LOST_SE
 error results, and the conversation takes messages again. Who looks: every heartbeat thread (once per
 AGENT_LOST_SECONDS, for all conversations), a worker when it starts (`tasks.py`), the conversation
 page, and cancel and send on that conversation. No scheduler of our own and no Celery beat is needed.
+(A run no worker claimed at all has no heartbeat to go stale: requeue.py looks after those.)
 Heartbeats carry the writer's clock: hosts must agree within seconds (NTP), far under the minute of
 AGENT_LOST_SECONDS.
 

@@ -32,6 +32,11 @@ class Conversation(models.Model):
     # worker last said it is alive. A run whose heartbeat stops is released (services.release_lost_run).
     run_token = models.CharField(max_length=32, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the current run's task was handed to the broker (the person's request, or a re-send), and
+    # how often it was re-sent: a run no worker claimed within a grace, whose task the broker no longer
+    # holds (Redis restarted), is handed over again a few times, then failed (requeue.py).
+    queued_at = models.DateTimeField(null=True, blank=True)
+    queue_attempts = models.PositiveSmallIntegerField(default=0)
     # A run paused on a permission prompt holds no worker: what it needs to go on once the prompt is
     # answered (the prompt, the turn's tool calls and the results so far). Empty while nothing waits.
     paused_run = models.JSONField(null=True, blank=True)

@@ -101,7 +101,9 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
             Conversation.objects.filter(pk=locked.pk).update(title=text[:80])
         # A new run owns the conversation from here; no worker has claimed it yet (lease.py).
         run_token = uuid.uuid4().hex
-        Conversation.objects.filter(pk=locked.pk).update(run_token=run_token, heartbeat_at=None)
+        # queued_at is the request's time: the grace for a worker to claim the run counts from here.
+        Conversation.objects.filter(pk=locked.pk).update(run_token=run_token, heartbeat_at=None,
+                                                         queued_at=timezone.now(), queue_attempts=0)
         record_event(locked, ChatMessage(role="user", text=text, author=getattr(user, "username", "")),
                      status=Conversation.Status.RUNNING)
         record_acting_for_owner(locked, user, "sent a message")
@@ -112,19 +114,24 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
     return message
 
 
-def queue_run(conversation_id: int, run_token: str = "") -> None:
-    """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever."""
+def queue_run(conversation_id: int, run_token: str = "", *, fail_unsent: bool = True) -> None:
+    """Hand the run to a Celery worker; with the broker unreachable, say so instead of spinning forever.
+
+    `fail_unsent=False` (a re-send, requeue.py): a failed send leaves the run queued for the next round.
+    """
     from playground.conversations.tasks import run_conversation_task  # the task runs the loop, which imports this module
 
     try:
         run_conversation_task.delay(conversation_id, run_token)
     except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; the page must show one clear error
         logger.exception("could not queue the run of conversation %s", conversation_id)
+        if not fail_unsent:
+            return
         record_event(conversation_id, ErrorEvent(message=f"Could not hand the message to a worker (is Redis running?): {exc}",
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
-def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int) -> None:
+def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, fail_unsent: bool = True) -> None:
     """Hand a run paused on `prompt_sequence` (now answered) back to a worker."""
     from playground.conversations.tasks import resume_conversation_task
 
@@ -132,6 +139,8 @@ def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int) -> 
         resume_conversation_task.delay(conversation_id, run_token, prompt_sequence)
     except Exception as exc:  # noqa: BLE001 - as queue_run: one clear error instead of a silent hang
         logger.exception("could not queue the resumption of conversation %s", conversation_id)
+        if not fail_unsent:
+            return
         record_event(conversation_id, ErrorEvent(message=f"Could not hand the answer to a worker (is Redis running?): {exc}",
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
@@ -194,6 +203,7 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
         paused = locked.paused_run or {}
         if resume and paused.get("prompt_sequence") == prompt_sequence:
             run_token = locked.run_token
+            Conversation.objects.filter(pk=locked.pk).update(queued_at=timezone.now(), queue_attempts=0)
             transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence))
         return answer
 
@@ -318,6 +328,51 @@ def _paused_call_name(state: dict[str, Any]) -> str:
     while "child" in state:
         state = state["child"]
     return (state.get("call") or {}).get("name", "")
+
+
+# -- runs no worker took (requeue.py) ----------------------------------------------------------------
+QUEUE_LOST_CALL = "Not run: no worker took this run (the broker lost its task)."
+
+
+def requeue_unclaimed_run(conversation_id: int, seen_token: str) -> str:
+    """Hand a run no worker claimed back to the broker under a new token, or fail it once the re-sends
+    are used up. The caller saw `seen_token` unclaimed and not held by the broker; re-checked here under
+    the row lock. Returns "requeued", "failed" or "" (claimed, cancelled or re-sent by someone else meanwhile).
+
+    The new token makes the lost task harmless should it turn up after all (a Redis that kept it, a
+    worker that had it and comes back): it finds the token changed and does nothing.
+    """
+    with transaction.atomic():
+        locked = lock_conversation(conversation_id)
+        if (locked.status != Conversation.Status.RUNNING or locked.heartbeat_at is not None
+                or not locked.run_token or locked.run_token != seen_token):
+            return ""
+        paused = locked.paused_run or {}
+        waited = int((timezone.now() - locked.queued_at).total_seconds()) if locked.queued_at else 0
+        if locked.queue_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
+            Conversation.objects.filter(pk=locked.pk).update(run_token="", paused_run=None, queued_at=None)
+            if paused:  # an answered prompt whose resumption no worker took: close its turn
+                close_paused_turn(locked.pk, paused, QUEUE_LOST_CALL)
+            tries = "" if not locked.queue_attempts else f", also after it was handed over again {locked.queue_attempts} time(s)"
+            record_event(locked, ErrorEvent(
+                message=f"No worker started this run: the message broker lost its task (was Redis restarted?) "
+                        f"and no worker took it within {waited} s{tries}. Send the message again to retry.",
+                kind="queue_lost"), status=Conversation.Status.FAILED)
+            return "failed"
+        run_token = uuid.uuid4().hex
+        Conversation.objects.filter(pk=locked.pk).update(run_token=run_token, queued_at=timezone.now(),
+                                                         queue_attempts=locked.queue_attempts + 1)
+        record_event(locked, StatusChanged(
+            status=Conversation.Status.RUNNING,
+            note=f"no worker took the run within {waited} s and the broker no longer held its task "
+                 f"(was Redis restarted?): handed to a worker again "
+                 f"({locked.queue_attempts + 1} of {settings.AGENT_QUEUE_ATTEMPTS})"))
+        # Sent unless the broker went away again since it was asked; then the next round tries again.
+        if paused.get("prompt_sequence"):
+            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, paused["prompt_sequence"], fail_unsent=False))
+        else:
+            transaction.on_commit(lambda: queue_run(locked.pk, run_token, fail_unsent=False))
+    return "requeued"
 
 
 # -- lost workers (lease.py) ------------------------------------------------------------------------

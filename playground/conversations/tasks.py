@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from playground.celery_app import app
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
+from playground.conversations.requeue import RequeueWatch
 from playground.conversations.services import expire_prompt, release_lost_runs
 
 logger = logging.getLogger(__name__)
@@ -61,3 +62,20 @@ def release_runs_of_lost_workers(**_: object) -> None:
         return
     if released:
         logger.warning("released %d conversation(s) whose worker stopped answering", released)
+
+
+_requeue_watch: list[RequeueWatch] = []  # this worker process's watch, while it runs
+
+
+@worker_ready.connect
+def watch_for_lost_tasks(**_: object) -> None:
+    """Hand runs whose task the broker lost (a Redis restart) to a worker again (requeue.py); the
+    first round runs at once, so a worker starting after an outage picks them up straight away."""
+    if not _requeue_watch:
+        _requeue_watch.append(RequeueWatch().start())
+
+
+@worker_shutdown.connect
+def stop_watching_for_lost_tasks(**_: object) -> None:
+    while _requeue_watch:
+        _requeue_watch.pop().stop()

@@ -1,0 +1,200 @@
+"""A real Redis restarts under queued runs; the runs are handed over again and complete (requeue.py).
+
+Each test starts a private `redis-server` on a free port (no persistence, like the embedded one),
+real Celery workers (child processes) against it and this test's database, queues a run, stops Redis
+before a worker starts that run, starts Redis again, and waits — with a deadline — until the run has
+completed and the conversation takes a new message. The shared Redis is not used at all.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import redis as redis_client
+
+from playground.celery_app import app
+from playground.conversations import services
+from playground.conversations.models import Conversation
+from playground.conversations.requeue import run_token_of
+from playground.conversations.tasks import run_conversation_task
+from playground.conversations.testing.fake_api import text_reply
+from playground.runner.embedded_redis import EmbeddedRedis, free_port, start_embedded_redis
+from tests.conversations.conftest import events_of
+from tests.conversations.test_lost_worker import WorkerProcess, database_url, status_of, wait_until
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs the redis-server binary"),
+]
+GRACE = 2.0  # AGENT_QUEUE_GRACE_SECONDS of the workers here
+
+
+class PrivateRedis:
+    """A redis-server of this test only, restartable on the same port (its data does not survive)."""
+
+    def __init__(self) -> None:
+        self.url = f"redis://127.0.0.1:{free_port()}/0"
+        self.server: EmbeddedRedis | None = None
+
+    def start(self) -> None:
+        self.server = start_embedded_redis(self.url, prefer="redis-server")
+        assert self.server.url == self.url, "the port was taken while Redis was down"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def client(self) -> redis_client.Redis:
+        return redis_client.Redis.from_url(self.url, socket_timeout=5)
+
+    def queued_tokens(self, queue: str) -> list[str]:
+        """Run tokens of the tasks waiting in `queue`, and of those a worker fetched but not acknowledged."""
+        client = self.client()
+        try:
+            raws = list(client.lrange(queue, 0, -1)) + list(client.hvals("unacked"))
+        finally:
+            client.close()
+        return [run_token_of(raw) for raw in raws]
+
+
+@pytest.fixture
+def private_redis():
+    server = PrivateRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+class PreforkWorker(WorkerProcess):
+    """A worker with one child process: its main process keeps fetching while the child runs a task
+    (a solo worker fetches nothing while it runs one, so it could never have a task prefetched)."""
+
+    def __init__(self, env: dict[str, str], queue: str, log: Path) -> None:
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--pool", "prefork",
+             "--concurrency", "1", "-Q", queue, "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+def publish_run(conversation: Conversation, redis_url: str, queue: str) -> None:
+    """What `services.queue_run` does, sent to the private Redis (the app's pool may know another)."""
+    with app.connection_for_write(redis_url) as connection:
+        run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue,
+                                          connection=connection)
+
+
+def worker_env(redis_url: str, queue: str, fake_api, **extra: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url,
+            "CELERY_TASK_DEFAULT_QUEUE": queue, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": fake_api.url,
+            "AGENT_QUEUE_GRACE_SECONDS": str(GRACE), **extra}
+
+
+def last_text(conversation: Conversation) -> str:
+    return [e.payload["text"] for e in events_of(conversation, "message")][-1]
+
+
+def requeue_notes(conversation: Conversation) -> list[str]:
+    return [e.payload["note"] for e in events_of(conversation, "status") if "handed to a worker again" in e.payload["note"]]
+
+
+def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worker(
+        private_redis, admin_user, tool_world, native_profile, fake_api, tmp_path):
+    queue = f"requeue-queued-{os.getpid()}"
+    fake_api.script(text_reply("Handed over again."), text_reply("And the next one."))
+    log = tmp_path / "worker.log"
+    conversation = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+    services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
+    publish_run(conversation, private_redis.url, queue)
+    assert private_redis.queued_tokens(queue) == [conversation.run_token]
+
+    private_redis.stop()  # no worker took the task yet; without persistence the queue goes with Redis
+    private_redis.start()
+    assert private_redis.queued_tokens(queue) == []
+
+    worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log)
+    try:
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run handed over again", 90, log)
+        conversation.refresh_from_db()
+        assert last_text(conversation) == "Handed over again."
+        assert len(requeue_notes(conversation)) == 1 and "(1 of 3)" in requeue_notes(conversation)[0]
+        assert events_of(conversation, "error") == []
+
+        # The conversation takes the next message, run by the same worker.
+        services.send_message(conversation, "And now?", user=admin_user, enqueue=False)
+        publish_run(conversation, private_redis.url, queue)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the next run", 90, log)
+        assert last_text(conversation) == "And the next one."
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize("prefetch", ["disabled", "enabled"])
+def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
+        prefetch, private_redis, admin_user, tool_world, native_profile, fake_api, tmp_path):
+    """The worker is busy with another run while Redis restarts. With prefetch disabled (the setting)
+    the second run's task waits in the queue; with prefetch enabled the worker has already fetched it
+    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the worker's watch hands it over."""
+    queue = f"requeue-busy-{prefetch}-{os.getpid()}"
+    busy, let_go = threading.Event(), threading.Event()
+
+    def slow_first_answer(body):
+        busy.set()
+        let_go.wait(60)
+        return text_reply("First done.")
+
+    fake_api.script(slow_first_answer, text_reply("Second done."), text_reply("Third done."))
+    log = tmp_path / "worker.log"
+    env = worker_env(private_redis.url, queue, fake_api,
+                     CELERY_WORKER_DISABLE_PREFETCH="true" if prefetch == "disabled" else "false")
+    worker = PreforkWorker(env, queue, log)
+    try:
+        first = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+        services.send_message(first, "Take your time.", user=admin_user, enqueue=False)
+        publish_run(first, private_redis.url, queue)
+        wait_until(busy.is_set, "the worker busy with the first run", 90, log)
+
+        second = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+        services.send_message(second, "Me next.", user=admin_user, enqueue=False)
+        publish_run(second, private_redis.url, queue)
+        where = "unacked" if prefetch == "enabled" else queue
+
+        def second_is_held() -> bool:
+            client = private_redis.client()
+            try:
+                raws = client.hvals("unacked") if where == "unacked" else client.lrange(queue, 0, -1)
+            finally:
+                client.close()
+            return second.run_token in [run_token_of(raw) for raw in raws]
+
+        wait_until(second_is_held, f"the second run's task in {where}", 30, log)
+
+        private_redis.stop()
+        private_redis.start()
+        assert private_redis.queued_tokens(queue) == []  # both the queue and `unacked` went with Redis
+        let_go.set()
+
+        wait_until(lambda: status_of(first) == Conversation.Status.IDLE, "the first run", 90, log)
+        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "the second run, handed over again", 90, log)
+        second.refresh_from_db()
+        assert last_text(second) == "Second done."
+        assert len(requeue_notes(second)) == 1 and events_of(second, "error") == []
+        assert requeue_notes(first) == []  # the run the worker had started is never handed over
+
+        services.send_message(second, "Once more.", user=admin_user, enqueue=False)
+        publish_run(second, private_redis.url, queue)
+        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "a new message after the restart", 90, log)
+        assert last_text(second) == "Third done."
+    finally:
+        let_go.set()
+        worker.stop()
