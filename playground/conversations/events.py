@@ -2,8 +2,9 @@
 
 Each event type is a dataclass whose fields become the saved payload. `record_event` is the only
 way an event enters the world: it takes the next per-conversation sequence number under a row
-lock, saves the row, and broadcasts it after the transaction commits — so a page that reloads (or a
-socket that reconnects) and a page that is watching live see exactly the same rows, in order.
+lock, saves the row, and broadcasts it (rendered once, as the frame every watching socket forwards)
+after the transaction commits — so a page that reloads (or a socket that reconnects) and a page that
+is watching live see exactly the same rows, in order.
 """
 from __future__ import annotations
 
@@ -347,7 +348,9 @@ def record_event(
             if run_token and rows.exists():
                 raise RunReleased(f"conversation {conversation_id} is no longer owned by run {run_token}")
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-        sequence = Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", flat=True).get() - 1
+        # The status read under the row lock is the one this event was saved with: the frame shows it.
+        next_sequence, current_status = Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", "status").get()
+        sequence = next_sequence - 1
         row = Event.objects.create(
             conversation_id=conversation_id,
             sequence=sequence,
@@ -356,7 +359,7 @@ def record_event(
             parent_sequence=parent_sequence,
             turn_sequence=turn_sequence,
         )
-        transaction.on_commit(lambda: broadcast_event(conversation_id, sequence))
+        transaction.on_commit(lambda: broadcast_event(conversation_id, sequence, event=row, status=current_status))
     if status is not None and not isinstance(conversation, int):
         conversation.status = status
     return row
