@@ -144,3 +144,31 @@ def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes():
     level = json.loads(completed.stdout)["levels"][0]
     assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (4, 4, 0, 0), completed.stderr[-3000:]
     assert "web2" in completed.stderr and "worker2" in completed.stderr  # the second nodes ran and were measured
+
+
+@pytest.mark.slow
+def test_a_prompt_answered_through_the_other_node_resumes_the_run():
+    """Two daphne and two workers on one database and Redis (tests/nodes_prompt.py): the conversation
+    is started through node A and reaches a permission prompt (a global ask rule); node B watches it
+    live and answers the prompt with its form; the run resumes on either worker, and node B sees every
+    event once, in order, as a reload through node A does."""
+    command = [sys.executable, "-m", "tests.nodes_prompt"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    report = json.loads(completed.stdout)
+    types = report["types"]
+    assert report["prompt_sequence"] and types[report["prompt_sequence"] - 1] == "permission_prompt"
+    assert report["answer_http_status"] in (302, 303) and report["answer_choice"] == "once"
+    # The run went on after the answer: the tool ran (not denied, not timed out) and the run finished.
+    assert types.index("permission_answer") < types.index("tool_result") and not report["tool_result_error"]
+    assert report["final_status"] == "idle" and types[-1] == "status"
+    assert report["received"] == list(range(1, report["saved_last"] + 1))
+    assert (report["lost"], report["duplicated"]) == (0, 0)
+    assert report["replayed"] == report["received"]
+    # Two tasks: the one that paused at the prompt and the one the answer queued, on whichever worker.
+    assert [task for _, task in report["tasks"]] == ["conversations.run_conversation", "conversations.resume_conversation"], report["tasks"]
+    assert {node for node, _ in report["tasks"]} <= {"worker", "worker2"}

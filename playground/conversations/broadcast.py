@@ -1,34 +1,57 @@
 """Fan-out of saved events to open pages through the channel layer.
 
 Sending goes through `playground.realtime.send_to_group` (one channel layer per process). The
-message carries only the sequence number: each consumer reads the rows it has not sent yet from
-the database, so a socket never sees an event that is not saved, nor one twice.
+message carries the sequence number and, rendered once here for every socket watching, the frame
+the browser needs: a consumer that has sent everything up to `sequence - 1` forwards the frame
+without touching the database. A consumer that sees a gap (a frame lost, or two writers whose
+broadcasts crossed) reads the rows it has not sent yet from the database instead, so a socket never
+sees an event that is not saved, nor one twice. The frame is the same for every viewer: it is
+rendered without a request (no user, no CSRF token: its forms are sent over the socket).
 """
 from __future__ import annotations
 
 import logging
 
+from playground.conversations.fragments import render_event_frame
+from playground.conversations.models import Conversation, Event
 from playground.realtime import send_to_group
 
 logger = logging.getLogger(__name__)
 
 EVENT_MESSAGE_TYPE = "conversation.event"
+# Frames above this go by sequence number only (the consumer renders them from the row): the channel
+# layer keeps every message in Redis until each socket has read it. Payloads are bounded (events.py),
+# so this is rare: a model request with a large body.
+MAX_FRAME_IN_MESSAGE = 256 * 1024
 
 
 def conversation_group(conversation_id: int) -> str:
     return f"conversation-{conversation_id}"
 
 
-def broadcast_event(conversation_id: int, sequence: int) -> None:
+def broadcast_event(conversation_id: int, sequence: int, *, event: Event | None = None, status: str = "") -> None:
     """Tell every page watching this conversation that event `sequence` is saved.
 
-    Called from `transaction.on_commit`. A failed broadcast is logged, never raised: the row is
-    saved, and pages pick it up on their next catch-up (the next event or a reconnect).
+    `event` (the saved row) and `status` (the conversation's status as that row was committed) let
+    the frame be rendered here once. Called from `transaction.on_commit`. A failed broadcast is
+    logged, never raised: the row is saved, and pages pick it up on their next catch-up (the next
+    event or a reconnect).
     """
+    message = {"type": EVENT_MESSAGE_TYPE, "conversation_id": conversation_id, "sequence": sequence}
+    if event is not None and status:
+        try:
+            frame = _render(conversation_id, event, status)
+        except Exception:  # noqa: BLE001 - the consumer renders it from the row instead
+            logger.exception("rendering event %s/%s for broadcast failed", conversation_id, sequence)
+        else:
+            if len(frame) <= MAX_FRAME_IN_MESSAGE:
+                message["frame"] = frame
     try:
-        send_to_group(
-            conversation_group(conversation_id),
-            {"type": EVENT_MESSAGE_TYPE, "conversation_id": conversation_id, "sequence": sequence},
-        )
+        send_to_group(conversation_group(conversation_id), message)
     except Exception:  # noqa: BLE001 - broadcasting is best effort; the database is the record
         logger.exception("broadcast of event %s/%s failed", conversation_id, sequence)
+
+
+def _render(conversation_id: int, event: Event, status: str) -> str:
+    # The frame needs only the conversation's id and status (as of this event): no read for them.
+    return render_event_frame(Conversation(pk=conversation_id, status=status), event)

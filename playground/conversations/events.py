@@ -2,8 +2,9 @@
 
 Each event type is a dataclass whose fields become the saved payload. `record_event` is the only
 way an event enters the world: it takes the next per-conversation sequence number under a row
-lock, saves the row, and broadcasts it after the transaction commits — so a page that reloads (or a
-socket that reconnects) and a page that is watching live see exactly the same rows, in order.
+lock, saves the row, and broadcasts it (rendered once, as the frame every watching socket forwards)
+after the transaction commits — so a page that reloads (or a socket that reconnects) and a page that
+is watching live see exactly the same rows, in order.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
 
 from playground.conversations.broadcast import broadcast_event
@@ -341,9 +342,9 @@ def record_event(
 ) -> Event:
     """Save one event with the next sequence number, then broadcast it once the row is committed.
 
-    The sequence comes from an F() increment of `Conversation.next_sequence` made *before* reading it,
-    inside the transaction: the UPDATE takes PostgreSQL's row lock (held to commit) and SQLite's write
-    lock (a read-then-upgrade would fail with "database is locked" instead of waiting), so concurrent
+    The sequence comes from an increment of `Conversation.next_sequence` made *before* reading it
+    (one UPDATE … RETURNING), inside the transaction: the UPDATE takes PostgreSQL's row lock (held to
+    commit) and SQLite's write lock (a read-then-upgrade would fail with "database is locked" instead of waiting), so concurrent
     writers queue up and each reads its own number. The unique (conversation, sequence) constraint
     backs this up. `status`, when given, is written in the same UPDATE so the event and the status the
     page shows agree. `run_token`, when given, must still own the conversation (lease.py), or nothing
@@ -353,15 +354,14 @@ def record_event(
         raise ValueError(f"unknown event type {event.type!r}")
     conversation_id = conversation if isinstance(conversation, int) else conversation.pk
     with transaction.atomic():
-        updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
-        if status is not None:
-            updates["status"] = status
-        rows = Conversation.objects.filter(pk=conversation_id)
-        if not (rows.filter(run_token=run_token) if run_token else rows).update(**updates):
-            if run_token and rows.exists():
+        taken = _take_sequence(conversation_id, status, run_token)
+        if taken is None:
+            if run_token and Conversation.objects.filter(pk=conversation_id).exists():
                 raise RunReleased(f"conversation {conversation_id} is no longer owned by run {run_token}")
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-        sequence = Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", flat=True).get() - 1
+        # The status read under the row lock is the one this event was saved with: the frame shows it.
+        next_sequence, current_status = taken
+        sequence = next_sequence - 1
         row = Event.objects.create(
             conversation_id=conversation_id,
             sequence=sequence,
@@ -370,10 +370,46 @@ def record_event(
             parent_sequence=parent_sequence,
             turn_sequence=turn_sequence,
         )
-        transaction.on_commit(lambda: broadcast_event(conversation_id, sequence))
+        transaction.on_commit(lambda: broadcast_event(conversation_id, sequence, event=row, status=current_status))
     if status is not None and not isinstance(conversation, int):
         conversation.status = status
     return row
+
+
+def _take_sequence(conversation_id: int, status: str | None, run_token: str) -> tuple[int, str] | None:
+    """Increment the conversation's next sequence (and set `status`) under its row lock; the new
+    next sequence and the status, or None when no row matched (gone, or `run_token` no longer owns it).
+
+    One `UPDATE … RETURNING` where the database has it (PostgreSQL, SQLite 3.35+): every event pays
+    this, and the ORM's update-then-select is two round trips."""
+    rows = Conversation.objects.filter(pk=conversation_id)
+    if run_token:
+        rows = rows.filter(run_token=run_token)
+    connection = connections[rows.db]
+    if connection.vendor not in ("postgresql", "sqlite"):
+        updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
+        if status is not None:
+            updates["status"] = status
+        if not rows.update(**updates):
+            return None
+        return Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", "status").get()
+    quote = connection.ops.quote_name
+    meta = Conversation._meta
+    column = {name: quote(meta.get_field(name).column) for name in ("id", "next_sequence", "status", "run_token")}
+    assignments, params = [f"{column['next_sequence']} = {column['next_sequence']} + 1"], []
+    if status is not None:
+        assignments.append(f"{column['status']} = %s")
+        params.append(status)
+    condition = f"{column['id']} = %s"
+    params.append(conversation_id)
+    if run_token:
+        condition += f" AND {column['run_token']} = %s"
+        params.append(run_token)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {quote(meta.db_table)} SET {', '.join(assignments)} WHERE {condition} "
+                       f"RETURNING {column['next_sequence']}, {column['status']}", params)
+        found = cursor.fetchone()
+    return None if found is None else (int(found[0]), str(found[1]))
 
 
 def lock_conversation(conversation_id: int) -> Conversation:

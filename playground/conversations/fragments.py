@@ -45,7 +45,8 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}),
                                 "number": context["total"]["turns"] if total is None else None}
     if event.type == "permission_answer":
-        prompt = conversation.events.filter(sequence=event.payload.get("prompt_sequence"), type="permission_prompt").first()
+        prompt = Event.objects.filter(conversation_id=conversation.pk, sequence=event.payload.get("prompt_sequence"),
+                                      type="permission_prompt").first()
         if prompt is not None:
             context["answered_prompt"] = EventNode(prompt, {}, answer=event)
     return render_to_string("conversations/_frame.html", context)

@@ -154,3 +154,71 @@ async def test_people_cannot_answer_with_the_loops_own_choices(redis, admin_user
     frame = await communicator.receive_from(timeout=5)
     assert 'data-event-type="permission_answer"' in frame and f'id="prompt-{conversation.pk}-{prompt.sequence}"' in frame
     await communicator.disconnect()
+
+
+async def group_send(message: dict) -> None:
+    from channels.layers import get_channel_layer
+
+    await get_channel_layer().group_send(message.pop("group"), message)
+
+
+async def test_a_live_frame_is_forwarded_as_broadcast_and_a_gap_is_filled_from_the_database(redis, admin_user, monkeypatch):
+    from playground.conversations.broadcast import EVENT_MESSAGE_TYPE, conversation_group
+
+    conversation = await conversation_with_events(admin_user, 1)
+    group = conversation_group(conversation.pk)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 1}))
+    assert await communicator.receive_nothing(timeout=0.2)
+
+    # Event 2 is saved, and its message carries a frame that differs from the row: the consumer forwards
+    # the message's frame as it came, so it did not read the row.
+    with monkeypatch.context() as quiet:
+        quiet.setattr(ev, "broadcast_event", lambda *args, **kwargs: None)
+        await database_sync_to_async(record_event)(conversation.pk, ev.ChatMessage(role="user", text="saved second"))
+    marker = '<span data-frame-sequence="2">carried by the message</span>'
+    await group_send({"group": group, "type": EVENT_MESSAGE_TYPE, "conversation_id": conversation.pk, "sequence": 2, "frame": marker})
+    assert await communicator.receive_from(timeout=5) == marker
+
+    # A frame that skips sequences (3 and 4 saved, 4's broadcast arriving first): the rows are read instead.
+    await database_sync_to_async(record_event)(conversation.pk, ev.ChatMessage(role="user", text="saved third"))
+    await database_sync_to_async(record_event)(conversation.pk, ev.ChatMessage(role="user", text="saved fourth"))
+    frames = await receive_frames(communicator, 2)  # the real broadcasts of 3 and 4
+    assert [frame_sequence(f) for f in frames] == [3, 4] and "saved third" in frames[0]
+    await group_send({"group": group, "type": EVENT_MESSAGE_TYPE, "conversation_id": conversation.pk, "sequence": 6, "frame": "never sent"})
+    assert await communicator.receive_nothing(timeout=0.3)  # nothing after 4 is saved: nothing to send yet
+
+    # Late and repeated messages are dropped: never a frame twice.
+    for sequence in (3, 4):
+        await group_send({"group": group, "type": EVENT_MESSAGE_TYPE, "conversation_id": conversation.pk, "sequence": sequence,
+                          "frame": "a duplicate"})
+    # A message without a frame (too large to carry) makes the consumer render the row itself.
+    row = await database_sync_to_async(record_event)(conversation.pk, ev.ChatMessage(role="user", text="saved fifth"))
+    frame = await communicator.receive_from(timeout=5)
+    assert frame_sequence(frame) == 5 and "saved fifth" in frame
+    await group_send({"group": group, "type": EVENT_MESSAGE_TYPE, "conversation_id": conversation.pk, "sequence": row.sequence})
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_the_broadcast_frame_is_the_frame_a_reconnect_renders(redis, admin_user, viewer_user):
+    """One rendering serves every viewer (owner and admin alike): it holds nothing that depends on who watches."""
+    conversation = await conversation_with_events(viewer_user, 1)
+    watchers = [await connect_as(user, conversation.pk) for user in (viewer_user, admin_user)]
+    for watcher in watchers:  # the hello's catch-up is done once its frame is here
+        await watcher.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+        assert frame_sequence(await watcher.receive_from(timeout=5)) == 1
+    prompt = await database_sync_to_async(record_event)(conversation.pk, ev.PermissionPrompt(
+        tool_use_id="t1", name="echo", arguments={"text": "hi"}, reason="ask rule", timeout_seconds=60), status="waiting")
+    await database_sync_to_async(record_event)(conversation.pk, ev.PermissionAnswer(
+        prompt_sequence=prompt.sequence, choice="once", answered_by="admin"), status="running")
+    live = [await receive_frames(watcher, 2) for watcher in watchers]
+    assert live[0] == live[1]
+    assert 'data-status="waiting"' in live[0][0] and 'data-testid="answer-once"' in live[0][0]
+    assert 'data-status="running"' in live[0][1] and 'data-answered="once"' in live[0][1]
+    # A reconnect after the prompt reads the answer from the database: the same fragment, the status read now.
+    late = await connect_as(admin_user, conversation.pk)
+    await late.send_to(text_data=json.dumps({"action": "hello", "last_sequence": prompt.sequence}))
+    assert await late.receive_from(timeout=5) == live[0][1]
+    for communicator in (*watchers, late):
+        await communicator.disconnect()

@@ -44,7 +44,7 @@ def test_it_refuses_an_unknown_event_type(conversation):
 
 def test_it_broadcasts_only_after_commit(conversation, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr(ev, "broadcast_event", lambda conversation_id, sequence: sent.append((conversation_id, sequence)))
+    monkeypatch.setattr(ev, "broadcast_event", lambda conversation_id, sequence, **_: sent.append((conversation_id, sequence)))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         record_event(conversation, ev.ChatMessage(role="user", text="a"))
         assert sent == []
@@ -65,7 +65,7 @@ def test_every_event_type_is_registered_and_serialisable():
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_get_distinct_consecutive_sequences(admin_user, monkeypatch):
-    monkeypatch.setattr(ev, "broadcast_event", lambda *args: None)
+    monkeypatch.setattr(ev, "broadcast_event", lambda *args, **kwargs: None)
     conversation = Conversation.objects.create(owner=admin_user)
     errors: list[BaseException] = []
 
