@@ -29,6 +29,7 @@ from playground.engine.search.embedding_cache import VectorStore
 from playground.engine.search.indexed import IndexedOrFallback
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.semantic import dense_side, use_vector_store
+from playground.engine.search.stored import IndexStore, use_index_store
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
@@ -39,7 +40,7 @@ from playground.registry import indexing  # a module object: indexing reads cata
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
-from playground.registry.vectors import make_store
+from playground.registry.vectors import DatabaseIndexStore, make_store
 
 _FILTERED_CACHE_SIZE = 16
 
@@ -58,6 +59,7 @@ INSPECTOR_REFUSED_OPTIONS = frozenset({"encoder", "cache", "semantic"})
 INSPECTOR_SETTINGS_MAX_CHARS = 300
 _token_counter: TokenCounter | None = None
 _vector_stores: dict[str, VectorStore | None] = {}
+_index_store: IndexStore | None = None
 # What answers while a catalog's vectors are being built: Claude Code's own scorer (no index to wait for).
 _keyword_fallback = ClaudeCodeKeywordBackend()
 
@@ -389,6 +391,18 @@ def vector_store() -> VectorStore | None:
         return _vector_stores[kind]
 
 
+def index_store() -> IndexStore | None:
+    """Where prebuilt search indexes are loaded from: the database, when vectors are built in the
+    background (the same build stores the indexes); None (always build) otherwise."""
+    global _index_store
+    if not indexing.builds_in_background():
+        return None
+    with _lock:
+        if _index_store is None:
+            _index_store = DatabaseIndexStore()
+        return _index_store
+
+
 def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
     """The backend with its dense side (if any) reading and writing the configured vector store,
     and — when vectors are built in the background — wrapped so that a search never encodes a
@@ -397,6 +411,7 @@ def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
     store = vector_store()
     if store is not None:
         use_vector_store(backend, store)
+    use_index_store(backend, index_store())
     if dense_side(backend) is None or not indexing.builds_in_background():
         return backend
     return IndexedOrFallback(
