@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from django.db import connection
 
 from playground.engine.search.embedding_cache import MemoryVectorStore, SqliteVectorStore, VectorStore, default_cache_path
 from playground.engine.search.stored import IndexStore
@@ -20,11 +21,30 @@ from playground.registry.models import StoredSearchIndex, ToolEmbedding
 
 # Keys per query: under SQLite's 999 variables, and few round trips for 100,000 tools.
 CHUNK = 900
+PG_CHUNK = 20_000  # PostgreSQL: keys per array parameter
 
 
 class DatabaseVectorStore(VectorStore):
     def get_many(self, keys: Sequence[str], dim: int) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
+        if connection.vendor == "postgresql":
+            # One array parameter per 20,000 keys and no model layer: 100,000 vectors are one
+            # buffer, viewed row by row (no copy per vector).
+            table = connection.ops.quote_name(ToolEmbedding._meta.db_table)
+            with connection.cursor() as cursor:
+                for start in range(0, len(keys), PG_CHUNK):
+                    cursor.execute(f"SELECT key, vector FROM {table} WHERE dim = %s AND key = ANY(%s)",
+                                   [dim, list(keys[start : start + PG_CHUNK])])
+                    rows = cursor.fetchall()
+                    if not rows:
+                        continue
+                    blobs = [bytes(blob) for _, blob in rows]
+                    if any(len(blob) != dim * 4 for blob in blobs):
+                        rows = [row for row, blob in zip(rows, blobs) if len(blob) == dim * 4]
+                        blobs = [blob for blob in blobs if len(blob) == dim * 4]
+                    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+                    found.update(zip((key for key, _ in rows), matrix))
+            return found
         for start in range(0, len(keys), CHUNK):
             rows = ToolEmbedding.objects.filter(key__in=list(keys[start : start + CHUNK]), dim=dim).values_list("key", "vector")
             for key, blob in rows:
