@@ -250,6 +250,7 @@ class SemanticBackend(SearchBackend):
         vectors, stats = embed_tools(
             tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server, keys=keys,
         )
+        self.cache.forget(keys)  # the matrix holds them now; the store still has them for a rebuild
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats,
                              vocabulary=vocabulary, keys=keys)
 
