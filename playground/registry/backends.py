@@ -20,8 +20,9 @@ from playground.engine.search.embedding_cache import VectorStore
 from playground.engine.search.indexed import IndexedOrFallback
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.semantic import dense_side, use_vector_store
+from playground.engine.search.stored import IndexStore, use_index_store
 from playground.registry import indexing  # a module object: indexing asks this module for backends
-from playground.registry.vectors import make_store
+from playground.registry.vectors import DatabaseIndexStore, make_store
 
 _lock = threading.Lock()
 _backends: dict[str, SearchBackend] = {}
@@ -30,6 +31,7 @@ _backends: dict[str, SearchBackend] = {}
 _tuned_backends: OrderedDict[str, SearchBackend] = OrderedDict()
 TUNED_CACHE_SIZE = 6
 _vector_stores: dict[str, VectorStore | None] = {}
+_index_store: IndexStore | None = None
 # What answers while a catalog's vectors are being built: Claude Code's own scorer (no index to wait for).
 _keyword_fallback = ClaudeCodeKeywordBackend()
 
@@ -88,6 +90,18 @@ def vector_store() -> VectorStore | None:
         return _vector_stores[kind]
 
 
+def index_store() -> IndexStore | None:
+    """Where prebuilt search indexes are loaded from: the database, when vectors are built in the
+    background (the same build stores the indexes); None (always build) otherwise."""
+    global _index_store
+    if not indexing.builds_in_background():
+        return None
+    with _lock:
+        if _index_store is None:
+            _index_store = DatabaseIndexStore()
+        return _index_store
+
+
 def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
     """The backend with its dense side (if any) reading and writing the configured vector store,
     and — when vectors are built in the background — wrapped so that a search never encodes a
@@ -96,6 +110,7 @@ def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
     store = vector_store()
     if store is not None:
         use_vector_store(backend, store)
+    use_index_store(backend, index_store())
     if dense_side(backend) is None or not indexing.builds_in_background():
         return backend
     return IndexedOrFallback(

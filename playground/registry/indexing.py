@@ -4,7 +4,9 @@ A catalog change (an import, a tool created or edited, a bulk action, an MCP syn
 `request_index_build()`; once the transaction commits, `schedule_index_build` records a
 `SearchIndexBuild` row for the new catalog version and encoder and queues the Celery task
 `registry.build_search_index`, which encodes, in batches, the deferred tools whose text has no
-stored vector yet (`vectors.DatabaseVectorStore`) and records its progress on the row. One row per
+stored vector yet (`vectors.DatabaseVectorStore`) and records its progress on the row; at the end it
+stores the backend's prebuilt indexes of the catalog (`store_indexes`: BM25 postings, vector keys),
+which every process then loads instead of analysing 100,000 tools on its first search. One row per
 (catalog version, model id): a second request for the same version finds the row and queues
 nothing, and a second task for it finds the build running or done and does nothing.
 
@@ -24,6 +26,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from playground.engine.search import stored
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
 from playground.engine.search.text import tool_document
@@ -146,7 +149,24 @@ def _embed_missing(row: SearchIndexBuild) -> None:
         row.embedded += len(keys)
         row.encoded += len(keys)
         row.save(update_fields=["embedded", "encoded", "updated_at"])
+    store_indexes(row.backend)
     _finish(row, SearchIndexBuild.Status.DONE)
+
+
+def store_indexes(spec: str = "") -> list[str]:
+    """Store the backend's prebuilt indexes of the current catalog (BM25 postings, vector keys), so
+    that every process loads them instead of analysing the catalog on its first search; the keys
+    written (none when nothing is built in the background)."""
+    store = backends.index_store()
+    if store is None:
+        return []
+    backend = backends.search_backend(spec or None)
+    catalog = adapter.engine_catalog()
+    written = stored.save_indexes(backend, catalog, store)
+    permitted = adapter.filtered_catalog(None)[1].permitted  # what searches without a profile rank
+    if permitted.fingerprint != catalog.fingerprint:
+        written += stored.save_indexes(backend, permitted, store)
+    return written
 
 
 def _finish(row: SearchIndexBuild, status: str) -> None:

@@ -229,3 +229,22 @@ class SearchIndexBuild(models.Model):
 
     def __str__(self) -> str:
         return f"index build {self.version} ({self.status}, {self.embedded}/{self.total})"
+
+
+class StoredSearchIndex(models.Model):
+    """A search backend's prebuilt index of one catalog (the engine's `stored.py`: BM25 postings, the
+    dense side's vector keys and vocabulary), written by the background index build and loaded by
+    every process instead of analysing the whole catalog again. The key holds the catalog's
+    fingerprint and the backend's settings, so a row is only ever loaded for what it was built from;
+    only the newest few are kept (`indexes.DatabaseIndexStore`)."""
+
+    key = models.CharField(max_length=255, unique=True)
+    data = models.BinaryField()
+    size = models.PositiveIntegerField(default=0)  # bytes
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"stored index {self.key[:60]} ({self.size:,} bytes)"

@@ -40,11 +40,23 @@ def tool_totals(tools: QuerySet[Tool]) -> dict[str, int]:
     return {"count": totals["count"] or 0, "tokens": totals["tokens"] or 0}
 
 
-def server_names() -> list[str]:
-    """Every server a tool can belong to: registered servers and imported catalogs' server names."""
-    registered = set(adapter.registered_servers().objects.values_list("name", flat=True))
-    imported = set(Tool.objects.exclude(server_name="").order_by().values_list("server_name", flat=True).distinct())
-    return sorted(registered | imported)
+SERVER_SUGGESTIONS = 50
+SERVER_TEXT_MAX = 200
+
+
+def server_names(text: str = "", *, limit: int = SERVER_SUGGESTIONS) -> tuple[list[str], bool]:
+    """The first `limit` servers a tool can belong to (registered servers and imported catalogs'
+    server names) whose name contains `text`, by name; and whether there are more. A grown catalog
+    has thousands of servers: the tools page offers these and fetches others as one types."""
+    text = text.strip()[:SERVER_TEXT_MAX]
+    registered = adapter.registered_servers().objects.order_by("name")
+    imported = Tool.objects.exclude(server_name="").order_by("server_name")
+    if text:
+        registered, imported = registered.filter(name__icontains=text), imported.filter(server_name__icontains=text)
+    names = set(registered.values_list("name", flat=True)[: limit + 1])
+    names |= set(imported.values_list("server_name", flat=True).distinct()[: limit + 1])
+    ordered = sorted(names)
+    return ordered[:limit], len(ordered) > limit
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ app_name = "registry"
 access_rules = {
     "tool_list": allow(get=VIEWER),
     "search_index": allow(get=VIEWER),
+    "tool_servers": allow(get=VIEWER),
     "tool_create": allow(get=EDITOR, post=EDITOR),
     "tool_bulk": allow(post=EDITOR),
     "tool_import": allow(get=EDITOR, post=EDITOR),
@@ -37,6 +38,7 @@ urlpatterns = [
     path("tools/new/", tools.tool_create, name="tool_create"),
     path("tools/bulk/", tools.tool_bulk, name="tool_bulk"),
     path("tools/search-index/", tools.search_index, name="search_index"),
+    path("tools/servers/", tools.tool_servers, name="tool_servers"),
     path("tools/import/", imports.tool_import, name="tool_import"),
     path("tools/import/<int:pk>/commit/", imports.tool_import_commit, name="tool_import_commit"),
     path("tools/export/", imports.tool_export, name="tool_export"),

@@ -219,3 +219,42 @@ def test_the_tools_page_shows_the_build_progress_and_polls_while_it_runs(viewer_
     done = viewer_client.get("/tools/search-index/").content.decode()
     assert 'data-status="done"' in done and "4 of 4 tools embedded (4 encoded by the last build)" in done
     assert "every 2s" not in done  # finished: no more polling
+
+
+def test_the_build_stores_the_index_and_a_fresh_process_loads_it_with_the_same_ranking(tools, fake_encoder, queued, monkeypatch):
+    from playground.engine.search import bm25 as bm25_module
+    from playground.engine.search.bm25 import BM25Backend
+    from playground.registry.models import StoredSearchIndex
+    from tests.registry.conftest import bulk_tools
+
+    bulk_tools(100)
+    queries = ["create a github issue", "post a message to slack", "+git list", "tool number 7", "nothing like this"]
+    row = indexing.schedule_index_build()
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+    assert sorted(key.split(".")[0] for key in StoredSearchIndex.objects.values_list("key", flat=True)) == ["bm25f", "dense"]
+    catalog = adapter.filtered_catalog(None)[1].permitted
+    built = [backends.search_backend("").search(q, catalog).to_dict() for q in queries]
+
+    # A fresh process: its own catalog, backends and memos; the BM25 index must come from the row.
+    adapter.reset_caches()
+    monkeypatch.setattr(embedding_cache, "_shared_caches", {})
+    bm25_module._analysis_cache.clear()
+    monkeypatch.setattr(BM25Backend, "build_index", lambda *a, **k: pytest.fail("the BM25 index was built, not loaded"))
+    fake_encoder.texts.clear()
+    catalog = adapter.filtered_catalog(None)[1].permitted
+    loaded = [backends.search_backend("").search(q, catalog).to_dict() for q in queries]
+    assert loaded == built
+    assert all(result["backend"] == "hybrid" and "notes" not in result for result in loaded)
+    assert _tool_count(fake_encoder) == 0  # only queries were encoded
+
+
+def test_the_index_store_keeps_the_newest_rows(db):
+    from playground.registry.models import StoredSearchIndex
+    from playground.registry.vectors import DatabaseIndexStore
+
+    store = DatabaseIndexStore(keep=2)
+    for n in range(4):
+        store.put(f"k{n}", bytes([n]) * 3)
+    store.put("k3", b"new")  # the same key again replaces its row
+    assert sorted(StoredSearchIndex.objects.values_list("key", flat=True)) == ["k2", "k3"]
+    assert store.get("k3") == b"new" and store.get("k0") is None

@@ -113,3 +113,37 @@ def test_each_row_shows_its_global_permission(admin_client, tools, deny_delete_r
     body = admin_client.get(URL, {"server": "github"}).content.decode()
     row = body[body.index('data-tool="mcp__github__delete_repo"'):]
     assert 'data-permission="deny"' in row[: row.index("</tr>")]
+
+
+def _many_servers(count: int) -> None:
+    Tool.objects.bulk_create(
+        Tool(name=f"mcp__srv{n:04d}__ping", description="Ping", input_schema={"type": "object", "properties": {}},
+             server_name=f"srv{n:04d}", source=Tool.Source.IMPORTED)
+        for n in range(count)
+    )
+
+
+def test_the_server_filter_offers_a_page_of_servers_and_finds_the_others_as_one_types(viewer_client, tools):
+    import re
+
+    from playground.registry.selectors import SERVER_SUGGESTIONS
+
+    _many_servers(400)
+    body = viewer_client.get(URL).content.decode()
+    datalist = body[body.index('<datalist id="server-options"'): body.index("</datalist>")]
+    assert len(re.findall("<option ", datalist)) == SERVER_SUGGESTIONS and 'data-more="true"' in datalist
+    assert 'value="github"' in datalist and 'value="srv0399"' not in datalist  # the first by name
+    # Typing asks for the servers whose name contains the text.
+    found = viewer_client.get(reverse("registry:tool_servers"), {"server": "srv039"}).content.decode()
+    assert re.findall(r'<option value="([^"]+)"', found) == [f"srv039{n}" for n in range(10)] and 'data-more="false"' in found
+    none = viewer_client.get(reverse("registry:tool_servers"), {"server": "x" * 5000}).content.decode()
+    assert "<option" not in none
+    # A server beyond the first page filters the list as any other, and stays in the input.
+    page = viewer_client.get(URL, {"server": "srv0399"}).content.decode()
+    assert 'data-tool="mcp__srv0399__ping"' in page and 'data-tool="mcp__srv0001__ping"' not in page
+    assert 'name="server" value="srv0399"' in page
+
+
+def test_server_suggestions_need_a_login(client):
+    response = client.get(reverse("registry:tool_servers"), {"server": "git"})
+    assert response.status_code == 302

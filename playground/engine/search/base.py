@@ -9,6 +9,7 @@ path that ranks: a backend fills them while it scores.
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import re
 import threading
@@ -21,7 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
 if TYPE_CHECKING:
+    from playground.engine.search.stored import IndexStore
     from playground.engine.search.usage import UsageLog
+
+logger = logging.getLogger(__name__)
 
 QueryKind = Literal["select", "exact", "prefix", "keyword", "empty"]
 SELECT_PREFIX = "select:"
@@ -205,6 +209,8 @@ class SearchBackend(ABC):
     # others ignore it, and their index stays keyed on the catalog alone.
     reads_usage: bool = False
     _index_cache_size = 4
+    # Where prebuilt indexes are loaded from (`stored.use_index_store`); None: always build.
+    index_store: IndexStore | None = None
 
     def __init__(self, **options: Any) -> None:
         self.options = options
@@ -286,13 +292,46 @@ class SearchBackend(ABC):
         with self._lock:  # one backend may serve several threads (ASGI, thread pools)
             index = self._indexes.get(key)
             if index is None:
-                index = self.build_index(catalog) if learned is None else self.build_index(catalog, usage=learned)
+                index = self._load_stored(catalog) if learned is None else None
+                if index is None:
+                    index = self.build_index(catalog) if learned is None else self.build_index(catalog, usage=learned)
                 self._indexes[key] = index
                 while len(self._indexes) > self._index_cache_size:
                     self._indexes.popitem(last=False)
             else:
                 self._indexes.move_to_end(key)
             return index
+
+    # -- prebuilt indexes (stored.py) ------------------------------------------------------------
+    def stored_index_key(self, catalog: ToolCatalog) -> str | None:
+        """The key this backend's index of `catalog` is stored under; None: it is never stored.
+        It must change with anything the index depends on (the catalog's fingerprint, settings)."""
+        return None
+
+    def dump_index(self, index: Any) -> bytes:
+        raise NotImplementedError
+
+    def stored_index_data(self, catalog: ToolCatalog) -> bytes:
+        """What is stored for `catalog`: its index (built or reused), dumped."""
+        return self.dump_index(self.index_for(catalog))
+
+    def load_index(self, data: bytes, catalog: ToolCatalog) -> Any:
+        """The index `dump_index` stored, for `catalog` (the catalog it was built from)."""
+        raise NotImplementedError
+
+    def _load_stored(self, catalog: ToolCatalog) -> Any:
+        store = self.index_store
+        if store is None:
+            return None
+        key = self.stored_index_key(catalog)
+        if key is None:
+            return None
+        try:
+            data = store.get(key)
+            return self.load_index(data, catalog) if data is not None else None
+        except Exception:  # noqa: BLE001 - an unreadable stored index is rebuilt, never fatal
+            logger.exception("%s: could not load the stored index %s; building it", self.name, key)
+            return None
 
     @abstractmethod
     def build_index(self, catalog: ToolCatalog) -> Any:

@@ -20,6 +20,8 @@ the order among the others. Ties keep catalog order.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.engine.search import text
+from playground.engine.search import stored, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option
 from playground.engine.search.required import RequiredTermFilter
 from playground.engine.search.usage import UsageLog
@@ -78,7 +80,7 @@ class BM25FIndex(Postings):
     k1: float
     weights: dict[str, float]
     norms: dict[str, np.ndarray]  # per field: 1 − b_f + b_f × len_f / avglen_f, per tool
-    analysed: list[dict[str, list[str]]]  # per tool, its analysed fields (shared with the cache)
+    analysed: Sequence[dict[str, list[str]]]  # per tool, its analysed fields (shared with the cache; lazy when loaded)
     vocab: dict[str, int]
     idf: np.ndarray
     data: np.ndarray
@@ -250,6 +252,22 @@ class BM25Index:
         return self._positions
 
 
+class LazyAnalysed(Sequence):
+    """The tools' analysed fields, analysed when asked for: an index loaded from a store needs
+    them only for the few tools an explanation shows, not for the whole catalog."""
+
+    def __init__(self, tools: Sequence[Tool]):
+        self.tools = tools
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [analyzed_fields(tool) for tool in self.tools[i]]
+        return analyzed_fields(self.tools[i])
+
+
 _analysis_cache: dict[str, dict[str, list[str]]] = {}
 _ANALYSIS_CACHE_MAX = 250_000
 
@@ -365,6 +383,33 @@ class BM25Backend(SearchBackend):
         analysed = [analyzed_fields(tool) for tool in tools]
         weights = {name: w for name, w in self.field_weights.items() if w > 0}
         bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
+        return BM25Index(tools, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
+
+    # -- a stored index (stored.py) --------------------------------------------------------------
+    def _index_settings(self) -> dict[str, Any]:
+        return {"weights": {name: w for name, w in self.field_weights.items() if w > 0}, "field_b": self.field_b, "k1": self.k1}
+
+    def stored_index_key(self, catalog: ToolCatalog) -> str | None:
+        digest = hashlib.sha1(json.dumps(self._index_settings(), sort_keys=True).encode()).hexdigest()[:16]
+        return f"bm25f.{stored.FORMAT}.{digest}.{catalog.fingerprint}"
+
+    def dump_index(self, index: BM25Index) -> bytes:
+        b = index.bm25f
+        arrays = {"idf": b.idf, "data": b.data, "indices": b.indices, "indptr": b.indptr}
+        arrays.update({f"norm.{name}": norm for name, norm in b.norms.items()})
+        meta = {"size": index.size}  # k1 and weights are in the key: this backend's own
+        return stored.pack(arrays, {"vocab": list(b.vocab)}, meta)  # vocab in id order (ids are insertion order)
+
+    def load_index(self, data: bytes, catalog: ToolCatalog) -> BM25Index:
+        arrays, texts, meta = stored.unpack(data)
+        tools = tuple(catalog.deferred)
+        if meta["size"] != len(tools):
+            raise ValueError(f"stored index of {meta['size']} tools, catalog of {len(tools)}")
+        vocab = {token: i for i, token in enumerate(texts["vocab"])}
+        weights = self._index_settings()["weights"]  # in this backend's field order, as a build has them
+        norms = {name: arrays[f"norm.{name}"] for name in weights}
+        bm25f = BM25FIndex(self.k1, weights, norms, LazyAnalysed(tools), vocab,
+                           arrays["idf"], arrays["data"], arrays["indices"], arrays["indptr"])
         return BM25Index(tools, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
 
     # -- ranking -------------------------------------------------------------------------------

@@ -175,6 +175,15 @@ class EmbeddingCache:
         if self.store is not None and items:
             self.store.put_many(items, model_id=model_id)
 
+    def forget(self, keys: Iterable[str]) -> None:
+        """Drop these keys from the memory layer when a store keeps them (an index that copied them
+        into its matrix needs no second copy: 150 MB at 100,000 tools); without a store, keep them."""
+        if self.store is None:
+            return
+        with self._lock:
+            for key in keys:
+                self._memory.pop(key, None)
+
     def clear_memory(self) -> None:
         """Forget the in-memory layer (what a process restart does); the store keeps its vectors."""
         with self._lock:

@@ -7,22 +7,25 @@ backend raises `EncoderUnavailable` (a ValueError) naming what is missing.
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from playground.engine.search import text
+from playground.engine.search import stored, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, analyzed_fields, top_indices
 from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, VectorStore, document_keys, embed_tools, shared_cache
 from playground.engine.search.encoder import MiniLMEncoder, shared_encoder
 from playground.engine.search.required import RequiredTermFilter
 from playground.engine.tools import Tool, ToolCatalog
+
+logger = logging.getLogger(__name__)
 
 _REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
 # A sentence encoder finds "something" for any text, gibberish included (cosines of 0.2–0.4 are
@@ -57,6 +60,7 @@ class SemanticIndex:
     required: RequiredTermFilter
     stats: EmbedStats
     vocabulary: frozenset[str]  # every stem of every field of every tool (the lexical-evidence test)
+    keys: list[str] = field(default_factory=list)  # the tools' vector keys (what a stored index keeps)
 
     @property
     def size(self) -> int:
@@ -160,6 +164,7 @@ class SemanticBackend(SearchBackend):
         self._cache: EmbeddingCache | None = options.get("cache")
         self.embed_query = query_embedder_for(self.encoder)
         self._keys: OrderedDict[str, list[str]] = OrderedDict()  # catalog fingerprint → tool keys
+        self._stored_vocabulary: OrderedDict[str, frozenset[str]] = OrderedDict()  # the same, from a stored index
         self._keys_lock = threading.Lock()
 
     @property
@@ -191,23 +196,88 @@ class SemanticBackend(SearchBackend):
             keys = self._keys.get(catalog.fingerprint)
             if keys is not None:
                 return keys
+        if self._read_stored(catalog):  # a stored index has them: no tool documents to make
+            with self._keys_lock:
+                keys = self._keys.get(catalog.fingerprint)
+            if keys is not None:
+                return keys
         tools = tuple(catalog.deferred)
         keys = document_keys(tools, self.encoder.model_id, include_server=self.include_server(tools))
+        self._remember(catalog.fingerprint, keys)
+        return keys
+
+    def _remember(self, fingerprint: str, keys: list[str], vocabulary: frozenset[str] | None = None) -> None:
         with self._keys_lock:
-            self._keys[catalog.fingerprint] = keys
+            self._keys[fingerprint] = keys
             while len(self._keys) > self._index_cache_size:
                 self._keys.popitem(last=False)
-        return keys
+            if vocabulary is not None:
+                self._stored_vocabulary[fingerprint] = vocabulary
+                while len(self._stored_vocabulary) > self._index_cache_size:
+                    self._stored_vocabulary.popitem(last=False)
+
+    def _read_stored(self, catalog: ToolCatalog) -> bool:
+        """Take the catalog's keys and vocabulary from the stored index, if there is one."""
+        store = self.index_store
+        if store is None:
+            return False
+        try:
+            data = store.get(self.stored_index_key(catalog))
+            if data is None:
+                return False
+            self._accept_stored(data, catalog)
+            return True
+        except Exception:  # noqa: BLE001 - unreadable: made from the tools instead
+            logger.exception("%s: could not read the stored index of %s", self.name, catalog.fingerprint)
+            return False
+
+    def _accept_stored(self, data: bytes, catalog: ToolCatalog) -> tuple[list[str], frozenset[str]]:
+        _, texts, meta = stored.unpack(data)
+        keys, vocabulary = texts["keys"], frozenset(texts["vocabulary"])
+        if meta["size"] != len(catalog.deferred) or len(keys) != len(catalog.deferred):
+            raise ValueError(f"stored index of {meta['size']} tools, catalog of {len(catalog.deferred)}")
+        self._remember(catalog.fingerprint, keys, vocabulary)
+        return keys, vocabulary
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
         tools = tuple(catalog.deferred)
+        vocabulary = frozenset(stem for tool in tools for stems in analyzed_fields(tool).values() for stem in stems)
+        return self._index(catalog, self.tool_keys(catalog), vocabulary)
+
+    def _index(self, catalog: ToolCatalog, keys: list[str], vocabulary: frozenset[str]) -> SemanticIndex:
+        tools = tuple(catalog.deferred)
         include_server = self.include_server(tools)
         vectors, stats = embed_tools(
-            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server,
-            keys=self.tool_keys(catalog),
+            tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server, keys=keys,
         )
-        vocabulary = frozenset(stem for tool in tools for stems in analyzed_fields(tool).values() for stem in stems)
-        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats, vocabulary=vocabulary)
+        self.cache.forget(keys)  # the matrix holds them now; the store still has them for a rebuild
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats,
+                             vocabulary=vocabulary, keys=keys)
+
+    # -- a stored index (stored.py): the vector keys and the vocabulary; the vectors stay in the
+    # vector store, which every process reads anyway
+    def stored_index_key(self, catalog: ToolCatalog) -> str | None:
+        return f"dense.{stored.FORMAT}.{self.encoder.model_id}.{catalog.fingerprint}"
+
+    def dump_index(self, index: SemanticIndex) -> bytes:
+        return self._pack(index.keys, index.vocabulary)
+
+    def stored_index_data(self, catalog: ToolCatalog) -> bytes:
+        # Keys and vocabulary only: no need to read the catalog's vectors to store them.
+        vocabulary = frozenset(stem for tool in catalog.deferred for stems in analyzed_fields(tool).values() for stem in stems)
+        return self._pack(self.tool_keys(catalog), vocabulary)
+
+    @staticmethod
+    def _pack(keys: list[str], vocabulary: frozenset[str]) -> bytes:
+        return stored.pack({}, {"keys": keys, "vocabulary": sorted(vocabulary)}, {"size": len(keys)})
+
+    def load_index(self, data: bytes, catalog: ToolCatalog) -> SemanticIndex:
+        with self._keys_lock:
+            keys = self._keys.get(catalog.fingerprint)
+            vocabulary = self._stored_vocabulary.get(catalog.fingerprint)
+        if keys is None or vocabulary is None:
+            keys, vocabulary = self._accept_stored(data, catalog)
+        return self._index(catalog, keys, vocabulary)
 
     def similarities(self, reading: QueryReading, index: SemanticIndex) -> np.ndarray:
         if index.size == 0:

@@ -40,7 +40,7 @@ def tool_list(request):
         "page": page,
         "totals": totals,
         "all_totals": selectors.tool_totals(Tool.objects.filter(enabled=True)),
-        "servers": selectors.server_names(),
+        **_server_options(request.GET.get("server", "")),
         "sources": Tool.Source.choices,
         "filters": {k: request.GET.get(k, "") for k in FILTER_PARAMS},
         "filter_query": _filter_query(request),
@@ -49,6 +49,21 @@ def tool_list(request):
     }
     template = "registry/_tool_table.html" if request.htmx and request.htmx.target == "tool-table" else "registry/tool_list.html"
     return render(request, template, context)
+
+
+def _server_options(chosen: str) -> dict:
+    """The server filter's suggestions: the first servers by name (a catalog may have thousands;
+    typing fetches others from `tool_servers`), with the chosen one kept."""
+    names, more = selectors.server_names()
+    return {"servers": names, "more_servers": more, "chosen_server": chosen.strip()[: selectors.SERVER_TEXT_MAX]}
+
+
+@role_required(VIEWER)
+@require_safe
+def tool_servers(request):
+    """Suggestions for the tools page's server filter: servers whose name contains the text typed."""
+    names, more = selectors.server_names(request.GET.get("server", ""))
+    return render(request, "registry/_server_options.html", {"servers": names, "more_servers": more})
 
 
 def _index_context() -> dict:

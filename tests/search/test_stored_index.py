@@ -1,0 +1,104 @@
+"""Prebuilt indexes (stored.py): a process that loads the stored index ranks exactly as one that
+builds it, without analysing the catalog, making its tool documents or encoding a tool."""
+from __future__ import annotations
+
+import pytest
+
+from playground.engine.catalog_io import load_catalog, toolsets_dir
+from playground.engine.search import bm25 as bm25_module
+from playground.engine.search import embedding_cache, stored
+from playground.engine.search.bm25 import BM25Backend
+from playground.engine.search.embedding_cache import EmbeddingCache, MemoryVectorStore
+from playground.engine.search.hybrid import HybridBackend
+from playground.engine.search.indexed import IndexedOrFallback
+from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+from playground.engine.tools import ToolCatalog
+from tests.search.conftest import mcp
+from tests.search.fake_encoder import FakeEncoder
+
+QUERIES = [
+    "create an issue in github", "weather forecast for Rome", "+git create", "send an e-mail to Bob",
+    "read a file. Then convert the time to Tokyo, and open a merge request", "jupyter notebook", "zzz nothing",
+    "list pull requests and search the code", "select:mcp__github__create_issue",
+]
+
+
+def _hybrid(store: MemoryVectorStore, encoder: FakeEncoder | None = None) -> HybridBackend:
+    encoder = encoder or FakeEncoder()
+    return HybridBackend(semantic={"encoder": encoder, "cache": EmbeddingCache(None, encoder.dim, store=store)})
+
+
+def _catalogs(small_catalog: ToolCatalog) -> list[ToolCatalog]:
+    catalogs = [small_catalog]
+    real = toolsets_dir() / "mcp-combined" / "catalog.jsonl"
+    if real.exists():
+        catalogs.append(load_catalog(real))
+    return catalogs
+
+
+def _results(backend, catalog: ToolCatalog) -> list[dict]:
+    return [backend.search(query, catalog, max_results=8).to_dict() for query in QUERIES]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_loaded_index_ranks_exactly_as_a_fresh_build(small_catalog, which, monkeypatch):
+    catalogs = _catalogs(small_catalog)
+    if which >= len(catalogs):
+        pytest.skip("the shared toolsets are not here")
+    catalog = catalogs[which]
+    vectors, index_store = MemoryVectorStore(), stored.MemoryIndexStore()
+    builder = _hybrid(vectors)
+    fresh = _results(builder, catalog)
+    written = stored.save_indexes(builder, catalog, index_store)
+    assert sorted(key.split(".")[0] for key in written) == ["bm25f", "dense"]
+
+    # A fresh process: no analysis memo, no tool documents made, nothing encoded, no BM25 build.
+    bm25_module._analysis_cache.clear()
+    made: list[int] = []
+    real_document_keys = embedding_cache.document_keys
+    monkeypatch.setattr("playground.engine.search.semantic.document_keys",
+                        lambda tools, *a, **k: made.append(len(tools)) or real_document_keys(tools, *a, **k))
+    monkeypatch.setattr(BM25Backend, "build_index", lambda *a, **k: pytest.fail("the BM25 index was built, not loaded"))
+    encoder = FakeEncoder()
+    loader = _hybrid(vectors, encoder)
+    stored.use_index_store(loader, index_store)
+    wrapped = IndexedOrFallback(loader, ClaudeCodeKeywordBackend(), inline_limit=0)
+    loaded = _results(wrapped, ToolCatalog(catalog.tools))  # the same tools, a catalog object of its own
+    assert loaded == fresh
+    assert encoder.texts == [text for text in encoder.texts if "(" not in text]  # only queries were encoded
+    assert made == []
+    # Only the tools an explanation showed were analysed (at most 8 per query).
+    assert 0 < len(bm25_module._analysis_cache) <= 8 * len(QUERIES)
+
+
+def test_a_stored_index_is_only_loaded_for_its_own_catalog_and_settings(small_catalog):
+    index_store = stored.MemoryIndexStore()
+    stored.save_indexes(BM25Backend(), small_catalog, index_store)
+    grown = ToolCatalog([*small_catalog.tools, mcp("jira", "create_ticket", "Create a Jira ticket.")])
+    other_catalog, other_settings = BM25Backend(), BM25Backend(k1=1.5)
+    for backend in (other_catalog, other_settings):
+        stored.use_index_store(backend, index_store)
+    assert other_catalog.search("create a ticket", grown).matches[0] == "mcp__jira__create_ticket"
+    plain = BM25Backend(k1=1.5)
+    assert other_settings.search("create an issue", small_catalog).to_dict() == plain.search("create an issue", small_catalog).to_dict()
+    assert len(index_store.keys()) == 1  # loading never writes
+
+
+def test_an_unreadable_stored_index_is_rebuilt(small_catalog, caplog):
+    index_store = stored.MemoryIndexStore()
+    backend = BM25Backend()
+    index_store.put(backend.stored_index_key(small_catalog), b"not an index")
+    stored.use_index_store(backend, index_store)
+    assert backend.search("create an issue", small_catalog).to_dict() == BM25Backend().search("create an issue", small_catalog).to_dict()
+    assert "could not load the stored index" in caplog.text
+
+
+def test_pack_keeps_arrays_strings_and_refuses_nul():
+    import numpy as np
+
+    data = stored.pack({"x": np.arange(5, dtype=np.int32)}, {"words": ["a", "é", ""], "none": []}, {"size": 3})
+    arrays, texts, meta = stored.unpack(data)
+    assert arrays["x"].tolist() == [0, 1, 2, 3, 4] and arrays["x"].dtype == np.int32
+    assert texts == {"words": ["a", "é", ""], "none": []} and meta == {"size": 3}
+    with pytest.raises(ValueError, match="NUL"):
+        stored.pack({}, {"bad": ["a\x00b"]}, {})
