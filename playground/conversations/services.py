@@ -271,10 +271,12 @@ def record_cancelled(conversation: Conversation | int, stage: str, *, requested_
     """The run ended by a cancel: the `cancelled` event (chat and timeline) and the final turn_finished,
     leaving the conversation "cancelled" (it takes the next message)."""
     status = Conversation.Status.CANCELLED
-    record_event(conversation, RunCancelled(stage=stage, interrupted=interrupted, requested_by=requested_by, note=note,
-                                            after_ms=after_ms), status=status, run_token=run_token)
-    record_event(conversation, TurnFinished(turn=0, stop_reason="cancelled", status=status, final=True, reason="cancelled"),
-                 status=status, run_token=run_token)
+    # One transaction: nobody sees the "cancelled" status without the final turn_finished beside it.
+    with transaction.atomic():
+        record_event(conversation, RunCancelled(stage=stage, interrupted=interrupted, requested_by=requested_by,
+                                                note=note, after_ms=after_ms), status=status, run_token=run_token)
+        record_event(conversation, TurnFinished(turn=0, stop_reason="cancelled", status=status, final=True,
+                                                reason="cancelled"), status=status, run_token=run_token)
 
 
 def cancel_requester(conversation_id: int) -> str:
