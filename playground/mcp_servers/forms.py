@@ -141,6 +141,10 @@ class ToolCallForm(forms.Form):
     """One field per schema property (string / number / integer / boolean / enum; arrays, objects and
     anything else as JSON), plus a raw-JSON fallback used when `mode` is "raw"."""
 
+    # No `required` attribute in the HTML: in raw mode the fields stay empty and the browser would
+    # refuse to send the form. `clean` checks required fields in "form" mode and reports them.
+    use_required_attribute = False
+
     mode = forms.ChoiceField(
         choices=[("form", "Form fields"), ("raw", "Raw JSON")], initial="form", widget=forms.RadioSelect, label="Arguments from"
     )

@@ -59,6 +59,14 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
     assert '"text": "hello workbench"' in page.locator("[data-testid=history-arguments]").first.inner_text()  # JSON, not a repr
     screenshot(page, "mcp-workbench")
 
+    # Raw JSON is sent even with the form's required field left empty (the browser must not block it).
+    call_form.locator("input[name$=arg__text]").fill("")
+    call_form.locator("input[name$=mode][value=raw]").check()
+    call_form.locator("details.mcp-raw summary").click()
+    call_form.locator("textarea[name$=raw_arguments]").fill('{"text": "raw hello"}')
+    call_form.locator("[data-testid=call-tool]").click()
+    page.locator("[data-testid=history-arguments]", has_text='"text": "raw hello"').first.wait_for()
+
     # A crash: the badge leaves "Connected" without a reload.
     page.click("[data-testid=tool-row][data-tool=mcp__demo__crash] summary")
     page.locator("[data-testid=call-form][data-tool=mcp__demo__crash] [data-testid=call-tool]").click()
