@@ -1,10 +1,14 @@
 """Requests per token, counted in Redis so every web process behind a balancer shares the count.
 
-A fixed window: the key names the token and the window's number (`INCR` then `EXPIRE`, one round
-trip in a pipeline), so a token may send `GATEWAY_RATE_LIMIT_REQUESTS` requests per
-`GATEWAY_RATE_LIMIT_WINDOW_SECONDS`; over that the endpoint answers 429 with `Retry-After` (the
-seconds left in the window). Keys carry the Channels prefix, so test runs sharing a Redis never
-count each other's requests.
+A sliding window, counted in two fixed ones: a key per token and window number (`INCR` and
+`EXPIRE` of the current window, `GET` of the previous, one round trip in a pipeline). The estimate
+is the current count plus the previous window's count weighted by how much of it still lies inside
+the last `GATEWAY_RATE_LIMIT_WINDOW_SECONDS`. A plain fixed window would let a client send twice the
+limit across a window boundary; this one keeps any window's count at the limit give or take the
+unevenness inside the previous window. Over `GATEWAY_RATE_LIMIT_REQUESTS` the endpoint answers 429
+with `Retry-After`: the seconds until the estimate is under the limit again if the client waits.
+A refused request is taken back out of the count, so a client that waits as told gets through. Keys carry the Channels
+prefix, so test runs sharing a Redis never count each other's requests.
 
 If Redis does not answer, requests are let through and the failure is logged (at most once a
 minute): the limit protects the servers behind the gateway from a runaway client, it is not the
@@ -66,18 +70,42 @@ class RateLimiter:
             return Verdict(True)
         now = time.time()
         number = int(now // window)
-        key = f"{key_prefix()}:{token_id}:{number}"
+        current, previous = f"{key_prefix()}:{token_id}:{number}", f"{key_prefix()}:{token_id}:{number - 1}"
         try:
             pipe = self._client().pipeline(transaction=False)
-            pipe.incr(key)
-            pipe.expire(key, math.ceil(window) + 1)
-            count, _ = await pipe.execute()
+            pipe.incr(current)
+            pipe.expire(current, math.ceil(2 * window) + 1)  # it is the next window's "previous"
+            pipe.get(previous)
+            count, _, before = await pipe.execute()
         except (aioredis.RedisError, OSError) as exc:
             if time.monotonic() - self._last_outage_log > OUTAGE_LOG_EVERY_SECONDS:
                 self._last_outage_log = time.monotonic()
                 logger.warning("MCP gateway: rate limit not checked, Redis did not answer (%s); requests are let through", exc)
             return Verdict(True)
-        if count <= limit:
-            return Verdict(True, count, limit)
-        retry_after = max(1, math.ceil((number + 1) * window - now))
-        return Verdict(False, count, limit, retry_after)
+        elapsed = now - number * window
+        estimate = sliding_estimate(int(before or 0), int(count), elapsed, window)
+        if estimate <= limit:
+            return Verdict(True, math.ceil(estimate), limit)
+        try:
+            await self._client().decr(current)
+        except (aioredis.RedisError, OSError):
+            pass  # the count stays one high until the window ends: errs on the safe side
+        count -= 1
+        return Verdict(False, math.ceil(estimate), limit, retry_after(int(before or 0), int(count), elapsed, window, limit))
+
+
+def sliding_estimate(previous: int, current: int, elapsed: float, window: float) -> float:
+    """Requests in the last `window` seconds, the previous window's assumed spread evenly."""
+    return previous * (1 - elapsed / window) + current
+
+
+def retry_after(previous: int, current: int, elapsed: float, window: float, limit: int) -> int:
+    """Whole seconds until one more request would be allowed, if none is sent meanwhile."""
+    room = limit - 1  # the estimate must reach this for the next request to fit
+    if current <= room and previous > 0:
+        # Within this window the previous one's share fades until it leaves room.
+        wait = window * (1 - (room - current) / previous) - elapsed
+    else:
+        # Only in the next window, as this window's count fades in turn.
+        wait = (window - elapsed) + (window * (1 - room / current) if current > 0 else 0.0)
+    return max(1, math.ceil(wait - 1e-9))  # no extra second from float rounding

@@ -53,7 +53,8 @@ def test_a_token_over_its_limit_gets_429_with_retry_after_and_a_json_rpc_error(g
         assert [call(endpoint, profile.pk, auth)[0] for _ in range(2)] == [400, 400]
         status, headers, body = call(endpoint, profile.pk, auth)
     assert status == 429
-    assert 1 <= int(headers["retry-after"]) <= 3600
+    # This window's requests fade out over the next one, so the wait may reach past this window.
+    assert 1 <= int(headers["retry-after"]) <= 2 * 3600
     assert headers["content-type"] == "application/json"
     assert body["jsonrpc"] == "2.0" and body["error"]["code"] == RATE_LIMITED
     assert body["error"]["data"]["retry_after_seconds"] == int(headers["retry-after"])
@@ -139,3 +140,42 @@ def test_the_sdk_client_surfaces_the_rate_limit_error(live_gateway, gateway_worl
         client.close()
     assert error.error.code == RATE_LIMITED and "Too many requests" in error.error.message
     assert f"token #{row.pk}" in live_gateway.logs() and "rate limit" in live_gateway.logs()
+
+
+def test_the_window_slides_so_a_boundary_does_not_double_the_limit():
+    """A fixed window would allow `limit` just before its end and `limit` again just after."""
+    from playground.gateway.ratelimit import retry_after, sliding_estimate
+    # 10 requests late in the previous 60 s window; 1 s into the new one nearly all still count.
+    assert sliding_estimate(10, 1, elapsed=1, window=60) > 10
+    # Halfway through, half of the previous window's count remains.
+    assert sliding_estimate(10, 3, elapsed=30, window=60) == pytest.approx(8.0)
+    # Waiting as told makes the next request fit.
+    wait = retry_after(10, 2, elapsed=1, window=60, limit=10)
+    assert sliding_estimate(10, 2, elapsed=1 + wait, window=60) + 1 <= 10 + 1e-9
+    assert sliding_estimate(10, 2, elapsed=wait, window=60) + 1 > 10  # one second less would not
+    # Over the limit inside this window alone: the wait runs into the next window.
+    wait = retry_after(0, 12, elapsed=10, window=60, limit=10)
+    assert wait > 50
+    assert sliding_estimate(12, 0, elapsed=wait - 50, window=60) + 1 <= 10 + 1e-9
+
+
+def test_a_burst_across_the_boundary_is_refused(gateway_world, settings):
+    """The previous window's requests (written straight into Redis, as another process would)
+    still count just after the boundary."""
+    settings.GATEWAY_RATE_LIMIT_REQUESTS = 5
+    settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS = 3600
+    row = gateway_world["token_row"]
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    number = int(time.time() // 3600)
+    previous = f"{key_prefix()}:{row.pk}:{number - 1}"
+    current = f"{key_prefix()}:{row.pk}:{number}"
+    elapsed_share = (time.time() % 3600) / 3600
+    try:
+        # Enough in the previous window that its remaining share alone fills the limit.
+        client.set(previous, int(5 / max(1e-3, 1 - elapsed_share)) + 2, ex=60)
+        status, headers, _ = call(GatewayEndpoint(), gateway_world["profile"].pk,
+                                  {"Authorization": f"Bearer {gateway_world['token']}", **SESSIONLESS})
+        assert status == 429 and int(headers["retry-after"]) >= 1
+    finally:
+        client.delete(previous, current)
+        client.close()
