@@ -20,6 +20,7 @@ Admitting sockets. `socket_refusal` is the one check both WebSocket consumers ma
 from __future__ import annotations
 
 import asyncio
+import json
 import concurrent.futures
 import os
 import threading
@@ -28,6 +29,7 @@ from typing import Any, Callable
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
 
+from playground.engine import safe_json
 from playground.per_process import PerProcess
 
 SEND_TIMEOUT_SECONDS = 5.0
@@ -131,3 +133,21 @@ async def arefuse_socket(consumer: Any, code: int) -> None:
     """`refuse_socket` for async consumers."""
     await consumer.accept()
     await consumer.close(code=code)
+
+
+def read_browser_frame(text_data: str | None) -> dict | None:
+    """A socket frame from the browser as a JSON object; None when it is not JSON, is over the
+    nesting or number limits, or is not an object (the consumer answers with a notice)."""
+    try:
+        data = safe_json.loads(text_data or "{}")
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def frame_int(value: object, default: int) -> int:
+    """An integer field of a browser frame, or `default` when it is missing or not a number."""
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default

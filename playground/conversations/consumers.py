@@ -15,19 +15,17 @@ the catch-up, the actions) runs in `database_sync_to_async`, which also closes s
 """
 from __future__ import annotations
 
-import json
 import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from playground.engine import safe_json
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import can_view, tokens_total_for
-from playground.realtime import arefuse_socket, socket_refusal
+from playground.realtime import arefuse_socket, frame_int, read_browser_frame, socket_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +57,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.group:
             return
-        try:
-            data = safe_json.loads(text_data or "{}")
-        except json.JSONDecodeError:
-            data = None
-        if not isinstance(data, dict):  # not JSON, over the nesting/number limits, or not an object
+        data = read_browser_frame(text_data)
+        if data is None:  # not JSON, over the nesting/number limits, or not an object
             await self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "send")
         if action == "hello":
-            self.last_sent = _int(data.get("last_sequence"), 0)
+            self.last_sent = frame_int(data.get("last_sequence"), 0)
             await self.catch_up()
             return
         notice = await database_sync_to_async(self._act)(action, data)
@@ -87,7 +82,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 choice = str(data.get("choice", ""))
                 if choice not in services.PERMISSION_CHOICES:  # timeout / cancelled are the loop's to record
                     raise services.ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
-                services.answer_permission(conversation, _int(data.get("prompt"), 0), choice, user=user)
+                services.answer_permission(conversation, frame_int(data.get("prompt"), 0), choice, user=user)
                 return None
             if action == "cancel":
                 return None if services.request_cancel(conversation, user=user) else "Nothing is running."
@@ -99,7 +94,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def conversation_event(self, message: dict) -> None:
         if self.last_sent is None:
             return  # the hello's catch-up will include it
-        sequence, frame = _int(message.get("sequence"), 0), message.get("frame")
+        sequence, frame = frame_int(message.get("sequence"), 0), message.get("frame")
         if sequence <= self.last_sent:
             return  # sent already (by a catch-up that read it from the database)
         if sequence == self.last_sent + 1 and isinstance(frame, str):
@@ -128,9 +123,3 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         total = tokens_total_for(self.conversation_id) if turns > 1 else None
         return [(event.sequence, render_event_frame(conversation, event, total=total)) for event in events]
 
-
-def _int(value: object, default: int) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default

@@ -8,18 +8,16 @@ one twice. Answers to permission prompts come in on the same socket.
 """
 from __future__ import annotations
 
-import json
 
 from asgiref.sync import async_to_sync
 from channels.generic.websocket import WebsocketConsumer
 
 from playground.access import ADMIN, has_role
-from playground.engine import safe_json
 from playground.gateway.broadcast import session_group
 from playground.gateway.fragments import pending_prompts, render_event_frame, render_notice
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 from playground.gateway.service import answer_prompt
-from playground.realtime import refuse_socket, socket_refusal
+from playground.realtime import frame_int, read_browser_frame, refuse_socket, socket_refusal
 
 EVENTS_PER_CATCH_UP = 500
 
@@ -47,19 +45,16 @@ class GatewaySessionConsumer(WebsocketConsumer):
     def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.group:
             return
-        try:
-            data = safe_json.loads(text_data or "{}")
-        except json.JSONDecodeError:
-            data = None
-        if not isinstance(data, dict):
+        data = read_browser_frame(text_data)
+        if data is None:  # not JSON, over the nesting/number limits, or not an object
             self.send(text_data=render_notice(self.session_pk, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "")
         if action == "hello":
-            self.last_sent = _int(data.get("last_sequence"), 0)
+            self.last_sent = frame_int(data.get("last_sequence"), 0)
             self.catch_up()
         elif action == "answer":
-            self.answer(_int(data.get("prompt"), 0), str(data.get("answer", "")))
+            self.answer(frame_int(data.get("prompt"), 0), str(data.get("answer", "")))
         else:
             self.send(text_data=render_notice(self.session_pk, f"Unknown action {action!r}."))
 
@@ -93,9 +88,3 @@ class GatewaySessionConsumer(WebsocketConsumer):
                 self.send(text_data=render_event_frame(session, event, pending))
                 self.last_sent = event.sequence
 
-
-def _int(value: object, default: int) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return default
