@@ -13,11 +13,12 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F
 
 from playground.conversations.broadcast import broadcast_event
 from playground.conversations.models import Conversation, Event
+from playground.sequences import increment
 
 # Payloads stay small at any catalog size: a 50,000-tool turn listed every deferred name (2 MB), and
 # its frame broke the WebSocket server's 1 MiB limit. Lists of names keep the first few and a count;
@@ -378,37 +379,10 @@ def record_event(
 
 def _take_sequence(conversation_id: int, status: str | None, run_token: str) -> tuple[int, str] | None:
     """Increment the conversation's next sequence (and set `status`) under its row lock; the new
-    next sequence and the status, or None when no row matched (gone, or `run_token` no longer owns it).
-
-    One `UPDATE … RETURNING` where the database has it (PostgreSQL, SQLite 3.35+): every event pays
-    this, and the ORM's update-then-select is two round trips."""
-    rows = Conversation.objects.filter(pk=conversation_id)
-    if run_token:
-        rows = rows.filter(run_token=run_token)
-    connection = connections[rows.db]
-    if connection.vendor not in ("postgresql", "sqlite"):
-        updates: dict[str, Any] = {"next_sequence": F("next_sequence") + 1}
-        if status is not None:
-            updates["status"] = status
-        if not rows.update(**updates):
-            return None
-        return Conversation.objects.filter(pk=conversation_id).values_list("next_sequence", "status").get()
-    quote = connection.ops.quote_name
-    meta = Conversation._meta
-    column = {name: quote(meta.get_field(name).column) for name in ("id", "next_sequence", "status", "run_token")}
-    assignments, params = [f"{column['next_sequence']} = {column['next_sequence']} + 1"], []
-    if status is not None:
-        assignments.append(f"{column['status']} = %s")
-        params.append(status)
-    condition = f"{column['id']} = %s"
-    params.append(conversation_id)
-    if run_token:
-        condition += f" AND {column['run_token']} = %s"
-        params.append(run_token)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {quote(meta.db_table)} SET {', '.join(assignments)} WHERE {condition} "
-                       f"RETURNING {column['next_sequence']}, {column['status']}", params)
-        found = cursor.fetchone()
+    next sequence and the status, or None when no row matched (gone, or `run_token` no longer owns it)."""
+    found = increment(Conversation, conversation_id, "next_sequence",
+                      assign={"status": status} if status is not None else None,
+                      where={"run_token": run_token} if run_token else None, returning=("status",))
     return None if found is None else (int(found[0]), str(found[1]))
 
 

@@ -85,13 +85,15 @@ class TurnPlan:
 
     def run_tool_search(
         self, arguments: dict[str, Any], *, over: ToolCatalog | None = None, backend: SearchBackend | None = None,
+        usage: UsageLog | None = None,
     ) -> ToolSearchResult:
         """Answer a ToolSearch call of this turn: its backend, usage log, pending MCP servers and
         default max_results, over `searchable` (a denied tool can never be found). `over` searches
         other tools the same way (the inspector: the permitted tools with the mode off, or the
         unfiltered ones to show what permissions took away). `backend` answers with another backend
-        and everything else of this turn (the inspector comparing backends side by side). Raises
-        ToolSearchInputError for bad input."""
+        and everything else of this turn (the inspector comparing backends side by side). `usage`
+        searches with another usage log than the turn's (a plan shared between callers, each with
+        the log it read). Raises ToolSearchInputError for bad input."""
         backend = backend or self.backend
         if backend is None:
             raise ValueError("this turn was planned without a search backend")
@@ -101,7 +103,7 @@ class TurnPlan:
             backend,
             pending_mcp_servers=self.pending_mcp_servers,
             default_max_results=self.settings.max_results,
-            usage=self.usage,
+            usage=self.usage if usage is None else usage,
         )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,15 @@ class ProfileView:
         return loaded | set(self.live_discovered(discovered))
 
 
+# A profile's first-turn plan (loaded tools, announcement, mode decision) depends only on the
+# filtered catalog, the engine settings and the backend; building it again for every call cost
+# about as much as the rest of a call's path. Plans are shared read-only between sessions (a
+# search's usage log is passed in, never stored on the plan).
+PLAN_CACHE_SIZE = 32
+_plan_lock = threading.Lock()
+_plan_cache: OrderedDict[tuple, TurnPlan] = OrderedDict()
+
+
 def profile_view(profile_id: int) -> ProfileView:
     profile = AgentProfile.objects.get(pk=profile_id)
     policy = adapter.permission_policy(profile)
@@ -153,18 +163,28 @@ def profile_view(profile_id: int) -> ProfileView:
     catalog, filtered = adapter.filtered_catalog(profile, policy=policy)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
     agent_settings = adapter.agent_settings(profile, wire_style="client")
-    # The usage log is read only when a search runs (learned_usage): lists and calls need none.
-    turn = adapter.plan_turn(catalog, policy, agent_settings, backend=backends.search_backend(agent_settings.backend),
-                             filtered=filtered, learn_from_usage=False)
+    backend = backends.search_backend(agent_settings.backend)
+    # `filtered` is a new object whenever the catalog, the rules or the profile's tool lists change.
+    key = (profile.pk, id(filtered), repr(agent_settings), id(backend))
+    with _plan_lock:
+        turn = _plan_cache.get(key)
+        if turn is not None:
+            _plan_cache.move_to_end(key)
+    if turn is None:
+        # The usage log is read only when a search runs (learned_usage): lists and calls need none.
+        turn = adapter.plan_turn(catalog, policy, agent_settings, backend=backend, filtered=filtered,
+                                 learn_from_usage=False)
+        with _plan_lock:
+            _plan_cache[key] = turn
+            while len(_plan_cache) > PLAN_CACHE_SIZE:
+                _plan_cache.popitem(last=False)
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
 
 
 def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
     """The engine's ToolSearch over what this profile may search (raises ToolSearchInputError),
     with what conversations learned (read here, not when the view is built: lists and calls need none)."""
-    if view.turn.usage is None:
-        view.turn.usage = learned_usage()
-    return view.turn.run_tool_search(arguments)
+    return view.turn.run_tool_search(arguments, usage=learned_usage())
 
 
 def add_discovered(session_pk: int, names: list[str]) -> list[str]:

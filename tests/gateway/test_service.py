@@ -90,3 +90,21 @@ def test_lists_and_calls_never_read_the_usage_log_and_searches_share_one_read(ga
     assert usage_reads(lambda: _call(session.session_id, info, client, "ToolSearch", {"query": "count words"})) >= 1
     assert usage_reads(lambda: _call(session.session_id, info, client, "ToolSearch", {"query": "weather"})) == 0
     service.reset_usage_cache()
+
+
+def test_calls_share_one_plan_until_the_rules_or_the_profile_change(gateway_world):
+    profile = gateway_world["profile"]
+    first = service.profile_view(profile.pk)
+    assert service.profile_view(profile.pk).turn is first.turn  # no second plan for the same inputs
+    PermissionRule.objects.create(effect="deny", pattern="word_count")
+    after_rule = service.profile_view(profile.pk)
+    assert after_rule.turn is not first.turn and "word_count" not in after_rule.plan.deferred_tools
+    AgentProfile.objects.filter(pk=profile.pk).update(tool_search_mode="false")
+    after_mode = service.profile_view(profile.pk)
+    assert after_mode.turn is not after_rule.turn and not after_mode.tool_search_on
+
+
+def test_a_search_on_a_shared_plan_leaves_the_plan_without_a_usage_log(gateway_world):
+    view = service.profile_view(gateway_world["profile"].pk)
+    service.search(view, {"query": "select:word_count"})
+    assert view.turn.usage is None  # each search reads its own; the shared plan keeps none
