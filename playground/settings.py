@@ -94,6 +94,8 @@ TEMPLATES = [
 ]
 
 # SQLite in the repository by default; DATABASE_URL (postgres://…) switches to PostgreSQL.
+# Set (to "1") by playground/asgi.py while Django starts in an ASGI server: the web process.
+ASGI_PROCESS_FLAG = "PLAYGROUND_ASGI_PROCESS"
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
@@ -108,6 +110,18 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # the write lock at BEGIN and wait (timeout) instead of failing with "database is locked" when
     # two read-then-write transactions collide.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+elif (os.environ.get(ASGI_PROCESS_FLAG) == "1" and envbool("DATABASE_POOL", True)
+        and not DATABASES["default"].get("CONN_MAX_AGE")):
+    # The web process (ASGI) borrows connections from psycopg's pool: opening one for each request,
+    # socket message and gateway call cost 5-10 ms, and persistent connections (CONN_MAX_AGE) leak
+    # under ASGI, whose sync code runs in short-lived threads. Celery's prefork workers keep Django's
+    # plain connections: a pool opened before the fork would be shared by the children.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": envint("DATABASE_POOL_MAX_SIZE", 20),
+        "timeout": 10,
+        "max_idle": 60,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

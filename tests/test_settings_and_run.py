@@ -440,3 +440,31 @@ def test_no_mcp_sync_task_means_nothing_is_queued(monkeypatch):
     out = io.StringIO()
     trigger_mcp_sync(Supervisor(out=out))
     assert "no MCP sync task" in out.getvalue()
+
+
+# --- the web process's connection pool -----------------------------------------------------------
+
+def database_options_in_subprocess(env: dict[str, str], *, as_web_process: bool) -> str:
+    """The default database's pool option, in a fresh process started as daphne starts the app
+    (importing playground.asgi) or as any other process (django.setup()); then whether the flag
+    is left in the environment for processes it starts."""
+    start = ("import playground.asgi" if as_web_process else
+             "import django; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup()")
+    code = (f"import os; {start}; from django.conf import settings as s; "
+            "print(repr(s.DATABASES['default'].get('OPTIONS', {}).get('pool')), 'PLAYGROUND_ASGI_PROCESS' in os.environ)")
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_POOL", "DATABASE_CONN_MAX_AGE", "PLAYGROUND_ASGI_PROCESS"}}
+    result = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_only_the_web_process_borrows_postgresql_connections_from_a_pool():
+    postgres = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/playground"}
+    web = database_options_in_subprocess(postgres, as_web_process=True)
+    assert web.startswith("{") and "'max_size': 20" in web and web.endswith(" False"), web  # flag not inherited
+    # A Celery worker (prefork: a pool must not be shared across a fork) or a command: no pool.
+    assert database_options_in_subprocess(postgres, as_web_process=False) == "None False"
+    # Turned off, or persistent connections chosen instead (Django refuses both at once), or SQLite.
+    assert database_options_in_subprocess({**postgres, "DATABASE_POOL": "false"}, as_web_process=True) == "None False"
+    assert database_options_in_subprocess({**postgres, "DATABASE_CONN_MAX_AGE": "60"}, as_web_process=True) == "None False"
+    assert database_options_in_subprocess({"DATABASE_URL": "sqlite:///x.sqlite3"}, as_web_process=True) == "None False"

@@ -27,7 +27,13 @@ from typing import Any
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
 import django  # noqa: E402 - a command: Django is set up before the models it reads are imported
 
-django.setup()
+# This process serves the ASGI application, so it gets the web process's database settings (a
+# connection pool on PostgreSQL, see settings.py), as daphne would.
+os.environ["PLAYGROUND_ASGI_PROCESS"] = "1"
+try:
+    django.setup()
+finally:
+    os.environ.pop("PLAYGROUND_ASGI_PROCESS", None)
 
 from playground.asgi import application  # noqa: E402
 from playground.gateway.endpoint import endpoint_path  # noqa: E402
