@@ -4,8 +4,7 @@ Why: work a person waits on (a conversation's run, an evaluation, an MCP server'
 index build) is stored as a row and its task handed to Celery through Redis. When Redis restarts
 without persistence (as the embedded one and most development setups run it) or a worker's
 connection drops, a task still waiting in the queue, or fetched by a worker but not started, is gone;
-its row would say "running", "queued" or "pending" forever. Likewise a task scheduled for later (a
-permission prompt's timeout, a countdown) is lost with Redis.
+its row would say "running", "queued" or "pending" forever.
 
 Each app declares what it queues as a `Kind` (`watch(kind)`):
 - `tasks`, the Celery task names that carry this work, and `key_of(args)`, the key a task's
@@ -15,7 +14,8 @@ Each app declares what it queues as a `Kind` (`watch(kind)`):
 - `lost(row id, key)`: under the row's lock, check it is still unclaimed and hand it over again, or
   fail it with a reason its page shows once AGENT_QUEUE_ATTEMPTS re-sends are used up; returns
   "requeued", "failed" or "" (claimed or changed meanwhile).
-A `sweep` is a check that needs no broker (a permission prompt past its deadline), run every round.
+A `sweep` is a check that needs no broker, run every round: a permission prompt past its deadline is
+denied by one (a countdown task would be lost with Redis, and takes its worker down with it).
 
 The watch: every worker runs one thread (started when the worker is ready, stopped at its shutdown)
 that, every half AGENT_QUEUE_GRACE_SECONDS, collects the unclaimed rows of every kind and, when there

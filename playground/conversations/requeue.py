@@ -1,4 +1,4 @@
-"""Conversation runs whose task the broker lost, and permission prompts whose timeout it lost.
+"""Conversation runs whose task the broker lost, and permission prompts nobody answered in time.
 
 A run that a worker claimed has a heartbeat (lease.py); one that none claimed has `heartbeat_at`
 empty and `queued_at` set: the person's request, the answer to a prompt (a resumption), or the last
@@ -7,11 +7,13 @@ runs still unclaimed AGENT_QUEUE_GRACE_SECONDS after that; one whose task the br
 over again under a new run token (`services.requeue_unclaimed_run`: a resumption is sent again as a
 resumption), at most AGENT_QUEUE_ATTEMPTS times, and then failed with an error the page shows.
 
-A prompt's timeout is a task scheduled with the prompt's timeout as countdown: Redis holds it (or a
-worker holds it in memory until it is due) and loses it on a restart, and the run would wait for an
-answer forever. The sweep `expire_overdue_prompts` denies prompts still open a grace past their
-deadline exactly as the task does (`services.expire_prompt`); whichever comes first records the one
-answer, the other finds the prompt answered and does nothing.
+A prompt's timeout is the watch's sweep `expire_overdue_prompts`: every round it denies the prompts
+still open past their deadline (`services.expire_prompt`, the first answer wins), so a prompt is
+denied at most half a grace late. Why not a task with the timeout as countdown: Redis loses it on a
+restart, and the worker holding it until it is due (kombu's Redis transport hands ETA tasks out at
+once) dies when the broker connection drops under it (Celery/kombu 5.7: "Unrecoverable error:
+AttributeError ... 'hostname'" while restoring the unacknowledged message) — every open prompt would
+take a worker down with a Redis restart. The sweep needs no broker and holds nothing.
 """
 from __future__ import annotations
 
@@ -54,10 +56,8 @@ RUNS = lost_tasks.watch(lost_tasks.Kind(
 
 
 # -- permission prompts past their deadline -------------------------------------------------------
-def overdue_prompts(slack: float | None = None) -> list[tuple[int, int]]:
-    """(conversation id, prompt sequence) of runs paused on a prompt still open `slack` seconds (the
-    grace) past its deadline: its timeout task should have answered it by now."""
-    slack = lost_tasks.grace_seconds() if slack is None else slack
+def overdue_prompts() -> list[tuple[int, int]]:
+    """(conversation id, prompt sequence) of runs paused on a prompt still open past its deadline."""
     paused = dict(Conversation.objects.filter(status=Conversation.Status.WAITING, paused_run__isnull=False)
                   .values_list("pk", "paused_run__prompt_sequence"))
     if not paused:
@@ -70,20 +70,19 @@ def overdue_prompts(slack: float | None = None) -> list[tuple[int, int]]:
         if paused.get(prompt.conversation_id) != prompt.sequence:
             continue
         timeout = float(prompt.payload.get("timeout_seconds") or settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
-        if prompt.created_at + timedelta(seconds=timeout + slack) < now and pending_answer(prompt.conversation_id, prompt.sequence) is None:
+        if prompt.created_at + timedelta(seconds=timeout) < now and pending_answer(prompt.conversation_id, prompt.sequence) is None:
             overdue.append((prompt.conversation_id, prompt.sequence))
     return overdue
 
 
 def expire_overdue_prompts() -> int:
-    """Deny the overdue prompts as their timeout task would; the resumption, should the broker be
-    down right now, is left queued for the watch to hand over once it is back. How many it denied."""
+    """Deny the overdue prompts; the resumption, should the broker be down right now, is left queued
+    for the watch to hand over once it is back. How many it denied."""
     expired = 0
     for conversation_id, sequence in overdue_prompts():
         if expire_prompt(conversation_id, sequence, fail_unsent=False):
             expired += 1
-            logger.warning("conversation %s: prompt #%s was still open past its deadline (its timeout task was lost): "
-                           "denied", conversation_id, sequence)
+            logger.info("conversation %s: prompt #%s unanswered past its deadline: denied", conversation_id, sequence)
     return expired
 
 

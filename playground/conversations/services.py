@@ -146,20 +146,10 @@ def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, 
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
-def queue_prompt_timeout(conversation_id: int, prompt_sequence: int, timeout: float) -> None:
-    """Deny the prompt after `timeout` seconds unless someone answers first (a Celery task with a countdown)."""
-    from playground.conversations.tasks import expire_permission_prompt_task
-
-    try:
-        expire_permission_prompt_task.apply_async((conversation_id, prompt_sequence), countdown=timeout)
-    except Exception:  # noqa: BLE001 - the prompt stays open; an answer or a cancel still ends it
-        logger.exception("could not schedule the timeout of prompt %s/%s", conversation_id, prompt_sequence)
-
-
 def expire_prompt(conversation_id: int, prompt_sequence: int, *, fail_unsent: bool = True) -> bool:
     """Deny a prompt nobody answered in time; False when it was answered (or is gone) meanwhile.
-    Called by the prompt's timeout task and by the sweep for timeouts the broker lost (requeue.py),
-    which passes `fail_unsent=False`: see `queue_resume`."""
+    Called by the workers' deadline sweep (requeue.py), which passes `fail_unsent=False` (see
+    `queue_resume`), and by `expire_permission_prompt_task`."""
     conversation = Conversation.objects.filter(pk=conversation_id).first()
     prompt = Event.objects.filter(conversation_id=conversation_id, sequence=prompt_sequence, type="permission_prompt").first()
     if conversation is None or prompt is None:

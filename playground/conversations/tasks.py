@@ -2,9 +2,9 @@
 its resumption after a permission prompt is answered, and the prompt's timeout.
 
 A run that meets an "ask" rule saves where it is and ends its task (loop.AgentRun.pause): an open
-prompt holds no worker. The answer — from the page, or `expire_permission_prompt_task` scheduled with
-the prompt's timeout as countdown (or, when the broker lost that task, the watch's sweep: requeue.py)
-— queues `resume_conversation_task`, which goes on from the saved state under the same run token.
+prompt holds no worker. The answer — from the page, or the timeout the workers' watch gives a prompt
+past its deadline (requeue.py) — queues `resume_conversation_task`, which goes on from the saved state
+under the same run token.
 """
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequen
 
 @app.task(name="conversations.expire_permission_prompt")
 def expire_permission_prompt_task(conversation_id: int, prompt_sequence: int) -> bool:
-    """Deny the prompt if it is still open (scheduled with the prompt's timeout as countdown)."""
+    """Deny the prompt if it is still open. Nothing schedules it any more (the watch's deadline sweep
+    does this, requeue.py); it stays for messages a persistent Redis still holds from before, and
+    does nothing to a prompt the sweep already answered."""
     return expire_prompt(conversation_id, prompt_sequence)
 
 

@@ -1,8 +1,8 @@
-"""Permission prompts whose timeout task the broker lost: the watch's sweep denies them (requeue.py).
+"""Permission prompts nobody answered: the workers' watch denies them past their deadline (requeue.py).
 
-The sweep and the timeout task may both fire, in either order or at once: one answer, one event,
-one resumption. The queueing of tasks is replaced by a list; the real Redis restart under a paused
-run is in test_broker_restart.py.
+The sweep and `expire_permission_prompt_task` (still run for messages a persistent Redis kept) may
+both fire, in either order or at once: one answer, one event, one resumption. The queueing of tasks
+is replaced by a list; the real Redis restart under a paused run is in test_broker_restart.py.
 """
 from __future__ import annotations
 
@@ -34,13 +34,11 @@ def sent(monkeypatch):
     """The resumptions handed to the broker: (conversation id, run token, prompt sequence)."""
     queued: list[tuple] = []
     monkeypatch.setattr(tasks.resume_conversation_task, "delay", lambda pk, token, prompt: queued.append((pk, token, prompt)))
-    # The prompt's own timeout task is never scheduled here: the tests fire it by hand, or lose it.
-    monkeypatch.setattr(tasks.expire_permission_prompt_task, "apply_async", lambda *args, **kwargs: None)
     return queued
 
 
 def paused(user, profile, fake_api, claude, *, age: float) -> tuple[Conversation, Event]:
-    """A run paused on a prompt that was asked `age` seconds ago (no timeout task ever ran)."""
+    """A run paused on a prompt that was asked `age` seconds ago."""
     PermissionRule.objects.get_or_create(effect="ask", pattern="echo")
     fake_api.script(tool_use_reply("echo", {"text": "hi"}))
     conversation, outcome = converse(user, "echo hi", profile=profile, provider=claude)
@@ -54,25 +52,25 @@ def answers(conversation) -> list[dict]:
     return [e.payload for e in events_of(conversation, "permission_answer")]
 
 
-def test_a_prompt_open_a_grace_past_its_deadline_is_denied_by_the_sweep(
+def test_a_prompt_open_past_its_deadline_is_denied_by_the_sweep(
         admin_user, tool_world, native_profile, fake_api, claude, sent, django_capture_on_commit_callbacks):
-    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 1)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 1)
     with django_capture_on_commit_callbacks(execute=True):
         assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 1
     conversation.refresh_from_db()
     assert [(a["choice"], a["prompt_sequence"]) for a in answers(conversation)] == [("timeout", prompt.sequence)]
     assert f"no answer within {TIMEOUT} s: denied" in answers(conversation)[0]["note"]
-    # Exactly what the timeout task does: the run goes back to a worker under its token.
+    # The run goes back to a worker under its token.
     assert conversation.status == Conversation.Status.RUNNING
     assert sent == [(conversation.pk, conversation.run_token, prompt.sequence)]
     assert timezone.now() - conversation.queued_at < timedelta(seconds=5)  # the resumption's own grace starts now
     assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 0
 
 
-def test_a_prompt_within_its_deadline_and_grace_or_answered_is_left_alone(
+def test_a_prompt_within_its_deadline_or_answered_is_left_alone(
         admin_user, tool_world, native_profile, fake_api, claude, sent):
-    young, _ = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE - 3)  # the task may still come
-    answered, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 60)
+    young, _ = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT - 3)
+    answered, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 60)
     services.answer_permission(answered, prompt.sequence, "once", user=admin_user)
     assert requeue.overdue_prompts() == []
     assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 0
@@ -81,7 +79,7 @@ def test_a_prompt_within_its_deadline_and_grace_or_answered_is_left_alone(
 
 def test_the_timeout_task_first_then_the_sweep_one_answer(
         admin_user, tool_world, native_profile, fake_api, claude, sent, django_capture_on_commit_callbacks):
-    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 1)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 1)
     with django_capture_on_commit_callbacks(execute=True):
         assert tasks.expire_permission_prompt_task(conversation.pk, prompt.sequence) is True
         assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 0
@@ -90,7 +88,7 @@ def test_the_timeout_task_first_then_the_sweep_one_answer(
 
 def test_the_sweep_first_then_the_timeout_task_one_answer(
         admin_user, tool_world, native_profile, fake_api, claude, sent, django_capture_on_commit_callbacks):
-    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 1)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 1)
     with django_capture_on_commit_callbacks(execute=True):
         assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 1
         assert tasks.expire_permission_prompt_task(conversation.pk, prompt.sequence) is False  # finds it answered
@@ -103,7 +101,7 @@ def test_with_the_broker_still_down_the_denied_prompt_waits_for_the_watch_not_an
         raise ConnectionError("Redis is not back yet")
 
     monkeypatch.setattr(tasks.resume_conversation_task, "delay", broker_down)
-    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 1)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 1)
     with django_capture_on_commit_callbacks(execute=True):
         assert lost_tasks.run_sweeps([requeue.PROMPTS]) == 1
     conversation.refresh_from_db()
@@ -122,7 +120,7 @@ def test_with_the_broker_still_down_the_denied_prompt_waits_for_the_watch_not_an
 
 @pytest.mark.django_db(transaction=True)
 def test_the_sweep_and_the_timeout_task_at_the_same_moment_one_answer(admin_user, tool_world, native_profile, fake_api, claude, sent):
-    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + GRACE + 1)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=TIMEOUT + 1)
     start = threading.Barrier(2)
     results: dict[str, object] = {}
 
