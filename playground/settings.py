@@ -265,9 +265,11 @@ if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_S
         f"AGENT_LOST_SECONDS ({AGENT_LOST_SECONDS:g}) must be at least 3 x AGENT_HEARTBEAT_SECONDS "
         f"({AGENT_HEARTBEAT_SECONDS:g}), and the heartbeat above 0"
     )
-# A run no worker claimed within AGENT_QUEUE_GRACE_SECONDS of its request, whose task the broker no
-# longer holds (Redis restarted, a connection dropped), is handed to the broker again, at most
-# AGENT_QUEUE_ATTEMPTS times; then it fails with a reason the page shows (requeue.py).
+# Work no worker claimed within AGENT_QUEUE_GRACE_SECONDS of its request (a conversation's run, an
+# evaluation, an MCP sync, a search index build), whose task the broker no longer holds (Redis
+# restarted, a connection dropped), is handed to the broker again, at most AGENT_QUEUE_ATTEMPTS times;
+# then it fails with a reason its page shows (lost_tasks.py). The workers' watch looks every half grace;
+# it also denies permission prompts past their PERMISSION_PROMPT_TIMEOUT_SECONDS.
 AGENT_QUEUE_GRACE_SECONDS = float(os.environ.get("AGENT_QUEUE_GRACE_SECONDS") or 15)
 AGENT_QUEUE_ATTEMPTS = envint("AGENT_QUEUE_ATTEMPTS", 3)
 if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:

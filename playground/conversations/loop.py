@@ -39,7 +39,6 @@ from playground.conversations.services import (
     cancel_requester,
     close_paused_turn,
     pending_answer,
-    queue_prompt_timeout,
     record_cancelled,
     take_paused_run,
 )
@@ -476,7 +475,8 @@ class AgentRun:
 
     def pause(self, waiting: AwaitingAnswer) -> None:
         """Record the prompt and save what the run needs to go on, in one transaction: whoever answers
-        finds the saved state (and queues the resumption); the timeout is a task scheduled after commit.
+        finds the saved state (and queues the resumption); nobody answering in time, the workers' watch
+        denies the prompt past its deadline (requeue.expire_overdue_prompts).
 
         The state is the main run's frame; a subagent's frame, when the call is its own, nests as `child`.
         The innermost frame holds the call waiting for the answer.
@@ -497,8 +497,6 @@ class AgentRun:
             for frame in reversed(frames[:-1]):
                 state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
-            conversation_id, prompt_seq = self.conversation.pk, prompt.sequence
-            transaction.on_commit(lambda: queue_prompt_timeout(conversation_id, prompt_seq, timeout))
 
     def answered_call(self, state: dict[str, Any], plan: RequestPlan,
                       turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:

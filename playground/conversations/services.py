@@ -132,7 +132,8 @@ def queue_run(conversation_id: int, run_token: str = "", *, fail_unsent: bool = 
 
 
 def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, fail_unsent: bool = True) -> None:
-    """Hand a run paused on `prompt_sequence` (now answered) back to a worker."""
+    """Hand a run paused on `prompt_sequence` (now answered) back to a worker. With `fail_unsent=False`
+    a failed send leaves the resumption queued (running, unclaimed): the watch hands it over (requeue.py)."""
     from playground.conversations.tasks import resume_conversation_task
 
     try:
@@ -145,32 +146,25 @@ def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, 
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
-def queue_prompt_timeout(conversation_id: int, prompt_sequence: int, timeout: float) -> None:
-    """Deny the prompt after `timeout` seconds unless someone answers first (a Celery task with a countdown)."""
-    from playground.conversations.tasks import expire_permission_prompt_task
-
-    try:
-        expire_permission_prompt_task.apply_async((conversation_id, prompt_sequence), countdown=timeout)
-    except Exception:  # noqa: BLE001 - the prompt stays open; an answer or a cancel still ends it
-        logger.exception("could not schedule the timeout of prompt %s/%s", conversation_id, prompt_sequence)
-
-
-def expire_prompt(conversation_id: int, prompt_sequence: int) -> bool:
-    """Deny a prompt nobody answered in time; False when it was answered (or is gone) meanwhile."""
+def expire_prompt(conversation_id: int, prompt_sequence: int, *, fail_unsent: bool = True) -> bool:
+    """Deny a prompt nobody answered in time; False when it was answered (or is gone) meanwhile.
+    Called by the workers' deadline sweep (requeue.py), which passes `fail_unsent=False` (see
+    `queue_resume`), and by `expire_permission_prompt_task`."""
     conversation = Conversation.objects.filter(pk=conversation_id).first()
     prompt = Event.objects.filter(conversation_id=conversation_id, sequence=prompt_sequence, type="permission_prompt").first()
     if conversation is None or prompt is None:
         return False
     timeout = float(prompt.payload.get("timeout_seconds") or settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
     try:
-        answer_permission(conversation, prompt_sequence, "timeout", note=f"no answer within {timeout:g} s: denied")
+        answer_permission(conversation, prompt_sequence, "timeout", note=f"no answer within {timeout:g} s: denied",
+                          fail_unsent=fail_unsent)
     except ConversationError:
         return False  # answered first: theirs wins
     return True
 
 
 def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "",
-                      resume: bool = True) -> Event:
+                      resume: bool = True, fail_unsent: bool = True) -> Event:
     """Record the answer to a permission prompt; the first answer wins (the scheduled timeout included).
 
     `always` also remembers the tool for this conversation, so later calls do not ask again. A waiting
@@ -204,7 +198,7 @@ def answer_permission(conversation: Conversation, prompt_sequence: int, choice: 
         if resume and paused.get("prompt_sequence") == prompt_sequence:
             run_token = locked.run_token
             Conversation.objects.filter(pk=locked.pk).update(queued_at=timezone.now(), queue_attempts=0)
-            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence))
+            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence, fail_unsent=fail_unsent))
         return answer
 
 

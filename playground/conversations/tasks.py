@@ -2,20 +2,20 @@
 its resumption after a permission prompt is answered, and the prompt's timeout.
 
 A run that meets an "ask" rule saves where it is and ends its task (loop.AgentRun.pause): an open
-prompt holds no worker. The answer — from the page, or `expire_permission_prompt_task` scheduled with
-the prompt's timeout as countdown — queues `resume_conversation_task`, which goes on from the saved
-state under the same run token.
+prompt holds no worker. The answer — from the page, or the timeout the workers' watch gives a prompt
+past its deadline (requeue.py) — queues `resume_conversation_task`, which goes on from the saved state
+under the same run token.
 """
 from __future__ import annotations
 
 import logging
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_ready
 
 from playground.celery_app import app
+from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the worker's watch
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
-from playground.conversations.requeue import RequeueWatch
 from playground.conversations.services import expire_prompt, release_lost_runs
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,9 @@ def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequen
 
 @app.task(name="conversations.expire_permission_prompt")
 def expire_permission_prompt_task(conversation_id: int, prompt_sequence: int) -> bool:
-    """Deny the prompt if it is still open (scheduled with the prompt's timeout as countdown)."""
+    """Deny the prompt if it is still open. Nothing schedules it any more (the watch's deadline sweep
+    does this, requeue.py); it stays for messages a persistent Redis still holds from before, and
+    does nothing to a prompt the sweep already answered."""
     return expire_prompt(conversation_id, prompt_sequence)
 
 
@@ -62,20 +64,3 @@ def release_runs_of_lost_workers(**_: object) -> None:
         return
     if released:
         logger.warning("released %d conversation(s) whose worker stopped answering", released)
-
-
-_requeue_watch: list[RequeueWatch] = []  # this worker process's watch, while it runs
-
-
-@worker_ready.connect
-def watch_for_lost_tasks(**_: object) -> None:
-    """Hand runs whose task the broker lost (a Redis restart) to a worker again (requeue.py); the
-    first round runs at once, so a worker starting after an outage picks them up straight away."""
-    if not _requeue_watch:
-        _requeue_watch.append(RequeueWatch().start())
-
-
-@worker_shutdown.connect
-def stop_watching_for_lost_tasks(**_: object) -> None:
-    while _requeue_watch:
-        _requeue_watch.pop().stop()

@@ -30,6 +30,11 @@ class EvaluationRun(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # "dev": the dev split's queries stand in for a log of past searches (learning from usage, 0003).
     usage_from = models.CharField(max_length=10, default="none")
+    # When the run's task was handed to the broker (its request, or the last re-send) and how often it
+    # was sent again because the broker lost it (playground/lost_tasks.py); a worker claims a queued
+    # run by setting it running.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    queue_attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

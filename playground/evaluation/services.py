@@ -1,13 +1,22 @@
-"""Starting and running evaluation runs (the Celery task is a thin wrapper around `execute_run`)."""
+"""Starting and running evaluation runs (the Celery task is a thin wrapper around `execute_run`).
+
+A run is queued (its task handed to the broker) and claimed by the one worker that turns it from
+queued to running. A queued run whose task the broker lost (a Redis restart) is sent again by the
+worker's watch, a few times, then failed with a reason the page shows (playground/lost_tasks.py).
+"""
 from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.engine.search import quality
 from playground.evaluation import tasks  # a module object: the task calls back into this module
 from playground.evaluation.models import EvaluationRun
@@ -29,21 +38,32 @@ def start_run(*, toolset: str, backends: list[str], query_style: str, split: str
         usage_from=usage_from,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         progress_message="queued",
+        queued_at=timezone.now(),
     )
-    transaction.on_commit(lambda: tasks.run_evaluation.delay(run.pk))
+    transaction.on_commit(lambda: _send(run.pk))
     return run
+
+
+def _send(run_id: int) -> None:
+    try:
+        tasks.run_evaluation.delay(run_id)
+    except Exception as exc:  # noqa: BLE001 - the broker is down: the page says so instead of a 500
+        logger.exception("could not queue the evaluation run %s", run_id)
+        EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
+            status=EvaluationRun.Status.FAILED, finished_at=timezone.now(),
+            error=f"Could not hand the evaluation to a worker (is Redis running?): {exc}")
 
 
 def execute_run(run_id: int) -> EvaluationRun:
     """Run the suite for one stored run, saving progress as it goes and the results at the end."""
+    # The claim: only the worker that turns the run from queued to running runs it. A second task for
+    # the same run (one the broker redelivered, or one thought lost and sent again) does nothing.
+    claimed = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
+        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(),
+        progress_message="loading the toolset and building indexes")
     run = EvaluationRun.objects.get(pk=run_id)
-    if run.status not in (EvaluationRun.Status.QUEUED, EvaluationRun.Status.RUNNING):
-        return run  # a redelivered task for a finished run does nothing
-    run.status = EvaluationRun.Status.RUNNING
-    run.started_at = timezone.now()
-    run.progress = 0.0
-    run.progress_message = "loading the toolset and building indexes"
-    run.save(update_fields=["status", "started_at", "progress", "progress_message"])
+    if not claimed:
+        return run
 
     last_save = 0.0
 
@@ -83,3 +103,50 @@ def execute_run(run_id: int) -> EvaluationRun:
     run.finished_at = timezone.now()
     run.save(update_fields=["results", "status", "progress", "progress_message", "finished_at"])
     return run
+
+
+# -- runs whose task the broker lost (playground/lost_tasks.py) ------------------------------------
+def unclaimed_runs(grace: float) -> dict[int, str]:
+    """Runs still queued `grace` seconds after their task was handed to the broker: run id → key."""
+    cutoff = timezone.now() - timedelta(seconds=grace)
+    rows = (EvaluationRun.objects.filter(status=EvaluationRun.Status.QUEUED)
+            .annotate(sent=Coalesce("queued_at", "created_at")).filter(sent__lt=cutoff).values_list("pk", flat=True))
+    return {pk: str(pk) for pk in rows}
+
+
+def requeue_lost_run(run_id: int, key: str) -> str:
+    """Send a queued run's task again, or fail the run once AGENT_QUEUE_ATTEMPTS re-sends are used up.
+    Re-checked under the row lock: "" when a worker claimed it (or another watch re-sent it) meanwhile."""
+    cutoff = timezone.now() - timedelta(seconds=lost_tasks.grace_seconds())
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().filter(pk=run_id, status=EvaluationRun.Status.QUEUED).first()
+        if run is None or (run.queued_at or run.created_at) >= cutoff:
+            return ""
+        sent = run.queued_at or run.created_at
+        waited = int((timezone.now() - sent).total_seconds())
+        if run.queue_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
+            tries = f", also after it was sent again {run.queue_attempts} time(s)" if run.queue_attempts else ""
+            EvaluationRun.objects.filter(pk=run_id).update(
+                status=EvaluationRun.Status.FAILED, finished_at=timezone.now(), progress_message="",
+                error=f"No worker started this evaluation: the message broker lost its task (was Redis restarted?) "
+                      f"and no worker took it within {waited} s{tries}. Start the evaluation again.")
+            return lost_tasks.FAILED
+        attempt = run.queue_attempts + 1
+        EvaluationRun.objects.filter(pk=run_id).update(
+            queued_at=timezone.now(), queue_attempts=F("queue_attempts") + 1,
+            progress_message=f"queued again: the message broker lost its task (was Redis restarted?) "
+                             f"({attempt} of {settings.AGENT_QUEUE_ATTEMPTS})")
+        transaction.on_commit(lambda: _send_again(run_id))
+    return lost_tasks.REQUEUED
+
+
+def _send_again(run_id: int) -> None:
+    try:
+        tasks.run_evaluation.delay(run_id)
+    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
+        logger.exception("could not send the evaluation run %s again", run_id)
+
+
+LOST_RUNS = lost_tasks.watch(lost_tasks.Kind(
+    name="evaluation run", tasks=frozenset({"evaluation.run_evaluation"}), key_of=lost_tasks.first_arg,
+    unclaimed=unclaimed_runs, lost=requeue_lost_run))

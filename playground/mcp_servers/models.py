@@ -46,6 +46,10 @@ class McpServer(models.Model):
     # Registry tool name → {"original": the server's own tool name, "meta_always_load": bool}; the
     # executor calls the original name (it differs when the server's name had to be sanitised).
     tool_names = models.JSONField(default=dict, blank=True)
+    # A sync handed to the broker that no worker has started yet (cleared by the worker that starts it),
+    # and how often it was sent again because the broker lost its task (playground/lost_tasks.py).
+    sync_queued_at = models.DateTimeField(null=True, blank=True)
+    sync_attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -23,11 +23,14 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.engine.tools import (
     ALWAYS_LOAD_META_KEY,
     MCP_PREFIX,
@@ -262,6 +265,7 @@ def request_sync(server: McpServer) -> None:
     """Mark the server pending and queue the Celery sync once this transaction commits."""
     set_status(server, McpServer.Status.PENDING)
     server_id = server.pk
+    McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=0)
 
     def enqueue() -> None:
         try:
@@ -269,11 +273,60 @@ def request_sync(server: McpServer) -> None:
         except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
-                status=McpServer.Status.FAILED, last_error=scrub_for(server, f"could not queue the sync (is Redis running?): {exc}")
+                status=McpServer.Status.FAILED, sync_queued_at=None,
+                last_error=scrub_for(server, f"could not queue the sync (is Redis running?): {exc}"),
             )
             broadcast_server_status(server_id)
 
     transaction.on_commit(enqueue)
+
+
+def claim_sync(server_id: int) -> None:
+    """The worker starting a sync task: the sync is no longer waiting in the broker."""
+    McpServer.objects.filter(pk=server_id, sync_queued_at__isnull=False).update(sync_queued_at=None)
+
+
+# -- syncs whose task the broker lost (playground/lost_tasks.py) ------------------------------------
+def unclaimed_syncs(grace: float) -> dict[int, str]:
+    """Servers still pending `grace` seconds after their sync was handed to the broker: id → key."""
+    cutoff = timezone.now() - timedelta(seconds=grace)
+    rows = McpServer.objects.filter(status=McpServer.Status.PENDING, sync_queued_at__lt=cutoff).values_list("pk", flat=True)
+    return {pk: str(pk) for pk in rows}
+
+
+def requeue_lost_sync(server_id: int, key: str) -> str:
+    """Send a pending server's sync again, or fail it once AGENT_QUEUE_ATTEMPTS re-sends are used up.
+    Re-checked under the row lock: "" when a worker started it (or another watch re-sent it) meanwhile.
+    A sync that runs twice (the lost task turns up after all) does no harm: it is idempotent."""
+    cutoff = timezone.now() - timedelta(seconds=lost_tasks.grace_seconds())
+    with transaction.atomic():
+        server = McpServer.objects.select_for_update().filter(
+            pk=server_id, status=McpServer.Status.PENDING, sync_queued_at__lt=cutoff).first()
+        if server is None:
+            return ""
+        waited = int((timezone.now() - server.sync_queued_at).total_seconds())
+        if server.sync_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
+            tries = f", also after it was sent again {server.sync_attempts} time(s)" if server.sync_attempts else ""
+            McpServer.objects.filter(pk=server_id).update(sync_queued_at=None)
+            _record_failure(server, f"No worker ran this sync: the message broker lost its task (was Redis restarted?) "
+                                    f"and no worker took it within {waited} s{tries}. Sync again to retry.",
+                            time.perf_counter())
+            return lost_tasks.FAILED
+        McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=server.sync_attempts + 1)
+        transaction.on_commit(lambda: _send_again(server_id))
+    return lost_tasks.REQUEUED
+
+
+def _send_again(server_id: int) -> None:
+    try:
+        tasks.sync_server_task.delay(server_id)
+    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
+        logger.exception("could not send the sync of MCP server %s again", server_id)
+
+
+LOST_SYNCS = lost_tasks.watch(lost_tasks.Kind(
+    name="MCP server sync", tasks=frozenset({"mcp_servers.sync_server"}), key_of=lost_tasks.first_arg,
+    unclaimed=unclaimed_syncs, lost=requeue_lost_sync))
 
 
 def demo_server_definitions(http_url: str | None = None) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from playground.mcp_servers.session_pool import session_pool
 
 @app.task(name="mcp_servers.sync_server")
 def sync_server_task(server_id: int) -> dict[str, Any]:
+    services.claim_sync(server_id)
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
         return {"ok": False, "error": f"MCP server {server_id} no longer exists"}

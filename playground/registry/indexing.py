@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.engine.search import stored
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
@@ -90,8 +91,8 @@ def schedule_index_build(spec: str = "") -> SearchIndexBuild | None:
     if not created:
         if not _stale(row):
             return row
-        row.status, row.error = SearchIndexBuild.Status.QUEUED, ""
-        row.save(update_fields=["status", "error", "updated_at"])
+        row.status, row.error, row.queue_attempts = SearchIndexBuild.Status.QUEUED, "", 0
+        row.save(update_fields=["status", "error", "queue_attempts", "updated_at"])
     try:
         tasks.build_search_index_task.delay(version)
     except Exception as exc:  # noqa: BLE001 - the broker is down: record it, searches keep falling back
@@ -172,6 +173,51 @@ def store_indexes(spec: str = "") -> list[str]:
 def _finish(row: SearchIndexBuild, status: str) -> None:
     row.status, row.finished_at = status, timezone.now()
     row.save(update_fields=["status", "finished_at", "updated_at"])
+
+
+# -- builds whose task the broker lost (playground/lost_tasks.py) ----------------------------------
+def unclaimed_builds(grace: float) -> dict[int, str]:
+    """Builds still queued `grace` seconds after their task was sent: row id → catalog version."""
+    cutoff = timezone.now() - timedelta(seconds=grace)
+    return dict(SearchIndexBuild.objects.filter(status=SearchIndexBuild.Status.QUEUED, updated_at__lt=cutoff)
+                .values_list("pk", "version"))
+
+
+def requeue_lost_build(row_id: int, version: str) -> str:
+    """Send a queued build's task again, or fail the build once AGENT_QUEUE_ATTEMPTS re-sends are used
+    up (the next search or catalog change queues it again after RETRY_FAILED_AFTER). Re-checked under
+    the row lock: "" when a worker started it (or another watch re-sent it) meanwhile."""
+    now = timezone.now()
+    with transaction.atomic():
+        row = SearchIndexBuild.objects.select_for_update().filter(
+            pk=row_id, version=version, status=SearchIndexBuild.Status.QUEUED,
+            updated_at__lt=now - timedelta(seconds=lost_tasks.grace_seconds())).first()
+        if row is None:
+            return ""
+        waited = int((now - row.updated_at).total_seconds())
+        if row.queue_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
+            tries = f", also after it was sent again {row.queue_attempts} time(s)" if row.queue_attempts else ""
+            row.status, row.finished_at = SearchIndexBuild.Status.FAILED, now
+            row.error = (f"the message broker lost its task (was Redis restarted?) and no worker took it "
+                         f"within {waited} s{tries}")
+            row.save(update_fields=["status", "error", "finished_at", "updated_at"])
+            return lost_tasks.FAILED
+        row.queue_attempts += 1
+        row.save(update_fields=["queue_attempts", "updated_at"])  # the next grace counts from the re-send
+        transaction.on_commit(lambda: _send_again(version))
+    return lost_tasks.REQUEUED
+
+
+def _send_again(version: str) -> None:
+    try:
+        tasks.build_search_index_task.delay(version)
+    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
+        logger.exception("could not send the search index build %s again", version)
+
+
+LOST_BUILDS = lost_tasks.watch(lost_tasks.Kind(
+    name="search index build", tasks=frozenset({"registry.build_search_index"}), key_of=lost_tasks.first_arg,
+    unclaimed=unclaimed_builds, lost=requeue_lost_build))
 
 
 # -- what pages and searches show ----------------------------------------------------------------

@@ -219,6 +219,9 @@ class SearchIndexBuild(models.Model):
     embedded = models.PositiveIntegerField(default=0)  # of them, with a stored vector
     encoded = models.PositiveIntegerField(default=0)  # of them, encoded by this build
     error = models.TextField(blank=True)
+    # How often the build's task was sent again because the broker lost it (playground/lost_tasks.py).
+    # A queued row is written only when it is queued, so its updated_at is when its task was sent.
+    queue_attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

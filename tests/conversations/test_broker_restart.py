@@ -1,9 +1,10 @@
-"""A real Redis restarts under queued runs; the runs are handed over again and complete (requeue.py).
+"""A real Redis restarts under queued runs and an open prompt: the runs are handed over again and
+complete, the prompt whose timeout task Redis lost is denied (requeue.py, lost_tasks.py).
 
 Each test starts a private `redis-server` on a free port (no persistence, like the embedded one),
 real Celery workers (child processes) against it and this test's database, queues a run, stops Redis
-before a worker starts that run, starts Redis again, and waits — with a deadline — until the run has
-completed and the conversation takes a new message. The shared Redis is not used at all.
+before a worker starts that run (or while its prompt's timeout waits), starts Redis again, and waits —
+with a deadline — until the run has completed. The shared Redis is not used at all.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ from playground.conversations.models import Conversation
 from playground.conversations.requeue import run_token_of
 from playground.conversations.tasks import run_conversation_task
 from playground.conversations.testing.fake_api import text_reply
+from playground.lost_tasks import task_of
+from playground.registry.models import PermissionRule
 from playground.runner.embedded_redis import EmbeddedRedis, free_port, start_embedded_redis
-from tests.conversations.conftest import events_of
+from tests.conversations.conftest import events_of, make_profile
 from tests.conversations.test_lost_worker import WorkerProcess, database_url, status_of, wait_until
 
 pytestmark = [
@@ -34,6 +37,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs the redis-server binary"),
 ]
 GRACE = 2.0  # AGENT_QUEUE_GRACE_SECONDS of the workers here
+TIME = "mcp__time__get_current_time"
 
 
 class PrivateRedis:
@@ -54,6 +58,15 @@ class PrivateRedis:
 
     def client(self) -> redis_client.Redis:
         return redis_client.Redis.from_url(self.url, socket_timeout=5)
+
+    def held_tasks(self, queue: str) -> list[tuple[str, list]]:
+        """(task name, arguments) of the tasks waiting in `queue` or fetched by a worker and not acknowledged."""
+        client = self.client()
+        try:
+            raws = list(client.lrange(queue, 0, -1)) + list(client.hvals("unacked"))
+        finally:
+            client.close()
+        return [task for task in map(task_of, raws) if task is not None]
 
     def queued_tokens(self, queue: str) -> list[str]:
         """Run tokens of the tasks waiting in `queue`, and of those a worker fetched but not acknowledged."""
@@ -198,3 +211,42 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
     finally:
         let_go.set()
         worker.stop()
+
+
+def test_an_open_prompt_survives_a_redis_restart_and_is_denied_at_its_deadline(private_redis, admin_user, tool_world, tmp_path):
+    """The run pauses on a prompt, Redis restarts while it is open, and the worker goes on: nothing of
+    the prompt was in Redis or held by the worker (a countdown task was both: lost with Redis, and the
+    worker holding it died when its connection dropped). The watch denies the prompt past its deadline,
+    once, and the run finishes with the denial."""
+    queue = f"requeue-prompt-{os.getpid()}"
+    timeout = 4.0
+    profile = make_profile("asking")
+    PermissionRule.objects.create(effect="ask", pattern=TIME, profile=profile)
+    conversation = services.start_conversation(admin_user, profile=profile, provider="demo")
+    services.send_message(conversation, "What time is it in Tokyo?", user=admin_user, enqueue=False)
+    log = tmp_path / "worker.log"
+    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": private_redis.url,
+           "CELERY_BROKER_URL": private_redis.url, "CELERY_TASK_DEFAULT_QUEUE": queue,
+           "AGENT_QUEUE_GRACE_SECONDS": str(GRACE), "PERMISSION_PROMPT_TIMEOUT_SECONDS": str(timeout)}
+    worker = WorkerProcess(env, queue, log)
+    try:
+        publish_run(conversation, private_redis.url, queue)
+        wait_until(lambda: (lambda c: c.status == Conversation.Status.WAITING and c.paused_run is not None
+                            and c.heartbeat_at is None)(Conversation.objects.get(pk=conversation.pk)),
+                   "the run paused on the prompt", 90, log)
+        prompt = events_of(conversation, "permission_prompt")[0]
+        assert private_redis.held_tasks(queue) == []  # the prompt's timeout is no message at all
+
+        private_redis.stop()
+        private_redis.start()
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run finished after the denial", 90, log)
+        assert worker.process.poll() is None, "the worker died with the broker connection"
+    finally:
+        worker.stop()
+    answers = events_of(conversation, "permission_answer")
+    assert [(a.payload["choice"], a.payload["prompt_sequence"]) for a in answers] == [("timeout", prompt.sequence)]
+    late = (answers[0].created_at - prompt.created_at).total_seconds()
+    assert late >= timeout
+    result = next(e.payload for e in events_of(conversation, "tool_result") if e.payload["name"] == TIME)
+    assert result["is_error"] is True and events_of(conversation, "error") == []
+    print(f"prompt with a {timeout:g} s timeout denied {late:.1f} s after it was asked (grace {GRACE} s)")

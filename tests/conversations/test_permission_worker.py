@@ -15,6 +15,7 @@ from celery.contrib.testing.worker import start_worker
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from playground.celery_app import app
+from playground.lost_tasks import LostTaskWatch
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.models import Conversation, Event
@@ -102,11 +103,16 @@ def test_denying_resumes_the_run_with_a_denial(celery_worker, admin_user, tool_w
     assert events_of(conversation, "turn_finished")[-1].payload["reason"] == "end_turn"
 
 
-def test_an_unanswered_prompt_is_denied_by_the_scheduled_timeout(celery_worker, admin_user, tool_world, asking_profile,
-                                                                 settings):
+def test_an_unanswered_prompt_is_denied_at_its_deadline_by_the_watch(celery_worker, admin_user, tool_world, asking_profile,
+                                                                     settings):
     settings.PERMISSION_PROMPT_TIMEOUT_SECONDS = 1
-    conversation, prompt = ask(admin_user, asking_profile)
-    conversation = wait_idle(conversation)
+    # A worker process starts the watch when it is ready; this in-process test worker does not.
+    watch = LostTaskWatch(interval=0.2).start()
+    try:
+        conversation, prompt = ask(admin_user, asking_profile)
+        conversation = wait_idle(conversation)
+    finally:
+        watch.stop()
     answer = events_of(conversation, "permission_answer")[0].payload
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "timeout"
     assert "nobody answered within 1 seconds" in time_result(conversation)["error"]

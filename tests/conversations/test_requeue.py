@@ -1,7 +1,7 @@
-"""Runs no worker took (requeue.py): handed over again when the broker lost their task, then failed.
+"""Runs no worker took (requeue.py, lost_tasks.py): handed over again when the broker lost their task, then failed.
 
-The broker is asked through `tokens_the_broker_holds`; here it is replaced by a set, and the queueing
-of tasks by a list (the real Redis restart is in test_broker_restart.py).
+The broker is asked through `lost_tasks.messages_the_broker_holds`; here it is replaced by a set of
+run tokens, and the queueing of tasks by a list (the real Redis restart is in test_broker_restart.py).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.conversations import requeue, services, tasks
 from playground.conversations.events import ChatMessage, record_event
 from playground.conversations.lease import RunLease
@@ -41,8 +42,13 @@ def sent(monkeypatch):
 def broker(monkeypatch):
     """The run tokens the broker holds (a set the test fills)."""
     held: set[str] = set()
-    monkeypatch.setattr(requeue, "tokens_the_broker_holds", lambda url, queue, grace: set(held))
+    monkeypatch.setattr(lost_tasks, "messages_the_broker_holds",
+                        lambda url, queue, grace: [("conversations.run_conversation", [0, token]) for token in held])
     return held
+
+
+def one_round(missing: dict) -> tuple[dict[str, int], dict]:
+    return lost_tasks.lost_round(missing, [requeue.RUNS])
 
 
 def queued(user, *, age: float) -> Conversation:
@@ -55,8 +61,8 @@ def queued(user, *, age: float) -> Conversation:
 
 
 def two_rounds() -> dict[str, int]:
-    _, missing = requeue.requeue_lost_runs({})
-    outcome, _ = requeue.requeue_lost_runs(missing)
+    _, missing = one_round({})
+    outcome, _ = one_round(missing)
     return outcome
 
 
@@ -65,9 +71,9 @@ def test_a_run_whose_task_the_broker_lost_is_handed_over_again_under_a_new_token
     conversation = queued(viewer_user, age=GRACE + 5)
     old_token = conversation.run_token
     with django_capture_on_commit_callbacks(execute=True):
-        first, missing = requeue.requeue_lost_runs({})
-        assert first == {"requeued": 0, "failed": 0} and missing == {conversation.pk: old_token}  # seen once: may be starting
-        second, _ = requeue.requeue_lost_runs(missing)
+        first, missing = one_round({})
+        assert first == {"requeued": 0, "failed": 0} and missing == {("conversation", conversation.pk): old_token}  # seen once: may be starting
+        second, _ = one_round(missing)
     assert second == {"requeued": 1, "failed": 0}
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.RUNNING and conversation.queue_attempts == 1
@@ -95,10 +101,10 @@ def test_a_task_the_broker_holds_or_a_young_or_claimed_run_is_left_alone(viewer_
 
 def test_a_run_claimed_between_two_rounds_is_not_handed_over(viewer_user, sent, broker):
     conversation = queued(viewer_user, age=GRACE + 5)
-    _, missing = requeue.requeue_lost_runs({})
+    _, missing = one_round({})
     with RunLease(conversation.pk, conversation.run_token, interval=3600) as lease:
         assert lease.claimed
-        outcome, _ = requeue.requeue_lost_runs(missing)
+        outcome, _ = one_round(missing)
     assert outcome == {"requeued": 0, "failed": 0} and sent == []
 
 
@@ -177,7 +183,7 @@ def test_only_run_tasks_carry_a_token():
 
 
 def test_a_broker_that_is_not_redis_is_not_guessed_at():
-    with pytest.raises(requeue.BrokerUnavailable):
-        requeue.tokens_the_broker_holds("memory://", "celery", GRACE)
-    with pytest.raises(requeue.BrokerUnavailable):
-        requeue.tokens_the_broker_holds("redis://127.0.0.1:1/0", "celery", GRACE)  # nothing answers there
+    with pytest.raises(lost_tasks.BrokerUnavailable):
+        lost_tasks.messages_the_broker_holds("memory://", "celery", GRACE)
+    with pytest.raises(lost_tasks.BrokerUnavailable):
+        lost_tasks.messages_the_broker_holds("redis://127.0.0.1:1/0", "celery", GRACE)  # nothing answers there
