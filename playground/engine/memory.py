@@ -10,8 +10,10 @@ import ctypes
 import gc
 
 
-def return_freed_memory() -> None:
-    gc.collect()
+def return_freed_memory(*, collect: bool = True) -> None:
+    """`collect`: run the cycle collector first (objects in reference cycles are freed only then)."""
+    if collect:
+        gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
