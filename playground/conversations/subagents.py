@@ -33,7 +33,7 @@ AGENT_TOOL = Tool(
 )
 
 
-_with_agent: list[tuple[ToolCatalog, ToolCatalog]] = []  # (catalog, catalog + Agent), the last few
+_with_agent: list[tuple[ToolCatalog, ToolCatalog]] = []  # (catalog, catalog + Agent), the last two
 
 
 def with_agent_tool(catalog: ToolCatalog) -> ToolCatalog:
@@ -49,5 +49,5 @@ def with_agent_tool(catalog: ToolCatalog) -> ToolCatalog:
             return extended
     extended = ToolCatalog([*catalog.tools, AGENT_TOOL])
     _with_agent.insert(0, (catalog, extended))
-    del _with_agent[4:]
+    del _with_agent[2:]  # each pair holds two catalogs: the current one and, while it changes, the last
     return extended

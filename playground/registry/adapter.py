@@ -46,6 +46,9 @@ from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
 
 _FILTERED_CACHE_SIZE = 16
+# Each entry holds its catalog (a run's, or a subagent's narrowed copy): few, so that a worker over a
+# catalog of 100,000 tools does not keep many of them alive.
+_REQUEST_FILTER_CACHE_SIZE = 4
 
 _lock = threading.Lock()
 _catalog_cache: tuple[tuple, ToolCatalog] | None = None
@@ -151,6 +154,7 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
     with _lock:
         _catalog_cache = (version, catalog)
         _filtered_cache.clear()
+        _request_filter_cache.clear()  # it holds the old catalogs (100 MB each at 100,000 tools)
     return catalog
 
 
@@ -315,7 +319,7 @@ def request_filter(catalog: ToolCatalog, policy: PermissionPolicy) -> Permission
     result = engine_permission_filter(catalog, policy)
     with _lock:
         _request_filter_cache[key] = (catalog, result)  # the catalog is kept, so its id is not reused
-        while len(_request_filter_cache) > _FILTERED_CACHE_SIZE:
+        while len(_request_filter_cache) > _REQUEST_FILTER_CACHE_SIZE:
             _request_filter_cache.popitem(last=False)
     return result
 
