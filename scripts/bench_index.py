@@ -124,6 +124,10 @@ def phase_build(synthetic: bool) -> dict:
             store.put_many(dict(zip(chunk, vectors)), model_id=dense.encoder.model_id)
         vectors_s = time.perf_counter() - started
         indexing.store_indexes()  # what the real build does last
+        row = indexing.current_build()
+        if row is not None:  # every vector and index stored: the build is done (a worker would redo nothing)
+            row.status, row.total, row.embedded = SearchIndexBuild.Status.DONE, len(keys), len(keys)
+            row.save(update_fields=["status", "total", "embedded", "updated_at"])
         return {"build_s": round(time.perf_counter() - started, 1), "synthetic": len(keys),
                 "store_indexes_s": round(time.perf_counter() - started - vectors_s, 1)}
     row = indexing.schedule_index_build() or SearchIndexBuild.objects.first()

@@ -1,14 +1,26 @@
-"""A large catalog's pages and first search, measured in one fresh process (as a web process after a
-deploy): the first hybrid search (inspector, full page), "what the model sees" (its HTML bytes and
-time) and the process's peak RSS after both.
+"""A large catalog end to end: its pages, its first search and a conversation streamed live over it.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a database holding the grown catalog> \\
-        .venv/bin/python scripts/bench_scale.py [--runs 3]
+        .venv/bin/python scripts/bench_scale.py [--runs 3]            # in-process figures
+    DATABASE_URL=... .venv/bin/python scripts/bench_scale.py --stack    # the whole stack
 
-Fill the database first with scripts/bench_index.py's phases (`--phase reset 100000`, then
-`--phase build synthetic`: the catalog grown from ../shared/toolsets, its vectors and prebuilt
-indexes stored). Each run is a fresh process. It does not start the stack or stream a
-conversation over WebSocket (the load command, `python -m playground.loadtest`, does that).
+Fill the database first with scripts/bench_index.py's phases: `--phase reset 100000` (the catalog
+grown from ../shared/toolsets as `bench` grows it, `benchmark.scaled_catalog`: the real tools, then
+replicas with a renamed `_rN` server and a marked description, imported through the registry's
+import service), then `--phase build synthetic` (random unit vectors under the real keys, since
+encoding 100,000 texts takes ~10 minutes here and loading does not depend on the values, then the
+prebuilt indexes stored and the build marked done, as the background build ends).
+
+Without `--stack`, each run is a fresh process (a web process after a deploy): the first hybrid
+search (inspector, full page), "what the model sees" (its HTML bytes and time) and the process's
+RSS after both.
+
+With `--stack`, the load command's embedded stack (`playground.loadtest`: daphne and a Celery worker
+with 2 pool processes, on this database, the Redis at REDIS_URL under a prefix of its own) runs one
+demo-agent conversation watched over its WebSocket, as a person would, then serves "what the model
+sees" and the inspector's first search over HTTP; it prints whether the conversation streamed to its
+end, the largest frame, the page sizes and times, and each process's resident memory (now and peak)
+after each step.
 """
 from __future__ import annotations
 
@@ -73,11 +85,60 @@ def measure() -> dict:
     }
 
 
+def measure_stack(workers: int, message: str, timeout: float) -> dict:
+    """The embedded stack on the configured database: one conversation, the model view, one search."""
+    import asyncio
+    import urllib.parse
+
+    from playground.loadtest.cli import run_level
+    from playground.loadtest.client import Session
+    from playground.loadtest.stack import EmbeddedStack
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    stack = EmbeddedStack(workers=workers, existing_database_url=os.environ["DATABASE_URL"], log=say)
+    figures: dict = {"memory": {}}
+    try:
+        stack.start()
+        figures["search_index_build"] = stack.wait_for_search_index()
+        figures["memory"]["started"] = stack.memory_mb()
+        session = Session(stack.base_url)
+        session.login(stack.username, stack.password)
+        started = time.perf_counter()
+        results, wall = asyncio.run(run_level(session, 1, message, timeout))
+        result = results[0]
+        figures["conversation"] = {
+            "completed": result.completed, "error": result.error, "events": len({s for s, _ in result.receipts}),
+            "run_s": round(time.perf_counter() - started, 1), "largest_frame_bytes": result.largest_frame,
+        }
+        figures["memory"]["after_conversation"] = stack.memory_mb()
+        for name, path in (("model_view", "/model/"), ("first_search", "/inspector/?" + urllib.parse.urlencode({"q": QUERY}))):
+            started = time.perf_counter()
+            status, _, body = session.request(path)
+            figures[name] = {"status": status, "bytes": len(body.encode()), "s": round(time.perf_counter() - started, 2)}
+            figures["memory"][f"after_{name}"] = stack.memory_mb()
+        figures["first_search"]["index_state"] = "fallback" if "being built" in body or "not built yet" in body else "complete"
+    finally:
+        stack.stop(keep_log=False)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stack", action="store_true", help="the whole stack: a conversation streamed live, pages over HTTP")
+    parser.add_argument("--workers", type=int, default=2, help="with --stack: Celery pool processes")
+    parser.add_argument("--message", default="What is the weather forecast for Paris?")
+    parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args()
+    if args.stack:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        figures = measure_stack(args.workers, args.message, args.timeout)
+        figures["load_average"] = {"before": load, "after": " / ".join(f"{x:.2f}" for x in os.getloadavg())}
+        print(json.dumps(figures, indent=1))
+        return
     if args.one:
         print(json.dumps(measure()))
         return

@@ -42,6 +42,10 @@ ALLOWED_LATE_IMPORTS = {
         "the load test sets its stack's environment (database, Redis prefix, queue) before Celery reads the settings",
     ("playground/loadtest/stack.py", "playground.conversations.models"):
         "the load test sets its stack's database before Django loads the models",
+    ("playground/loadtest/stack.py", "playground.registry.indexing"):
+        "the load test sets its stack's database before Django loads the models (the index build's rows)",
+    ("playground/loadtest/stack.py", "playground.registry.models"):
+        "the load test sets its stack's database before Django loads the models (the index build's rows)",
     ("playground/runner/main.py", "playground.registry.models"):
         "the runner starts before Django is set up; models load after django.setup()",
     ("playground/runner/main.py", "playground.celery_app"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from django.db import transaction
@@ -71,7 +71,9 @@ class LoopEvent:
     type: ClassVar[str] = ""
 
     def to_payload(self) -> dict[str, Any]:
-        return asdict(self)
+        # The fields as they are (lists, dicts, strings): `asdict` would deep-copy every nested
+        # structure of every event, and the payload is only serialised and rendered, never changed.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass
@@ -132,7 +134,7 @@ class ModelRequest(LoopEvent):
     def to_payload(self) -> dict[str, Any]:
         # The body is kept whole or not at all: shortened by bounded_payload it would no longer be
         # the body that was sent. When the event would go over the limit, the body becomes the note.
-        payload = asdict(self)
+        payload = LoopEvent.to_payload(self)
         if self.body and not self.body.get("too_large") and _size(payload) > MAX_PAYLOAD_BYTES:
             payload["body"] = _body_note(_size(self.body))
         return payload

@@ -333,7 +333,8 @@ class AgentRun:
 
     def build_plan(self, messages: list[dict[str, Any]], boundary: CompactionBoundary | None, backend: Any) -> TurnPlan:
         state = ConversationState(messages=messages, compaction=boundary)
-        return adapter.plan_turn(self.catalog, self.policy, self.agent_settings, state, backend=backend)
+        return adapter.plan_turn(self.catalog, self.policy, self.agent_settings, state, backend=backend,
+                                 filtered=adapter.request_filter(self.catalog, self.policy))
 
     def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
         request = dict(plan.to_api_kwargs())

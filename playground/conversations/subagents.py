@@ -33,8 +33,21 @@ AGENT_TOOL = Tool(
 )
 
 
+_with_agent: list[tuple[ToolCatalog, ToolCatalog]] = []  # (catalog, catalog + Agent), the last two
+
+
 def with_agent_tool(catalog: ToolCatalog) -> ToolCatalog:
-    """The catalog plus the Agent tool, unless the registry already has a tool by that name."""
+    """The catalog plus the Agent tool, unless the registry already has a tool by that name.
+
+    The same object for the same catalog (the registry's cached one, run after run): what is kept
+    per catalog (the permission filter, the search indexes by fingerprint) is found again, and a
+    catalog of 100,000 tools is not copied per run."""
     if AGENT_TOOL_NAME in catalog:
         return catalog
-    return ToolCatalog([*catalog.tools, AGENT_TOOL])
+    for base, extended in _with_agent:
+        if base is catalog:
+            return extended
+    extended = ToolCatalog([*catalog.tools, AGENT_TOOL])
+    _with_agent.insert(0, (catalog, extended))
+    del _with_agent[2:]  # each pair holds two catalogs: the current one and, while it changes, the last
+    return extended

@@ -112,6 +112,37 @@ class PermissionPolicy:
 
     def __init__(self, rules: Iterable[PermissionRule] = ()):
         self.rules: tuple[PermissionRule, ...] = tuple(rules)
+        self._by_exact: dict[str, list[tuple[int, PermissionRule]]] | None = None
+        self._by_prefix: dict[str, list[tuple[int, PermissionRule]]] = {}
+
+    def _compile(self) -> dict[str, list[tuple[int, PermissionRule]]]:
+        """Rules by the name they match exactly and by the `mcp__<server>__` prefix they match (both
+        server forms), each with its position: a decision looks up a few keys instead of trying every
+        rule, which counts when a catalog of 100,000 tools is filtered."""
+        exact: dict[str, list[tuple[int, PermissionRule]]] = {}
+        prefix: dict[str, list[tuple[int, PermissionRule]]] = {}
+        for index, rule in enumerate(self.rules):
+            pattern = rule.pattern
+            if pattern.endswith("__*"):
+                prefix.setdefault(pattern[:-1], []).append((index, rule))
+                continue
+            exact.setdefault(pattern, []).append((index, rule))
+            if pattern.startswith(MCP_PREFIX) and "__" not in pattern[len(MCP_PREFIX):]:
+                prefix.setdefault(pattern + "__", []).append((index, rule))
+        self._by_prefix = prefix
+        self._by_exact = exact
+        return exact
+
+    def _matching(self, tool_name: str) -> list[tuple[int, PermissionRule]]:
+        exact = self._by_exact if self._by_exact is not None else self._compile()
+        found = list(exact.get(tool_name, ()))
+        if self._by_prefix and tool_name.startswith(MCP_PREFIX):
+            # Every prefix of the name that ends in "__" (a server name may itself hold "_").
+            at = tool_name.find("__", len(MCP_PREFIX))
+            while at != -1:
+                found.extend(self._by_prefix.get(tool_name[: at + 2], ()))
+                at = tool_name.find("__", at + 2)
+        return found
 
     def for_scopes(self, *scopes: str) -> PermissionPolicy:
         """The rules that apply in these scopes (e.g. "global" and one agent profile)."""
@@ -120,8 +151,9 @@ class PermissionPolicy:
 
     def decide(self, tool_name: str) -> PermissionDecision:
         strongest: PermissionRule | None = None
-        for rule in self.rules:
-            if rule.matches(tool_name) and (strongest is None or _PRECEDENCE[rule.effect] > _PRECEDENCE[strongest.effect]):
+        # In rule order, as a scan of every rule would meet them: the first of the strongest effect decides.
+        for _, rule in sorted(self._matching(tool_name), key=lambda pair: pair[0]):
+            if strongest is None or _PRECEDENCE[rule.effect] > _PRECEDENCE[strongest.effect]:
                 strongest = rule
         if strongest is None:
             return PermissionDecision("allow", None, "no rule matches: allowed by default")

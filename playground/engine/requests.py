@@ -222,6 +222,14 @@ class RequestPlan:
         }
 
 
+def permission_filter(catalog: ToolCatalog, policy: PermissionPolicy) -> PermissionFilterResult:
+    """What a request's step 1 keeps of `catalog` under `policy`. The engine supplies ToolSearch
+    itself, so a catalog entry of that name is ignored. The same for every turn with the same catalog
+    and rules: callers that plan many turns keep it and pass it back as `filtered`."""
+    own_tools = catalog if TOOL_SEARCH_NAME not in catalog else ToolCatalog(t for t in catalog if t.name != TOOL_SEARCH_NAME)
+    return policy.filter(own_tools)
+
+
 def build_request(
     catalog: ToolCatalog,
     policy: PermissionPolicy,
@@ -235,10 +243,9 @@ def build_request(
     """Plan the next request. Pure: reads the catalog, rules and history; changes nothing.
     `filtered`: the policy's filter of `catalog`, when the caller already has it. (Callers outside
     the engine plan a turn with `turn.plan_turn`, which calls this.)"""
-    # 1. Permissions. The engine supplies ToolSearch itself; a catalog entry of that name is ignored.
+    # 1. Permissions.
     if filtered is None:
-        own_tools = catalog if TOOL_SEARCH_NAME not in catalog else ToolCatalog(t for t in catalog if t.name != TOOL_SEARCH_NAME)
-        filtered = policy.filter(own_tools)
+        filtered = permission_filter(catalog, policy)
     permitted = filtered.permitted
     tool_search_permitted = policy.decide(TOOL_SEARCH_NAME).permitted
 

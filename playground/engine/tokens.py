@@ -64,24 +64,18 @@ class CharEstimateCounter(TokenCounter):
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
     def __init__(self, cache_size: int = 200_000) -> None:
-        self._lengths: dict[tuple[str, bool], int] = {}
-        self._cache_size = cache_size
+        self._cache_size = cache_size  # kept for callers that pass it; the lengths need no cache now
 
     def count_engine_tools(self, tools: Sequence[Tool], deferred_names: Collection[str] = ()) -> int:
         # The JSON of a list is "[" + ",".join(items) + "]": the same count as count_tools, from
         # per-tool lengths cached by content hash.
         if not tools:
             return 0
+        # Each tool's length from its parts (`Tool.api_json_length`: the schema's text is kept per
+        # schema), not by serialising 100,000 tool dicts on every turn.
         total = len(tools) + 1
-        lengths = self._lengths
         for tool in tools:
-            key = (tool.content_hash, tool.name in deferred_names)
-            length = lengths.get(key)
-            if length is None:
-                if len(lengths) >= self._cache_size:
-                    lengths.clear()
-                length = lengths[key] = len(_serialise([tool.to_api(defer_loading=key[1])])) - 2
-            total += length
+            total += tool.api_json_length(defer_loading=tool.name in deferred_names)
         return math.ceil(total / CHARS_PER_TOKEN)
 
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -29,6 +30,13 @@ def validate_tool_name(name: object) -> str:
 
 
 def validate_input_schema(schema: object, *, tool_name: str = "?") -> dict[str, Any]:
+    _check_input_schema(schema, tool_name)
+    return dict(schema)  # type: ignore[call-overload]
+
+
+def _check_input_schema(schema: object, tool_name: str) -> None:
+    if type(schema) is dict and schema.get("type") == "object" and type(schema.get("properties", {})) is dict:
+        return  # the common case, without the abstract-class checks (100,000 tools are read at once)
     if not isinstance(schema, Mapping):
         raise ToolDefinitionError(f"tool {tool_name!r}: input_schema must be a JSON object, got {type(schema).__name__}")
     if schema.get("type") != "object":
@@ -39,7 +47,6 @@ def validate_input_schema(schema: object, *, tool_name: str = "?") -> dict[str, 
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
         raise ToolDefinitionError(f"tool {tool_name!r}: input_schema.properties must be an object")
-    return dict(schema)
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -61,7 +68,7 @@ class Tool:
 
     def __post_init__(self) -> None:
         validate_tool_name(self.name)
-        validate_input_schema(self.input_schema, tool_name=self.name)
+        _check_input_schema(self.input_schema, self.name)
         if self.is_mcp and not self.server:
             object.__setattr__(self, "server", server_of(self.name))
 
@@ -73,14 +80,18 @@ class Tool:
 
     @cached_property
     def content_hash(self) -> str:
-        """Stable hash of everything a search index reads; keys per-tool caches (embeddings, tokens)."""
-        payload = json.dumps(
-            [self.name, self.description, self.search_hint, self.input_schema],
-            sort_keys=True,
-            ensure_ascii=False,
-            default=str,
-        )
+        """Stable hash of everything a search index reads; keys per-tool caches (embeddings, tokens).
+        The sha1 of `json.dumps([name, description, search_hint, input_schema], sort_keys=True,
+        ensure_ascii=False, default=str)`, made from the schema's cached text (`_schema_texts`)."""
+        head = f"{_json_string(self.name)}, {_json_string(self.description)}, {_json_string(self.search_hint)}"
+        payload = f"[{head}, {_schema_texts(self.input_schema)[0]}]"
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()
+
+    def api_json_length(self, *, defer_loading: bool = False) -> int:
+        """Characters of `to_api(defer_loading=…)` as JSON with sorted keys and no spaces (what the
+        token estimate counts), without building and serialising the dict."""
+        length = _API_FIXED + len(_json_string(self.description)) + len(_json_string(self.name))
+        return length + _schema_texts(self.input_schema)[1] + (_DEFER_LOADING if defer_loading else 0)
 
     def to_api(self, *, defer_loading: bool = False) -> dict[str, Any]:
         """The Messages API tool definition."""
@@ -108,6 +119,32 @@ class Tool:
         }
         values.update(overrides)
         return cls(**values)
+
+
+# The sorted-key JSON of a schema, for content hashes and token estimates, kept per schema object:
+# a catalog read from the database shares one object among the tools with the same schema, and at
+# 100,000 tools serialising every schema again for each hash and each count is seconds of CPU.
+# A string as `json.dumps(text, ensure_ascii=False)` writes it, without making an encoder per call.
+_json_string = encode_basestring
+_SCHEMA_TEXT_CACHE = 16_384
+_schema_text_cache: dict[int, tuple[Mapping[str, Any], str, int]] = {}
+# '{"description":' … ',"input_schema":' … ',"name":' … '}' around the values; '"defer_loading":true,'.
+_API_FIXED = len('{"description":,"input_schema":,"name":}')
+_DEFER_LOADING = len('"defer_loading":true,')
+
+
+def _schema_texts(schema: Mapping[str, Any]) -> tuple[str, int]:
+    """(the schema as `json.dumps(…, sort_keys=True, ensure_ascii=False, default=str)`, the length of
+    its compact form with sorted keys). Cached by object, holding the object (so its id stays its own)."""
+    hit = _schema_text_cache.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
+    text = json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
+    compact = len(json.dumps(dict(schema), ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+    if len(_schema_text_cache) >= _SCHEMA_TEXT_CACHE:
+        _schema_text_cache.clear()
+    _schema_text_cache[id(schema)] = (schema, text, compact)
+    return text, compact
 
 
 def server_of(name: str) -> str | None:

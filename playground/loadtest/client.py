@@ -221,6 +221,7 @@ async def run_conversation(session: Session, message: str, deadline: float, resu
             if text is None:
                 result.error = f"socket closed (code {socket.close_code})"
                 return result
+            result.largest_frame = max(result.largest_frame, len(text.encode()))
             frame = read_frame(text)
             if frame is None:
                 continue  # a notice (the "sent" acknowledgement, or an error to show)

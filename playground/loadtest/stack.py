@@ -42,12 +42,15 @@ def run_database_url(server_url: str, name: str) -> str:
 
 class EmbeddedStack:
     def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print,
-                 web_nodes: int = 1, worker_nodes: int = 1) -> None:
+                 web_nodes: int = 1, worker_nodes: int = 1, existing_database_url: str = "") -> None:
         self.run_id = uuid.uuid4().hex[:8]
         self.name = f"loadtest-{self.run_id}"
         self.workers = workers
         self.pool = pool
         self.server_database_url = database_url
+        # A database prepared beforehand (a grown catalog, scripts/bench_scale.py): used as it is,
+        # never created or dropped here.
+        self.existing_database_url = existing_database_url
         self.say = log
         self.workdir = Path(tempfile.mkdtemp(prefix="playground-loadtest-"))
         self.log_path = self.workdir / "stack.log"
@@ -114,6 +117,10 @@ class EmbeddedStack:
         self.say(f"[load] no Redis at {url}: started an embedded {self.redis.description}")
 
     def _settle_database(self) -> None:
+        if self.existing_database_url:
+            os.environ["DATABASE_URL"] = self.existing_database_url
+            self.say("[load] database: the one given (kept)")
+            return
         if not self.server_database_url or self.server_database_url.startswith("sqlite"):
             path = self.workdir / "loadtest.sqlite3"
             os.environ["DATABASE_URL"] = f"sqlite:///{path}"
@@ -178,7 +185,47 @@ class EmbeddedStack:
             time.sleep(0.3)
         raise StackError(f"the Celery worker did not answer within {READY_TIMEOUT_SECONDS}s\n{self.log_tail()}")
 
+    def wait_for_search_index(self, timeout: float = READY_TIMEOUT_SECONDS) -> str:
+        """Wait until the worker has built the current catalog's search index (the demo data's vectors
+        after the import): a build is set-up after a catalog change, not a cost of the events measured.
+        The build's status at the end ("" when nothing is built in the background)."""
+        from django.db import connections
+
+        from playground.registry import indexing
+        from playground.registry.models import SearchIndexBuild
+
+        deadline = time.monotonic() + timeout
+        status = ""
+        try:
+            while time.monotonic() < deadline:
+                if not indexing.builds_in_background():
+                    return ""
+                row = indexing.current_build()
+                status = row.status if row is not None else ""
+                if status in (SearchIndexBuild.Status.DONE, SearchIndexBuild.Status.FAILED):
+                    return status
+                if self.crashed():
+                    return status
+                time.sleep(0.5)
+            return status
+        finally:
+            connections.close_all()
+
     # -- measure -----------------------------------------------------------------------------------
+    def memory_mb(self) -> dict[str, dict[str, float]]:
+        """Each child's resident memory now and at its peak (VmRSS, VmHWM), in MB: the largest single
+        process of its tree (the worker's pool processes each hold their own catalog and index)."""
+        readings: dict[str, dict[str, float]] = {}
+        for child in self.children:
+            best = {"rss_mb": 0.0, "peak_mb": 0.0}
+            for pid in process_tree_pids([child.process.pid]):
+                status = process_status(pid)
+                if status:
+                    best["rss_mb"] = max(best["rss_mb"], status.get("VmRSS", 0) / 1024)
+                    best["peak_mb"] = max(best["peak_mb"], status.get("VmHWM", 0) / 1024)
+            readings[child.name] = {key: round(value, 1) for key, value in best.items()}
+        return readings
+
     def cpu_seconds(self) -> dict[str, float | None]:
         """CPU time (user + system, with reaped children) of the web server and of the worker, each
         with every process below it (the prefork pool). None where /proc cannot be read."""
@@ -230,7 +277,7 @@ class EmbeddedStack:
         if self.redis is not None:
             self.redis.stop()
             self.redis = None
-        if self.created_database and self.server_database_url:
+        if self.created_database and self.server_database_url and not self.existing_database_url:
             try:
                 import psycopg
 
@@ -278,3 +325,36 @@ def process_tree_cpu_seconds(root_pids: list[int]) -> float | None:
         total += stats[pid][1]
         todo.extend(children.get(pid, []))
     return total if seen else None
+
+
+def process_tree_pids(root_pids: list[int]) -> list[int]:
+    """The roots and all their descendants that are alive (Linux /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(raw[raw.rindex(")") + 2:].split()[1])
+    found, todo = [], [pid for pid in root_pids if pid in parents]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return found
+
+
+def process_status(pid: int) -> dict[str, int]:
+    """The kB figures of /proc/<pid>/status (VmRSS, VmHWM, ...); {} when the process is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    values = {}
+    for line in lines:
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            values[key] = int(parts[0])
+    return values

@@ -72,6 +72,7 @@ class ConversationResult:
     completed: bool = False
     receipts: list[tuple[int, float]] = field(default_factory=list)  # (sequence, wall-clock arrival)
     error: str = ""
+    largest_frame: int = 0  # bytes (UTF-8) of the largest message the socket received
 
     @property
     def run_s(self) -> float | None:

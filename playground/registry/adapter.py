@@ -15,17 +15,21 @@ same answer from the database.
 """
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from playground.engine.history import CompactionBoundary
+from playground.engine.memory import return_freed_memory
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState
+from playground.engine.requests import permission_filter as engine_permission_filter
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.server_search import engine_wire_style
@@ -42,10 +46,14 @@ from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
 
 _FILTERED_CACHE_SIZE = 16
+# Each entry holds its catalog (a run's, or a subagent's narrowed copy): few, so that a worker over a
+# catalog of 100,000 tools does not keep many of them alive.
+_REQUEST_FILTER_CACHE_SIZE = 4
 
 _lock = threading.Lock()
 _catalog_cache: tuple[tuple, ToolCatalog] | None = None
 _filtered_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
+_request_filter_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
 _token_counter: TokenCounter | None = None
 
 
@@ -146,29 +154,69 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
     with _lock:
         _catalog_cache = (version, catalog)
         _filtered_cache.clear()
+        _request_filter_cache.clear()  # it holds the old catalogs (100 MB each at 100,000 tools)
     return catalog
 
 
-_CATALOG_FIELDS = ("name", "description", "input_schema", "search_hint", "server_name", "server__name",
+_CATALOG_FIELDS = ("name", "description", "search_hint", "server_name", "server__name",
                    "should_defer", "always_load", "source")
 
 
+class _SchemaReader:
+    """Input schemas decoded from their JSON text, for one catalog build. Decoded JSON is most of a
+    large catalog's memory (200 MB for the 100,000 tools of the grown bench catalog), so: a schema
+    text met before gives the same (read-only) object again, and the strings of the ones decoded are
+    shared (every schema repeats "type", "string", "description"…; half the decoded size)."""
+
+    def __init__(self) -> None:
+        self.decoded: dict[str, Any] = {}
+        self.strings: dict[str, str] = {}
+
+    def read(self, text: str | None) -> Any:
+        if text is None:
+            return None
+        found = self.decoded.get(text)
+        if found is None:
+            found = self.decoded[text] = self._shared(json.loads(text))
+        return found
+
+    def _shared(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.strings.setdefault(value, value)
+        if isinstance(value, dict):
+            strings = self.strings
+            return {strings.setdefault(k, k): self._shared(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._shared(v) for v in value]
+        return value
+
+
+_CATALOG_CHUNK = 2_000
+
+
 def _build_catalog(queryset: QuerySet) -> ToolCatalog:
-    """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly ORM)."""
-    rows = list(queryset.order_by().values(*_CATALOG_FIELDS))
-    rows.sort(key=lambda r: (r["source"] != Tool.Source.BUILTIN, r["name"]))
-    return ToolCatalog(
-        _engine_tool(
+    """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly
+    ORM), read in chunks: the rows of 100,000 tools are never all in memory beside their tools, and
+    the memory their decoding used is handed back afterwards (a web process's size is what it keeps)."""
+    keyed: list[tuple[bool, str, EngineTool]] = []
+    schemas = _SchemaReader()
+    rows = queryset.order_by().values(*_CATALOG_FIELDS, schema_text=Cast("input_schema", TextField()))
+    for r in rows.iterator(chunk_size=_CATALOG_CHUNK):
+        keyed.append((r["source"] != Tool.Source.BUILTIN, r["name"], _engine_tool(
             name=r["name"],
             description=r["description"],
-            input_schema=r["input_schema"],
+            input_schema=schemas.read(r["schema_text"]),
             search_hint=r["search_hint"],
             server=r["server__name"] or r["server_name"],
             should_defer=r["should_defer"],
             always_load=r["always_load"],
-        )
-        for r in rows
-    )
+        )))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    catalog = ToolCatalog(tool for _, _, tool in keyed)
+    del keyed
+    if len(catalog) >= _CATALOG_CHUNK:
+        return_freed_memory()
+    return catalog
 
 
 # -- permissions and profiles --------------------------------------------------------------------
@@ -255,6 +303,24 @@ def filtered_catalog(
         _filtered_cache[key] = result
         while len(_filtered_cache) > _FILTERED_CACHE_SIZE:
             _filtered_cache.popitem(last=False)
+    return result
+
+
+def request_filter(catalog: ToolCatalog, policy: PermissionPolicy) -> PermissionFilterResult:
+    """The engine's permission step of a request (`requests.permission_filter`) for this catalog and
+    these rules, kept per process: every turn of every run over the same cached catalog and rules
+    gets the same answer, and deciding 100,000 tools again per turn is most of a turn's planning."""
+    key = (id(catalog), tuple((r.effect, r.pattern, r.scope) for r in policy.rules))
+    with _lock:
+        hit = _request_filter_cache.get(key)
+        if hit is not None and hit[0] is catalog:
+            _request_filter_cache.move_to_end(key)
+            return hit[1]
+    result = engine_permission_filter(catalog, policy)
+    with _lock:
+        _request_filter_cache[key] = (catalog, result)  # the catalog is kept, so its id is not reused
+        while len(_request_filter_cache) > _REQUEST_FILTER_CACHE_SIZE:
+            _request_filter_cache.popitem(last=False)
     return result
 
 
@@ -354,6 +420,7 @@ def reset_caches() -> None:
     with _lock:
         _catalog_cache = None
         _filtered_cache.clear()
+        _request_filter_cache.clear()
 
 
 def engine_tools(rows: Iterable[Tool]) -> list[EngineTool]:

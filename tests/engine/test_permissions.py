@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from playground.engine.permissions import PermissionPolicy, PermissionRule, validate_pattern
 
@@ -70,3 +72,42 @@ def test_invalid_patterns_are_rejected_with_a_reason(pattern, message):
 def test_an_unknown_effect_is_rejected():
     with pytest.raises(ValueError, match="effect"):
         PermissionRule("maybe", "Read")
+
+
+_PARTS = st.sampled_from(["github", "git", "a", "a_b", "b", "x-y", "create_issue", "create", "issue"])
+
+
+@st.composite
+def _names(draw):
+    if draw(st.booleans()):
+        return draw(st.sampled_from(["Read", "Write", "ToolSearch", "Agent"]))
+    parts = draw(st.lists(_PARTS, min_size=2, max_size=3))
+    return "mcp__" + "__".join(parts)
+
+
+@st.composite
+def _rules(draw):
+    name = draw(_names())
+    if name.startswith("mcp__"):
+        server = name[len("mcp__"):].split("__")[0]
+        pattern = draw(st.sampled_from([name, f"mcp__{server}", f"mcp__{server}__*"]))
+    else:
+        pattern = name
+    return PermissionRule(draw(st.sampled_from(["allow", "ask", "deny"])), pattern, rule_id=draw(st.integers(0, 99)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rules=st.lists(_rules(), max_size=8), names=st.lists(_names(), min_size=1, max_size=8))
+def test_decisions_are_those_of_trying_every_rule_in_order(rules, names):
+    """The policy looks rules up by name and server prefix; it decides exactly as a scan of every
+    rule in order (the strongest effect, the first such rule) would."""
+    policy = PermissionPolicy(rules)
+    for name in names:
+        strongest = None
+        for rule in rules:
+            if rule.matches(name) and (strongest is None or
+                                       ["allow", "ask", "deny"].index(rule.effect) > ["allow", "ask", "deny"].index(strongest.effect)):
+                strongest = rule
+        decision = policy.decide(name)
+        assert decision.rule is strongest
+        assert decision.effect == (strongest.effect if strongest else "allow")

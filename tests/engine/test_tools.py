@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from playground.engine.tools import Tool, ToolCatalog, ToolDefinitionError, is_deferred
 
@@ -45,3 +50,21 @@ def test_the_fingerprint_changes_with_what_search_reads():
     first = ToolCatalog([Tool(name="a", description="x")])
     assert first.fingerprint == ToolCatalog([Tool(name="a", description="x")]).fingerprint
     assert first.fingerprint != ToolCatalog([Tool(name="a", description="y")]).fingerprint
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.from_regex(r"[a-zA-Z0-9_-]{1,20}", fullmatch=True), description=st.text(max_size=40),
+       hint=st.text(max_size=10), properties=st.dictionaries(st.text(max_size=8), st.dictionaries(
+           st.sampled_from(["type", "description", "enum", "ü"]), st.one_of(st.text(max_size=8), st.integers(), st.booleans(),
+                                                                        st.lists(st.text(max_size=4), max_size=3))), max_size=4),
+       deferred=st.booleans())
+def test_content_hash_and_api_length_are_those_of_serialising_the_whole_tool(name, description, hint, properties, deferred):
+    """Both are made from the schema's cached text; they equal serialising everything at once."""
+    schema = {"type": "object", "properties": properties}
+    tool = Tool(name=name, description=description, input_schema=schema, search_hint=hint)
+    payload = json.dumps([name, description, hint, schema], sort_keys=True, ensure_ascii=False, default=str)
+    assert tool.content_hash == hashlib.sha1(payload.encode("utf-8")).hexdigest()
+    whole = json.dumps([tool.to_api(defer_loading=deferred)], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    assert tool.api_json_length(defer_loading=deferred) == len(whole) - 2
+    twin = Tool(name=name + "x", description=description, input_schema=schema, search_hint=hint)  # the same schema object
+    assert twin.api_json_length() == len(json.dumps(twin.to_api(), ensure_ascii=False, sort_keys=True, separators=(",", ":")))

@@ -211,3 +211,25 @@ def test_a_stored_compaction_comes_back_as_the_engines_boundary():
     boundary = CompactionBoundary(summary="s", discovered_tools=("a",), announced_tools=("b",), metadata={"k": 1})
     assert adapter.compaction_boundary(boundary.to_dict()) == boundary
     assert adapter.compaction_boundary({}) is None and adapter.compaction_boundary(None) is None
+
+
+def test_the_catalog_shares_one_decoded_object_per_distinct_schema_with_the_rows_values(db):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "description": "Where"}}, "required": ["city"]}
+    for name in ("mcp__a__weather", "mcp__b__weather", "mcp__c__other"):
+        make_tool(name, "Weather", input_schema=schema if name != "mcp__c__other" else {"type": "object", "properties": {}})
+    catalog = adapter.engine_catalog()
+    a, b, c = (catalog.get(n) for n in ("mcp__a__weather", "mcp__b__weather", "mcp__c__other"))
+    assert a.input_schema == schema and c.input_schema == {"type": "object", "properties": {}}
+    assert a.input_schema is b.input_schema  # one copy for the same text
+    assert a.content_hash == adapter.tool_to_engine(Tool.objects.get(name="mcp__a__weather")).content_hash
+
+
+def test_a_requests_permission_filter_is_kept_per_catalog_and_rules(tools):
+    catalog = adapter.engine_catalog()
+    policy = adapter.permission_policy(None)
+    first = adapter.request_filter(catalog, policy)
+    assert adapter.request_filter(catalog, adapter.permission_policy(None)) is first
+    PermissionRule.objects.create(effect="deny", pattern="mcp__github")
+    denied = adapter.request_filter(catalog, adapter.permission_policy(None))
+    assert denied is not first and "mcp__github__create_issue" in denied.excluded_names
+    assert "mcp__github__create_issue" not in denied.permitted

@@ -59,3 +59,26 @@ def test_the_file_store_is_still_the_engine_default(small_catalog, embeddings_di
     backend = SemanticBackend(encoder=FakeEncoder())
     backend.search("weather", small_catalog)
     assert (embeddings_dir / "embeddings.sqlite3").is_file()
+
+
+def test_missing_keys_are_found_without_reading_vectors_and_the_matrix_is_the_only_copy(small_catalog, monkeypatch):
+    """`missing` asks the store for keys only; `keep_in_memory=False` reads each stored vector
+    once, straight into the matrix (chunk by chunk), and leaves no copy in the memory layer."""
+    store, encoder = MemoryVectorStore(), FakeEncoder()
+    tools = list(small_catalog.deferred)
+    expected, _ = embed_tools(tools, encoder.encode, EmbeddingCache(None, encoder.dim, store=store), model_id="m")
+    cache = EmbeddingCache(None, encoder.dim, store=store)
+    keys = list(store._vectors)
+    read: list[int] = []
+    real_get_many = store.get_many
+    monkeypatch.setattr(store, "get_many", lambda ks, dim: read.append(len(ks)) or real_get_many(ks, dim))
+    # A store that answers from its keys (as the database store does: a query for keys only).
+    monkeypatch.setattr(store, "missing_keys", lambda ks, dim: [k for k in ks if k not in store._vectors])
+    assert cache.missing([*keys, "not-a-key"]) == ["not-a-key"]
+    assert read == []  # no vector read to answer it
+    monkeypatch.setattr("playground.engine.search.embedding_cache.MATRIX_CHUNK", 2)
+    encoder.texts.clear()
+    matrix, stats = embed_tools(tools, encoder.encode, cache, model_id="m", keep_in_memory=False)
+    assert np.array_equal(matrix, expected) and stats.encoded == 0 and encoder.texts == []
+    assert max(read) <= 2 and sum(read) == len(tools)
+    assert cache._memory == {}

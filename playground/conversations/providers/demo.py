@@ -23,6 +23,7 @@ person's answer is read together with the message that asked. Each reply says wh
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from playground.conversations.providers.base import ModelProvider, ProviderResponse
@@ -55,14 +56,26 @@ _ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo rep
 def tool_score(terms: list[str], name: str, description: str = "") -> int:
     """2 points per search term in the tool's name, 1 per term in its description (stems compared)."""
     stems = [stem(t) for t in terms]
-    parts = {stem(p) for p in split_identifier(name)}
-    described = set(analyze(description))
+    parts = _name_stems(name)
+    described = _description_stems(description) if description else frozenset()
     return sum(2 if s in parts else 1 if s in described else 0 for s in stems)
+
+
+# Kept per name and description: the first step scores every loaded tool and every announced name
+# against each message, and the names do not change between messages.
+@lru_cache(maxsize=65_536)
+def _name_stems(name: str) -> frozenset[str]:
+    return frozenset(stem(p) for p in split_identifier(name))
+
+
+@lru_cache(maxsize=4_096)
+def _description_stems(description: str) -> frozenset[str]:
+    return frozenset(analyze(description))
 
 
 def named_by(terms: list[str], name: str) -> bool:
     """Whether one of the search terms is a word of the tool's name."""
-    parts = {stem(p) for p in split_identifier(name)}
+    parts = _name_stems(name)
     return any(stem(t) in parts for t in terms)
 
 
@@ -126,7 +139,9 @@ class DemoAgentProvider(ModelProvider):
         if not terms:
             return self._answer(request_kwargs, "Ask me something a tool can answer, for example “what time is it in Tokyo?”.")
         # Best keyword fit first; among equals, a tool whose required arguments the message gives.
-        scored = [(tool_score(terms, t["name"], t.get("description", "")), fillable(t, text), t) for t in usable]
+        # Whether a tool's arguments are in the message matters only between tools that fit at all.
+        scores = [(tool_score(terms, t["name"], t.get("description", "")), t) for t in usable]
+        scored = [(score, score > 0 and fillable(t, text), t) for score, t in scores]
         loaded_score, loaded_fills, best_loaded = max(scored, key=lambda s: s[:2], default=(0, False, None))
         deferred_score = max((tool_score(terms, n) for n in self._announced(request_kwargs)), default=0)
         # A loaded tool first: when its name is in the message and the message gives its arguments,

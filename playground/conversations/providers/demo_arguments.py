@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import zoneinfo
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -108,7 +108,15 @@ class Mentions:
 
 def find_mentions(text: str, *, conversion: bool = False) -> Mentions:
     """Everything `fill_arguments` can use. `conversion`: two timezones are wanted, so the cities on
-    either side of " to " come first."""
+    either side of " to " come first. A fresh copy each time (the caller takes values out of it); the
+    reading itself is kept per text, since the first step reads the same message for every tool."""
+    read = _read_mentions(text, conversion)
+    return Mentions(**{f.name: list(getattr(read, f.name)) if isinstance(getattr(read, f.name), list) else getattr(read, f.name)
+                       for f in fields(Mentions)})
+
+
+@lru_cache(maxsize=256)
+def _read_mentions(text: str, conversion: bool) -> Mentions:
     taken: list[tuple[int, int]] = []  # a span read as one kind is not read again as another
 
     def free(match: re.Match[str]) -> bool:

@@ -175,6 +175,15 @@ class EmbeddingCache:
         if self.store is not None and items:
             self.store.put_many(items, model_id=model_id)
 
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """Those of `keys` with a vector neither in memory nor in the store, found without reading
+        the stored vectors (a catalog's 150 MB at 100,000 tools)."""
+        with self._lock:
+            absent = [key for key in keys if key not in self._memory]
+        if absent and self.store is not None:
+            return self.store.missing_keys(absent, self.dim)
+        return absent
+
     def forget(self, keys: Iterable[str]) -> None:
         """Drop these keys from the memory layer when a store keeps them (an index that copied them
         into its matrix needs no second copy: 150 MB at 100,000 tools); without a store, keep them."""
@@ -194,6 +203,9 @@ def embedding_key(model_id: str, document: str) -> str:
     return hashlib.sha1(f"{model_id}\x00{document}".encode("utf-8")).hexdigest()
 
 
+MATRIX_CHUNK = 20_000  # vectors read from the store per step of `embed_tools`
+
+
 def embed_tools(
     tools: Iterable[Tool],
     encode: Callable[[list[str]], np.ndarray],
@@ -202,18 +214,35 @@ def embed_tools(
     model_id: str,
     include_server: bool = True,
     keys: Sequence[str] | None = None,
+    keep_in_memory: bool = True,
 ) -> tuple[np.ndarray, EmbedStats]:
     """The (n, dim) matrix of the tools' embeddings; only tools missing from the cache are encoded.
     `keys`: the tools' keys when the caller has them (`document_keys`); documents are then made
-    only for the tools to encode (at 100,000 tools, making them all takes seconds)."""
+    only for the tools to encode (at 100,000 tools, making them all takes seconds).
+    `keep_in_memory=False`: the matrix is the only copy kept in this process (the cache's store
+    still has them), for an index that holds the matrix."""
     tools = list(tools)
     if keys is None:
         documents: dict[int, str] | list[str] = [tool_document(t, include_server=include_server) for t in tools]
         keys = [embedding_key(model_id, d) for d in documents]
     else:
         documents = {}
-    found = cache.get_many(keys)
-    todo = [i for i, key in enumerate(keys) if key not in found]
+    matrix = np.zeros((len(tools), cache.dim), dtype=np.float32)
+    todo: list[int] = []
+    # The stored vectors go straight into the matrix, a chunk at a time: at 100,000 tools a dict of
+    # every vector beside the matrix would be a second 150 MB.
+    for start in range(0, len(keys), MATRIX_CHUNK):
+        chunk = keys[start : start + MATRIX_CHUNK]
+        found = cache.get_many(chunk)
+        for offset, key in enumerate(chunk):
+            vector = found.get(key)
+            if vector is None:
+                todo.append(start + offset)
+            else:
+                matrix[start + offset] = vector
+        del found
+        if not keep_in_memory:
+            cache.forget(chunk)
     stats = EmbedStats(reused=len(tools) - len(todo), encoded=len(todo))
     if todo:
         # Two tools with identical content share one key: encode each key once.
@@ -225,10 +254,10 @@ def embed_tools(
         vectors = encode([documents[i] for i in unique.values()])
         fresh = {key: vectors[n] for n, key in enumerate(unique)}
         cache.put_many(fresh, model_id=model_id)
-        found.update(fresh)
-    matrix = np.zeros((len(tools), cache.dim), dtype=np.float32)
-    for i, key in enumerate(keys):
-        matrix[i] = found[key]
+        for i in todo:
+            matrix[i] = fresh[keys[i]]
+        if not keep_in_memory:
+            cache.forget(fresh)
     return matrix, stats
 
 

@@ -72,14 +72,12 @@ class IndexedOrFallback(SearchBackend):
 
     # -- the rule ------------------------------------------------------------------------------------
     def missing_vectors(self, catalog: ToolCatalog) -> int:
-        """How many of the catalog's deferred tools have no vector in memory or in the store (the
-        ones found are kept in memory, so the index build that follows reads nothing twice)."""
+        """How many of the catalog's deferred tools have no vector in memory or in the store, asked
+        without reading the vectors (the index build that follows reads them once, into its matrix)."""
         dense = self.semantic
         if dense is None or dense.has_index(catalog):
             return 0
-        keys = dense.tool_keys(catalog)
-        found = dense.cache.get_many(keys)
-        return len({key for key in keys if key not in found})
+        return len(set(dense.cache.missing(dense.tool_keys(catalog))))
 
     def search(
         self,

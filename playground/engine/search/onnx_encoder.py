@@ -15,7 +15,6 @@ Needs `onnxruntime` and `onnx` (the `semantic` extra); `MiniLMEncoder` falls bac
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine import memory
 from playground.engine.search import encoder  # a module object: encoder imports this module too
 from playground.engine.search.embedding_cache import default_cache_path
 
@@ -254,15 +254,8 @@ def _save_atomically(path: Path, data: bytes) -> None:
 def return_freed_memory() -> None:
     """Building a session copies the weights three or four times (proto, bytes, quantized model);
     glibc keeps those freed blocks in the process. Handing them back is what lets a worker with the
-    int8 encoder stay at ~80 MB more than one without it, instead of ~270 MB (measured). Other C
-    libraries: nothing to do."""
-    gc.collect()  # the graph's protobuf objects
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    int8 encoder stay at ~80 MB more than one without it, instead of ~270 MB (measured)."""
+    memory.return_freed_memory()  # also collects the graph's protobuf objects
 
 
 def pack_rows(lengths: list[int]) -> list[list[int]]:

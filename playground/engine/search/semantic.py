@@ -249,8 +249,8 @@ class SemanticBackend(SearchBackend):
         include_server = self.include_server(tools)
         vectors, stats = embed_tools(
             tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server, keys=keys,
+            keep_in_memory=False,  # the matrix holds them; the store still has them for a rebuild
         )
-        self.cache.forget(keys)  # the matrix holds them now; the store still has them for a rebuild
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats,
                              vocabulary=vocabulary, keys=keys)
 
