@@ -266,6 +266,22 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
     return True
 
 
+ALREADY_ENDED = {
+    Conversation.Status.IDLE: "The run had already finished before your cancel arrived: the answer above is complete, "
+                              "nothing was cancelled.",
+    Conversation.Status.CANCELLED: "The run had already been cancelled: nothing more to cancel.",
+    Conversation.Status.CANCELLING: "A cancel is already under way: the run stops at its next step.",
+    Conversation.Status.FAILED: "The run had already ended with an error: nothing to cancel.",
+}
+
+
+def nothing_to_cancel(conversation: Conversation) -> str:
+    """What to tell the person whose cancel found no run to stop (request_cancel returned False):
+    most often the answer arrived just before the click, and the page must say so."""
+    status = Conversation.objects.filter(pk=conversation.pk).values_list("status", flat=True).first()
+    return ALREADY_ENDED.get(status, "Nothing is running: there is nothing to cancel.")
+
+
 def record_cancelled(conversation: Conversation | int, stage: str, *, requested_by: str = "", interrupted: str = "",
                      note: str = "", after_ms: float | None = None, run_token: str = "") -> None:
     """The run ended by a cancel: the `cancelled` event (chat and timeline) and the final turn_finished,

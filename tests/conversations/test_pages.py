@@ -127,6 +127,17 @@ def test_cancel_fallback_marks_a_running_conversation(viewer_client, viewer_user
     assert conversation.events.filter(type="status", payload__status="cancelling").exists()
 
 
+def test_a_cancel_after_the_run_finished_says_so(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)  # idle: its last answer is in
+    url = reverse("conversations:cancel", args=[conversation.pk])
+    page = viewer_client.post(url, follow=True).content.decode()
+    assert "already finished before your cancel arrived" in page
+    fragment = viewer_client.post(url, headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and 'data-kind="info"' in fragment.content.decode()
+    assert "nothing was cancelled" in fragment.content.decode()
+    assert not conversation.events.filter(type="cancelled").exists()
+
+
 def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, no_queue, django_capture_on_commit_callbacks):
     off, on = make_profile("Tool search off", tool_search_mode="false"), make_profile("Tool search on")
     with django_capture_on_commit_callbacks(execute=True):
