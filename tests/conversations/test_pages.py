@@ -100,6 +100,15 @@ def test_send_fallback_stores_the_message_and_refuses_while_running(viewer_clien
     assert viewer_client.post(url, {"text": "   "}, follow=True).status_code == 200
 
 
+def test_the_prompt_says_always_lasts_for_this_conversation_only(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="echo", reason="rule 'ask echo'"),
+                 status=Conversation.Status.WAITING)
+    page = viewer_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert "Always allow in this conversation" in page
+    assert "lasts for this conversation only; a permission rule makes it permanent" in page
+
+
 def test_answer_fallback_records_the_choice(viewer_client, viewer_user):
     conversation = services.start_conversation(viewer_user)
     prompt = record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="echo", reason="rule 'ask echo'"),
