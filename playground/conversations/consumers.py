@@ -68,10 +68,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         notice = await database_sync_to_async(self._act)(action, data)
         if notice is not None:
-            await self.send(text_data=render_notice(self.conversation_id, notice))
+            text, kind = notice if isinstance(notice, tuple) else (notice, "")
+            await self.send(text_data=render_notice(self.conversation_id, text, kind=kind))
 
-    def _act(self, action: str, data: dict) -> str | None:
-        """Do what the browser asked; the notice to show, or None."""
+    def _act(self, action: str, data: dict) -> str | tuple[str, str] | None:
+        """Do what the browser asked; the notice to show (an error, or (text, kind)), or None."""
         user = self.scope.get("user")
         conversation = Conversation.objects.get(pk=self.conversation_id)
         try:
@@ -85,7 +86,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 services.answer_permission(conversation, frame_int(data.get("prompt"), 0), choice, user=user)
                 return None
             if action == "cancel":
-                return None if services.request_cancel(conversation, user=user) else "Nothing is running."
+                return None if services.request_cancel(conversation, user=user) else (services.nothing_to_cancel(conversation), "info")
             return f"Unknown action {action!r}."
         except services.ConversationError as exc:
             return str(exc)

@@ -52,5 +52,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
     return render_to_string("conversations/_frame.html", context)
 
 
-def render_notice(conversation_id: int, text: str) -> str:
-    return render_to_string("conversations/_notice.html", {"conversation_id": conversation_id, "text": text, "oob": True})
+def render_notice(conversation_id: int, text: str, *, kind: str = "") -> str:
+    """The line under the chat: an error (the default) or, with kind="info", news that is not one."""
+    return render_to_string("conversations/_notice.html",
+                            {"conversation_id": conversation_id, "text": text, "kind": kind, "oob": True})

@@ -36,6 +36,7 @@ from playground.conversations.providers import (
 )
 from playground.conversations.services import (
     CANCELLED_CALL,
+    CANCELLED_WAITING_SUBAGENT,
     cancel_requester,
     close_paused_turn,
     pending_answer,
@@ -533,6 +534,16 @@ class AgentRun:
         learn = True
         try:
             outcome = child.run(resume=resume)
+        except Cancelled as cancelled:
+            # The Agent call was running when the cancel came: its result says so (not "before it ran").
+            after_ms = round((time.perf_counter() - started) * 1000, 1)
+            text = subagent_cancelled_text(after_ms, cancelled.interrupted)
+            self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=AGENT_TOOL_NAME, content=[text_block(text)], is_error=True,
+                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+            cancelled.result = error_tool_result(tool_use_id, text)
+            if not cancelled.interrupted:  # stopped between the subagent's steps: the Agent call is what it cut short
+                cancelled.stage, cancelled.interrupted, cancelled.after_ms = "tool_call", AGENT_TOOL_NAME, after_ms
+            raise
         except (RunReleased, AwaitingAnswer):
             # Released: this run no longer owns the conversation and writes nothing more. Waiting: the
             # subagent's history is saved with the paused run, and learned from once it has finished.
@@ -578,6 +589,11 @@ class AgentRun:
             self.emit(ev.Compaction(summary=summary, compacted_messages=keep_from, carried_tools=list(carried),
                                     tokens_before=tokens, threshold_tokens=threshold))
         return messages[keep_from:], new_boundary
+
+
+def subagent_cancelled_text(after_ms: float, interrupted: str = "") -> str:
+    inside = f"; it stopped its subagent's call to {interrupted}" if interrupted else ""
+    return f"Cancelled by the person while it ran (after {after_ms / 1000:.1f} s){inside}."
 
 
 def permission_outcome(choice: str, name: str, timeout: float) -> tuple[bool, str]:
@@ -684,7 +700,7 @@ def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
             return RunOutcome("superseded")  # already resumed, or ended (cancel, release) meanwhile
     if conversation.status == Conversation.Status.CANCELLING:
         if paused is not None:
-            close_paused_turn(conversation.pk, paused, CANCELLED_CALL)
+            close_paused_turn(conversation.pk, paused, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
         return cancelled("queued")
     try:
         run = build_run(conversation, provider=provider, executor=executor, cancel=cancel)

@@ -226,7 +226,7 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             # A cancel is waiting on a run no worker holds (the broker lost its task): free it now.
             if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
                 Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
-                close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL)
+                close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
             Conversation.objects.filter(pk=locked.pk).update(run_token="")
             record_cancelled(locked, "queued", requested_by=who or cancel_requester(locked.pk),
                              note="no worker answered the cancel request")
@@ -260,6 +260,22 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
     return True
 
 
+ALREADY_ENDED = {
+    Conversation.Status.IDLE: "The run had already finished before your cancel arrived: the answer above is complete, "
+                              "nothing was cancelled.",
+    Conversation.Status.CANCELLED: "The run had already been cancelled: nothing more to cancel.",
+    Conversation.Status.CANCELLING: "A cancel is already under way: the run stops at its next step.",
+    Conversation.Status.FAILED: "The run had already ended with an error: nothing to cancel.",
+}
+
+
+def nothing_to_cancel(conversation: Conversation) -> str:
+    """What to tell the person whose cancel found no run to stop (request_cancel returned False):
+    most often the answer arrived just before the click, and the page must say so."""
+    status = Conversation.objects.filter(pk=conversation.pk).values_list("status", flat=True).first()
+    return ALREADY_ENDED.get(status, "Nothing is running: there is nothing to cancel.")
+
+
 def record_cancelled(conversation: Conversation | int, stage: str, *, requested_by: str = "", interrupted: str = "",
                      note: str = "", after_ms: float | None = None, run_token: str = "") -> None:
     """The run ended by a cancel: the `cancelled` event (chat and timeline) and the final turn_finished,
@@ -282,6 +298,7 @@ def cancel_requester(conversation_id: int) -> str:
 
 # -- runs paused on a permission prompt (loop.AgentRun.pause) ----------------------------------------------
 CANCELLED_CALL = "Cancelled by the person before this call ran."
+CANCELLED_WAITING_SUBAGENT = "Cancelled by the person while it ran: its subagent was waiting for a permission answer."
 
 
 def take_paused_run(conversation_id: int, run_token: str, prompt_sequence: int) -> dict[str, Any] | None:
@@ -295,12 +312,20 @@ def take_paused_run(conversation_id: int, run_token: str, prompt_sequence: int) 
     return state
 
 
-def close_paused_turn(conversation_id: int, state: dict[str, Any], text: str) -> None:
+def close_paused_turn(conversation_id: int, state: dict[str, Any], text: str, *, running_text: str = "") -> None:
     """Store the paused turn's tool results — those that ran, and `text` as the error of the rest —
-    so the history stays valid for the next message (every tool_use gets its tool_result)."""
+    so the history stays valid for the next message (every tool_use gets its tool_result).
+
+    When the run paused inside a subagent (`child`), its `Agent` call had started: it gets
+    `running_text` instead (when given), since "before this call ran" would not be true of it."""
     results = list(state.get("results") or [])
     answered = {r.get("tool_use_id") for r in results}
-    results.extend(error_tool_result(b["id"], text) for b in state.get("tool_uses") or [] if b.get("id") not in answered)
+    tool_uses = state.get("tool_uses") or []
+    running_id = ""
+    if running_text and "child" in state and 0 <= state.get("index", -1) < len(tool_uses):
+        running_id = tool_uses[state["index"]].get("id", "")
+    results.extend(error_tool_result(b["id"], running_text if b.get("id") == running_id else text)
+                   for b in tool_uses if b.get("id") not in answered)
     position = (Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"] or 0) + 1
     Message.objects.create(conversation_id=conversation_id, position=position, role="user",
                            content=results + list(state.get("siblings") or []))
@@ -314,7 +339,7 @@ def _end_paused_run(locked: Conversation, *, note: str, requested_by: str = "") 
     prompt_sequence = state.get("prompt_sequence")
     if prompt_sequence and pending_answer(locked.pk, prompt_sequence) is None:
         answer_permission(locked, prompt_sequence, "cancelled", note=note, resume=False)
-    close_paused_turn(locked.pk, state, CANCELLED_CALL)
+    close_paused_turn(locked.pk, state, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
     record_cancelled(locked, "waiting_permission", requested_by=requested_by, interrupted=_paused_call_name(state),
                      note="while the run waited for a permission answer")
 

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST, require_safe
 from playground.access import OPERATOR, is_staff, role_required
 from playground.conversations import services
 from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
+from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation
 from playground.conversations.selectors import (
     can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
@@ -129,8 +130,12 @@ def _carry_out(request, conversation, action):
 @require_POST
 def conversation_cancel(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
-    if not services.request_cancel(conversation, user=request.user) and not request.htmx:
-        messages.info(request, "Nothing is running.")
+    if not services.request_cancel(conversation, user=request.user):
+        # Most often the answer arrived just before the click: say the run had already finished.
+        text = services.nothing_to_cancel(conversation)
+        if request.htmx:
+            return HttpResponse(render_notice(conversation.pk, text, kind="info"))
+        messages.info(request, text)
     return _done(request, conversation)
 
 

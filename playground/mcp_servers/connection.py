@@ -28,6 +28,7 @@ from mcp.types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
     Implementation,
+    InitializeResult,
     LoggingMessageNotificationParams,
     PaginatedRequestParams,
 )
@@ -40,7 +41,8 @@ from playground.per_process import PerProcess
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
-# Receives a server's log lines as [(source, text)], source "stderr" or "log:<level>"; sync code,
+# Receives a server's log lines as [(source, text)], source "stderr", "log:<level>" (a
+# notifications/message), "session" (connected, disconnected, an HTTP session) or "error"; sync code,
 # called in a worker thread (it may touch the database). See `LogForwarder`.
 LogSink = Callable[[list[tuple[str, str]]], None]
 LOG_POLL_SECONDS = 0.25
@@ -278,7 +280,9 @@ def shown_contents(contents: list[dict[str, Any]], *, limit: int = MAX_SHOWN_CHA
 
 class LogForwarder:
     """Hands a server's log lines to a `LogSink` while a connection is open: the stdio child's
-    stderr (read from its file every `LOG_POLL_SECONDS`) and `notifications/message` logs.
+    stderr (read from its file every `LOG_POLL_SECONDS`), `notifications/message` logs, and the
+    connection's own events (connected, disconnected, an HTTP session, an error) — for an HTTP
+    server, which has no stderr for us, those and its log messages are all there is.
 
     The sink runs in a worker thread, so it may use the database and the channel layer; a failing
     sink is logged and never breaks the connection.
@@ -293,6 +297,10 @@ class LogForwarder:
         self._offset = 0
         self._partial = ""
         self._task: asyncio.Task | None = None
+        transport.on_event = self.note
+
+    def note(self, source: str, text: str) -> None:
+        self.pending.append((source, text[: self.MAX_LINE_CHARS]))
 
     async def on_log_message(self, params: LoggingMessageNotificationParams) -> None:
         data = params.data if isinstance(params.data, str) else repr(params.data)
@@ -306,6 +314,12 @@ class LogForwarder:
         lines = (self._partial + chunk).split("\n")
         self._partial = "" if final else lines.pop()
         self.pending.extend(("stderr", line.rstrip("\r")[: self.MAX_LINE_CHARS]) for line in lines if line.strip())
+
+    async def report_error(self, text: str) -> None:
+        """A connection that failed (or a request that lost it): its reason goes to the log too."""
+        self.note("error", text)
+        with anyio.move_on_after(5, shield=True):
+            await self.flush(final=True)
 
     async def flush(self, *, final: bool = False) -> None:
         self._collect_stderr(final=final)
@@ -360,15 +374,21 @@ async def open_connection(
                     logging_callback=forwarder.on_log_message if forwarder is not None else None,
                 ) as session:
                     with anyio.fail_after(connect_timeout):
-                        await session.initialize()
+                        initialized = await session.initialize()
+                    if forwarder is not None:
+                        forwarder.note("session", _connected_text(config, initialized))
                     connection = McpConnection(config, session, transport)
                     yield connection
             finally:
                 if forwarder is not None:
+                    if connection is not None:
+                        forwarder.note("session", "disconnected")
                     await forwarder.stop()
     except BaseException as exc:
         known = exc if isinstance(exc, McpConnectionError) else _first(exc, McpConnectionError)
         if known is not None:
+            if forwarder is not None:
+                await forwarder.report_error(str(known))
             raise known from (None if known is exc else exc)
         if isinstance(exc, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
             raise
@@ -379,9 +399,16 @@ async def open_connection(
                 raise leaves[0] from exc
             raise
         message = f"could not connect to {config.describe()}: {_connect_message(exc)}"
+        if forwarder is not None:
+            await forwarder.report_error(message)  # the sink scrubs it; the stderr tail is in the log already
         diagnostics = transport.diagnostics()
         # The error text (and the server's stderr) may quote the URL, an argument or an env value.
         raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
+
+
+def _connected_text(config: ServerConfig, initialized: InitializeResult) -> str:
+    info = initialized.server_info
+    return f"connected to {config.describe()}: {info.name} {info.version}, MCP protocol {initialized.protocol_version}"
 
 
 def _connect_message(exc: BaseException) -> str:

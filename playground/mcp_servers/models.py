@@ -83,7 +83,8 @@ class McpServer(models.Model):
 
 
 class McpLogLine(models.Model):
-    """One line of a server's live log: its stderr or a `notifications/message` log, scrubbed.
+    """One line of a server's live log: its stderr, a `notifications/message` log, or an event of the
+    connection (connected, disconnected, an HTTP session, an error), scrubbed.
 
     `server_id` is a plain column, not a foreign key: lines are written from the MCP client's
     worker threads on their own database connections, and a key would make those inserts wait on
@@ -92,7 +93,7 @@ class McpLogLine(models.Model):
     """
 
     server_id = models.IntegerField(db_index=True)
-    source = models.CharField(max_length=20)  # "stderr" or "log:<level>"
+    source = models.CharField(max_length=20)  # "stderr", "log:<level>", "session" or "error" (connection.LogSink)
     text = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -101,7 +102,7 @@ class McpLogLine(models.Model):
 
     @property
     def level(self) -> str:
-        return self.source.partition(":")[2] or "stderr"
+        return self.source.partition(":")[2] or self.source
 
 
 class McpCallRecord(models.Model):

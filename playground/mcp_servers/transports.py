@@ -12,7 +12,7 @@ import os
 import shlex
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -78,9 +78,18 @@ class McpTransport(ABC):
     """
 
     kind: ClassVar[str]
+    # Whether the server's stderr is ours to read (a child we started) or not (a server elsewhere).
+    has_stderr: ClassVar[bool] = False
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        # Told of what happens on the wire that the server's own log would not show (an HTTP
+        # session opened, an error status): `(kind, text)`, kind "session" or "error".
+        self.on_event: Callable[[str, str], None] | None = None
+
+    def note(self, kind: str, text: str) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, text)
 
     @abstractmethod
     def streams(self) -> AbstractAsyncContextManager[tuple[Any, Any]]:
@@ -98,6 +107,7 @@ class StdioTransport(McpTransport):
     """Starts the server as a child process (its own session, so the SDK can kill the whole tree)."""
 
     kind = "stdio"
+    has_stderr = True
 
     def __init__(self, config: ServerConfig) -> None:
         super().__init__(config)
@@ -163,10 +173,26 @@ class StreamableHttpTransport(McpTransport):
         client = httpx2.AsyncClient(
             headers=dict(self.config.headers),
             timeout=httpx2.Timeout(self.connect_timeout, read=self.read_timeout),
+            event_hooks={"response": [self._watch_response]},
         )
         async with client:
             async with streamable_http_client(self.config.url, http_client=client) as pair:
                 yield pair
+
+
+    _session_id = ""
+
+    async def _watch_response(self, response: httpx2.Response) -> None:
+        """An HTTP server has no stderr for us: its session and its error statuses go to the log instead."""
+        session_id = response.headers.get("mcp-session-id", "")
+        if session_id and session_id != self._session_id:
+            # The id is the session's key on the server: only its start is shown.
+            self.note("session", f"the server opened session {session_id[:8]}…" if not self._session_id
+                      else f"the server moved to session {session_id[:8]}…")
+            self._session_id = session_id
+        if response.status_code >= 400:
+            request = response.request
+            self.note("error", f"HTTP {response.status_code} {response.reason_phrase} for {request.method} {mask_url(str(request.url))}")
 
 
 TRANSPORTS: dict[str, type[McpTransport]] = {

@@ -153,7 +153,23 @@ class ImportForm(forms.Form):
         server = (cleaned.get("server_name") or "").strip()
         if server and not re.fullmatch(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*", server):
             self.add_error("server_name", "Letters, digits, '-' and single '_' only.")
+        elif not server and is_mcp_tools_list(text):
+            # Its names are bare: without a server they would quietly become mcp__imported__<tool>.
+            self.add_error("server_name", "This is an MCP tools/list result: its tool names are bare, so name the server "
+                                          "they come from (they become mcp__<server>__<tool>).")
         return cleaned
+
+
+def is_mcp_tools_list(text: str) -> bool:
+    """Whether `text` is an MCP tools/list result (bare or in its JSON-RPC response): tools with `inputSchema`."""
+    try:
+        document = json.loads(text, cls=LimitedJSONDecoder)
+    except ValueError:
+        return False  # not one JSON document (JSONL, or broken): the import's own errors say what is wrong
+    if isinstance(document, dict) and isinstance(document.get("result"), dict):
+        document = document["result"]
+    tools = document.get("tools") if isinstance(document, dict) else None
+    return isinstance(tools, list) and any(isinstance(t, dict) and "inputSchema" in t for t in tools)
 
 
 class PermissionRuleForm(forms.ModelForm):

@@ -14,6 +14,7 @@ from playground.conversations.models import Conversation
 from playground.mcp_servers.models import McpServer
 from playground.registry.models import AgentProfile, Tool
 from tests.browser.conftest import screenshot
+from tests.browser.test_registry_pages import seed_catalog
 from tests.mcp_servers.conftest import DEMO_ARGS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -84,3 +85,25 @@ def test_cancel_stops_a_slow_tool_and_the_page_says_cancelled(logged_in_page, ad
     page.wait_for_selector(f"{STATUS}[data-status=idle]", timeout=60_000)
     assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.IDLE
     assert "slept 1.0 s" in page.locator("[data-testid=timeline] [data-event-type=tool_result]").last.text_content()
+
+
+def test_a_cancel_that_arrives_after_the_answer_says_the_run_had_already_finished(logged_in_page, admin_user):
+    # The person clicks Cancel just as the final answer lands: by the time the click reaches the
+    # server the run is over. The page says so instead of leaving "Idle" unexplained.
+    seed_catalog()
+    conversation = services.start_conversation(admin_user, provider="demo")
+    page = logged_in_page
+    page.goto(f"/conversations/{conversation.pk}/")
+    page.wait_for_selector("body[data-page=conversation] [data-testid=conversation][data-status=idle]")
+    page.fill("[data-testid=send-form] [data-testid=message-input]", "What time is it in Tokyo?")
+    page.click("[data-testid=send-form] [data-testid=send]")
+    page.wait_for_selector("[data-testid=chat] [data-testid=chat-message][data-role=assistant]", timeout=60_000)
+    page.wait_for_selector(f"{STATUS}[data-status=idle]", timeout=60_000)
+    # The button hid as the status changed; the click that was already on its way is this submit.
+    page.locator("[data-testid=conversation] .cancel-form").evaluate("form => form.requestSubmit()")
+    notice = page.wait_for_selector("[data-testid=notice][data-kind=info]")
+    assert "already finished before your cancel arrived" in notice.inner_text()
+    assert notice.is_visible()
+    assert page.inner_text(STATUS).strip() == "Idle"
+    assert page.locator("[data-testid=chat] [data-testid=chat-cancelled]").count() == 0  # nothing was cancelled
+    screenshot(page, "conversation-cancel-after-answer")

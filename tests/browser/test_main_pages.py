@@ -1,4 +1,8 @@
-"""Every page in the navigation renders in the browser for an admin; a screenshot of each."""
+"""Every page in the navigation renders in the browser for an admin; a screenshot of each.
+
+The main pages reached past the navigation have theirs in the tests of their flows: the dashboard
+(home), the server workbench (mcp-workbench), the conversation (conversation-live), compare, the
+evaluation run (ux-evaluation-done) and a gateway session (gateway-session-live)."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +18,8 @@ NAV_PAGES = [
     ("Permissions", "permissions"),
     ("Profiles", "profile-list"),
     ("Conversations", "conversations"),
-    ("Evaluation", None),
+    ("Evaluation", "evaluation"),
+    ("Gateway", "gateway-sessions"),
     ("Users", "users"),
 ]
 

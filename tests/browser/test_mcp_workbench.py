@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sys
 
+from playground.mcp_servers.models import McpServer
 from tests.browser.conftest import screenshot
+from tests.mcp_servers.conftest import HttpDemoServer
 
 
 def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
@@ -73,3 +75,30 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
     page.wait_for_selector("[data-testid=call-form][data-tool=mcp__demo__crash] [data-testid=call-outcome][data-ok=false]")
     page.wait_for_selector("h1 [data-testid=server-status][data-status=failed]")
     screenshot(page, "mcp-workbench-after-crash")
+
+
+def test_an_http_servers_log_pane_says_it_has_no_stderr_and_shows_what_it_has(logged_in_page):
+    # An HTTP server has no stderr for us: the pane says so, and shows its connection, its session
+    # and the log messages it sends — live, secrets masked.
+    secret = "q-s3cr3t-value-9876"
+    server = HttpDemoServer()
+    try:
+        row = McpServer.objects.create(name="demo-http", transport="http", url=f"{server.url}?token={secret}")
+        page = logged_in_page
+        page.goto(f"/mcp/{row.pk}/")
+        page.wait_for_selector("body[data-page=mcp-server-detail]")
+        assert "An HTTP server has no stderr here" in page.inner_text("[data-testid=no-stderr-note]")
+        empty = page.locator("[data-testid=server-log] [data-testid=log-empty]")
+        assert empty.is_visible() and "an HTTP server has no stderr" in empty.inner_text()
+
+        page.click("[data-testid=ping]")
+        page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
+        connected = page.locator("[data-testid=log-line][data-source=session]", has_text="connected to streamable HTTP")
+        connected.wait_for()  # pushed over the socket, no reload
+        page.locator("[data-testid=log-line][data-source=session]", has_text="the server opened session").wait_for()
+        assert not empty.is_visible()  # the explanation steps aside once lines arrive
+        assert page.locator("[data-testid=log-line][data-source=stderr]").count() == 0
+        assert secret not in page.inner_text("[data-testid=server-log]")
+        screenshot(page, "mcp-workbench-http-log")
+    finally:
+        server.stop()

@@ -226,6 +226,8 @@ def test_editing_a_permission_rule_changes_the_preview(logged_in_page):
     before = page.wait_for_selector(preview)
     total_before = visible_tool_total(before)
     assert total_before >= 12
+    empty = page.locator("[data-testid=rules-empty]")
+    assert empty.is_visible() and "every tool is allowed" in empty.inner_text()  # the empty table explains itself
 
     # Add: deny every GitHub tool. The preview reloads on the rulesChanged event.
     page.select_option("[data-testid=rule-form] [name=effect]", "deny")
@@ -233,6 +235,7 @@ def test_editing_a_permission_rule_changes_the_preview(logged_in_page):
     page.click("[data-testid=add-rule]")
     row = page.wait_for_selector("[data-testid=rule-row][data-pattern=mcp__github][data-effect=deny]")
     rule_id = row.get_attribute("data-rule-id")
+    assert not empty.is_visible()
     after_add = wait_for_preview_total(page, preview, total_before - 4)
     assert after_add == total_before - 4
 

@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from playground.conversations import events as ev
 from playground.conversations import services
 from playground.conversations.events import record_event
-from playground.conversations.models import Conversation, Message
+from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.routing import websocket_urlpatterns
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -138,6 +138,27 @@ async def test_messages_answers_and_cancel_go_through_the_socket(redis, admin_us
     await communicator.send_to(text_data=json.dumps({"action": "cancel"}))
     frame = await communicator.receive_from(timeout=5)
     assert 'data-status="cancelled"' in frame and 'data-testid="chat-cancelled"' in frame and "before the run started" in frame
+    await communicator.disconnect()
+
+
+async def test_a_cancel_that_arrives_after_the_answer_says_the_run_had_already_finished(redis, admin_user):
+    # The person clicked Cancel just as the final answer arrived: the run has ended, and the page says so
+    # (an information notice, not an error, and not silence).
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=admin_user, status="running")
+    await database_sync_to_async(record_event)(
+        conversation.pk, ev.TurnFinished(turn=1, stop_reason="end_turn", status="idle", final=True, reason="end_turn"), status="idle")
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 1}))
+    await communicator.send_to(text_data=json.dumps({"action": "cancel"}))
+    notice = await communicator.receive_from(timeout=5)
+    assert 'data-testid="notice"' in notice and 'data-kind="info"' in notice
+    assert "already finished before your cancel arrived" in notice and "nothing was cancelled" in notice
+    assert await database_sync_to_async(lambda: Conversation.objects.get(pk=conversation.pk).status)() == "idle"
+    assert not await database_sync_to_async(Event.objects.filter(conversation=conversation, type="cancelled").exists)()
+
+    await database_sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(status="cancelled")
+    await communicator.send_to(text_data=json.dumps({"action": "cancel"}))
+    assert "already been cancelled" in await communicator.receive_from(timeout=5)
     await communicator.disconnect()
 
 

@@ -193,9 +193,37 @@ def test_cancelling_a_paused_subagent_answers_the_agent_call(admin_user, tool_wo
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.CANCELLED
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
-    assert last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]
+    # The Agent call had started (its subagent waited on the prompt): not "before this call ran".
+    assert last.content[0]["is_error"]
+    assert last.content[0]["content"][0]["text"] == services.CANCELLED_WAITING_SUBAGENT
     conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
     assert outcome.reason == "end_turn"
+
+
+def test_cancel_while_a_subagent_runs_says_the_agent_call_was_interrupted_and_the_next_call_never_ran(
+        admin_user, tool_world, native_profile, fake_api, claude):
+    agent = tool_use_reply("Agent", {"description": "echo", "prompt": "echo a"})
+    agent["content"].append({"type": "tool_use", "id": "toolu_after", "name": "echo", "input": {"text": "b"}})
+    fake_api.script(agent, tool_use_reply("echo", {"text": "a"}), text_reply("next answer"))
+    conversation = services.start_conversation(admin_user, profile=native_profile)
+    executor = CancellingExecutor(conversation)  # the subagent's echo runs, and the person cancels meanwhile
+    conversation, outcome = converse(admin_user, "ask a helper", conversation=conversation, provider=claude, executor=executor)
+    assert outcome.reason == "cancelled" and executor.calls == 1
+    assert conversation.status == Conversation.Status.CANCELLED
+    agent_id = agent["content"][0]["id"]
+    stored = Message.objects.filter(conversation=conversation).order_by("position").last().content
+    texts = {b["tool_use_id"]: b["content"][0]["text"] for b in stored}
+    assert list(texts) == [agent_id, "toolu_after"]
+    assert texts[agent_id].startswith("Cancelled by the person while it ran (after ")
+    assert texts["toolu_after"] == services.CANCELLED_CALL  # the call after it never started
+    # The timeline's record of the Agent call says the same, and the cancelled event names it.
+    agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
+    assert agent_result.payload["is_error"] and agent_result.payload["error"] == "cancelled while it ran"
+    assert agent_result.payload["content"][0]["text"] == texts[agent_id]
+    cancelled = events_of(conversation, "cancelled")[0].payload
+    assert cancelled["stage"] == "tool_call" and cancelled["interrupted"] == "Agent" and cancelled["after_ms"] >= 0
+    conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
+    assert outcome.reason == "end_turn" and fake_api.message_requests[-1].status == 200
 
 
 def test_compaction_summarises_older_messages_and_carries_discovered_tools(admin_user, tool_world, native_profile, fake_api,

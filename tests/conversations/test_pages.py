@@ -100,6 +100,15 @@ def test_send_fallback_stores_the_message_and_refuses_while_running(viewer_clien
     assert viewer_client.post(url, {"text": "   "}, follow=True).status_code == 200
 
 
+def test_the_prompt_says_always_lasts_for_this_conversation_only(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)
+    record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="echo", reason="rule 'ask echo'"),
+                 status=Conversation.Status.WAITING)
+    page = viewer_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert "Always allow in this conversation" in page
+    assert "lasts for this conversation only; a permission rule makes it permanent" in page
+
+
 def test_answer_fallback_records_the_choice(viewer_client, viewer_user):
     conversation = services.start_conversation(viewer_user)
     prompt = record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="echo", reason="rule 'ask echo'"),
@@ -125,6 +134,17 @@ def test_cancel_fallback_marks_a_running_conversation(viewer_client, viewer_user
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.CANCELLING
     assert conversation.events.filter(type="status", payload__status="cancelling").exists()
+
+
+def test_a_cancel_after_the_run_finished_says_so(viewer_client, viewer_user):
+    conversation = services.start_conversation(viewer_user)  # idle: its last answer is in
+    url = reverse("conversations:cancel", args=[conversation.pk])
+    page = viewer_client.post(url, follow=True).content.decode()
+    assert "already finished before your cancel arrived" in page
+    fragment = viewer_client.post(url, headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and 'data-kind="info"' in fragment.content.decode()
+    assert "nothing was cancelled" in fragment.content.decode()
+    assert not conversation.events.filter(type="cancelled").exists()
 
 
 def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, no_queue, django_capture_on_commit_callbacks):

@@ -149,6 +149,53 @@ def test_stderr_and_log_messages_reach_the_server_log_scrubbed(admin_client):
     assert 'data-testid="log-line" data-source="stderr"' in page and "echo called with" in page and secret not in page
 
 
+def log_of(server) -> list[tuple[str, str]]:
+    return list(McpLogLine.objects.filter(server_id=server.pk).values_list("source", "text"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_http_servers_log_shows_its_messages_session_and_errors_scrubbed_and_says_it_has_no_stderr(
+        admin_client, http_demo_server):
+    # No stderr to read over HTTP: the pane shows the log messages the server sends, the connection
+    # and its session, and errors — with the URL's and the header's secrets masked like stderr.
+    query_secret, header_secret = "q-s3cr3t-value-9876", "h-s3cr3t-value-5432"
+    server = McpServer.objects.create(name="demo-http", transport="http", url=f"{http_demo_server.url}?token={query_secret}",
+                                      headers={"Authorization": f"Bearer {header_secret}"})
+    page = admin_client.get(reverse("mcp_servers:server_detail", args=[server.pk])).content.decode()
+    assert 'data-testid="no-stderr-note"' in page and "An HTTP server has no stderr here" in page
+    assert 'data-testid="log-empty"' in page and 'data-testid="log-line"' not in page  # the empty pane explains itself
+
+    outcome, _ = call_registered_tool(server, "mcp__demo-http__echo", {"text": f"the header was Bearer {header_secret}"})
+    assert not outcome.is_error, outcome.content
+    assert wait_for(lambda: any(source == "log:info" for source, _ in log_of(server))), log_of(server)
+    session_pool().close_all()  # the pooled session closes: "disconnected"
+    assert wait_for(lambda: ("session", "disconnected") in log_of(server)), log_of(server)
+    lines = log_of(server)
+    sources = [source for source, _ in lines]
+    assert "stderr" not in sources
+    connected = next(text for source, text in lines if source == "session" and text.startswith("connected to"))
+    assert "streamable HTTP: http://127.0.0.1:" in connected and "playground-demo" in connected and "MCP protocol" in connected
+    assert any(source == "session" and text.startswith("the server opened session ") for source, text in lines), lines
+    assert any(source == "log:info" and "echo: the header was " in text for source, text in lines), lines
+    assert sources.index("session") < sources.index("log:info") < len(sources) - 1  # connected, the log, then disconnected
+    assert not any(query_secret in text or header_secret in text for _, text in lines), lines
+    page = admin_client.get(reverse("mcp_servers:server_detail", args=[server.pk])).content.decode()
+    assert 'data-testid="log-line" data-source="session"' in page and 'data-source="log:info"' in page
+    assert query_secret not in page and header_secret not in page
+
+    # An endpoint that answers 404: the error status and the failed connection are in the log, scrubbed.
+    wrong = McpServer.objects.create(name="wrong", transport="http",
+                                     url=http_demo_server.url.replace("/mcp", "/nope") + f"?token={query_secret}")
+    outcome, _ = call_registered_tool(wrong, "mcp__wrong__echo", {"text": "hi"})
+    assert outcome.is_error
+    errors = wait_for(lambda: [text for source, text in log_of(wrong) if source == "error"])
+    assert any(text.startswith("HTTP 404 Not Found for POST http://127.0.0.1:") for text in errors), errors
+    assert any("could not connect" in text for text in errors), errors
+    assert not any(query_secret in text for _, text in log_of(wrong))
+    page = admin_client.get(reverse("mcp_servers:server_detail", args=[wrong.pk])).content.decode()
+    assert 'class="mcp-log-line mcp-log-error" data-testid="log-line" data-source="error"' in page
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_log_keeps_only_the_newest_lines():
     server = McpServer.objects.create(name="demo", command="x")

@@ -192,6 +192,19 @@ def test_every_bad_item_of_an_mcp_result_is_named(admin_client):
     assert [i.where for i in invalid] == ["tools[1]", "tools[2]"]
 
 
+def test_an_mcp_tools_list_without_a_server_name_is_refused_with_the_reason(admin_client):
+    # Its names are bare: without a server they used to become mcp__imported__<tool> silently.
+    document = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "convert_time", "inputSchema": {"type": "object"}}]}}
+    for payload in (json.dumps(document), json.dumps(document["result"])):
+        response = preview(admin_client, payload)
+        assert response.status_code == 400
+        assert "This is an MCP tools/list result" in response.content.decode()
+    assert not ToolImport.objects.exists() and not Tool.objects.filter(name__startswith="mcp__imported__").exists()
+    # An Anthropic {"tools": [...]} document carries full names and needs no server.
+    anthropic = json.dumps({"tools": [record("get_weather")]})
+    assert preview(admin_client, anthropic).status_code == 200
+
+
 def test_stale_previews_are_forgotten(admin_client):
     from datetime import timedelta
 

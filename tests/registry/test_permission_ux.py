@@ -49,3 +49,14 @@ def test_a_rule_being_edited_has_ids_of_its_own(admin_client):
     rule = PermissionRule.objects.create(effect="deny", pattern="Write")
     body = admin_client.get(reverse("registry:rule_edit", args=[rule.pk]), headers=HTMX).content.decode()
     assert f'id="id_rule{rule.pk}_profile"' in body and 'id="id_profile"' not in body
+
+
+def test_the_tester_names_an_unknown_tool_instead_of_answering_allow(admin_client):
+    from tests.registry.conftest import make_tool
+
+    make_tool("mcp__github__create_issue", "Create an issue")
+    url = reverse("registry:permission_test")
+    typo = admin_client.get(url, {"tool": "mcp__github__create_isue"}).content.decode()
+    assert "No tool named &#x27;mcp__github__create_isue&#x27; in the registry" in typo and "allow" not in typo.lower().split("no tool")[0]
+    known = admin_client.get(url, {"tool": "mcp__github__create_issue"}).content.decode()
+    assert "No tool named" not in known and "allow" in known.lower()

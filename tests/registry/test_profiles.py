@@ -41,6 +41,12 @@ def test_viewer_cannot_create_or_edit(viewer_client, profile):
     assert list(AgentProfile.objects.values_list("name", flat=True)) == ["Native"]
 
 
+def test_an_empty_list_says_what_runs_without_a_profile_and_links_the_form(admin_client):
+    page = admin_client.get(reverse("registry:profile_list")).content.decode()
+    assert 'data-testid="profiles-empty"' in page and "use the default settings" in page
+    assert f'<a href="{reverse("registry:profile_create")}">Create one</a>' in page
+
+
 def test_staff_creates_a_profile(admin_client):
     response = admin_client.post(reverse("registry:profile_create"), form_data())
     profile = AgentProfile.objects.get(name="New profile")
