@@ -444,12 +444,14 @@ def test_no_mcp_sync_task_means_nothing_is_queued(monkeypatch):
 
 # --- the web process's connection pool -----------------------------------------------------------
 
-def database_options_in_subprocess(env: dict[str, str], *, as_web_process: bool) -> str:
-    """The default database's pool option, in a fresh process started as daphne starts the app
-    (importing playground.asgi) or as any other process (django.setup()); then whether the flag
-    is left in the environment for processes it starts."""
-    start = ("import playground.asgi" if as_web_process else
-             "import django; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup()")
+def database_options_in_subprocess(env: dict[str, str], *, started_as: str) -> str:
+    """The default database's pool option in a fresh process, and whether the web-process flag is
+    left in its environment for processes it starts. `started_as`: "asgi" imports playground.asgi
+    as daphne does; "flag" sets up Django with the flag playground.asgi sets (cheaper, for the
+    settings' own conditions); "other" is any other process (a Celery worker, a command)."""
+    setup = "import django; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup()"
+    start = {"asgi": "import playground.asgi", "flag": f"os.environ['PLAYGROUND_ASGI_PROCESS'] = '1'; {setup}",
+             "other": setup}[started_as]
     code = (f"import os; {start}; from django.conf import settings as s; "
             "print(repr(s.DATABASES['default'].get('OPTIONS', {}).get('pool')), 'PLAYGROUND_ASGI_PROCESS' in os.environ)")
     clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_POOL", "DATABASE_CONN_MAX_AGE", "PLAYGROUND_ASGI_PROCESS"}}
@@ -460,11 +462,12 @@ def database_options_in_subprocess(env: dict[str, str], *, as_web_process: bool)
 
 def test_only_the_web_process_borrows_postgresql_connections_from_a_pool():
     postgres = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/playground"}
-    web = database_options_in_subprocess(postgres, as_web_process=True)
+    web = database_options_in_subprocess(postgres, started_as="asgi")
     assert web.startswith("{") and "'max_size': 20" in web and web.endswith(" False"), web  # flag not inherited
     # A Celery worker (prefork: a pool must not be shared across a fork) or a command: no pool.
-    assert database_options_in_subprocess(postgres, as_web_process=False) == "None False"
+    assert database_options_in_subprocess(postgres, started_as="other") == "None False"
     # Turned off, or persistent connections chosen instead (Django refuses both at once), or SQLite.
-    assert database_options_in_subprocess({**postgres, "DATABASE_POOL": "false"}, as_web_process=True) == "None False"
-    assert database_options_in_subprocess({**postgres, "DATABASE_CONN_MAX_AGE": "60"}, as_web_process=True) == "None False"
-    assert database_options_in_subprocess({"DATABASE_URL": "sqlite:///x.sqlite3"}, as_web_process=True) == "None False"
+    assert database_options_in_subprocess({**postgres, "DATABASE_POOL": "false"}, started_as="flag") == "None True"
+    assert database_options_in_subprocess({**postgres, "DATABASE_CONN_MAX_AGE": "60"}, started_as="flag") == "None True"
+    assert database_options_in_subprocess({"DATABASE_URL": "sqlite:///x.sqlite3"}, started_as="flag") == "None True"
+    assert database_options_in_subprocess(postgres, started_as="flag").startswith("{")  # the flag alone decides
