@@ -39,7 +39,8 @@ def parallel_args(args: list[str]) -> list[str]:
     """`-n N --dist loadfile` unless the caller chose already, N is 1, or xdist is not installed.
 
     loadfile: a module's tests run in one worker, so module fixtures (a browser, an MCP server) start
-    once, not once per worker."""
+    once, not once per worker. Files go out in collection order, which tests/conftest.py makes
+    longest first (--no-loadscope-reorder: xdist would otherwise order them by their number of tests)."""
     chosen = any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
                  for a in args) or "no:xdist" in args
     if chosen:
@@ -50,7 +51,7 @@ def parallel_args(args: list[str]) -> list[str]:
     if importlib.util.find_spec("xdist") is None:
         print("run_tests: pytest-xdist is not installed (run `make setup`); running in one process", file=sys.stderr)
         return []
-    return ["-n", str(workers), "--dist", "loadfile"]
+    return ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def main() -> int:

@@ -223,7 +223,46 @@ def pytest_sessionstart(session):
             print(line)
 
 
+# --- Under xdist: the longest files first --------------------------------------------------
+# `--dist loadfile` hands out whole files in collection order (run_tests.py passes
+# --no-loadscope-reorder). A long file handed out last keeps one worker busy after the others have
+# finished, so files go out longest first: by the seconds they took last time (kept in pytest's
+# cache by the controller), else estimated from their markers.
+FILE_SECONDS_KEY = "playground/file-seconds"
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def _estimated_seconds(file_items) -> float:
+    slow = sum(1 for item in file_items if item.get_closest_marker("slow") or item.get_closest_marker("browser"))
+    return 20.0 * slow + 0.5 * len(file_items)
+
+
+def _longest_files_first(config, items) -> None:
+    previous = config.cache.get(FILE_SECONDS_KEY, {}) if getattr(config, "cache", None) is not None else {}
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    seconds = {path: previous.get(path, _estimated_seconds(file_items)) for path, file_items in by_file.items()}
+    # Every worker must collect the same order: ties are broken by path.
+    items[:] = [item for path in sorted(by_file, key=lambda p: (-seconds[p], p)) for item in by_file[path]]
+
+
+def pytest_runtest_logreport(report):
+    if not XDIST_WORKER:  # the controller (or a one-process run) sees every worker's reports
+        path = report.nodeid.split("::", 1)[0]
+        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if not XDIST_WORKER and _FILE_SECONDS and session.config.cache is not None:
+        kept = session.config.cache.get(FILE_SECONDS_KEY, {})
+        kept.update({path: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()})
+        session.config.cache.set(FILE_SECONDS_KEY, kept)
+
+
 def pytest_collection_modifyitems(config, items):
+    if XDIST_WORKER:
+        _longest_files_first(config, items)
     if _SESSION_SERVICES.get("postgres"):
         return
     reason = "needs PostgreSQL: this run uses SQLite (set DATABASE_URL=postgres://…, as .ci/run does)"
