@@ -1,18 +1,62 @@
 """The test command behind `make test` and `.ci/run`.
 
-Runs the whole suite (unit, integration, browser). pytest's exit code 5 ("no tests collected")
-is reported as a failure with a clear message rather than passed through silently. The wall time
-of the run is printed at the end (screenshots of the browser tests land in test-artifacts/).
+Runs the whole suite (unit, integration, browser) in several processes with pytest-xdist: most of
+the suite's time is spent waiting on real servers, workers and browsers, so two processes finish
+sooner even on two cores. TEST_WORKERS sets how many (default: the number of cores, at most 4;
+TEST_WORKERS=1 runs in this one process). Each worker has its own Celery queue, Channels prefix and
+test database (tests/conftest.py, docs/testing.md). Arguments are passed on to pytest; an explicit
+`-n`/`--numprocesses` or `-p no:xdist` among them wins.
+
+pytest's exit code 5 ("no tests collected") is reported as a failure with a clear message rather
+than passed through silently. The wall time of the run is printed at the end (screenshots of the
+browser tests land in test-artifacts/).
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 import time
 
+MAX_DEFAULT_WORKERS = 4
+
+
+def worker_count() -> int:
+    configured = os.environ.get("TEST_WORKERS", "").strip()
+    if configured:
+        try:
+            count = int(configured)
+        except ValueError:
+            raise SystemExit(f"run_tests: TEST_WORKERS must be a whole number, not {configured!r}") from None
+        if count < 1:
+            raise SystemExit(f"run_tests: TEST_WORKERS must be at least 1, not {count}")
+        return count
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+
+
+def parallel_args(args: list[str]) -> list[str]:
+    """`-n N --dist loadfile` unless the caller chose already, N is 1, or xdist is not installed.
+
+    loadfile: a module's tests run in one worker, so module fixtures (a browser, an MCP server) start
+    once, not once per worker. Files go out in collection order, which tests/conftest.py makes
+    longest first (--no-loadscope-reorder: xdist would otherwise order them by their number of tests)."""
+    chosen = any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
+                 for a in args) or "no:xdist" in args
+    if chosen:
+        return []
+    workers = worker_count()
+    if workers == 1:
+        return []
+    if importlib.util.find_spec("xdist") is None:
+        print("run_tests: pytest-xdist is not installed (run `make setup`); running in one process", file=sys.stderr)
+        return []
+    return ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"]
+
 
 def main() -> int:
-    args = [sys.executable, "-m", "pytest", *sys.argv[1:]]
+    given = sys.argv[1:]
+    args = [sys.executable, "-m", "pytest", *parallel_args(given), *given]
     started = time.monotonic()
     code = subprocess.call(args)
     print(f"run_tests: pytest finished in {time.monotonic() - started:.1f}s with exit code {code}", file=sys.stderr)

@@ -11,10 +11,15 @@ import uuid
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
-# One id per test run: its own Celery queue, Channels prefix and test database, so a playground
-# running on the same Redis and PostgreSQL, or a second test run, can neither take this run's tasks
-# nor see its events or rows. Children (the live server, workers) inherit it through the environment.
-RUN_ID = os.environ.setdefault("TEST_RUN_ID", uuid.uuid4().hex[:8])
+# One id per test process: its own Celery queue, Channels prefix and test database, so a playground
+# running on the same Redis and PostgreSQL, a second test run, or another worker of this run can
+# neither take this process's tasks nor see its events or rows. Under pytest-xdist (`make test`)
+# the controller picks the run's id and each worker adds its name (gw0, gw1, …). Children (the live
+# server, Celery workers) inherit the id through the environment.
+# (TEST_RUN_BASE_ID keeps the run's id, so a child that imports this module again gets the same one.)
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+RUN_BASE_ID = os.environ.setdefault("TEST_RUN_BASE_ID", os.environ.get("TEST_RUN_ID") or uuid.uuid4().hex[:8])
+RUN_ID = os.environ["TEST_RUN_ID"] = f"{RUN_BASE_ID}_{XDIST_WORKER}" if XDIST_WORKER else RUN_BASE_ID
 
 
 def require_service(available: bool, what: str) -> None:
@@ -56,15 +61,19 @@ def viewer_client(client, viewer_user):
 _SESSION_SERVICES: dict[str, object] = {}
 
 
-def _database_description() -> tuple[str, bool]:
+def _database_description(per_worker: bool = False) -> tuple[str, bool]:
     from django.conf import settings
 
     database = settings.DATABASES["default"]
     is_postgres = "postgresql" in database["ENGINE"]
+    test_name = database.get("TEST", {}).get("NAME") or database["NAME"]
+    if per_worker:  # the controller's name, which each worker extends with its own (see RUN_ID)
+        stem, dot, extension = str(test_name).rpartition(".") if not is_postgres else (test_name, "", "")
+        test_name = f"{stem}_gwN{dot}{extension}"
     if is_postgres:
         where = f"{database.get('HOST') or 'localhost'}:{database.get('PORT') or 5432}"
-        return f"PostgreSQL {where}/{database['NAME']} (tests create and drop {database.get('TEST', {}).get('NAME')})", True
-    return f"SQLite {database.get('TEST', {}).get('NAME') or database['NAME']} (test database file)", False
+        return f"PostgreSQL {where}/{database['NAME']} (tests create and drop {test_name})", True
+    return f"SQLite {test_name} (test database file)", False
 
 
 def postgres_answers(timeout: int = 3) -> tuple[bool, str]:
@@ -130,7 +139,9 @@ def pytest_configure(config):
 
     _isolate_run(settings)
 
-    database, is_postgres = _database_description()
+    # Under xdist the controller runs this first, before it starts its workers: a failed check ends
+    # the run once, and an embedded Redis it starts is the one every worker finds at REDIS_URL.
+    database, is_postgres = _database_description(per_worker=_runs_workers(config))
     _SESSION_SERVICES["postgres"] = is_postgres
     if IN_CI:
         problems = []
@@ -180,12 +191,29 @@ def pytest_unconfigure(config):
         embedded.stop()
 
 
+def _runs_workers(config) -> bool:
+    """True in the controller of a pytest-xdist run: it runs no test, its workers (processes of
+    their own, each with its own RUN_ID) do."""
+    return not XDIST_WORKER and config.getoption("dist", "no") != "no"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings_xdist_suffix():
+    """pytest-django would add `_gw0` to the test database's name under xdist: RUN_ID has it already."""
+
+
 def pytest_sessionstart(session):
     """Say which services this run uses, even under -q (the report header is hidden there)."""
+    if XDIST_WORKER:
+        return  # the controller says it for the run
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if _runs_workers(session.config):
+        isolation = f"one per worker: test-{RUN_ID}_gw0, test-{RUN_ID}_gw1, … (and a test database each)"
+    else:
+        isolation = f"test-{RUN_ID}"
     lines = [
         f"database: {_SESSION_SERVICES.get('database', '?')}",
-        f"redis: {_SESSION_SERVICES.get('redis', '?')}, Celery queue and Channels prefix test-{RUN_ID}",
+        f"redis: {_SESSION_SERVICES.get('redis', '?')}, Celery queue and Channels prefix {isolation}",
         f"CI: {'yes (a missing service fails the run)' if IN_CI else 'no (PostgreSQL-only tests skip on SQLite)'}",
     ]
     for line in lines:
@@ -195,7 +223,46 @@ def pytest_sessionstart(session):
             print(line)
 
 
+# --- Under xdist: the longest files first --------------------------------------------------
+# `--dist loadfile` hands out whole files in collection order (run_tests.py passes
+# --no-loadscope-reorder). A long file handed out last keeps one worker busy after the others have
+# finished, so files go out longest first: by the seconds they took last time (kept in pytest's
+# cache by the controller), else estimated from their markers.
+FILE_SECONDS_KEY = "playground/file-seconds"
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def _estimated_seconds(file_items) -> float:
+    slow = sum(1 for item in file_items if item.get_closest_marker("slow") or item.get_closest_marker("browser"))
+    return 20.0 * slow + 0.5 * len(file_items)
+
+
+def _longest_files_first(config, items) -> None:
+    previous = config.cache.get(FILE_SECONDS_KEY, {}) if getattr(config, "cache", None) is not None else {}
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    seconds = {path: previous.get(path, _estimated_seconds(file_items)) for path, file_items in by_file.items()}
+    # Every worker must collect the same order: ties are broken by path.
+    items[:] = [item for path in sorted(by_file, key=lambda p: (-seconds[p], p)) for item in by_file[path]]
+
+
+def pytest_runtest_logreport(report):
+    if not XDIST_WORKER:  # the controller (or a one-process run) sees every worker's reports
+        path = report.nodeid.split("::", 1)[0]
+        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if not XDIST_WORKER and _FILE_SECONDS and session.config.cache is not None:
+        kept = session.config.cache.get(FILE_SECONDS_KEY, {})
+        kept.update({path: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()})
+        session.config.cache.set(FILE_SECONDS_KEY, kept)
+
+
 def pytest_collection_modifyitems(config, items):
+    if XDIST_WORKER:
+        _longest_files_first(config, items)
     if _SESSION_SERVICES.get("postgres"):
         return
     reason = "needs PostgreSQL: this run uses SQLite (set DATABASE_URL=postgres://…, as .ci/run does)"

@@ -9,6 +9,7 @@ with a deadline — until the run has completed. The shared Redis is not used at
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from playground.conversations.tasks import run_conversation_task
 from playground.conversations.testing.fake_api import text_reply
 from playground.lost_tasks import task_of
 from playground.registry.models import PermissionRule
-from playground.runner.embedded_redis import EmbeddedRedis, free_port, start_embedded_redis
+from playground.runner.embedded_redis import EmbeddedRedis, free_port, port_is_free, start_embedded_redis
 from tests.conversations.conftest import events_of, make_profile
 from tests.conversations.test_lost_worker import WorkerProcess, database_url, status_of, wait_until
 
@@ -40,11 +41,26 @@ GRACE = 2.0  # AGENT_QUEUE_GRACE_SECONDS of the workers here
 TIME = "mcp__time__get_current_time"
 
 
+def port_outside_the_ephemeral_range() -> int:
+    """A free port the kernel never hands out by itself: while Redis is down, neither another test
+    process asking for a free port (`free_port`, bind to 0) nor an outgoing connection's source port
+    can take it, so Redis can start again on the same one."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return free_port()
+    candidates = [*range(10_000, low), *range(high + 1, 65_536)]
+    for port in random.sample(candidates, min(len(candidates), 200)):
+        if port_is_free("127.0.0.1", port):
+            return port
+    return free_port()
+
+
 class PrivateRedis:
     """A redis-server of this test only, restartable on the same port (its data does not survive)."""
 
     def __init__(self) -> None:
-        self.url = f"redis://127.0.0.1:{free_port()}/0"
+        self.url = f"redis://127.0.0.1:{port_outside_the_ephemeral_range()}/0"
         self.server: EmbeddedRedis | None = None
 
     def start(self) -> None:

@@ -1,0 +1,122 @@
+"""How a test process keeps to itself when several run at once (pytest-xdist workers, other runs):
+its id, and what `make test` passes to pytest (scripts/run_tests.py)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RUN_ID, XDIST_WORKER
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fresh_environment() -> dict[str, str]:
+    """This environment without this process's run id: a child given it is a run of its own (with
+    the id, its clean-up at the end would delete this process's keys from Redis)."""
+    return {k: v for k, v in os.environ.items() if k not in ("TEST_RUN_ID", "TEST_RUN_BASE_ID", "PYTEST_XDIST_WORKER")}
+
+
+def load_run_tests():
+    spec = importlib.util.spec_from_file_location("run_tests", ROOT / "scripts" / "run_tests.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.django_db
+def test_this_process_has_its_own_queue_prefix_and_test_database(settings):
+    from django.db import connection
+
+    from playground.celery_app import app
+
+    if XDIST_WORKER:
+        assert RUN_ID.endswith(f"_{XDIST_WORKER}")
+    assert os.environ["TEST_RUN_ID"] == RUN_ID  # what the live servers and workers inherit
+    assert settings.CELERY_TASK_DEFAULT_QUEUE == app.conf.task_default_queue == f"test-{RUN_ID}"
+    assert os.environ["CHANNELS_PREFIX"] == f"test-{RUN_ID}"
+    assert all(layer["CONFIG"]["prefix"] == f"test-{RUN_ID}" for layer in settings.CHANNEL_LAYERS.values()
+               if "CONFIG" in layer)
+    name = connection.settings_dict["NAME"]
+    assert RUN_ID in name
+    if XDIST_WORKER:
+        assert name.count(f"_{XDIST_WORKER}") == 1  # pytest-django adds no second one
+
+
+def test_two_workers_of_one_run_get_different_ids_and_a_child_keeps_its_workers():
+    def run_id_of(env: dict[str, str]) -> str:
+        done = subprocess.run([sys.executable, "-c", "from tests.conftest import RUN_ID; print(RUN_ID)"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout.strip()
+
+    controller = {**fresh_environment(), "TEST_RUN_ID": "cafe0001"}
+    first = run_id_of({**controller, "PYTEST_XDIST_WORKER": "gw0"})
+    second = run_id_of({**controller, "PYTEST_XDIST_WORKER": "gw1"})
+    assert (first, second) == ("cafe0001_gw0", "cafe0001_gw1")
+    # A process the worker starts inherits its environment; importing the module again keeps the id.
+    child = {**controller, "PYTEST_XDIST_WORKER": "gw0", "TEST_RUN_BASE_ID": "cafe0001", "TEST_RUN_ID": first}
+    assert run_id_of(child) == "cafe0001_gw0"
+    assert run_id_of(controller) == "cafe0001"  # without xdist: the id as given
+
+
+def test_make_test_runs_workers_unless_told_otherwise(monkeypatch):
+    run_tests = load_run_tests()
+    monkeypatch.setenv("TEST_WORKERS", "3")
+    assert run_tests.parallel_args([]) == ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"]
+    assert run_tests.parallel_args(["tests/engine", "-q"]) == ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"]
+    for chosen in (["-n", "0"], ["-n2"], ["--numprocesses=2"], ["--dist", "load"], ["-p", "no:xdist"]):
+        assert run_tests.parallel_args(chosen) == [], chosen
+    monkeypatch.setenv("TEST_WORKERS", "1")
+    assert run_tests.parallel_args([]) == []
+    monkeypatch.delenv("TEST_WORKERS")
+    assert 1 <= run_tests.worker_count() <= run_tests.MAX_DEFAULT_WORKERS
+    for bad in ("two", "0"):
+        monkeypatch.setenv("TEST_WORKERS", bad)
+        with pytest.raises(SystemExit, match="TEST_WORKERS must be"):
+            run_tests.parallel_args([])
+
+
+def test_a_run_that_collects_nothing_fails():
+    done = subprocess.run([sys.executable, "scripts/run_tests.py", "-q", "-p", "no:xdist", "tests/test_docs.py",
+                           "-k", "no_test_has_this_name"], cwd=ROOT, env=fresh_environment(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "collected no tests" in done.stderr
+
+
+class FakeItem:
+    def __init__(self, nodeid: str, *markers: str) -> None:
+        self.nodeid, self.markers = nodeid, set(markers)
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.markers else None
+
+
+class FakeCache(dict):
+    def get(self, key, default):
+        return super().get(key, default)
+
+
+class FakeConfig:
+    def __init__(self, cache) -> None:
+        self.cache = cache
+
+
+def test_workers_take_the_longest_files_first_and_keep_each_files_order():
+    from tests.conftest import FILE_SECONDS_KEY, _longest_files_first
+
+    def collected():
+        return [FakeItem("tests/a.py::one"), FakeItem("tests/a.py::two"),
+                FakeItem("tests/b.py::browser_one", "browser"), FakeItem("tests/b.py::two"),
+                FakeItem("tests/c.py::only")]
+
+    items = collected()  # nothing measured yet: estimated from the markers
+    _longest_files_first(FakeConfig(None), items)
+    assert [i.nodeid for i in items] == ["tests/b.py::browser_one", "tests/b.py::two", "tests/a.py::one",
+                                         "tests/a.py::two", "tests/c.py::only"]
+    items = collected()  # measured last time; a file not measured is estimated
+    _longest_files_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: {"tests/c.py": 90.0, "tests/a.py": 1.0}})), items)
+    assert [i.nodeid.split("::")[0] for i in items] == ["tests/c.py", "tests/b.py", "tests/b.py", "tests/a.py", "tests/a.py"]
