@@ -3,8 +3,10 @@
     .venv/bin/python -m playground.gateway.bench [--profile "Tool search on (native)"] [--calls 30]
 
 Runs against the configured database (load the demo data first: `make run` does, or
-`manage.py migrate && manage.py load_demo_data`). It serves the project's ASGI application with
-uvicorn in a thread on a free port, creates a temporary token (deleted at the end), and prints:
+`manage.py migrate && manage.py load_demo_data`). It serves the project's ASGI application on a free
+port — daphne in its own process as deployed (`--server daphne`, the default), or uvicorn in a
+thread of this process (`--server in-process`: client and server then share one interpreter, which
+adds their work together) — creates a temporary token (deleted at the end), and prints:
 
 1. the first tools/list a client gets through the gateway against listing every enabled tool of the
    catalog directly, in tokens estimated as the engine's CharEstimateCounter does (characters of
@@ -61,6 +63,36 @@ def mcp_tool_json(tools) -> list[dict[str, Any]]:
 
 def p50(samples: list[float]) -> float:
     return statistics.median(samples) if samples else float("nan")
+
+
+def serve_daphne(port: int):
+    """The ASGI server as deployed: daphne in its own process (`make run`'s web command), so the
+    client here and the server do not share one interpreter. Returns a stop function."""
+    import subprocess
+    import urllib.request
+
+    from playground.runner.main import web_command
+
+    process = subprocess.Popen(web_command("127.0.0.1", port), env=dict(os.environ), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise SystemExit("daphne did not start (run it by hand to see why)") from None
+            time.sleep(0.1)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return stop
 
 
 def serve(port: int):
@@ -155,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="Tool search on (native)", help="agent profile name (default: %(default)s)")
     parser.add_argument("--calls", type=int, default=30, help="calls per measurement (default: %(default)s)")
     parser.add_argument("--no-time-server", action="store_true", help="skip the mcp-server-time comparison")
+    parser.add_argument("--server", choices=("daphne", "in-process"), default="daphne",
+                        help="daphne in its own process, as deployed (default), or uvicorn in a thread of this "
+                             "process (the client and the server then share one interpreter)")
     args = parser.parse_args(argv)
 
     import anyio
@@ -172,12 +207,18 @@ def main(argv: list[str] | None = None) -> int:
 
     row, token = issue_token(profile, "gateway bench (temporary)")
     port = free_port()
-    server, thread = serve(port)
+    if args.server == "daphne":
+        stop = serve_daphne(port)
+    else:
+        server, thread = serve(port)
+
+        def stop() -> None:
+            server.should_exit = True
+            thread.join(timeout=10)
     try:
         measured = anyio.run(through_gateway, f"http://127.0.0.1:{port}{endpoint_path(profile.pk)}", token, args.calls, with_time)
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        stop()
         GatewayToken.objects.filter(pk=row.pk).delete()
 
     first = measured["first_list"]
@@ -194,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         tools = [{"name": t["name"], "description": t["description"], "inputSchema": t["input_schema"]} for t in view.tools_for([])]
         print(f"    {other.name:<28} {len(tools):>4} tools, {estimate(tools):>7,} tokens "
               f"({other.announcement_layout} layout, tool search {'on' if view.tool_search_on else 'off'})")
-    print(f"Tool calls, median of {args.calls} (ms):")
+    print(f"Tool calls, median of {args.calls} (ms), the gateway served by {args.server}:")
     echo_direct = p50(echo_directly(args.calls))
     print(f"  echo (built-in):     direct {echo_direct:8.3f}   through the gateway {p50(measured['echo']):8.2f}   "
           f"overhead {p50(measured['echo']) - echo_direct:8.2f}")
