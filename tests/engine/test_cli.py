@@ -147,11 +147,11 @@ def test_bench_prints_each_encoders_document_rate(shared_toolsets):
             pytest.fail(f"the semantic extra is required under CI=true: {exc}")
         pytest.skip(str(exc))
     done = run_cli("bench", "--sizes", "200", "--queries", "2", "--repeat", "1", "--no-memory", "--search-backends",
-                   'bm25,hybrid,semantic:runtime="numpy"', env={"TOOLSETS_DIR": str(shared_toolsets)})
+                   'bm25,hybrid,semantic:runtime="onnx"', env={"TOOLSETS_DIR": str(shared_toolsets)})
     assert done.returncode == 0, done.stderr
     rates = re.findall(r"^encoder (\S+) on (\S+): (\d+) tool documents/s", done.stdout, re.M)
     # one line per distinct encoder (bm25 has none), each a measured rate
-    assert [runtime for _, runtime, _ in rates] == [default_runtime, "numpy"]
+    assert [runtime for _, runtime, _ in rates] == [default_runtime, "onnx"]
     assert all(model.startswith(MODEL_ID) and int(rate) > 0 for model, _, rate in rates)
 
 

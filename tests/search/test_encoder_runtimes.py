@@ -1,4 +1,4 @@
-"""The encoder's runtimes: ONNX Runtime (float and int8) against the NumPy network it is built from."""
+"""The encoder's runtimes: ONNX Runtime float against the sentence-transformers reference vectors, int8 against float."""
 from __future__ import annotations
 
 import json
@@ -33,25 +33,17 @@ def runtimes():
     from playground.engine.search.encoder import shared_encoder
     from playground.engine.search.onnx_encoder import onnx_available
 
-    try:
-        numpy_encoder = shared_encoder("numpy")
-    except EncoderUnavailable as exc:
-        if IN_CI:
-            pytest.fail(f"the semantic extra is required under CI=true: {exc}")
-        pytest.skip(f"semantic extra not installed: {exc}")
     missing = onnx_available()
     if missing:
         if IN_CI:
             pytest.fail(f"onnxruntime is part of the semantic extra, required under CI=true: {missing}")
         pytest.skip(missing)
-    return {name: shared_encoder(name) for name in ("onnx", "onnx-int8")} | {"numpy": numpy_encoder}
-
-
-def test_onnx_gives_the_numpy_networks_vectors(runtimes):
-    texts = json.loads(REFERENCE.read_text())["texts"] + TEXTS
-    ours, reference = runtimes["onnx"].encode(texts), runtimes["numpy"].encode(texts)
-    assert np.abs(ours - reference).max() < 1e-5
-    assert runtimes["onnx"].model_id == runtimes["numpy"].model_id  # the same vectors: one cache
+    try:
+        return {name: shared_encoder(name) for name in ("onnx", "onnx-int8")}
+    except EncoderUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"the semantic extra is required under CI=true: {exc}")
+        pytest.skip(f"semantic extra not installed: {exc}")
 
 
 def test_onnx_matches_sentence_transformers(runtimes):
@@ -76,22 +68,28 @@ def test_texts_sharing_rows_each_get_their_own_vector(runtimes, monkeypatch):
     assert np.abs(encoder.encode(TEXTS) - alone).max() < 1e-5
 
 
-def test_pooled_vectors_are_the_same_on_every_float_runtime(runtimes):
+def test_pooled_vectors_read_pieces_in_the_context_of_the_whole_text(runtimes):
+    encoder = runtimes["onnx"]
     text = "Get the weather forecast for Paris, and then book a flight to Rome."
     spans = [(0, text.index(",")), (text.index("book"), len(text))]
-    assert np.abs(runtimes["onnx"].encode_pooled(text, spans) - runtimes["numpy"].encode_pooled(text, spans)).max() < 1e-5
+    pooled = encoder.encode_pooled(text, spans)
+    assert np.abs(pooled[0] - encoder.encode([text])[0]).max() < 1e-5  # row 0: the text's own vector
+    assert np.allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
+    alone = encoder.encode([text[a:b] for a, b in spans])
+    cosines = (pooled[1:] * alone).sum(axis=1)
+    assert (cosines > 0.5).all() and (cosines < 0.9999).all()  # the same piece, read in context
 
 
 def test_int8_is_close_but_cached_apart(runtimes):
     reference = json.loads(REFERENCE.read_text())
     texts = reference["texts"] + TEXTS
-    cosines = (runtimes["onnx-int8"].encode(texts) * runtimes["numpy"].encode(texts)).sum(axis=1)
+    cosines = (runtimes["onnx-int8"].encode(texts) * runtimes["onnx"].encode(texts)).sum(axis=1)
     assert cosines.min() > 0.97 and np.median(cosines) > 0.985
     theirs = np.asarray(reference["vectors"], dtype=np.float32)
     against_torch = (runtimes["onnx-int8"].encode(reference["texts"]) * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
     assert against_torch.min() > 0.97
     assert cosines.max() < 0.99999  # quantized for real, not the float model
-    assert runtimes["onnx-int8"].model_id == runtimes["numpy"].model_id + "+int8.2"
+    assert runtimes["onnx-int8"].model_id == runtimes["onnx"].model_id + "+int8.2"
 
 
 def test_an_int8_vector_depends_on_its_text_alone(runtimes):
@@ -121,15 +119,15 @@ def test_one_shared_encoder_per_runtime_however_asked(runtimes, monkeypatch):
 
     monkeypatch.delenv(RUNTIME_ENV, raising=False)
     assert shared_encoder() is shared_encoder("auto") is shared_encoder("ONNX-int8 ") is runtimes["onnx-int8"]
-    monkeypatch.setenv(RUNTIME_ENV, "numpy")
-    assert shared_encoder() is runtimes["numpy"]
+    monkeypatch.setenv(RUNTIME_ENV, "onnx")
+    assert shared_encoder() is runtimes["onnx"]
 
 
 def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
     from playground.engine.search.encoder import RUNTIME_ENV, resolve_runtime
     from playground.engine.search.semantic import SemanticBackend
 
-    with pytest.raises(EncoderUnavailable, match="'tensorflow' is not a runtime: choose one of auto, numpy, onnx, onnx-int8"):
+    with pytest.raises(EncoderUnavailable, match="'tensorflow' is not a runtime: choose one of auto, onnx, onnx-int8"):
         resolve_runtime("tensorflow")
     monkeypatch.setenv(RUNTIME_ENV, "cuda")
     with pytest.raises(EncoderUnavailable, match=f"{RUNTIME_ENV}='cuda'"):
@@ -138,14 +136,14 @@ def test_an_unknown_runtime_is_a_clear_error(monkeypatch):
         SemanticBackend(runtime="gpu")
 
 
-def test_without_onnxruntime_auto_falls_back_to_numpy_and_onnx_says_why(monkeypatch):
+def test_without_onnxruntime_the_encoder_is_unavailable_and_says_why(monkeypatch):
     from playground.engine.search import onnx_encoder
     from playground.engine.search.encoder import resolve_runtime
 
     monkeypatch.setattr(onnx_encoder, "onnx_available", lambda: "onnxruntime/onnx not installed (test)")
-    assert resolve_runtime("auto") == "numpy"
-    with pytest.raises(EncoderUnavailable, match="'onnx-int8' needs the semantic extra's onnxruntime/onnx not installed"):
-        resolve_runtime("onnx-int8")
+    for runtime in ("auto", "onnx", "onnx-int8"):
+        with pytest.raises(EncoderUnavailable, match="needs the semantic extra's onnxruntime/onnx not installed"):
+            resolve_runtime(runtime)
 
 
 def test_rows_hold_every_text_once_within_their_size(monkeypatch):

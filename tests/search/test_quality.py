@@ -94,8 +94,8 @@ def test_run_suite_covers_every_backend_and_style_with_progress(toy_toolsets):
 
 
 def test_notes_name_the_encoder_whose_vectors_were_scored(toy_toolsets, encoder, embeddings_dir):
-    results = quality.run_suite(["toy"], ["bm25", "hybrid", 'semantic:runtime="numpy"'], split="all", styles=["natural"], root=toy_toolsets)
+    results = quality.run_suite(["toy"], ["bm25", "hybrid", 'semantic:runtime="onnx"'], split="all", styles=["natural"], root=toy_toolsets)
     notes = {r.backend: r.notes for r in results}
     assert "encoder:" not in notes["bm25"]
     assert f"encoder: {encoder.model_id} on {encoder.runtime}" in notes["hybrid"]
-    assert "encoder: sentence-transformers/all-MiniLM-L6-v2 on numpy" in notes['semantic:runtime="numpy"']
+    assert "encoder: sentence-transformers/all-MiniLM-L6-v2 on onnx" in notes['semantic:runtime="onnx"']

@@ -14,13 +14,13 @@ from tests.search.conftest import mcp
 REFERENCE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 
 
-def test_numpy_encoder_matches_sentence_transformers(encoder):
+def test_float_encoder_matches_sentence_transformers(encoder):
     """Reference vectors were computed once with sentence-transformers + torch (see the fixture).
     (ONNX Runtime, float and int8: test_encoder_runtimes.py.)"""
     from playground.engine.search.encoder import shared_encoder
 
     reference = json.loads(REFERENCE.read_text())
-    ours = shared_encoder("numpy").encode(reference["texts"])
+    ours = shared_encoder("onnx").encode(reference["texts"])
     theirs = np.asarray(reference["vectors"], dtype=np.float32)
     cosines = (ours * theirs).sum(axis=1) / np.linalg.norm(theirs, axis=1)
     assert cosines.min() >= 0.999, cosines
@@ -115,24 +115,6 @@ def test_dense_alone_needs_a_shared_word_or_a_clear_match(encoder, embeddings_di
     backend = SemanticBackend()
     assert backend.search("do I need an umbrella tomorrow", small_catalog).matches == []
     assert backend.search("do I need an umbrella tomorrow in my city", small_catalog).matches[0] == "mcp__weather__get_forecast"
-
-
-def test_in_place_gelu_and_layer_norm_match_their_definitions():
-    """The encoder's in-place activations against plain formulas (math.erf; mean/variance)."""
-    import math
-
-    from playground.engine.search.encoder import _gelu_, _layer_norm_
-
-    x = np.linspace(-8, 8, 4001, dtype=np.float32).reshape(-1, 1)
-    expected = np.array([[v * 0.5 * (1 + math.erf(v / math.sqrt(2)))] for v in x[:, 0].astype(np.float64)])
-    got = _gelu_(x.copy())
-    assert np.abs(got - expected).max() < 2e-6
-
-    rows = np.random.default_rng(0).standard_normal((5, 384)).astype(np.float32) * 3 + 1
-    weight, bias = np.full(384, 2.0, np.float32), np.full(384, 0.5, np.float32)
-    mean = rows.mean(axis=1, keepdims=True)
-    plain = (rows - mean) / np.sqrt(((rows - mean) ** 2).mean(axis=1, keepdims=True) + 1e-12) * weight + bias
-    assert np.allclose(_layer_norm_(rows.copy(), weight, bias, 1e-12), plain, atol=1e-5)
 
 
 def test_query_embedder_batches_misses_and_keeps_what_a_prefetch_touched():

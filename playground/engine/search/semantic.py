@@ -153,9 +153,9 @@ class SemanticBackend(SearchBackend):
 
     name = "semantic"
     label = "Semantic (MiniLM)"
-    description = "all-MiniLM-L6-v2 sentence embeddings (ONNX Runtime or NumPy, offline), cosine similarity"
+    description = "all-MiniLM-L6-v2 sentence embeddings (ONNX Runtime, offline), cosine similarity"
     # runtime: the encoder's (`encoder.RUNTIMES`; default TOOLSEARCH_EMBEDDING_RUNTIME), e.g. to
-    # compare `numpy` and `onnx-int8` side by side in one bench or evaluation run
+    # compare `onnx` and `onnx-int8` side by side in one bench or evaluation run
     option_names = frozenset({"encoder", "cache", "runtime"})
 
     def __init__(self, **options: Any) -> None:
