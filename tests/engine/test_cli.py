@@ -1,8 +1,8 @@
-"""The command line, run as users run it: `python -m playground.toolsearch` in a subprocess."""
+"""The command line: `main(argv)` in this process (tests/cli_runner.py), and once as users run it,
+`python -m playground.toolsearch` in a subprocess."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -10,19 +10,16 @@ import sys
 import pytest
 
 from playground.engine.catalog_io import dump_tools
+from tests.cli_runner import run_cli
 
 from .conftest import REPO_ROOT, mcp
 
 
-def run_cli(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "playground.toolsearch", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
+def test_the_module_runs_as_users_run_it(catalog_file):
+    done = subprocess.run([sys.executable, "-m", "playground.toolsearch", "search", "--catalog", str(catalog_file),
+                           "select:mcp__slack__post_message"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "mcp__slack__post_message" in done.stdout
 
 
 @pytest.fixture

@@ -1,24 +1,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.search.test_quality import toy_toolsets  # noqa: F401  (fixture)
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "playground.toolsearch", *args],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}, timeout=300,
-    )
 
 
 def test_eval_json_has_one_row_per_backend_and_style(toy_toolsets):  # noqa: F811
