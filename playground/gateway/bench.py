@@ -21,9 +21,11 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
@@ -48,6 +50,7 @@ from playground.mcp_servers.services import sync_server  # noqa: E402
 from playground.registry import adapter  # noqa: E402
 from playground.registry.models import AgentProfile, Tool  # noqa: E402
 from playground.runner.embedded_redis import free_port  # noqa: E402
+from playground.runner.main import web_command  # noqa: E402
 
 CHARS_PER_TOKEN = 2.5  # the engine's CharEstimateCounter
 TIME_TOOL = "mcp__time__get_current_time"
@@ -68,11 +71,6 @@ def p50(samples: list[float]) -> float:
 def serve_daphne(port: int):
     """The ASGI server as deployed: daphne in its own process (`make run`'s web command), so the
     client here and the server do not share one interpreter. Returns a stop function."""
-    import subprocess
-    import urllib.request
-
-    from playground.runner.main import web_command
-
     process = subprocess.Popen(web_command("127.0.0.1", port), env=dict(os.environ), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
