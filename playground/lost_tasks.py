@@ -45,7 +45,7 @@ from typing import Any
 import redis
 from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 
 from playground.celery_app import app
 
@@ -90,6 +90,30 @@ def sweep(name: str, run: Callable[[], int]) -> Sweep:
 
 def grace_seconds() -> float:
     return float(settings.AGENT_QUEUE_GRACE_SECONDS)
+
+
+def attempts_used(attempts: int) -> bool:
+    """Whether a row's re-sends are used up (AGENT_QUEUE_ATTEMPTS): it is failed instead."""
+    return attempts >= settings.AGENT_QUEUE_ATTEMPTS
+
+
+def lost_reason(waited_seconds: float, attempts: int) -> str:
+    """Why a row no worker took was failed, said the same way for every kind (its page adds what to do)."""
+    tries = f", also after it was sent again {attempts} time(s)" if attempts else ""
+    return (f"the message broker lost its task (was Redis restarted?) and no worker took it "
+            f"within {int(waited_seconds)} s{tries}")
+
+
+def send_again(task: Any, *args: Any, what: str) -> None:
+    """Hand `task` to the broker again once the caller's transaction commits (the row says it was
+    re-sent first). A broker that went away again is logged: the watch's next round sends it once more."""
+    def send() -> None:
+        try:
+            task.delay(*args)
+        except Exception:  # noqa: BLE001 - see above
+            logger.exception("could not send %s again", what)
+
+    transaction.on_commit(send)
 
 
 def first_arg(args: list[Any]) -> str:

@@ -123,28 +123,19 @@ def requeue_lost_run(run_id: int, key: str) -> str:
         if run is None or (run.queued_at or run.created_at) >= cutoff:
             return ""
         sent = run.queued_at or run.created_at
-        waited = int((timezone.now() - sent).total_seconds())
-        if run.queue_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
-            tries = f", also after it was sent again {run.queue_attempts} time(s)" if run.queue_attempts else ""
+        if lost_tasks.attempts_used(run.queue_attempts):
+            reason = lost_tasks.lost_reason((timezone.now() - sent).total_seconds(), run.queue_attempts)
             EvaluationRun.objects.filter(pk=run_id).update(
                 status=EvaluationRun.Status.FAILED, finished_at=timezone.now(), progress_message="",
-                error=f"No worker started this evaluation: the message broker lost its task (was Redis restarted?) "
-                      f"and no worker took it within {waited} s{tries}. Start the evaluation again.")
+                error=f"No worker started this evaluation: {reason}. Start the evaluation again.")
             return lost_tasks.FAILED
         attempt = run.queue_attempts + 1
         EvaluationRun.objects.filter(pk=run_id).update(
             queued_at=timezone.now(), queue_attempts=F("queue_attempts") + 1,
             progress_message=f"queued again: the message broker lost its task (was Redis restarted?) "
                              f"({attempt} of {settings.AGENT_QUEUE_ATTEMPTS})")
-        transaction.on_commit(lambda: _send_again(run_id))
+        lost_tasks.send_again(tasks.run_evaluation, run_id, what=f"the evaluation run {run_id}")
     return lost_tasks.REQUEUED
-
-
-def _send_again(run_id: int) -> None:
-    try:
-        tasks.run_evaluation.delay(run_id)
-    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
-        logger.exception("could not send the evaluation run %s again", run_id)
 
 
 LOST_RUNS = lost_tasks.watch(lost_tasks.Kind(

@@ -304,24 +304,14 @@ def requeue_lost_sync(server_id: int, key: str) -> str:
             pk=server_id, status=McpServer.Status.PENDING, sync_queued_at__lt=cutoff).first()
         if server is None:
             return ""
-        waited = int((timezone.now() - server.sync_queued_at).total_seconds())
-        if server.sync_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
-            tries = f", also after it was sent again {server.sync_attempts} time(s)" if server.sync_attempts else ""
+        if lost_tasks.attempts_used(server.sync_attempts):
+            reason = lost_tasks.lost_reason((timezone.now() - server.sync_queued_at).total_seconds(), server.sync_attempts)
             McpServer.objects.filter(pk=server_id).update(sync_queued_at=None)
-            _record_failure(server, f"No worker ran this sync: the message broker lost its task (was Redis restarted?) "
-                                    f"and no worker took it within {waited} s{tries}. Sync again to retry.",
-                            time.perf_counter())
+            _record_failure(server, f"No worker ran this sync: {reason}. Sync again to retry.", time.perf_counter())
             return lost_tasks.FAILED
         McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=server.sync_attempts + 1)
-        transaction.on_commit(lambda: _send_again(server_id))
+        lost_tasks.send_again(tasks.sync_server_task, server_id, what=f"the sync of MCP server {server_id}")
     return lost_tasks.REQUEUED
-
-
-def _send_again(server_id: int) -> None:
-    try:
-        tasks.sync_server_task.delay(server_id)
-    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
-        logger.exception("could not send the sync of MCP server %s again", server_id)
 
 
 LOST_SYNCS = lost_tasks.watch(lost_tasks.Kind(

@@ -194,25 +194,15 @@ def requeue_lost_build(row_id: int, version: str) -> str:
             updated_at__lt=now - timedelta(seconds=lost_tasks.grace_seconds())).first()
         if row is None:
             return ""
-        waited = int((now - row.updated_at).total_seconds())
-        if row.queue_attempts >= settings.AGENT_QUEUE_ATTEMPTS:
-            tries = f", also after it was sent again {row.queue_attempts} time(s)" if row.queue_attempts else ""
+        if lost_tasks.attempts_used(row.queue_attempts):
             row.status, row.finished_at = SearchIndexBuild.Status.FAILED, now
-            row.error = (f"the message broker lost its task (was Redis restarted?) and no worker took it "
-                         f"within {waited} s{tries}")
+            row.error = lost_tasks.lost_reason((now - row.updated_at).total_seconds(), row.queue_attempts)
             row.save(update_fields=["status", "error", "finished_at", "updated_at"])
             return lost_tasks.FAILED
         row.queue_attempts += 1
         row.save(update_fields=["queue_attempts", "updated_at"])  # the next grace counts from the re-send
-        transaction.on_commit(lambda: _send_again(version))
+        lost_tasks.send_again(tasks.build_search_index_task, version, what=f"the search index build {version}")
     return lost_tasks.REQUEUED
-
-
-def _send_again(version: str) -> None:
-    try:
-        tasks.build_search_index_task.delay(version)
-    except Exception:  # noqa: BLE001 - the broker went away again: the watch's next round sends it once more
-        logger.exception("could not send the search index build %s again", version)
 
 
 LOST_BUILDS = lost_tasks.watch(lost_tasks.Kind(

@@ -12,6 +12,7 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.evaluation import services, tasks
 from playground.evaluation.models import EvaluationRun
+from tests.lost_task_fakes import capture_sent, fake_broker
 
 pytestmark = pytest.mark.django_db
 GRACE = 15
@@ -25,18 +26,13 @@ def queue_settings(settings):
 
 @pytest.fixture
 def sent(monkeypatch):
-    queued: list[int] = []
-    monkeypatch.setattr(tasks.run_evaluation, "delay", queued.append)
-    return queued
+    return capture_sent(monkeypatch, tasks.run_evaluation)
 
 
 @pytest.fixture
 def broker(monkeypatch):
     """The run ids whose task the broker holds."""
-    held: list[int] = []
-    monkeypatch.setattr(lost_tasks, "messages_the_broker_holds",
-                        lambda url, queue, grace: [("evaluation.run_evaluation", [pk]) for pk in held])
-    return held
+    return fake_broker(monkeypatch, "evaluation.run_evaluation")
 
 
 def queued_run(*, age: float, **fields) -> EvaluationRun:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.mcp_servers import services, tasks
 from playground.mcp_servers.models import McpServer
+from tests.lost_task_fakes import capture_sent, fake_broker
 
 pytestmark = pytest.mark.django_db
 GRACE = 15
@@ -25,17 +26,12 @@ def queue_settings(settings):
 
 @pytest.fixture
 def sent(monkeypatch):
-    queued: list[int] = []
-    monkeypatch.setattr(tasks.sync_server_task, "delay", queued.append)
-    return queued
+    return capture_sent(monkeypatch, tasks.sync_server_task)
 
 
 @pytest.fixture
 def broker(monkeypatch):
-    held: list[int] = []
-    monkeypatch.setattr(lost_tasks, "messages_the_broker_holds",
-                        lambda url, queue, grace: [("mcp_servers.sync_server", [pk]) for pk in held])
-    return held
+    return fake_broker(monkeypatch, "mcp_servers.sync_server")
 
 
 def requested(name: str, *, age: float, **fields) -> McpServer:

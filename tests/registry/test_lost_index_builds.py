@@ -10,6 +10,7 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.registry import indexing, tasks
 from playground.registry.models import SearchIndexBuild
+from tests.lost_task_fakes import capture_sent, fake_broker
 
 pytestmark = pytest.mark.django_db
 GRACE = 15
@@ -23,17 +24,12 @@ def queue_settings(settings):
 
 @pytest.fixture
 def sent(monkeypatch):
-    queued: list[str] = []
-    monkeypatch.setattr(tasks.build_search_index_task, "delay", queued.append)
-    return queued
+    return capture_sent(monkeypatch, tasks.build_search_index_task)
 
 
 @pytest.fixture
 def broker(monkeypatch):
-    held: list[str] = []
-    monkeypatch.setattr(lost_tasks, "messages_the_broker_holds",
-                        lambda url, queue, grace: [("registry.build_search_index", [version]) for version in held])
-    return held
+    return fake_broker(monkeypatch, "registry.build_search_index")
 
 
 def queued_build(version: str, *, age: float, **fields) -> SearchIndexBuild:
