@@ -36,9 +36,8 @@ from playground.conversations.providers import (
 )
 from playground.conversations.services import (
     CANCELLED_CALL,
-    CANCELLED_WAITING_SUBAGENT,
     cancel_requester,
-    close_paused_turn,
+    close_cancelled_turn,
     pending_answer,
     record_cancelled,
     take_paused_run,
@@ -700,7 +699,7 @@ def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
             return RunOutcome("superseded")  # already resumed, or ended (cancel, release) meanwhile
     if conversation.status == Conversation.Status.CANCELLING:
         if paused is not None:
-            close_paused_turn(conversation.pk, paused, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
+            close_cancelled_turn(conversation.pk, paused)
         return cancelled("queued")
     try:
         run = build_run(conversation, provider=provider, executor=executor, cancel=cancel)

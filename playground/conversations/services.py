@@ -226,7 +226,7 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
             # A cancel is waiting on a run no worker holds (the broker lost its task): free it now.
             if locked.paused_run:  # an answered prompt whose resumption no worker took: close its turn
                 Conversation.objects.filter(pk=locked.pk).update(paused_run=None)
-                close_paused_turn(locked.pk, locked.paused_run, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
+                close_cancelled_turn(locked.pk, locked.paused_run)
             Conversation.objects.filter(pk=locked.pk).update(run_token="")
             record_cancelled(locked, "queued", requested_by=who or cancel_requester(locked.pk),
                              note="no worker answered the cancel request")
@@ -331,6 +331,12 @@ def close_paused_turn(conversation_id: int, state: dict[str, Any], text: str, *,
                            content=results + list(state.get("siblings") or []))
 
 
+def close_cancelled_turn(conversation_id: int, state: dict[str, Any]) -> None:
+    """`close_paused_turn` for a cancel: calls that never ran say so, and an `Agent` call whose
+    subagent waited on the prompt says it was cut short while it ran."""
+    close_paused_turn(conversation_id, state, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
+
+
 def _end_paused_run(locked: Conversation, *, note: str, requested_by: str = "") -> None:
     """Inside the caller's transaction, with the row locked: cancel a run paused on a prompt."""
     state = locked.paused_run or {}
@@ -339,7 +345,7 @@ def _end_paused_run(locked: Conversation, *, note: str, requested_by: str = "") 
     prompt_sequence = state.get("prompt_sequence")
     if prompt_sequence and pending_answer(locked.pk, prompt_sequence) is None:
         answer_permission(locked, prompt_sequence, "cancelled", note=note, resume=False)
-    close_paused_turn(locked.pk, state, CANCELLED_CALL, running_text=CANCELLED_WAITING_SUBAGENT)
+    close_cancelled_turn(locked.pk, state)
     record_cancelled(locked, "waiting_permission", requested_by=requested_by, interrupted=_paused_call_name(state),
                      note="while the run waited for a permission answer")
 

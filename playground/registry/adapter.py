@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -287,41 +287,42 @@ def filtered_catalog(
     then read once."""
     catalog = engine_catalog()
     policy = policy if policy is not None else permission_policy(profile)
-    key = (
-        id(catalog),
-        tuple((r.effect, r.pattern, r.scope) for r in policy.rules),
-        _profile_signature(profile),
-    )
-    with _lock:
-        hit = _filtered_cache.get(key)
-        if hit is not None:
-            _filtered_cache.move_to_end(key)
-            return hit
-    narrowed = profile_catalog(profile, catalog)
-    result = (narrowed, policy.filter(narrowed))
-    with _lock:
-        _filtered_cache[key] = result
-        while len(_filtered_cache) > _FILTERED_CACHE_SIZE:
-            _filtered_cache.popitem(last=False)
-    return result
+
+    def compute() -> tuple[ToolCatalog, PermissionFilterResult]:
+        narrowed = profile_catalog(profile, catalog)
+        return narrowed, policy.filter(narrowed)
+
+    key = (id(catalog), _rules_key(policy), _profile_signature(profile))
+    return _kept(_filtered_cache, key, _FILTERED_CACHE_SIZE, compute)
 
 
 def request_filter(catalog: ToolCatalog, policy: PermissionPolicy) -> PermissionFilterResult:
     """The engine's permission step of a request (`requests.permission_filter`) for this catalog and
     these rules, kept per process: every turn of every run over the same cached catalog and rules
-    gets the same answer, and deciding 100,000 tools again per turn is most of a turn's planning."""
-    key = (id(catalog), tuple((r.effect, r.pattern, r.scope) for r in policy.rules))
+    gets the same answer, and deciding 100,000 tools again per turn is most of a turn's planning.
+    The entry holds its catalog, so the catalog's id in the key is not reused while it is kept."""
+    key = (id(catalog), _rules_key(policy))
+    return _kept(_request_filter_cache, key, _REQUEST_FILTER_CACHE_SIZE,
+                 lambda: (catalog, engine_permission_filter(catalog, policy)))[1]
+
+
+def _rules_key(policy: PermissionPolicy) -> tuple:
+    return tuple((r.effect, r.pattern, r.scope) for r in policy.rules)
+
+
+def _kept(cache: OrderedDict, key: tuple, size: int, compute: Callable[[], Any]) -> Any:
+    """`cache[key]`, computed on a miss and kept (least recently used dropped past `size` entries)."""
     with _lock:
-        hit = _request_filter_cache.get(key)
-        if hit is not None and hit[0] is catalog:
-            _request_filter_cache.move_to_end(key)
-            return hit[1]
-    result = engine_permission_filter(catalog, policy)
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+    value = compute()
     with _lock:
-        _request_filter_cache[key] = (catalog, result)  # the catalog is kept, so its id is not reused
-        while len(_request_filter_cache) > _REQUEST_FILTER_CACHE_SIZE:
-            _request_filter_cache.popitem(last=False)
-    return result
+        cache[key] = value
+        while len(cache) > size:
+            cache.popitem(last=False)
+    return value
 
 
 def _profile_signature(profile: AgentProfile | None) -> tuple:

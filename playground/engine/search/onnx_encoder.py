@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from playground.engine import memory
 from playground.engine.search import encoder  # a module object: encoder imports this module too
 from playground.engine.search.embedding_cache import default_cache_path
 
@@ -249,13 +248,6 @@ def _save_atomically(path: Path, data: bytes) -> None:
         log.warning("cannot save the int8 encoder at %s (%s); the next process builds it again", path, exc)
         if part is not None:
             part.unlink(missing_ok=True)
-
-
-def return_freed_memory() -> None:
-    """Building a session copies the weights three or four times (proto, bytes, quantized model);
-    glibc keeps those freed blocks in the process. Handing them back is what lets a worker with the
-    int8 encoder stay at ~80 MB more than one without it, instead of ~270 MB (measured)."""
-    memory.return_freed_memory()  # also collects the graph's protobuf objects
 
 
 def pack_rows(lengths: list[int]) -> list[list[int]]:
