@@ -9,6 +9,12 @@ connection pool) for the life of the process. `send_to_group` hands the coroutin
 waits for it with a timeout. After a fork (Celery's prefork pool) the child starts its own thread
 and layer on first use: the parent's thread does not exist in the child.
 
+Dispatching on the event loop. channels' `AsyncConsumer.dispatch` awaits `aclose_old_connections()`
+before every message: a hop to the one thread that every socket's `database_sync_to_async` work
+shares. A live frame then waits behind other sockets' checks and actions (at 50 conversations
+starting at once, a second and more). `LoopDispatch` skips that hop; a consumer using it touches
+the database only through `database_sync_to_async`, which closes stale connections itself.
+
 Admitting sockets. `socket_refusal` is the one check both WebSocket consumers make, and
 `refuse_socket` / `arefuse_socket` the one way they refuse:
 
@@ -26,6 +32,7 @@ import os
 import threading
 from typing import Any, Callable
 
+from channels.consumer import get_handler_name
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
 
@@ -62,9 +69,8 @@ class _Sender:
 
     async def _drop_layer(self) -> None:
         layer, self.layer = self.layer, None
-        close = getattr(layer, "close_pools", None)
-        if close is not None:
-            await close()
+        if layer is not None:
+            await close_layer(layer)
 
     def submit(self, coroutine: Any, timeout: float) -> Any:
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
@@ -76,6 +82,17 @@ class _Sender:
 
 
 _senders: PerProcess[_Sender] = PerProcess(_Sender)
+
+
+async def close_layer(layer: Any) -> None:
+    """Close a channel layer's Redis connections, whichever channels_redis layer it is (the list
+    layer closes its pools; the pub/sub layer's flush unsubscribes and closes)."""
+    # By class: the pub/sub layer answers any attribute through its per-loop layer. The list layer's
+    # flush would delete every key under its prefix, so it closes its pools instead.
+    if hasattr(type(layer), "close_pools"):
+        await layer.close_pools()
+    else:
+        await layer.flush()
 
 
 def _get_sender() -> _Sender:
@@ -111,6 +128,19 @@ def send_to_group(group: str, message: dict, *, timeout: float = SEND_TIMEOUT_SE
 
 
 # -- sockets ------------------------------------------------------------------------------------------
+class LoopDispatch:
+    """Mix into an async consumer, before its channels base class: every message (socket or channel
+    layer) is handled on the event loop without channels' per-message hop to the sync thread.
+    The consumer's own database work must go through `database_sync_to_async` (which closes stale
+    connections before and after), never straight from a handler."""
+
+    async def dispatch(self, message: dict) -> None:
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message.get('type')!r}")
+        await handler(message)
+
+
 def socket_refusal(user: Any, may_access: Callable[[Any], bool] | None = None) -> int | None:
     """The close code to refuse a socket with, or None to admit it.
 

@@ -150,9 +150,14 @@ STORAGES = {
 
 # Redis: Celery broker and the Channels layer (cross-process: the worker broadcasts events).
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+# Redis pub/sub pushes each group message to the processes whose sockets joined the group: nothing
+# to poll, no per-message round trips on the receiving web node (the list-based
+# `channels_redis.core.RedisChannelLayer` takes three per message, one after another). Both deliver
+# at most once; a socket that sees a gap, or reconnects, reads the saved events instead.
+CHANNEL_LAYER_BACKEND = os.environ.get("CHANNEL_LAYER_BACKEND") or "channels_redis.pubsub.RedisPubSubChannelLayer"
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": CHANNEL_LAYER_BACKEND,
         "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX") or "asgi"},
     }
 }
@@ -170,7 +175,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # their own, so other tests' in-process workers on the same Redis never take each other's tasks.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or "celery"
 # redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's blocking receive
-# (BZPOPMIN, 5 s): an idle consumer then dies with "Timeout reading from ...". Give reads headroom.
+# (BZPOPMIN, 5 s) with the list-based layer: an idle consumer then dies with "Timeout reading from
+# ...". Give reads headroom.
 CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": 30}]
 
 # Model access. With no key the playground runs the offline demo agent (labelled as such).

@@ -26,7 +26,7 @@ def receive_on_group(group: str, ready: threading.Event, box: list, count: int =
                 box.append(await asyncio.wait_for(layer.receive(channel), timeout=10))
         finally:
             await layer.group_discard(group, channel)
-            await layer.close_pools()
+            await realtime.close_layer(layer)
 
     asyncio.run(listen())
 
@@ -78,9 +78,9 @@ def test_send_to_group_refuses_to_block_an_event_loop():
         asyncio.run(inside_a_loop())
 
 
-def test_a_failing_layer_raises_within_the_timeout(settings):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
+@pytest.mark.parametrize("backend", ["channels_redis.pubsub.RedisPubSubChannelLayer", "channels_redis.core.RedisChannelLayer"])
+def test_a_failing_layer_raises_within_the_timeout(settings, backend):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
     with pytest.raises(Exception):  # noqa: B017 - refused connection, whatever the client calls it
         realtime.send_to_group("g", {"type": "x"}, timeout=5)
 

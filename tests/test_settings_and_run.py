@@ -6,6 +6,7 @@ variable the code reads must be documented in .env.example.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from playground.realtime import close_layer
 from playground.runner.embedded_redis import free_port, redis_answers, start_embedded_redis, with_address
 from playground.runner.main import web_command, worker_command
 from playground.runner.supervisor import Supervisor
@@ -212,8 +214,9 @@ def test_nothing_answers_on_a_free_port():
     assert redis_answers(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5) is False
 
 
+@pytest.mark.parametrize("backend", ["channels_redis.pubsub.RedisPubSubChannelLayer", "channels_redis.core.RedisChannelLayer"])
 @pytest.mark.parametrize("kind", ["redis-server", "fakeredis"])
-def test_embedded_redis_serves_celery_and_the_channel_layer(kind):
+def test_embedded_redis_serves_celery_and_the_channel_layer(kind, backend):
     if kind == "redis-server" and shutil.which("redis-server") is None:
         pytest.skip("no redis-server binary on PATH (the fakeredis case covers the fallback)")
     wanted = free_port()
@@ -221,19 +224,26 @@ def test_embedded_redis_serves_celery_and_the_channel_layer(kind):
     try:
         assert embedded.kind == kind
         assert embedded.url == f"redis://127.0.0.1:{wanted}/3"  # the URL's own port when it is free
-        # channels-redis uses EVAL (Lua): fakeredis needs its `lua` extra for this to work.
+        # The list layer uses EVAL (Lua): fakeredis needs its `lua` extra for it. The pub/sub layer
+        # (the default) needs SUBSCRIBE and PUBLISH.
         from asgiref.sync import async_to_sync
-        from channels_redis.core import RedisChannelLayer
+        from django.utils.module_loading import import_string
 
-        layer = RedisChannelLayer(hosts=[embedded.url], prefix=f"test-{kind}")
+        layer = import_string(backend)(hosts=[embedded.url], prefix=f"test-{kind}")
 
         async def round_trip():
             channel = await layer.new_channel()
             await layer.group_add("room", channel)
-            await layer.group_send("room", {"type": "hello", "n": 1})
-            message = await layer.receive(channel)
-            await layer.flush()
-            return message
+            receiving = asyncio.ensure_future(layer.receive(channel))
+            for _ in range(50):  # the pub/sub layer does not wait for Redis to confirm the SUBSCRIBE
+                await layer.group_send("room", {"type": "hello", "n": 1})
+                done, _ = await asyncio.wait({receiving}, timeout=0.2)
+                if done:
+                    break
+            else:
+                receiving.cancel()
+            await close_layer(layer)
+            return receiving.result() if receiving.done() and not receiving.cancelled() else None
 
         assert async_to_sync(round_trip)() == {"type": "hello", "n": 1}
     finally:

@@ -25,12 +25,12 @@ from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import can_view, tokens_total_for
-from playground.realtime import arefuse_socket, frame_int, read_browser_frame, socket_refusal
+from playground.realtime import LoopDispatch, arefuse_socket, frame_int, read_browser_frame, socket_refusal
 
 logger = logging.getLogger(__name__)
 
 
-class ConversationConsumer(AsyncWebsocketConsumer):
+class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
     conversation_id: int
     group: str = ""
     last_sent: int | None = None

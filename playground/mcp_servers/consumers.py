@@ -8,10 +8,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from playground.access import ADMIN, VIEWER, has_role
 from playground.mcp_servers.server_log import log_group
 from playground.mcp_servers.status import STATUS_GROUP, server_group
-from playground.realtime import arefuse_socket, socket_refusal
+from playground.realtime import LoopDispatch, arefuse_socket, socket_refusal
 
 
-class McpStatusConsumer(AsyncWebsocketConsumer):
+class McpStatusConsumer(LoopDispatch, AsyncWebsocketConsumer):
     """`ws/mcp/status/`: every server's badge; `ws/mcp/status/<server_id>/`: one server's badge and
     summary, plus (admins only) its live log lines."""
 

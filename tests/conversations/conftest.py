@@ -121,7 +121,7 @@ def redis(settings):
     # The run's own prefix (tests/conftest.py) keeps groups apart from a running playground.
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": settings.CHANNEL_LAYER_BACKEND,  # the deployment's layer, under this run's prefix
             "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": os.environ["CHANNELS_PREFIX"]},
         }
     }

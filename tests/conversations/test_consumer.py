@@ -1,10 +1,13 @@
 """The conversation socket: authorisation, replay from a last sequence, live frames, actions."""
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -219,6 +222,31 @@ async def test_a_live_frame_is_forwarded_as_broadcast_and_a_gap_is_filled_from_t
     assert frame_sequence(frame) == 5 and "saved fifth" in frame
     await group_send({"group": group, "type": EVENT_MESSAGE_TYPE, "conversation_id": conversation.pk, "sequence": row.sequence})
     assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_a_live_frame_does_not_wait_for_the_thread_that_database_work_shares(redis, admin_user):
+    """Every socket's database work runs on one shared thread (`database_sync_to_async`); channels'
+    own dispatch would hop there before each message, so at 50 conversations starting at once a
+    live frame waited a second and more behind other sockets' work. Here that thread is held
+    while a live frame arrives: the frame must still go out."""
+    from playground.conversations.broadcast import EVENT_MESSAGE_TYPE, conversation_group
+
+    conversation = await conversation_with_events(admin_user, 1)
+    communicator = await connect_as(admin_user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 1}))
+    assert await communicator.receive_nothing(timeout=0.2)
+    release = threading.Event()
+    holding = asyncio.ensure_future(sync_to_async(release.wait, thread_sensitive=True)(30))
+    try:
+        marker = '<span data-frame-sequence="2">live while the thread is busy</span>'
+        await group_send({"group": conversation_group(conversation.pk), "type": EVENT_MESSAGE_TYPE,
+                          "conversation_id": conversation.pk, "sequence": 2, "frame": marker})
+        assert await communicator.receive_from(timeout=5) == marker
+        assert not holding.done()  # the shared thread was still held when the frame went out
+    finally:
+        release.set()
+        await holding
     await communicator.disconnect()
 
 

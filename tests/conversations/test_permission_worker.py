@@ -16,6 +16,7 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from playground.celery_app import app
 from playground.lost_tasks import LostTaskWatch
+from playground.realtime import close_layer
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.models import Conversation, Event
@@ -163,14 +164,18 @@ def test_a_one_process_prefork_worker_pauses_resumes_and_broadcasts_from_its_chi
             channel = await layer.new_channel()
             await layer.group_add(conversation_group(waiting.pk), channel)
             joined.set()
+            # One receive kept pending across polls: cancelling one (as wait_for does on a timeout)
+            # makes the pub/sub layer drop the channel, and messages sent meanwhile are lost.
+            receiving = asyncio.ensure_future(layer.receive(channel))
             try:
                 while not stop.is_set():
-                    try:
-                        received.append((await asyncio.wait_for(layer.receive(channel), timeout=0.5))["sequence"])
-                    except asyncio.TimeoutError:
-                        pass
+                    done, _ = await asyncio.wait({receiving}, timeout=0.5)
+                    if done:
+                        received.append(receiving.result()["sequence"])
+                        receiving = asyncio.ensure_future(layer.receive(channel))
             finally:
-                await layer.close_pools()
+                receiving.cancel()
+                await close_layer(layer)
 
         asyncio.run(run())
 

@@ -145,7 +145,7 @@ def redis_layer(settings):
 
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": settings.CHANNEL_LAYER_BACKEND,  # the deployment's layer, under this run's prefix
             "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": os.environ["CHANNELS_PREFIX"]},
         }
     }
