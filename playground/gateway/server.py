@@ -83,7 +83,8 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     """The session's row, created on its first message (normally initialize) with the client's name.
     `handshake` ({"params", "version"}, from initialize) is kept so another process can resume it."""
     name, version, protocol = client
-    session, created = GatewaySession.objects.get_or_create(
+    # With its profile in the same query: every list and call reads the profile next (profile_view).
+    session, created = GatewaySession.objects.select_related("profile").get_or_create(
         session_id=session_id,
         defaults={"profile_id": info["profile_id"], "token_id": info.get("token_id"),
                   "client_name": name[:200], "client_version": version[:100], "protocol_version": protocol[:40]},
@@ -142,7 +143,7 @@ def _record_call(session: GatewaySession | int, info: dict[str, Any], event: dic
 
 def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> list[dict[str, Any]]:
     session = _open_session(session_id, info, client)
-    view = service.profile_view(info["profile_id"])
+    view = service.profile_view(session.profile)
     tools = view.tools_for(list(session.discovered_tools or []))
     record_event(session.pk, GatewayEvent.Type.TOOLS_LISTED, service.list_event(view, tools))
     return tools
@@ -152,7 +153,7 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
           arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str], Any]:
     """(content, is_error, tools added to the list, a call waiting for a person or None)."""
     session = _open_session(session_id, info, client)
-    view = service.profile_view(info["profile_id"])
+    view = service.profile_view(session.profile)
     if name == service.TOOL_SEARCH_NAME:
         answer = service.tool_search(session, view, arguments)
         record_event(session.pk, GatewayEvent.Type.TOOL_SEARCH, answer.event)

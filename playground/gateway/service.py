@@ -155,8 +155,11 @@ _plan_lock = threading.Lock()
 _plan_cache: OrderedDict[tuple, TurnPlan] = OrderedDict()
 
 
-def profile_view(profile_id: int) -> ProfileView:
-    profile = AgentProfile.objects.get(pk=profile_id)
+def profile_view(profile: AgentProfile | int) -> ProfileView:
+    """What the profile serves now: its row (read here from an id; a caller that has just read it,
+    as the session's `select_related` does, passes it), rules, permitted catalog and first-turn plan."""
+    if not isinstance(profile, AgentProfile):
+        profile = AgentProfile.objects.get(pk=profile)
     policy = adapter.permission_policy(profile)
     # The permission filter of the catalog, cached per (catalog, rules, profile) as the inspector's:
     # filtering 700 tools again on every call cost more than the rest of the call path together.

@@ -108,3 +108,24 @@ def test_a_search_on_a_shared_plan_leaves_the_plan_without_a_usage_log(gateway_w
     view = service.profile_view(gateway_world["profile"].pk)
     service.search(view, {"query": "select:word_count"})
     assert view.turn.usage is None  # each search reads its own; the shared plan keeps none
+
+
+def test_a_call_reads_the_session_and_its_profile_in_one_statement(gateway_world, session):
+    """Every call pays each statement before its tool runs: the session row comes with its profile,
+    and a warm call then reads only the rules and the catalog's version before recording its event."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from playground.gateway.server import _call
+
+    info = {"profile_id": gateway_world["profile"].pk, "token_id": None}
+    client = ("pytest", "1", "2025-11-25")
+    _call(session.session_id, info, client, "echo", {"text": "warm"})
+    with CaptureQueriesContext(connection) as queries:
+        content, is_error, _, _ = _call(session.session_id, info, client, "echo", {"text": "hi"})
+    assert not is_error and "hi" in content[0]["text"]
+    profile_table = AgentProfile._meta.db_table
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    session_reads = [sql for sql in reads if GatewaySession._meta.db_table in sql.split("WHERE")[0]]
+    assert len(session_reads) == 1 and profile_table in session_reads[0]  # joined, not read again
+    assert not [sql for sql in reads if sql.split("WHERE")[0].rstrip().endswith(f'FROM "{profile_table}"')]
