@@ -56,11 +56,11 @@ def phase_reset(size: int) -> dict:
     from django.core.management import call_command
 
     from playground.engine.benchmark import scaled_catalog, source_tools
-    from playground.engine.catalog_io import dump_tools
+    from playground.engine.catalog_io import dump_tools, toolsets_dir
     from playground.registry import services, tasks
 
     call_command("flush", interactive=False, verbosity=0)
-    base = source_tools(Path(os.environ.get("TOOLSETS_DIR") or ROOT.parent.parent / "shared" / "toolsets"))
+    base = source_tools(toolsets_dir())  # $TOOLSETS_DIR, else the shared/toolsets beside the repository
     catalog = scaled_catalog(base, size)
     queued: list[str] = []
     tasks.build_search_index_task.delay = queued.append  # the worker phase runs it, timed
