@@ -6,10 +6,13 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium
 from tests.conftest import RUN_ID, XDIST_WORKER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,3 +123,41 @@ def test_workers_take_the_longest_files_first_and_keep_each_files_order():
     items = collected()  # measured last time; a file not measured is estimated
     _longest_files_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: {"tests/c.py": 90.0, "tests/a.py": 1.0}})), items)
     assert [i.nodeid.split("::")[0] for i in items] == ["tests/c.py", "tests/b.py", "tests/b.py", "tests/a.py", "tests/a.py"]
+
+
+def test_workers_that_need_chromium_at_once_install_it_once(tmp_path, monkeypatch):
+    """Each xdist worker asks for Chromium at start; on a fresh machine their apt-get runs collided on
+    dpkg's lock and all but one worker's browser tests failed. One installs; the others wait, then
+    find it installed."""
+    installed = tmp_path / "chromium"
+    monkeypatch.setattr(chromium, "CHROMIUM_PATH", installed)
+    monkeypatch.setattr(chromium, "INSTALL_LOCK", tmp_path / "install.lock")
+    monkeypatch.setattr(chromium, "_privilege_prefix", lambda: [])
+    monkeypatch.setattr(chromium.shutil, "which", lambda name: f"/usr/bin/{name}")
+    running, calls = [], []
+
+    def fake_apt(argv, **kwargs):
+        calls.append(argv)
+        running.append(1)
+        assert len(running) == 1, "two apt-get runs at once"
+        time.sleep(0.2)  # an install takes a while: the other threads arrive meanwhile
+        installed.write_text("#!/bin/sh\n")
+        running.pop()
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(chromium.subprocess, "run", fake_apt)
+    results, errors = [], []
+
+    def ask() -> None:
+        try:
+            results.append(chromium.ensure_chromium())
+        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert not errors and results == [installed] * 3
+    assert len(calls) == 1 and "install" in calls[0] and "DPkg::Lock::Timeout=450" in calls[0]

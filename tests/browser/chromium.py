@@ -3,16 +3,24 @@
 Never a downloaded browser (no `playwright install`): only the distribution's package, and only
 when we may install packages (root, or sudo without a password). Otherwise the caller skips —
 or, under CI=true, fails.
+
+The suite's workers (pytest-xdist) each ask for it at start: on a fresh machine they would run
+apt-get at the same moment, and all but one fail on dpkg's lock. An exclusive file lock lets one
+install while the others wait, then find it installed; apt itself waits for a lock held by anything
+else (`DPkg::Lock::Timeout`).
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 CHROMIUM_PATH = Path("/usr/bin/chromium")
 APT_TIMEOUT_SECONDS = 900
+INSTALL_LOCK = Path(tempfile.gettempdir()) / "toolsearch-playground-chromium-install.lock"
 
 
 class ChromiumUnavailable(RuntimeError):
@@ -29,9 +37,18 @@ def _privilege_prefix() -> list[str] | None:
 
 
 def ensure_chromium() -> Path:
-    """Return the path of Debian's Chromium, installing the `chromium` package when it is missing."""
+    """Return the path of Debian's Chromium, installing the `chromium` package when it is missing
+    (one process at a time: another one's install is waited for, not repeated)."""
     if CHROMIUM_PATH.exists():
         return CHROMIUM_PATH
+    with open(INSTALL_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if CHROMIUM_PATH.exists():  # installed by the process we waited for
+            return CHROMIUM_PATH
+        return _install()
+
+
+def _install() -> Path:
     if shutil.which("apt-get") is None:
         raise ChromiumUnavailable(f"{CHROMIUM_PATH} is missing and this machine has no apt-get to install it")
     prefix = _privilege_prefix()
@@ -43,7 +60,8 @@ def ensure_chromium() -> Path:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 
     def apt_get(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*prefix, "apt-get", *args], env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_SECONDS)
+        return subprocess.run([*prefix, "apt-get", "-o", f"DPkg::Lock::Timeout={APT_TIMEOUT_SECONDS // 2}", *args],
+                              env=env, capture_output=True, text=True, timeout=APT_TIMEOUT_SECONDS)
 
     result = apt_get("install", "-y", "-q", "chromium")
     if result.returncode != 0:  # a fresh machine may have empty package lists: update once, retry
