@@ -18,14 +18,7 @@ from playground.conversations.events import ChatMessage, record_event
 from playground.conversations.lease import RunLease
 from playground.conversations.models import Conversation, Message
 from tests.conversations.conftest import events_of
-
-GRACE = 15
-
-
-@pytest.fixture(autouse=True)
-def queue_settings(settings):
-    settings.AGENT_QUEUE_GRACE_SECONDS = GRACE
-    settings.AGENT_QUEUE_ATTEMPTS = 2
+from tests.lost_task_fakes import GRACE, queue_settings  # noqa: F401 (autouse fixture)
 
 
 @pytest.fixture

@@ -12,16 +12,9 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.evaluation import services, tasks
 from playground.evaluation.models import EvaluationRun
-from tests.lost_task_fakes import capture_sent, fake_broker
+from tests.lost_task_fakes import GRACE, capture_sent, fake_broker, queue_settings  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
-GRACE = 15
-
-
-@pytest.fixture(autouse=True)
-def queue_settings(settings):
-    settings.AGENT_QUEUE_GRACE_SECONDS = GRACE
-    settings.AGENT_QUEUE_ATTEMPTS = 2
 
 
 @pytest.fixture

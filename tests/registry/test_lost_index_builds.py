@@ -10,15 +10,13 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.registry import indexing, tasks
 from playground.registry.models import SearchIndexBuild
-from tests.lost_task_fakes import capture_sent, fake_broker
+from tests.lost_task_fakes import GRACE, capture_sent, fake_broker, queue_settings  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db
-GRACE = 15
 
 
 @pytest.fixture(autouse=True)
-def queue_settings(settings):
-    settings.AGENT_QUEUE_GRACE_SECONDS = GRACE
+def one_attempt(queue_settings, settings):  # noqa: F811 - the shared fixture, then one attempt
     settings.AGENT_QUEUE_ATTEMPTS = 1
 
 
