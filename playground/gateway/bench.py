@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  saved: {direct_tokens - gateway_tokens:,} tokens ({100 * (direct_tokens - gateway_tokens) / direct_tokens:.1f} %)")
     print("  first tools/list of every profile (computed in-process, the same code path):")
     for other in AgentProfile.objects.order_by("name"):
-        view = profile_view(other.pk)
+        view = profile_view(other)
         tools = [{"name": t["name"], "description": t["description"], "inputSchema": t["input_schema"]} for t in view.tools_for([])]
         print(f"    {other.name:<28} {len(tools):>4} tools, {estimate(tools):>7,} tokens "
               f"({other.announcement_layout} layout, tool search {'on' if view.tool_search_on else 'off'})")

@@ -178,8 +178,8 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
         status = service.prompt_status(prompt_pk)  # an answer may have landed in between: it stands
     if status == GatewayPrompt.Status.ALLOWED:
         # The rules may have changed while the person read the prompt: a deny added meanwhile wins.
-        session = GatewaySession.objects.get(pk=session_pk)
-        again = service.plan_call(session, service.profile_view(info["profile_id"]), planned.name, planned.arguments,
+        session = GatewaySession.objects.select_related("profile").get(pk=session_pk)
+        again = service.plan_call(session, service.profile_view(session.profile), planned.name, planned.arguments,
                                   via=planned.via)
         if again.refusal is not None:
             call = service.refuse(again, answer=status)

@@ -15,11 +15,11 @@ from celery.contrib.testing.worker import start_worker
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from playground.celery_app import app
-from playground.lost_tasks import LostTaskWatch
-from playground.realtime import close_layer
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.models import Conversation, Event
+from playground.lost_tasks import LostTaskWatch
+from playground.realtime import close_layer
 from playground.registry.models import PermissionRule
 from tests.conversations.conftest import events_of, make_profile
 from tests.conversations.test_lost_worker import database_url
