@@ -1,0 +1,17 @@
+"""Queue a Celery task by its registered name.
+
+A module that defines a task imports the services the task runs; if those services imported the task
+module back to queue it, the app's modules would form an import circle (docs/architecture.md). So
+callers name the task instead. The registered task object is looked up (not `app.send_task`), so
+eager mode and a test's double of `.delay` apply exactly as to a direct call.
+"""
+from __future__ import annotations
+
+from celery.result import AsyncResult
+
+from playground.celery_app import app
+
+
+def queue_task(name: str, *args, **kwargs) -> AsyncResult:
+    """`.delay(*args, **kwargs)` on the task registered as `name` (a KeyError names an unknown task)."""
+    return app.tasks[name].delay(*args, **kwargs)
