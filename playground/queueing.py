@@ -14,4 +14,7 @@ from playground.celery_app import app
 
 def queue_task(name: str, *args, **kwargs) -> AsyncResult:
     """`.delay(*args, **kwargs)` on the task registered as `name` (a KeyError names an unknown task)."""
+    if name not in app.tasks:
+        # A web process has imported no tasks module yet: Celery's autodiscovery runs on this signal.
+        app.loader.import_default_modules()
     return app.tasks[name].delay(*args, **kwargs)
