@@ -5,7 +5,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 # Settings read this while Django starts here, and only here: the web process gets a connection
 # pool on PostgreSQL (settings.py). Removed at once, so processes started later (an MCP server, or a
@@ -16,12 +16,12 @@ try:
 finally:
     os.environ.pop("PLAYGROUND_ASGI_PROCESS", None)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 
-from playground.gateway.endpoint import with_gateway  # noqa: E402
-from playground.routing import websocket_urlpatterns  # noqa: E402
+from playground.gateway.endpoint import with_gateway
+from playground.routing import websocket_urlpatterns
 
 application = ProtocolTypeRouter(
     {

@@ -110,7 +110,7 @@ def send_again(task: Any, *args: Any, what: str) -> None:
     def send() -> None:
         try:
             task.delay(*args)
-        except Exception:  # noqa: BLE001 - see above
+        except Exception:
             logger.exception("could not send %s again", what)
 
     transaction.on_commit(send)
@@ -184,7 +184,7 @@ def missing_rows(kinds: list[Kind]) -> Missing:
             rows = kind.unclaimed(grace)
         except DatabaseError:
             raise
-        except Exception:  # noqa: BLE001 - one kind that cannot be read must not hold up the others
+        except Exception:
             logger.exception("%s: could not look for work no worker took", kind.name)
             continue
         candidates.update({(kind.name, row): key for row, key in rows.items()})
@@ -208,7 +208,7 @@ def lost_round(missing_before: Missing, kinds: list[Kind] | None = None) -> tupl
             continue
         try:
             done = by_name[name].lost(row, key)
-        except Exception:  # noqa: BLE001 - one row that cannot be settled must not hold up the others
+        except Exception:
             logger.exception("%s %s: could not hand over work the broker lost", name, row)
             continue
         if done:
@@ -223,7 +223,7 @@ def run_sweeps(sweeps: Iterable[Sweep] | None = None) -> int:
     for each in (SWEEPS.values() if sweeps is None else sweeps):
         try:
             settled += each.run()
-        except Exception:  # noqa: BLE001 - a sweep that fails this round runs again in the next
+        except Exception:
             logger.exception("%s: the sweep failed", each.name)
     return settled
 
@@ -257,7 +257,7 @@ class LostTaskWatch:
                     logger.info("work no worker took: the broker does not answer (%s); looking again soon", exc)
                 except DatabaseError:
                     logger.warning("work no worker took: could not read the database", exc_info=True)
-                except Exception:  # noqa: BLE001 - the watch must outlive one bad round
+                except Exception:
                     logger.exception("work no worker took: the round failed")
                 run_sweeps()
                 self.rounds += 1

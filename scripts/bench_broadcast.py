@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
 os.environ["CHANNELS_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}"
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

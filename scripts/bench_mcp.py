@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from playground.mcp_servers.connection import call_server_tool, list_server_tools  # noqa: E402
-from playground.mcp_servers.session_pool import session_pool  # noqa: E402
-from playground.mcp_servers.transports import ServerConfig  # noqa: E402
+from playground.mcp_servers.connection import call_server_tool, list_server_tools
+from playground.mcp_servers.session_pool import session_pool
+from playground.mcp_servers.transports import ServerConfig
 
 SERVERS = [
     (ServerConfig(name="demo", transport="stdio", command=sys.executable, args=("-m", "playground.mcp_servers.demo_server")),
@@ -61,10 +61,19 @@ def main() -> None:
 
 def _measure(servers, runs: int, pool) -> None:
     for config, tool, arguments in servers:
-        sync = [timed(lambda: list_server_tools(config)) for _ in range(runs)]
-        cold = [timed(lambda: call_server_tool(config, tool, arguments)) for _ in range(runs)]
-        pool.call_tool(config.name, config, tool, arguments)  # open the session
-        warm = [timed(lambda: pool.call_tool(config.name, config, tool, arguments)) for _ in range(max(runs, 20))]
+        def sync_once(config=config):
+            return list_server_tools(config)
+
+        def call_cold(config=config, tool=tool, arguments=arguments):
+            return call_server_tool(config, tool, arguments)
+
+        def call_warm(config=config, tool=tool, arguments=arguments):
+            return pool.call_tool(config.name, config, tool, arguments)
+
+        sync = [timed(sync_once) for _ in range(runs)]
+        cold = [timed(call_cold) for _ in range(runs)]
+        call_warm()  # open the session
+        warm = [timed(call_warm) for _ in range(max(runs, 20))]
         print(f"{config.name:9} {statistics.median(sync):10.0f} {statistics.median(cold):14.0f} {statistics.median(warm):14.1f}")
 
 

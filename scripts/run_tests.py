@@ -7,6 +7,9 @@ TEST_WORKERS=1 runs in this one process). Each worker has its own Celery queue, 
 test database (tests/conftest.py, docs/testing.md). Arguments are passed on to pytest; an explicit
 `-n`/`--numprocesses` or `-p no:xdist` among them wins.
 
+Ruff lints the project first ([tool.ruff] in pyproject.toml); a lint error fails the run before any
+test starts (LINT=0 skips it for a quick local subset).
+
 pytest's exit code 5 ("no tests collected") is reported as a failure with a clear message rather
 than passed through silently. The wall time of the run is printed at the end (screenshots of the
 browser tests land in test-artifacts/).
@@ -54,7 +57,22 @@ def parallel_args(args: list[str]) -> list[str]:
     return ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
+def lint() -> int:
+    """Ruff over the project's Python; its findings are printed as it prints them."""
+    if os.environ.get("LINT", "1") == "0":
+        return 0
+    if importlib.util.find_spec("ruff") is None:
+        print("run_tests: ruff is not installed (run `make setup`)", file=sys.stderr)
+        return 1
+    code = subprocess.call([sys.executable, "-m", "ruff", "check", "playground", "tests", "scripts", "manage.py"])
+    if code:
+        print("run_tests: ruff found problems (above) — fix them, or `ruff check --fix` the fixable ones", file=sys.stderr)
+    return code
+
+
 def main() -> int:
+    if lint():
+        return 1
     given = sys.argv[1:]
     args = [sys.executable, "-m", "pytest", *parallel_args(given), *given]
     started = time.monotonic()

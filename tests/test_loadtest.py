@@ -8,6 +8,7 @@ file otherwise), its own Channels prefix and Celery queue on this session's Redi
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -84,7 +85,7 @@ def test_format_table_and_levels():
     assert table.splitlines()[0].startswith("| conversations | completed |") and table.splitlines()[2].endswith("| – |")
     assert parse_levels("1,10,50") == [1, 10, 50]
     for bad in ("", "0", "a,b"):
-        with pytest.raises(Exception):
+        with pytest.raises(argparse.ArgumentTypeError):
             parse_levels(bad)
 
 

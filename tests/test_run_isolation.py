@@ -161,3 +161,26 @@ def test_workers_that_need_chromium_at_once_install_it_once(tmp_path, monkeypatc
         thread.join(10)
     assert not errors and results == [installed] * 3
     assert len(calls) == 1 and "install" in calls[0] and "DPkg::Lock::Timeout=450" in calls[0]
+
+
+def test_a_lint_error_fails_the_run_before_any_test(monkeypatch):
+    run_tests = load_run_tests()
+    called = []
+
+    def fake_call(args):
+        called.append(args)
+        return 1 if "ruff" in args else 0  # ruff finds something; pytest would pass
+
+    monkeypatch.setattr(run_tests.subprocess, "call", fake_call)
+    monkeypatch.setattr(run_tests.sys, "argv", ["run_tests.py", "tests/test_docs.py"])
+    monkeypatch.delenv("LINT", raising=False)
+    assert run_tests.main() == 1
+    assert len(called) == 1 and called[0][1:4] == ["-m", "ruff", "check"]  # pytest never started
+
+
+def test_the_project_config_makes_ruff_fail_on_an_unused_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n")
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "F401" in done.stdout

@@ -41,14 +41,14 @@ def broadcast_event(conversation_id: int, sequence: int, *, event: Event | None 
     if event is not None and status:
         try:
             frame = _render(conversation_id, event, status)
-        except Exception:  # noqa: BLE001 - the consumer renders it from the row instead
+        except Exception:
             logger.exception("rendering event %s/%s for broadcast failed", conversation_id, sequence)
         else:
             if len(frame) <= MAX_FRAME_IN_MESSAGE:
                 message["frame"] = frame
     try:
         send_to_group(conversation_group(conversation_id), message)
-    except Exception:  # noqa: BLE001 - broadcasting is best effort; the database is the record
+    except Exception:
         logger.exception("broadcast of event %s/%s failed", conversation_id, sequence)
 
 

@@ -713,7 +713,7 @@ def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
     except ProviderError as exc:
         finish(ev.ErrorEvent(message=exc.message, kind=exc.kind, status_code=exc.status_code), Conversation.Status.FAILED)
         return RunOutcome("error", exc.message)
-    except Exception as exc:  # noqa: BLE001 - never leave a conversation hanging in "running"
+    except Exception as exc:
         logger.exception("conversation %s: the loop failed", conversation.pk)
         finish(ev.ErrorEvent(message=f"{exc.__class__.__name__}: {exc}", kind="internal"), Conversation.Status.FAILED)
         return RunOutcome("error", str(exc))

@@ -123,7 +123,7 @@ def queue_run(conversation_id: int, run_token: str = "", *, fail_unsent: bool = 
 
     try:
         run_conversation_task.delay(conversation_id, run_token)
-    except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; the page must show one clear error
+    except Exception as exc:
         logger.exception("could not queue the run of conversation %s", conversation_id)
         if not fail_unsent:
             return
@@ -138,7 +138,7 @@ def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, 
 
     try:
         resume_conversation_task.delay(conversation_id, run_token, prompt_sequence)
-    except Exception as exc:  # noqa: BLE001 - as queue_run: one clear error instead of a silent hang
+    except Exception as exc:
         logger.exception("could not queue the resumption of conversation %s", conversation_id)
         if not fail_unsent:
             return

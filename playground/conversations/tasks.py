@@ -59,7 +59,7 @@ def release_runs_of_lost_workers(**_: object) -> None:
     """A worker starting (often one restarted after a crash) frees the conversations dead workers left."""
     try:
         released = release_lost_runs()
-    except Exception:  # noqa: BLE001 - a sweep that fails must not stop the worker from starting
+    except Exception:
         logger.exception("could not look for conversations of lost workers")
         return
     if released:

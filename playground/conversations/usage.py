@@ -55,7 +55,7 @@ def record_usage_safely(conversation_id: int, messages: Sequence[dict[str, Any]]
     """`record_usage` for the end of a run: learning must never turn a finished run into a failed one."""
     try:
         record_usage(conversation_id, messages)
-    except Exception:  # noqa: BLE001 - logged; the run's own outcome stands
+    except Exception:
         logger.exception("conversation %s: could not record ToolSearch usage", conversation_id)
 
 

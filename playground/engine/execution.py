@@ -10,7 +10,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from playground.engine.history import text_block
@@ -94,7 +94,7 @@ class CancelSignal:
     def _call(callback: Callable[[], None]) -> None:
         try:
             callback()
-        except Exception:  # noqa: BLE001 - one failed interruption must not stop the others
+        except Exception:
             logger.exception("interrupting work in flight failed")
 
 

@@ -138,7 +138,7 @@ class AnthropicTokenCounter(TokenCounter):
             value = max(0, self._count(messages=self._probe_messages, tools=tools) - self._base)
             self._last_source = self.name
             self.last_error = None
-        except Exception as exc:  # any SDK / network failure: fall back, say so
+        except Exception as exc:  # noqa: BLE001 - any SDK / network failure: fall back, say so
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._last_source = f"{self.fallback.name} (count_tokens failed)"
             return self.fallback.count_tools(api_tool_dicts)
@@ -154,7 +154,7 @@ class AnthropicTokenCounter(TokenCounter):
             value = self._count(messages=[{"role": "user", "content": text or "."}])
             self._last_source = self.name
             self.last_error = None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - as above: fall back and say so
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._last_source = f"{self.fallback.name} (count_tokens failed)"
             return self.fallback.count_text(text)

@@ -29,7 +29,7 @@ import urllib.request
 from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
-import django  # noqa: E402 - a command: Django is set up before the models it reads are imported
+import django
 
 # This process serves the ASGI application, so it gets the web process's database settings (a
 # connection pool on PostgreSQL, see settings.py), as daphne would.
@@ -39,18 +39,18 @@ try:
 finally:
     os.environ.pop("PLAYGROUND_ASGI_PROCESS", None)
 
-from playground.asgi import application  # noqa: E402
-from playground.gateway.endpoint import endpoint_path  # noqa: E402
-from playground.gateway.models import GatewayToken  # noqa: E402
-from playground.gateway.service import profile_view  # noqa: E402
-from playground.gateway.tokens import issue_token  # noqa: E402
-from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS  # noqa: E402
-from playground.mcp_servers.models import McpServer  # noqa: E402
-from playground.mcp_servers.services import sync_server  # noqa: E402
-from playground.registry import adapter  # noqa: E402
-from playground.registry.models import AgentProfile, Tool  # noqa: E402
-from playground.runner.embedded_redis import free_port  # noqa: E402
-from playground.runner.main import web_command  # noqa: E402
+from playground.asgi import application
+from playground.gateway.endpoint import endpoint_path
+from playground.gateway.models import GatewayToken
+from playground.gateway.service import profile_view
+from playground.gateway.tokens import issue_token
+from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS
+from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.services import sync_server
+from playground.registry import adapter
+from playground.registry.models import AgentProfile, Tool
+from playground.runner.embedded_redis import free_port
+from playground.runner.main import web_command
 
 CHARS_PER_TOKEN = 2.5  # the engine's CharEstimateCounter
 TIME_TOOL = "mcp__time__get_current_time"

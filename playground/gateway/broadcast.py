@@ -23,5 +23,5 @@ def broadcast_event(session_pk: int, sequence: int) -> None:
     saved, and pages pick it up with the next event or on reconnect (their hello asks for it)."""
     try:
         send_to_group(session_group(session_pk), {"type": EVENT_MESSAGE_TYPE, "session": session_pk, "sequence": sequence})
-    except Exception:  # noqa: BLE001 - broadcasting is best effort; the database is the record
+    except Exception:
         logger.exception("broadcast of gateway event %s/%s failed", session_pk, sequence)

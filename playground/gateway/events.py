@@ -17,7 +17,7 @@ from playground.gateway.models import GatewayEvent, GatewaySession
 from playground.sequences import increment
 
 
-def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> GatewayEvent:
+def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> GatewayEvent:  # noqa: A002 - the column's name
     with transaction.atomic():
         # One statement takes the number under the row lock (held until commit). Every request of a
         # session records an event: the list page's "last seen" follows from it.

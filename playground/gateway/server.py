@@ -273,7 +273,7 @@ class RecordInitialize:
                         (str(client.get("name", "")), str(client.get("version", "")), str(params.get("protocolVersion", ""))),
                         {"params": dict(params), "version": negotiated or params.get("protocolVersion", "")},
                     )
-            except Exception:  # noqa: BLE001 - recording must never break the handshake
+            except Exception:
                 logger.exception("gateway: could not record a new session")
         return result
 

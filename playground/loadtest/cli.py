@@ -107,7 +107,7 @@ def cpu_spent(before: dict | None, after: dict | None) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def stop_on_term(signum, frame):  # noqa: ARG001 - turn SIGTERM into the Ctrl-C path (cleanup in finally)
+    def stop_on_term(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop_on_term)
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if stack is not None:
             say(stack.log_tail())
         return 1
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - whatever broke the stack, print it and its logs
         say(f"[load] !!! {error.__class__.__name__}: {error}")
         if stack is not None:
             say(stack.log_tail())

@@ -328,7 +328,7 @@ class LogForwarder:
         batch, self.pending = self.pending, []
         try:
             await anyio.to_thread.run_sync(self.sink, batch)
-        except Exception:  # noqa: BLE001 - the log is a convenience; the connection goes on
+        except Exception:
             logger.warning("could not record %d log lines of MCP server %s", len(batch), self.transport.config.name, exc_info=True)
 
     async def _poll(self) -> None:

@@ -138,7 +138,7 @@ class PlaygroundExecutor(ToolExecutor):
                 outcome = self._dispatch(tool, arguments, timeout, cancel)
             except CallCancelled:
                 raise  # not a failure of the tool: the loop records the cancel
-            except Exception as exc:  # noqa: BLE001 - the loop must get a result, not an exception
+            except Exception as exc:
                 logger.exception("tool %s failed unexpectedly", tool.name)
                 outcome = error_outcome(f"{tool.name} failed: {exc.__class__.__name__}: {exc}")
         outcome.duration_ms = (time.perf_counter() - started) * 1000

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -175,7 +174,7 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
             transaction.on_commit(lambda: broadcast_server_status(locked.pk, tools_changed=tools_changed))
             if result.added or result.updated:
                 indexing.request_index_build()  # the new or changed tools' vectors, in the background
-    except Exception as exc:  # noqa: BLE001 - e.g. a database error: the rows are unchanged (atomic)
+    except Exception as exc:
         logger.exception("storing the tools of MCP server %s failed", server.name)
         return _record_failure(server, f"storing the tools failed: {exc.__class__.__name__}: {exc}", started)
     server.refresh_from_db()
@@ -270,7 +269,7 @@ def request_sync(server: McpServer) -> None:
     def enqueue() -> None:
         try:
             tasks.sync_server_task.delay(server_id)
-        except Exception as exc:  # noqa: BLE001 - the broker is down: say so on the page
+        except Exception as exc:
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
                 status=McpServer.Status.FAILED, sync_queued_at=None,

@@ -67,7 +67,7 @@ class PooledSession:
                 self.connection = connection
                 self._ready.set()
                 await self._closing.wait()
-        except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller
+        except BaseException as exc:
             self.error = exc if isinstance(exc, McpConnectionError) else McpConnectionError(scrub_for(self.config, str(exc)))
             if not isinstance(exc, Exception):
                 raise
@@ -130,7 +130,7 @@ class SessionPool:
             return
         try:
             background_loop().run(self._close_all(), timeout=CLOSE_TIMEOUT + 5)
-        except Exception:  # noqa: BLE001 - best effort at exit
+        except Exception:
             logger.exception("closing pooled MCP sessions failed")
 
     def discard(self, key: Any) -> None:

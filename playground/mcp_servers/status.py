@@ -54,5 +54,5 @@ def broadcast_server_status(server_id: int, *, tools_changed: bool = False) -> N
     try:
         send_to_group(STATUS_GROUP, {"type": STATUS_MESSAGE_TYPE, "html": render_row_fragment(server_id)})
         send_to_group(server_group(server_id), {"type": STATUS_MESSAGE_TYPE, "html": render_status_fragment(server, with_summary=True, tools_changed=tools_changed)})
-    except Exception:  # noqa: BLE001 - Redis down must not break a sync; the page shows it on reload
+    except Exception:
         logger.warning("could not broadcast the status of MCP server %s", server_id, exc_info=True)

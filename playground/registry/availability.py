@@ -23,7 +23,7 @@ def _provider_class(key: str) -> Any:
     """The provider class from the conversations app (handed in through ports), or None if unknown."""
     try:
         return ports.providers().provider_class(key)
-    except Exception:  # an unknown key, an import that failed, or no providers registered yet
+    except Exception:  # noqa: BLE001 - an unknown key, an import that failed, or no providers registered yet
         return None
 
 

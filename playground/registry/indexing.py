@@ -95,7 +95,7 @@ def schedule_index_build(spec: str = "") -> SearchIndexBuild | None:
         row.save(update_fields=["status", "error", "queue_attempts", "updated_at"])
     try:
         tasks.build_search_index_task.delay(version)
-    except Exception as exc:  # noqa: BLE001 - the broker is down: record it, searches keep falling back
+    except Exception as exc:
         logger.exception("could not queue the search index build %s", version)
         row.status, row.error = SearchIndexBuild.Status.FAILED, f"could not queue the build (is Redis running?): {exc}"
         row.save(update_fields=["status", "error", "updated_at"])
@@ -116,7 +116,7 @@ def build_index(version: str) -> SearchIndexBuild | None:
         row.save(update_fields=["status", "started_at", "error", "updated_at"])
     try:
         _embed_missing(row)
-    except Exception as exc:  # noqa: BLE001 - recorded on the row; the next catalog change or search retries
+    except Exception as exc:
         logger.exception("search index build %s failed", version)
         row.status, row.error, row.finished_at = SearchIndexBuild.Status.FAILED, f"{exc.__class__.__name__}: {exc}", timezone.now()
         row.save(update_fields=["status", "error", "finished_at", "updated_at"])

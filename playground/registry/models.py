@@ -6,7 +6,6 @@ from django.db import models
 
 from playground.engine import permissions as engine_permissions
 from playground.engine.server_search import SERVER_STYLE
-from playground.engine.tools import TOOL_NAME_PATTERN
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 
 

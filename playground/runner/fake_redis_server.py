@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     server = TcpFakeServer((args.host, args.port), server_type="redis")
     server.daemon_threads = True  # connections must not keep the process alive after a stop
 
-    def stop(signum, frame):  # noqa: ARG001
+    def stop(signum, frame):
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)

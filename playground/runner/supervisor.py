@@ -84,7 +84,7 @@ class Supervisor:
         return None
 
     def install_signal_handlers(self) -> None:
-        def request_stop(signum, frame):  # noqa: ARG001
+        def request_stop(signum, frame):
             self.say(f"[run] {signal.Signals(signum).name} received: stopping every child")
             self.stop_requested.set()
 

@@ -188,7 +188,7 @@ def test_each_turns_figures_are_the_engines_accounting(logged_in_page):
     for index in range(turns.count()):
         turn = turns.nth(index).locator("summary").first
 
-        def shown(testid: str) -> str | None:
+        def shown(testid: str, turn=turn) -> str | None:
             found = turn.locator(f"[data-testid={testid}]")
             return found.inner_text() if found.count() else None
 

@@ -62,7 +62,7 @@ def wait_cancelled(conversation) -> tuple[Conversation, float]:
     return row, time.monotonic() - asked
 
 
-def test_cancel_stops_a_running_mcp_tool_through_the_protocol(celery_worker, claude_in_the_worker, slow_server, admin_user):
+def test_cancel_stops_a_running_mcp_tool_through_the_protocol(celery_worker, claude_in_the_worker, slow_server, admin_user):  # noqa: F811 - the imported fixture
     claude_in_the_worker.script(tool_use_reply(SLOW, {"seconds": 20}), text_reply("Fine, something else then."))
     conversation = start(admin_user, "Run the slow tool")
     wait_until(lambda: any(e["event"] == "started" for e in slow_log(slow_server)), "the slow tool running on the server", 60)
@@ -88,7 +88,7 @@ def test_cancel_stops_a_running_mcp_tool_through_the_protocol(celery_worker, cla
     assert claude_in_the_worker.message_requests[-1].status == 200
 
 
-def test_cancel_aborts_a_model_call_in_flight(celery_worker, claude_in_the_worker, admin_user, tool_world):
+def test_cancel_aborts_a_model_call_in_flight(celery_worker, claude_in_the_worker, admin_user, tool_world):  # noqa: F811 - the imported fixture
     answer = threading.Event()
     reached = threading.Event()
 

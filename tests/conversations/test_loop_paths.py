@@ -1,13 +1,10 @@
 """Call-time permissions (deny, ask → once / always / timeout), cancel, subagents and compaction."""
 from __future__ import annotations
 
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from playground.conversations import services
-from playground.conversations.loop import run_conversation
 from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.execution import ToolExecutor, ToolOutcome

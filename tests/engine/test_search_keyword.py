@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from playground.engine.catalog_io import load_catalog, load_queries
 from playground.engine.search import keyword
-from playground.engine.search.base import read_query
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend, whole_word_keys
 from playground.engine.search.naive import NaiveKeywordBackend
 from playground.engine.search.names import matches_required_term, parse_tool_name

@@ -26,7 +26,7 @@ class _CountTokensHandler(BaseHTTPRequestHandler):
     fail = False
     calls = 0
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         type(self).calls += 1
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         if self.path != "/v1/messages/count_tokens" or self.fail:

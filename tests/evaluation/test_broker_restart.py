@@ -26,7 +26,7 @@ def held_runs(server: PrivateRedis, queue: str) -> list[int]:
     return [args[0] for task, args in server.held_tasks(queue) if task == "evaluation.run_evaluation"]
 
 
-def test_an_evaluation_queued_when_redis_restarts_is_sent_again_and_completes(private_redis, toy_toolsets, tmp_path):
+def test_an_evaluation_queued_when_redis_restarts_is_sent_again_and_completes(private_redis, toy_toolsets, tmp_path):  # noqa: F811 - the imported fixture
     queue = f"lost-eval-{os.getpid()}"
     log = tmp_path / "worker.log"
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], split="all", progress_message="queued")

@@ -232,7 +232,7 @@ def test_requests_without_a_valid_token_are_refused_and_logged(live_gateway, gat
     revoke_token(gateway_world["token_row"])
     assert post_initialize(url, {"Authorization": f"Bearer {token}"})[0] == 401
 
-    with pytest.raises(BaseException):  # the SDK client fails to initialize on a 401
+    with pytest.raises(BaseException):  # noqa: B017 - the SDK client fails to initialize on a 401
         async def flow():
             async with connect(url, "tsg_wrong"):
                 pass

@@ -60,6 +60,7 @@ def test_a_sync_held_young_or_started_is_left_alone(sent, broker):
     services.claim_sync(started.pk)  # what the task does first
     assert two_rounds() == {"requeued": 0, "failed": 0} and sent == []
     assert McpServer.objects.get(pk=started.pk).sync_queued_at is None
+    assert McpServer.objects.get(pk=young.pk).sync_queued_at == young.sync_queued_at  # still waiting its turn
 
 
 def test_after_the_last_attempt_the_sync_fails_and_the_page_says_why(sent, broker, admin_client):

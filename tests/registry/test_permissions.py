@@ -100,7 +100,7 @@ def test_the_tester_names_the_deciding_rule(admin_client, tools, profile, deny_d
     body = response.content.decode()
     assert 'data-effect="deny"' in body and f'data-rule-id="{deny_delete_rule.pk}"' in body
     response = admin_client.get(url, {"tool": "mcp__github__list_issues", "profile": profile.pk}, headers=HTMX)
-    assert f'data-effect="ask"' in response.content.decode() and f'data-rule-id="{ask.pk}"' in response.content.decode()
+    assert 'data-effect="ask"' in response.content.decode() and f'data-rule-id="{ask.pk}"' in response.content.decode()
     response = admin_client.get(url, {"tool": "mcp__github__list_issues"}, headers=HTMX)
     assert 'data-effect="allow"' in response.content.decode()
     assert "no rule names it" in response.content.decode()

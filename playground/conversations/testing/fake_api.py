@@ -349,7 +349,7 @@ class FakeMessagesAPI:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
                 try:

@@ -335,7 +335,7 @@ class SearchBackend(ABC):
         try:
             data = store.get(key)
             return self.load_index(data, catalog) if data is not None else None
-        except Exception:  # noqa: BLE001 - an unreadable stored index is rebuilt, never fatal
+        except Exception:
             logger.exception("%s: could not load the stored index %s; building it", self.name, key)
             return None
 

@@ -271,7 +271,7 @@ def shared_encoder(runtime: str | None = None) -> MiniLMEncoder:
                 _shared[runtime] = MiniLMEncoder(runtime=runtime)
             except EncoderUnavailable as exc:
                 _shared[runtime] = exc
-            except Exception as exc:  # a corrupt model folder: say what broke, once
+            except Exception as exc:  # noqa: BLE001 - a corrupt model folder: say what broke, once
                 _shared[runtime] = EncoderUnavailable(f"cannot load the embedding model: {exc}")
         found = _shared[runtime]
         if isinstance(found, EncoderUnavailable):

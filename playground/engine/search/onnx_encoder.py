@@ -202,7 +202,7 @@ class OnnxNetwork:
                 self.session = onnxruntime.InferenceSession(saved_at.read_bytes(), options, providers=["CPUExecutionProvider"])
                 self.loaded_from = saved_at
                 return
-            except Exception as exc:  # a truncated or foreign file: build it again, and replace it
+            except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: build it again, and replace it
                 log.warning("saved int8 encoder %s unreadable (%s): building it again", saved_at, exc)
         model = build_graph(load_weights(), layers=layers, heads=heads, dim=dim, eps=eps)
         serialized = _quantize_int8(model) if precision == "int8" else model.SerializeToString()

@@ -86,7 +86,7 @@ class PostgresToolIndex:
             try:
                 cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 self.has_vector = True
-            except Exception as exc:  # not installed on this server, or no right to create it
+            except Exception as exc:  # noqa: BLE001 - not installed on this server, or no right to create it
                 self.vector_error = str(exc).strip().splitlines()[0]
             vector_column = f", embedding vector({self.dim})" if self.has_vector else ""
             cur.execute(
@@ -100,7 +100,7 @@ class PostgresToolIndex:
             )
             cur.execute(f"CREATE INDEX IF NOT EXISTS {self.table}_document ON {self.table} USING gin (document)")
             if self.has_vector:
-                cur.execute(f"SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'embedding'", (self.table,))
+                cur.execute("SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'embedding'", (self.table,))
                 if cur.fetchone() is None:
                     cur.execute(f"ALTER TABLE {self.table} ADD COLUMN embedding vector({self.dim})")
                 # which model's vector `embedding` holds: another model's (a new runtime or model

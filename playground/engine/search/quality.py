@@ -232,7 +232,7 @@ def run_suite(
         # One log per style (the dev queries in that style), shared by every backend.
         dev = select_queries(queries, "dev") if usage_from == "dev" else []
         logs = {style: usage_from_queries(dev, style) for style in styles} if dev else {}
-        for name, backend in instances.items():
+        for backend in instances.values():
             for style in styles:
                 usage = logs.get(style)
                 def step_progress(fraction: float, message: str, _done: int = done) -> None:

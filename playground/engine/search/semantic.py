@@ -227,7 +227,7 @@ class SemanticBackend(SearchBackend):
                 return False
             self._accept_stored(data, catalog)
             return True
-        except Exception:  # noqa: BLE001 - unreadable: made from the tools instead
+        except Exception:
             logger.exception("%s: could not read the stored index of %s", self.name, catalog.fingerprint)
             return False
 

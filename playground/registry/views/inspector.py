@@ -141,8 +141,6 @@ def parse_names(text: str) -> list[str]:
 @require_safe
 def model_view(request):
     discovered = parse_names(" ".join(request.GET.getlist("discovered")))
-    mode = request.GET.get("mode", "")
-    wire_style = request.GET.get("wire_style", "")
     error = ""
     preview = None
     profile = None
