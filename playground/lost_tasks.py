@@ -48,6 +48,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 
 from playground.celery_app import app
+from playground.queueing import queue_task
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +105,12 @@ def lost_reason(waited_seconds: float, attempts: int) -> str:
             f"within {int(waited_seconds)} s{tries}")
 
 
-def send_again(task: Any, *args: Any, what: str) -> None:
-    """Hand `task` to the broker again once the caller's transaction commits (the row says it was
-    re-sent first). A broker that went away again is logged: the watch's next round sends it once more."""
+def send_again(task: str, *args: Any, what: str) -> None:
+    """Hand the task named `task` to the broker again once the caller's transaction commits (the row
+    says it was re-sent first). A broker that went away again is logged: the watch's next round sends it once more."""
     def send() -> None:
         try:
-            task.delay(*args)
+            queue_task(task, *args)
         except Exception:
             logger.exception("could not send %s again", what)
 

@@ -17,12 +17,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from playground import lost_tasks
+from playground.queueing import queue_task
 from playground.engine.search import quality
-from playground.evaluation import tasks  # a module object: the task calls back into this module
 from playground.evaluation.models import EvaluationRun
 
 logger = logging.getLogger(__name__)
 
+RUN_TASK = "evaluation.run_evaluation"  # tasks.py; queued by name (tasks.py imports this module)
 PROGRESS_SAVE_INTERVAL_S = 0.5  # do not write the row on every query
 
 
@@ -46,7 +47,7 @@ def start_run(*, toolset: str, backends: list[str], query_style: str, split: str
 
 def _send(run_id: int) -> None:
     try:
-        tasks.run_evaluation.delay(run_id)
+        queue_task(RUN_TASK, run_id)
     except Exception as exc:
         logger.exception("could not queue the evaluation run %s", run_id)
         EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
@@ -134,10 +135,10 @@ def requeue_lost_run(run_id: int, key: str) -> str:
             queued_at=timezone.now(), queue_attempts=F("queue_attempts") + 1,
             progress_message=f"queued again: the message broker lost its task (was Redis restarted?) "
                              f"({attempt} of {settings.AGENT_QUEUE_ATTEMPTS})")
-        lost_tasks.send_again(tasks.run_evaluation, run_id, what=f"the evaluation run {run_id}")
+        lost_tasks.send_again(RUN_TASK, run_id, what=f"the evaluation run {run_id}")
     return lost_tasks.REQUEUED
 
 
 LOST_RUNS = lost_tasks.watch(lost_tasks.Kind(
-    name="evaluation run", tasks=frozenset({"evaluation.run_evaluation"}), key_of=lost_tasks.first_arg,
+    name="evaluation run", tasks=frozenset({RUN_TASK}), key_of=lost_tasks.first_arg,
     unclaimed=unclaimed_runs, lost=requeue_lost_run))

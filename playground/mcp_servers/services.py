@@ -38,7 +38,6 @@ from playground.engine.tools import (
     ToolDefinitionError,
     mcp_tool_name,
 )
-from playground.mcp_servers import tasks  # a module object: the tasks call back into this module
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     McpCallTimeout,
@@ -53,6 +52,7 @@ from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
 from playground.registry import indexing
+from playground.queueing import queue_task
 from playground.registry.models import Tool
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ DEMO_SERVER_NAME = "demo"
 TIME_SERVER_NAME = "time"
 DEMO_HTTP_SERVER_NAME = "demo-http"
 NAME_HASH_DIGITS = 8
+SYNC_TASK = "mcp_servers.sync_server"  # tasks.py; queued by name (tasks.py imports this module)
 
 
 @dataclass
@@ -268,7 +269,7 @@ def request_sync(server: McpServer) -> None:
 
     def enqueue() -> None:
         try:
-            tasks.sync_server_task.delay(server_id)
+            queue_task(SYNC_TASK, server_id)
         except Exception as exc:
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
@@ -309,12 +310,12 @@ def requeue_lost_sync(server_id: int, key: str) -> str:
             _record_failure(server, f"No worker ran this sync: {reason}. Sync again to retry.", time.perf_counter())
             return lost_tasks.FAILED
         McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=server.sync_attempts + 1)
-        lost_tasks.send_again(tasks.sync_server_task, server_id, what=f"the sync of MCP server {server_id}")
+        lost_tasks.send_again(SYNC_TASK, server_id, what=f"the sync of MCP server {server_id}")
     return lost_tasks.REQUEUED
 
 
 LOST_SYNCS = lost_tasks.watch(lost_tasks.Kind(
-    name="MCP server sync", tasks=frozenset({"mcp_servers.sync_server"}), key_of=lost_tasks.first_arg,
+    name="MCP server sync", tasks=frozenset({SYNC_TASK}), key_of=lost_tasks.first_arg,
     unclaimed=unclaimed_syncs, lost=requeue_lost_sync))
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from celery.signals import worker_process_shutdown
 
 from playground.celery_app import app
-from playground.mcp_servers import services  # a module object: services queues these tasks
+from playground.mcp_servers import services
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.session_pool import session_pool
 

@@ -201,7 +201,7 @@ def requeue_lost_build(row_id: int, version: str) -> str:
             return lost_tasks.FAILED
         row.queue_attempts += 1
         row.save(update_fields=["queue_attempts", "updated_at"])  # the next grace counts from the re-send
-        lost_tasks.send_again(tasks.build_search_index_task, version, what=f"the search index build {version}")
+        lost_tasks.send_again("registry.build_search_index", version, what=f"the search index build {version}")
     return lost_tasks.REQUEUED
 
 
