@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from playground import lost_tasks
 from playground.conversations.models import Conversation, Event
-from playground.conversations.services import expire_prompt, pending_answer, requeue_unclaimed_run
+from playground.conversations.services import expire_prompt, pending_answer, release_lost_runs, requeue_unclaimed_run
 
 logger = logging.getLogger(__name__)
 
@@ -87,3 +87,6 @@ def expire_overdue_prompts() -> int:
 
 
 PROMPTS = lost_tasks.sweep("permission prompts", expire_overdue_prompts)
+
+# Conversations whose worker died (lease.py): released by every round, whoever opens the page or not.
+LOST_WORKERS = lost_tasks.sweep("conversations whose worker died", release_lost_runs)

@@ -111,7 +111,8 @@ class PreforkWorker(WorkerProcess):
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--pool", "prefork",
              "--concurrency", "1", "-Q", queue, "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat",
+             "-B", "-s", str(log.parent / f"beat-{uuid.uuid4().hex[:6]}")],  # beat sends the background round
             env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -151,7 +152,7 @@ def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worke
     private_redis.start()
     assert private_redis.queued_tokens(queue) == []
 
-    worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log)
+    worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log, beat=True)
     try:
         wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run handed over again", 90, log)
         conversation.refresh_from_db()
@@ -173,7 +174,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         prefetch, private_redis, admin_user, tool_world, native_profile, fake_api, tmp_path):
     """The worker is busy with another run while Redis restarts. With prefetch disabled (the setting)
     the second run's task waits in the queue; with prefetch enabled the worker has already fetched it
-    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the worker's watch hands it over."""
+    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the background round (beat) hands it over."""
     queue = f"requeue-busy-{prefetch}-{os.getpid()}"
     busy, let_go = threading.Event(), threading.Event()
 
@@ -244,7 +245,7 @@ def test_an_open_prompt_survives_a_redis_restart_and_is_denied_at_its_deadline(p
     env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": private_redis.url,
            "CELERY_BROKER_URL": private_redis.url, "CELERY_TASK_DEFAULT_QUEUE": queue,
            "AGENT_QUEUE_GRACE_SECONDS": str(GRACE), "PERMISSION_PROMPT_TIMEOUT_SECONDS": str(timeout)}
-    worker = WorkerProcess(env, queue, log)
+    worker = WorkerProcess(env, queue, log, beat=True)
     try:
         publish_run(conversation, private_redis.url, queue)
         wait_until(lambda: (lambda c: c.status == Conversation.Status.WAITING and c.paused_run is not None
