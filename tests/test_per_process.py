@@ -44,3 +44,37 @@ def test_a_forked_child_makes_its_own_and_does_not_close_the_parents():
     assert things.get() is parent and closed == []
     things._close(closed.append)
     assert closed == [parent]
+
+
+def test_one_portal_runs_the_realtime_sender_and_the_mcp_client():
+    """Both sync-to-async bridges use the process's one portal thread, not a loop thread each."""
+    import threading
+
+    from playground import per_process
+    from playground.mcp_servers.connection import background_loop
+
+    async def where() -> int:
+        return threading.get_ident()
+
+    portal = per_process.portal()
+    assert per_process.portal() is portal
+    assert background_loop().run(where(), timeout=10) == portal.thread_id
+    assert portal.submit(where()).result(10) == portal.thread_id
+    assert [t.name for t in threading.enumerate()].count("playground-portal") <= 1
+    names = {t.name for t in threading.enumerate()}
+    assert "mcp-client-loop" not in names and "realtime-sender" not in names
+
+
+def test_the_portal_refuses_to_wait_on_itself():
+    import pytest
+
+    from playground import per_process
+
+    async def nested() -> None:
+        per_process.portal().submit(asyncio_sleep())
+
+    async def asyncio_sleep() -> None:
+        return None
+
+    with pytest.raises(RuntimeError, match="own thread"):
+        per_process.portal().submit(nested()).result(10)
