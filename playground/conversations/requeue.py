@@ -80,7 +80,7 @@ def expire_overdue_prompts() -> int:
     for the watch to hand over once it is back. How many it denied."""
     expired = 0
     for conversation_id, sequence in overdue_prompts():
-        if expire_prompt(conversation_id, sequence, fail_unsent=False):
+        if expire_prompt(conversation_id, sequence):
             expired += 1
             logger.info("conversation %s: prompt #%s unanswered past its deadline: denied", conversation_id, sequence)
     return expired
