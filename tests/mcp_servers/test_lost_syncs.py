@@ -33,7 +33,6 @@ def requested(name: str, *, age: float, **fields) -> McpServer:
                                       status="connected", last_sync_result={"ok": True, "tool_count": 8})
     services.request_sync(server)
     McpServer.objects.filter(pk=server.pk).update(sync_queued_at=timezone.now() - timedelta(seconds=age), **fields)
-    server.refresh_from_db()
     return server
 
 
