@@ -113,7 +113,7 @@ def lost_reason(waited_seconds: float, attempts: int) -> str:
 
 def send_again(task: str, *args: Any, what: str) -> None:
     """Hand the task named `task` to the broker again once the caller's transaction commits (the row
-    says it was re-sent first). A broker that went away again is logged: the watch's next round sends it once more."""
+    says it was re-sent first). A broker that went away again is logged: the next round sends it once more."""
     def send() -> None:
         try:
             queue_task(task, *args)

@@ -2,7 +2,8 @@
 
 A run is queued (its task handed to the broker) and claimed by the one worker that turns it from
 queued to running. A queued run whose task the broker lost (a Redis restart) is sent again by the
-worker's watch, a few times, then failed with a reason the page shows (playground/lost_tasks.py).
+background round (Celery beat), a few times, then failed with a reason the page shows (playground/lost_tasks.py);
+a running run whose worker died (its heartbeat went stale) is failed by the same round.
 """
 from __future__ import annotations
 
