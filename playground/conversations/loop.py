@@ -34,7 +34,7 @@ from playground.conversations.providers import (
     conversation_provider_key,
     get_provider,
 )
-from playground.conversations.services import (
+from playground.conversations.runs import (
     CANCELLED_CALL,
     cancel_requester,
     close_cancelled_turn,
@@ -108,7 +108,7 @@ class MessageStore:
 
 class ConversationMessages(MessageStore):
     """The conversation's messages in the database. With a run token, writes happen only while that
-    run still owns the conversation (checked under the row lock, as `services._release` takes it)."""
+    run still owns the conversation (checked under the row lock, as `runs.release` takes it)."""
 
     def __init__(self, conversation_id: int, run_token: str = "") -> None:
         self.conversation_id = conversation_id
