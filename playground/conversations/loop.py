@@ -48,7 +48,7 @@ from playground.engine.execution import CallCancelled, CancelSignal, ToolExecuto
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
+from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
@@ -289,7 +289,7 @@ class AgentRun:
                                                    resume=child)
                         sibling = []
                     else:
-                        result, sibling = self.answered_call(resume, turn_plan.request, turn_seq)
+                        result, sibling = self.answered_call(resume, turn_plan, turn_seq)
                     results.append(result)
                     siblings.extend(sibling)
                     index += 1
@@ -474,9 +474,10 @@ class AgentRun:
                 state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
 
-    def answered_call(self, state: dict[str, Any], plan: RequestPlan,
+    def answered_call(self, state: dict[str, Any], turn: TurnPlan,
                       turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Settle the call a paused run waited on, by the answer its prompt got."""
+        """Settle the call a paused run waited on, by the answer its prompt got. The turn checks the
+        call again: a rule changed while the person read the prompt (a deny added, the tool gone) wins."""
         call = state["call"]
         tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
         answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
@@ -484,10 +485,10 @@ class AgentRun:
                                           float(state.get("timeout") or 0))
         if not allowed:
             return self.tool_error(tool_use_id, name, why, turn_seq), []
-        tool = plan.searchable.get(name) or self.catalog.get(name)
-        if tool is None:
-            return self.tool_error(tool_use_id, name, f"Tool {name!r} is no longer available in this conversation.", turn_seq), []
-        return self.run_allowed_call(tool_use_id, name, arguments, tool, int(state.get("call_sequence") or 0), turn_seq)
+        check = turn.check_call(name)
+        if check.refused:
+            return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+        return self.run_allowed_call(tool_use_id, name, arguments, check.tool, int(state.get("call_sequence") or 0), turn_seq)
 
     def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
                      resume: dict[str, Any] | None = None) -> dict[str, Any]:

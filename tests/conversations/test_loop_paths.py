@@ -88,6 +88,20 @@ def test_approve_once_runs_the_call_and_always_stops_asking(admin_user, tool_wor
     assert texts == ["one", "two", "three"]
 
 
+def test_a_deny_added_while_the_prompt_waited_wins_over_the_approval(admin_user, tool_world, native_profile, fake_api,
+                                                                      claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting"
+    prompt = events_of(conversation, "permission_prompt")[0]
+    PermissionRule.objects.create(effect="deny", pattern="echo")  # an editor, while the person reads the prompt
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    assert resume(conversation, prompt, claude).reason == "end_turn"
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "denied by a permission rule" in result["content"][0]["text"]
+
+
 class CancellingExecutor(ToolExecutor):
     """Runs like a tool that takes a while, during which the person presses cancel."""
 
