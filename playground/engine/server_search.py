@@ -51,7 +51,3 @@ def server_search_request(request: dict[str, Any], plan: Any, variant: str) -> d
     loaded_names = {t["name"] for t in loaded}
     deferred = [tool.to_api(defer_loading=True) for tool in plan.searchable.deferred if tool.name not in loaded_names]
     return {**request, "tools": [*loaded, server_search_tool(variant), *deferred]}
-
-
-def sent_tool_names(request: dict[str, Any]) -> set[str]:
-    return {t.get("name", "") for t in request.get("tools", [])}

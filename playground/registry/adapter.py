@@ -359,7 +359,8 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
-    values["wire_style"], values["server_search"] = planned_wire_style(values["wire_style"])
+    values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],
+                                                                      settings.ANTHROPIC_SERVER_SEARCH_TOOL)
     values.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
     return AgentSettings(**values)
 
@@ -388,12 +389,6 @@ def plan_turn(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: Ag
     usage = ports.usage().usage_log() if learn_from_usage else None
     return engine_plan_turn(catalog, policy, agent_settings, state, token_counter=token_counter(), backend=backend,
                             pending_mcp_servers=pending_mcp_servers(), usage=usage, filtered=filtered)
-
-
-def planned_wire_style(wire_style: str) -> tuple[str, str]:
-    """(the wire style the engine plans with, Anthropic's server-side search variant or "") for a
-    profile's wire style; the "server" style takes the deployment's ANTHROPIC_SERVER_SEARCH_TOOL."""
-    return engine_wire_style(wire_style, settings.ANTHROPIC_SERVER_SEARCH_TOOL)
 
 
 # -- servers, tokens ------------------------------------------------------------------------------
