@@ -167,7 +167,8 @@ class TurnPlan:
             if name in self.sent_tool_names:
                 return CallCheck(name, ALLOW, permission)
             return self._refused(name, permission)
-        if name not in self.sent_tool_names and name not in set(discovered).intersection(request.deferred_tools):
+        found_elsewhere = name in set(discovered) and name in request.deferred_tools
+        if name not in self.sent_tool_names and not found_elsewhere:
             return self._refused(name, permission)
         tool = request.searchable.get(name) or self.catalog.get(name)
         if tool is None:  # a name only the wire carries (the server-side search tool's own)
