@@ -16,7 +16,7 @@ from playground.engine.announcements import announce, estimate_tokens
 from playground.engine.benchmark import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
-from playground.engine.openai_wire import OPENAI_WIRE_STYLES, PLANNED_AS, tool_tokens
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.engine.search import quality, speed
@@ -313,7 +313,11 @@ def cmd_request(args: argparse.Namespace) -> int:
         fields["server_search"] = args.server_search
     settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or _default_model(args.wire),
                              **fields)
-    state = ConversationState(discovered_history(discovered, settings.wire_style))
+    if args.wire == OPENAI_HOSTED and discovered:  # OpenAI searched: its own items, as the history holds them
+        state = ConversationState([{"role": "user", "content": FIRST_USER_MESSAGE},
+                                   *hosted_search_items("call_cli_search", discovered, catalog.get)])
+    else:
+        state = ConversationState(discovered_history(discovered, settings.wire_style))
     counter = CharEstimateCounter()
     turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
     body = turn.wire_request()

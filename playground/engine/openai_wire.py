@@ -40,6 +40,7 @@ from playground.engine.history import (
     Message,
     blocks_of,
     loaded_by,
+    reference_marker,
     referenced_tool_names,
     result_text,
     search_output_tool_names,
@@ -168,6 +169,30 @@ def wire_tool_names(body: dict[str, Any]) -> list[str]:
     return list(names)
 
 
+# -- answering the model -----------------------------------------------------------------------------------
+def tool_search_output_item(call_id: str, loaded: Sequence[str], definitions: Callable[[str], Tool | None]) -> dict[str, Any]:
+    """Our backend's answer to a client `tool_search_call`: the loaded tools' function definitions
+    (`loaded`: a ToolSearch result's matches). A search that found nothing loads no tools."""
+    tools = [function_tool(t) for t in (definitions(n) for n in loaded) if t is not None]
+    return {"type": TOOL_SEARCH_OUTPUT, "call_id": call_id, "execution": "client", "status": "completed", "tools": tools}
+
+
+def hosted_search_items(call_id: str, loaded: Sequence[str], definitions: Callable[[str], Tool | None],
+                        descriptions: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A hosted search as OpenAI returns it (execution "server"): the `tool_search_call` and the
+    `tool_search_output` with the loaded tools in their namespaces (what a history holds after one)."""
+    tools = deferred_namespaces([t for t in (definitions(n) for n in loaded) if t is not None], descriptions)
+    return [{"type": TOOL_SEARCH_CALL, "call_id": call_id, "arguments": {"query": f"select:{','.join(loaded)}"},
+             "execution": "server", "status": "completed"},
+            {"type": TOOL_SEARCH_OUTPUT, "call_id": call_id, "execution": "server", "status": "completed", "tools": tools}]
+
+
+def called_tool_name(item: dict[str, Any]) -> str:
+    """The catalog name a Responses `function_call` item calls (its namespace's function, or itself)."""
+    namespace = item.get("namespace")
+    return namespace_tool_name(namespace, item.get("name", "")) if namespace else item.get("name", "")
+
+
 # -- the history in each API's shape ----------------------------------------------------------------------
 def _image_url(block: dict[str, Any]) -> str:
     source = block.get("source") or {}
@@ -183,15 +208,16 @@ def responses_input(messages: Sequence[Message], *, definitions: Callable[[str],
     A ToolSearch call becomes a `tool_search_call` (execution "client") and its result a
     `tool_search_output` with the definitions of the tools it loaded (`definitions`), limited to
     `callable_names`; a result that loaded nothing (no match, an error) answers with no tools and
-    its text follows as user input. `namespaced`: function calls of MCP tools name their namespace
-    (the hosted style). `drop_texts`: text blocks left out (an announcement the style does not send).
+    its text follows as user input. `namespaced` (the hosted style, where OpenAI searches): function
+    calls of MCP tools name their namespace, and an earlier ToolSearch of ours (another style's
+    turn) becomes the text marker "[ToolSearch loaded: …]" (its tools are sent deferred anyway). `drop_texts`: text blocks left out (an announcement the style does not send).
     """
     items: list[dict[str, Any]] = []
     search_ids = tool_search_use_ids(messages)
     dropped = set(drop_texts)
     for message in messages:
         role = message.get("role")
-        if role is None:  # a Responses item stored as it came
+        if role is None or "type" in message:  # a Responses item stored as it came (Messages API ones have no type)
             items.append(_kept_item(message, callable_names))
             continue
         parts: list[dict[str, Any]] = []
@@ -201,9 +227,13 @@ def responses_input(messages: Sequence[Message], *, definitions: Callable[[str],
                 parts.append({"type": "input_text" if role == "user" else "output_text", "text": block["text"]})
             elif kind == "image" and role == "user":
                 parts.append({"type": "input_image", "image_url": _image_url(block), "detail": "auto"})
+            elif kind == "tool_use" and namespaced and block.get("id") in search_ids:
+                continue  # our ToolSearch, where OpenAI searches: its result stays as a text marker
             elif kind == "tool_use":
                 items += _flush(role, parts)
                 items.append(_call_item(block, search_ids, namespaced))
+            elif kind == "tool_result" and namespaced and block.get("tool_use_id") in search_ids:
+                parts.append({"type": "input_text", "text": reference_marker(loaded_by(block))})
             elif kind == "tool_result":
                 items += _flush(role, parts)
                 if block.get("tool_use_id") in search_ids:
@@ -258,7 +288,7 @@ def chat_messages(system: str, messages: Sequence[Message], drop_texts: Sequence
     dropped = set(drop_texts)
     for message in messages:
         role = message.get("role")
-        if role not in ("user", "assistant"):
+        if role not in ("user", "assistant") or "type" in message:
             continue  # a Responses item has no Chat Completions form
         texts: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []

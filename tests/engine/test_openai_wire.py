@@ -155,3 +155,9 @@ def test_functions_style_is_a_chat_completions_body_with_a_plain_toolsearch_func
 def test_the_model_sees_a_deferred_namespace_by_its_name_and_description_only():
     namespaces = deferred_namespaces([mcp("github", "create_issue")], {"github": "GitHub"})
     assert visible_tools({"tools": namespaces}) == [{"type": "namespace", "name": "mcp__github", "description": "GitHub"}]
+
+
+def test_hosted_turns_an_earlier_toolsearch_of_ours_into_a_marker_not_a_client_search_call():
+    body = turn_for("openai-hosted", search_history(["mcp__github__create_issue"])).wire_request()
+    assert [item["type"] for item in body["input"]] == ["message", "message"]
+    assert body["input"][1]["content"] == [{"type": "input_text", "text": "[ToolSearch loaded: mcp__github__create_issue]"}]
