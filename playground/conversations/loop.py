@@ -499,6 +499,7 @@ class AgentRun:
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
+        sub_settings = self.provider.adapt_settings(sub_settings)
         messages = resume["messages"] if resume is not None else [{"role": "user", "content": [text_block(prompt)]}]
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
@@ -619,7 +620,7 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
     if executor is None:
         executor = PlaygroundExecutor()
     try:  # the profile's wire style, resolved once ("server": planned as native, Anthropic's search on the wire)
-        agent_settings = adapter.agent_settings(profile)
+        agent_settings = provider.adapt_settings(adapter.agent_settings(profile))
     except ValueError as exc:
         raise ProviderError(str(exc), kind="configuration") from None
     catalog = with_agent_tool(adapter.profile_catalog(profile))

@@ -5,7 +5,7 @@ Discovered tools come only from the history (never from a global), as in Claude 
 - client-style ToolSearch results: the JSON text (`{"matches": [...]}`) of a tool_result whose
   `tool_use_id` belongs to a ToolSearch `tool_use`;
 - OpenAI Responses `tool_search_output` items kept in the history as they came (items without a
-  `role`): the functions they loaded (a namespace's functions by their catalog names);
+  `role`, or `responses_item` blocks of an assistant message): the functions they loaded (a namespace's functions by their catalog names);
 - plus the set a compaction boundary carries over (the messages before it are gone).
 Messages are Messages API dicts (`{"role", "content": str | [blocks]}`); nothing here mutates them.
 """
@@ -20,6 +20,9 @@ from typing import Any
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, server_of
 
 Message = dict[str, Any]
+# An OpenAI Responses output item kept in an assistant message as it came (OpenAI's own search,
+# reasoning…): `{"type": "responses_item", "item": {...}}`, sent back unchanged (openai_wire).
+RESPONSES_ITEM = "responses_item"
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,11 @@ def _search_outputs(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
     for item in messages:
         if item.get("role") is None and item.get("type") == "tool_search_output":
             yield item
+        elif item.get("role") == "assistant" and "type" not in item:
+            for block in blocks_of(item):
+                kept = block.get("item") if block.get("type") == RESPONSES_ITEM else None
+                if isinstance(kept, dict) and kept.get("type") == "tool_search_output":
+                    yield kept
 
 
 def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:

@@ -26,7 +26,8 @@ discovered tools from the history) and returns the request body the official `op
 The history stays in the engine's Messages API shape; `responses_input` and `chat_messages` write it
 in each API's shape. Responses items stored as they came (a `tool_search_call`, a
 `tool_search_output`, any item without a `role`) pass through unchanged, except that a
-`tool_search_output` keeps only tools this turn may still call (a tool denied since is dropped).
+`tool_search_output` keeps only tools this turn may still call (a tool denied since is dropped);
+so do `responses_item` blocks of an assistant message (items a provider kept as they came).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from playground.engine.announcements import _common_words
 from playground.engine.history import (
+    RESPONSES_ITEM,
     Message,
     blocks_of,
     loaded_by,
@@ -227,6 +229,9 @@ def responses_input(messages: Sequence[Message], *, definitions: Callable[[str],
                 parts.append({"type": "input_text" if role == "user" else "output_text", "text": block["text"]})
             elif kind == "image" and role == "user":
                 parts.append({"type": "input_image", "image_url": _image_url(block), "detail": "auto"})
+            elif kind == RESPONSES_ITEM and isinstance(block.get("item"), dict):
+                items += _flush(role, parts)
+                items.append(_kept_item(block["item"], callable_names))
             elif kind == "tool_use" and namespaced and block.get("id") in search_ids:
                 continue  # our ToolSearch, where OpenAI searches: its result stays as a text marker
             elif kind == "tool_use":
