@@ -36,7 +36,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from playground.engine.announcements import _common_words
+from playground.engine.announcements import DELTA_OPEN, FULL_OPEN, _common_words
 from playground.engine.history import (
     RESPONSES_ITEM,
     Message,
@@ -321,8 +321,12 @@ def chat_messages(system: str, messages: Sequence[Message], drop_texts: Sequence
 
 # -- the builders -------------------------------------------------------------------------------------
 def _announcement_texts(turn: TurnPlan) -> list[str]:
+    """Every announcement text in the history as sent (delta ones are stored in user messages)."""
+    texts = [b["text"] for m in turn.request.messages if m.get("role") == "user" and "type" not in m
+             for b in blocks_of(m) if b.get("type") == "text" and isinstance(b.get("text"), str)
+             and b["text"].lstrip().startswith((FULL_OPEN, DELTA_OPEN))]
     block = turn.request.announcement_block
-    return [block["text"]] if block else []
+    return texts + ([block["text"]] if block else [])
 
 
 def hosted_request(turn: TurnPlan) -> dict[str, Any]:

@@ -161,3 +161,13 @@ def test_hosted_turns_an_earlier_toolsearch_of_ours_into_a_marker_not_a_client_s
     body = turn_for("openai-hosted", search_history(["mcp__github__create_issue"])).wire_request()
     assert [item["type"] for item in body["input"]] == ["message", "message"]
     assert body["input"][1]["content"] == [{"type": "input_text", "text": "[ToolSearch loaded: mcp__github__create_issue]"}]
+
+
+def test_hosted_sends_no_announcement_even_a_delta_one_stored_in_the_history():
+    stored = "<available-deferred-tools>\nmcp__github__create_issue\n</available-deferred-tools>"
+    history = [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": stored}]},
+               {"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}]
+    body = turn_for("openai-hosted", history, announcement_style="delta").wire_request()
+    assert "available-deferred-tools" not in json.dumps(body["input"])
+    client = turn_for("openai-client", history, announcement_style="delta").wire_request()
+    assert "available-deferred-tools" in json.dumps(client["input"])  # the client style announces, as Claude's native
