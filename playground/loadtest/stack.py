@@ -48,7 +48,7 @@ class EmbeddedStack:
         self.workers = workers
         self.pool = pool
         self.server_database_url = database_url
-        # A database prepared beforehand (a grown catalog, scripts/bench_scale.py): used as it is,
+        # A database prepared beforehand (a grown catalog, python -m playground.bench.scale): used as it is,
         # never created or dropped here.
         self.existing_database_url = existing_database_url
         self.say = log
