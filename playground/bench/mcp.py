@@ -11,14 +11,19 @@ already open, as in a worker that has called the server before).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 
+import django
 
-from playground.mcp_servers.connection import call_server_tool, list_server_tools
-from playground.mcp_servers.session_pool import session_pool
-from playground.mcp_servers.transports import ServerConfig
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
+django.setup()  # the session pool records outcomes on server rows
+
+from playground.mcp_servers.connection import call_server_tool, list_server_tools  # noqa: E402
+from playground.mcp_servers.session_pool import session_pool  # noqa: E402
+from playground.mcp_servers.transports import ServerConfig  # noqa: E402
 
 SERVERS = [
     (ServerConfig(name="demo", transport="stdio", command=sys.executable, args=("-m", "playground.mcp_servers.demo_server")),
