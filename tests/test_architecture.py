@@ -28,8 +28,6 @@ LAYERS = {
 
 # Function-level imports of playground modules that stay, each with its reason.
 ALLOWED_LATE_IMPORTS = {
-    ("playground/registry/models.py", "playground.registry.adapter"):
-        "Tool.save asks the adapter for derived fields, and the adapter imports the models",
     ("playground/conversations/services.py", "playground.conversations.tasks"):
         "the task runs the loop, and the loop and the lease import services",
     ("playground/conversations/apps.py", "playground.conversations.providers"):
@@ -42,7 +40,7 @@ ALLOWED_LATE_IMPORTS = {
         "the load test sets its stack's environment (database, Redis prefix, queue) before Celery reads the settings",
     ("playground/loadtest/stack.py", "playground.conversations.models"):
         "the load test sets its stack's database before Django loads the models",
-    ("playground/loadtest/stack.py", "playground.registry.indexing"):
+    ("playground/loadtest/stack.py", "playground.registry.index_builds"):
         "the load test sets its stack's database before Django loads the models (the index build's rows)",
     ("playground/loadtest/stack.py", "playground.registry.models"):
         "the load test sets its stack's database before Django loads the models (the index build's rows)",

@@ -107,7 +107,7 @@ def phase_build(synthetic: bool) -> dict:
     _setup_django()
     import numpy as np
 
-    from playground.registry import adapter, backends, indexing
+    from playground.registry import adapter, backends, index_builds, indexing
     from playground.registry.models import SearchIndexBuild
 
     started = time.perf_counter()
@@ -123,7 +123,7 @@ def phase_build(synthetic: bool) -> dict:
             store.put_many(dict(zip(chunk, vectors)), model_id=dense.encoder.model_id)
         vectors_s = time.perf_counter() - started
         indexing.store_indexes()  # what the real build does last
-        row = indexing.current_build()
+        row = index_builds.current_build()
         if row is not None:  # every vector and index stored: the build is done (a worker would redo nothing)
             row.status, row.total, row.embedded = SearchIndexBuild.Status.DONE, len(keys), len(keys)
             row.save(update_fields=["status", "total", "embedded", "updated_at"])
