@@ -23,10 +23,8 @@ import os
 import statistics
 import time
 import uuid
-from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGE = "What is the weather forecast for Paris?"
 
 
