@@ -30,8 +30,6 @@ LAYERS = {
 
 # Function-level imports of playground modules that stay, each with its reason.
 ALLOWED_LATE_IMPORTS = {
-    ("playground/conversations/services.py", "playground.conversations.tasks"):
-        "the task runs the loop, and the loop and the lease import services",
     ("playground/conversations/apps.py", "playground.conversations.providers"):
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.conversations.usage"):
