@@ -23,7 +23,7 @@ from playground.conversations.testing.fake_openai import (
     validate_responses_request,
 )
 from playground.engine.catalog_io import load_catalog
-from playground.engine.cli import REQUEST_WIRE_STYLES
+from playground.toolsearch.cli import REQUEST_WIRE_STYLES
 from playground.engine.openai_wire import API_OF, called_tool_name, tool_search_output_item
 from playground.engine.permissions import PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState

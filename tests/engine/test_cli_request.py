@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from playground.engine.cli import REQUEST_WIRE_STYLES
+from playground.toolsearch.cli import REQUEST_WIRE_STYLES
 from playground.registry.demo_data import CATALOGS
 from tests.cli_runner import run_cli
 
