@@ -59,6 +59,14 @@ OPENAI_HOSTED, OPENAI_CLIENT, OPENAI_FUNCTIONS = "openai-hosted", "openai-client
 OPENAI_WIRE_STYLES: tuple[str, ...] = (OPENAI_HOSTED, OPENAI_CLIENT, OPENAI_FUNCTIONS)
 # The engine style each OpenAI style is planned as (`AgentSettings.wire_style`).
 PLANNED_AS: dict[str, str] = {OPENAI_HOSTED: NATIVE_STYLE, OPENAI_CLIENT: NATIVE_STYLE, OPENAI_FUNCTIONS: CLIENT_STYLE}
+# A profile's wire style → OpenAI's matching style (who searches, what answers): native → our
+# backend answers tool_search; client → a plain ToolSearch function; server → OpenAI searches.
+OPENAI_STYLE_FOR: dict[str, str] = {NATIVE_STYLE: OPENAI_CLIENT, CLIENT_STYLE: OPENAI_FUNCTIONS, "server": OPENAI_HOSTED}
+OPENAI_STYLE_LABELS: dict[str, str] = {
+    OPENAI_HOSTED: "OpenAI hosted tool_search (Responses)",
+    OPENAI_CLIENT: "OpenAI tool_search answered by our backend (Responses)",
+    OPENAI_FUNCTIONS: "OpenAI ToolSearch function (Chat Completions)",
+}
 # Which API each style's body is for (the SDK call: `responses.create` or `chat.completions.create`).
 RESPONSES_API, CHAT_COMPLETIONS_API = "responses", "chat.completions"
 API_OF: dict[str, str] = {OPENAI_HOSTED: RESPONSES_API, OPENAI_CLIENT: RESPONSES_API, OPENAI_FUNCTIONS: CHAT_COMPLETIONS_API}

@@ -23,20 +23,16 @@ from playground.conversations.providers.base import ModelProvider, ProviderError
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
 from playground.engine.openai_wire import (
-    OPENAI_CLIENT,
-    OPENAI_FUNCTIONS,
-    OPENAI_HOSTED,
+    OPENAI_STYLE_FOR,
     PLANNED_AS,
     TOOL_SEARCH_CALL,
     called_tool_name,
 )
 from playground.engine.requests import AgentSettings
 from playground.engine.server_search import SERVER_STYLE
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.engine.tools import TOOL_SEARCH_NAME
 from playground.mcp_servers.connection import background_loop
 
-OPENAI_STYLE_FOR = {NATIVE_STYLE: OPENAI_CLIENT, CLIENT_STYLE: OPENAI_FUNCTIONS, SERVER_STYLE: OPENAI_HOSTED}
 SUMMARY_PROMPT = (
     "Summarise the conversation so far for your own later reference: the person's requests, what the "
     "tools returned and what is still open. Plain text, at most 200 words."
