@@ -46,6 +46,9 @@ def test_client_style_our_backend_answers_the_search_and_the_tool_runs(admin_use
     output = next(i for i in second["input"] if i["type"] == "tool_search_output")
     assert output["call_id"] == "call_s" and [t["name"] for t in output["tools"]] == [TIME]
     assert any(i["type"] == "function_call_output" and i["call_id"] == "call_t" for i in third["input"])
+    request_event = events_of(conversation, "model_request")[1].payload
+    assert request_event["message_count"] == len(second["input"])
+    assert request_event["request"]["max_tokens"] == first["max_output_tokens"]
     assert events_of(conversation, "toolsearch_query")[0].payload["loaded"] == [TIME]
     assert [t.payload["discovered_tools"] for t in events_of(conversation, "turn_started")] == [[], [TIME], [TIME]]
     result = events_of(conversation, "tool_result")[0]
