@@ -106,3 +106,29 @@ def test_without_a_key_the_provider_is_unavailable_with_the_reason(settings):
     assert OpenAIProvider.unavailable_reason() == "no API key: set OPENAI_API_KEY"
     settings.OPENAI_API_KEY = "sk-x"
     assert OpenAIProvider.unavailable_reason() == ""
+
+
+@pytest.mark.parametrize("style", ["native", "server"])
+def test_compaction_carries_the_tools_an_openai_search_found(admin_user, tool_world, openai_api, gpt, settings, style):
+    profile = make_profile(f"openai-{style}", wire_style=style)
+    if style == "server":  # OpenAI searched: the found tool is read from its tool_search_output
+        first = hosted_search_reply("time", [TIME], then=[message_item("Loaded the time tool.")])
+        call = function_call_item("get_current_time", {"timezone": "UTC"}, namespace="mcp__time")
+        openai_api.script(first)
+    else:
+        openai_api.script(response_reply([tool_search_call_item({"query": f"select:{TIME}"})]),
+                          response_reply([message_item("Loaded the time tool.")]))
+        call = function_call_item(TIME, {"timezone": "UTC"})
+    conversation, _ = converse(admin_user, "load the time tool", profile=profile, provider=gpt)
+    settings.COMPACTION_THRESHOLD = 0.0001  # the next turn compacts
+    openai_api.script(chat_reply("Summary: the person loaded the time tool."), response_reply([call]),
+                      response_reply([message_item("It is noon UTC.")]))
+    conversation, outcome = converse(admin_user, "now call it", conversation=conversation, provider=gpt)
+
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+    assert events_of(conversation, "compaction")[0].payload["carried_tools"] == [TIME]
+    after = openai_api.requests[-2].body  # the first Responses request after the compaction
+    assert "<conversation-summary>" in after["input"][0]["content"][0]["text"]
+    if style == "native":
+        assert TIME in [t.get("name") for t in after["tools"]]  # no output left in the input: sent as a function
+    assert events_of(conversation, "tool_result")[-1].payload["is_error"] is False
