@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from playground.engine.search import text
+from playground.engine.search import capabilities, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
@@ -73,6 +74,14 @@ DEFAULTS: dict[str, Any] = {
     # request: one pass instead of one per piece, about half the search time of a request of
     # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
+    # Capabilities beside topics (capabilities.py): the rank at which the catalog's best tool for a
+    # capability the request implies enters the top k (0 = off), how many such slots a request may
+    # get, how many of the capability's best tools the request chooses among, and the cosine a
+    # catalog's best tool must reach to the capability's description to count as a tool for it.
+    "capability_rank": 0,
+    "capability_slots": 2,
+    "capability_pool": 3,
+    "capability_min_cosine": 0.45,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -181,6 +190,18 @@ _warned: set[str] = set()
 class HybridIndex:
     bm25: BM25Index
     semantic: Any  # SemanticIndex, or None when the extra is missing
+    # capability key → (its best tools, best first, and the best one's cosine to its description)
+    capability_answers: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+
+
+@dataclass
+class CapabilitySlot:
+    """Why a tool stands where it does: a capability the request implies put it there."""
+
+    cue: capabilities.CapabilityCue
+    slot: int  # 1-based rank it was given
+    cosine: float  # its cosine to the capability's description
+    moved_from: int | None  # its rank before (None: below the top k)
 
 
 class HybridBackend(SearchBackend):
@@ -213,6 +234,10 @@ class HybridBackend(SearchBackend):
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
+        self.capability_rank = number_option("hybrid capability_rank", settings["capability_rank"], 0, 100, integer=True)
+        self.capability_slots = number_option("hybrid capability_slots", settings["capability_slots"], 0, 100, integer=True)
+        self.capability_pool = number_option("hybrid capability_pool", settings["capability_pool"], 1, 100, integer=True)
+        self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -276,7 +301,7 @@ class HybridBackend(SearchBackend):
         sims = self.dense_rows(reading, intents, intent_vectors, index)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
         weight = self.lexical_weight(len(pairs))
-        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0)
+        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0, self.semantic.reads_as_language(reading))
         if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
             dense = np.zeros_like(dense)
             intents, aspects = [], []
@@ -301,6 +326,7 @@ class HybridBackend(SearchBackend):
             fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
+        request_scores = fused
         picks: dict[int, AspectPick] = {}
         if aspects:
             candidates = top_indices(fused, max(self.aspect_pool, max_results))
@@ -313,6 +339,11 @@ class HybridBackend(SearchBackend):
                     fused[i], picks[i] = gain, pick
         if not picks:
             order = top_indices(fused, max_results)
+        slots: dict[int, CapabilitySlot] = {}
+        if not gated and mask is None:
+            order, slots = self.fill_capability_slots(reading, index, request_scores, order, max_results)
+            if slots:
+                fused = slot_scores(fused, order, slots)
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
         pooled_note = " vectors pooled from the request's tokens" if pooled else ""
@@ -366,8 +397,65 @@ class HybridBackend(SearchBackend):
                         ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}" + (f"; clause{pooled_note}" if pooled_note else ""),
                     )
                 )
+            slot = slots.get(i)
+            if slot is not None:
+                breakdown.append(capability_contribution(slot, float(fused[i]) - sum(c.points for c in breakdown)))
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
         return results
+
+    # -- capabilities beside topics (capabilities.py) ---------------------------------------------
+    def capability_answers(self, capability: capabilities.Capability, index: HybridIndex) -> tuple[list[int], float]:
+        """The catalog's best tools for a capability (its description ranked like a request, by
+        the fused score), best first, and the best one's cosine to the description; once per
+        index and capability."""
+        cached = index.capability_answers.get(capability.key)
+        if cached is not None:
+            return cached
+        reading = read_query(capability.description)
+        dense = None
+        if index.semantic is not None:
+            dense = index.semantic.vectors @ self.semantic.embed_query(capability.description)
+        _, lexical, dense = self.side_scores(reading, index, None, dense)
+        scores = np.add(*self.fuse(lexical, dense))
+        best = top_indices(scores, self.capability_pool)
+        cosine = float(dense[best[0]]) if best and dense is not None else 0.0
+        # the tools clearly for it (the first one decides whether the catalog has any)
+        best = best[:1] + [i for i in best[1:] if dense is not None and float(dense[i]) >= self.capability_min_cosine]
+        index.capability_answers[capability.key] = answer = (best, cosine)
+        return answer
+
+    def fill_capability_slots(
+        self, reading: QueryReading, index: HybridIndex, request_scores: np.ndarray, order: list[int], max_results: int,
+    ) -> tuple[list[int], dict[int, CapabilitySlot]]:
+        """Put, for each capability the request implies, the catalog's best tool for it that the
+        request scores best at rank `capability_rank` (then the next rank for the next capability),
+        unless one of the capability's best tools already stands there or above. The tools ranked
+        above keep their places; those below move down one."""
+        if self.capability_rank <= 0 or self.capability_slots <= 0 or index.semantic is None:
+            return order, {}
+        cues = capabilities.detect(reading.raw)
+        if not cues:
+            return order, {}
+        order = list(order)
+        slots: dict[int, CapabilitySlot] = {}
+        for cue in cues:
+            if len(slots) >= self.capability_slots:
+                break
+            position = self.capability_rank - 1 + len(slots)  # 0-based
+            if position >= max_results:
+                break
+            answers, cosine = self.capability_answers(cue.capability, index)
+            if not answers or cosine < self.capability_min_cosine:
+                continue  # the catalog has no tool clearly for it
+            if any(i in order[: position + 1] for i in answers):
+                continue  # the ranking already answers it
+            chosen = max(answers, key=lambda i: (float(request_scores[i]), -answers.index(i)))
+            moved_from = order.index(chosen) + 1 if chosen in order else None
+            if chosen in order:
+                order.remove(chosen)
+            order.insert(position, chosen)
+            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.semantic.embed_query(cue.capability.description)), moved_from)
+        return order[:max_results], slots
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
         """A clause's weighted fused score of each candidate (BM25 normalised over the whole
@@ -439,6 +527,36 @@ class HybridBackend(SearchBackend):
         ranked = candidates[best]
         out[ranked] = weight / (self.rrf_k + np.arange(1, depth + 1, dtype=np.float32))
         return out
+
+
+def slot_scores(fused: np.ndarray, order: list[int], placed: Mapping[int, Any]) -> np.ndarray:
+    """`fused` with each placed tool given the score of the first tool below it that was not
+    placed (the slot it took), or at most the score above it: the list stays best first."""
+    fused = fused.copy()
+    above = np.inf
+    for at, i in enumerate(order):
+        if i in placed:
+            below = next((float(fused[j]) for j in order[at + 1 :] if j not in placed), None)
+            fused[i] = min(above, below if below is not None else float(fused[i]))
+        above = float(fused[i])
+    return fused
+
+
+def capability_contribution(slot: CapabilitySlot, points: float) -> TermContribution:
+    """The explanation line of a tool a capability slot placed: what the request implies, the
+    words that imply it, and the capability's description it answers."""
+    where = f"from rank {slot.moved_from}" if slot.moved_from else "from below the top k"
+    return TermContribution(
+        term="(capability)",
+        rule=f"capability slot {slot.slot}: {slot.cue.capability.label}",
+        points=round(points, 4),
+        field="capability",
+        detail=(
+            f"the request implies \u201c{slot.cue.capability.label}\u201d (\u201c{slot.cue.evidence}\u201d); "
+            f"among the catalog's best tools for \u201c{slot.cue.capability.description}\u201d the request scores this one best "
+            f"(cosine {slot.cosine:.2f} to that description); moved {where}"
+        ),
+    )
 
 
 def _top(scores: np.ndarray) -> float:
