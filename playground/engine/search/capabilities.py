@@ -43,6 +43,9 @@ class Capability:
     label: str  # for people: "produce a file"
     description: str  # what the catalog is searched with (the words tools use for it)
     cues: re.Pattern[str]  # what in a request implies it
+    # More precise readings: the first whose pattern the request matches gives the description
+    # the catalog is searched with instead (a PowerPoint file needs another tool than a text file).
+    variants: tuple[tuple[re.Pattern[str], str], ...] = ()
 
 
 _FILE_EXTENSIONS = r"(?:md|markdown|txt|csv|tsv|json|jsonl|html?|xml|ya?ml|log|docx?|xlsx?|pptx?|pdf|png|jpe?g|svg|py|js|ts|sh)"
@@ -58,6 +61,12 @@ CAPABILITIES: tuple[Capability, ...] = (
             + r"|\b(?:save|saving|saved|write|writing|export|exporting|store|storing|output)\b[^.;!?]{0,80}?"
             r"\b(?:to|in|into|as|under|at)\b[^.;!?]{0,60}?(?:\bfiles?\b|\bfolder\b|\bdirectory\b|\bdisk\b|/|\.%s\b)" % _FILE_EXTENSIONS,
             re.IGNORECASE,
+        ),
+        (
+            (re.compile(r"\.pptx?\b|\b(?:ppt|powerpoint|presentation|slides|slide deck)\b", re.IGNORECASE), "create a new PowerPoint presentation"),
+            (re.compile(r"\.xlsx?\b|\b(?:excel|spreadsheet|workbook)\b", re.IGNORECASE), "create a new Excel workbook"),
+            (re.compile(r"\.docx?\b|\bword document\b", re.IGNORECASE), "create a new Word document"),
+            (re.compile(r"\.pdf\b|\bpdf\b", re.IGNORECASE), "create a new PDF document"),
         ),
     ),
     Capability(
@@ -119,6 +128,11 @@ class CapabilityCue:
 
     capability: Capability
     evidence: str  # the request's own words that showed the cue
+    description: str = ""  # what the catalog is searched with (a variant's, else the capability's)
+
+    def __post_init__(self) -> None:
+        if not self.description:
+            object.__setattr__(self, "description", self.capability.description)
 
 
 def natural_request(query: str) -> bool:
@@ -139,5 +153,6 @@ def detect(query: str, keys: frozenset[str] | None = None) -> list[CapabilityCue
             continue
         found = capability.cues.search(query)
         if found:
-            cues.append(CapabilityCue(capability, " ".join(found.group(0).split())[:80]))
+            description = next((described for pattern, described in capability.variants if pattern.search(query)), capability.description)
+            cues.append(CapabilityCue(capability, " ".join(found.group(0).split())[:80], description))
     return cues

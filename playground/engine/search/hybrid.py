@@ -83,6 +83,8 @@ DEFAULTS: dict[str, Any] = {
     "capability_rank": 5,
     "capability_slots": 2,
     "capabilities": ["produce-file"],
+    # the share of the displaced tool's score (for the request) the capability's tool must reach
+    "capability_min_share": 0.0,
     "capability_pool": 3,
     "capability_min_cosine": 0.45,
     # Server-level evidence (`server_weight`) for which requests: "always" (every request), or
@@ -205,7 +207,7 @@ _warned: set[str] = set()
 class HybridIndex:
     bm25: BM25Index
     semantic: Any  # SemanticIndex, or None when the extra is missing
-    # capability key → (its best tools, best first, and the best one's cosine to its description)
+    # capability description → (its best tools, best first, and the best one's cosine to it)
     capability_answers: dict[str, tuple[list[int], float]] = field(default_factory=dict)
     # server id → the stems of its name that say what it is (server routing: queries naming it)
     server_stems: dict[int, frozenset[str]] | None = None
@@ -263,6 +265,7 @@ class HybridBackend(SearchBackend):
         if not isinstance(keys, (list, tuple)) or any(key not in capabilities.BY_KEY for key in keys):
             raise ValueError(f"hybrid capabilities must be a list of {', '.join(capabilities.BY_KEY)}, not {keys!r}")
         self.capability_keys = frozenset(keys)
+        self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
@@ -448,17 +451,17 @@ class HybridBackend(SearchBackend):
         return results
 
     # -- capabilities beside topics (capabilities.py) ---------------------------------------------
-    def capability_answers(self, capability: capabilities.Capability, index: HybridIndex) -> tuple[list[int], float]:
-        """The catalog's best tools for a capability (its description ranked like a request, by
-        the fused score), best first, and the best one's cosine to the description; once per
-        index and capability."""
-        cached = index.capability_answers.get(capability.key)
+    def capability_answers(self, description: str, index: HybridIndex) -> tuple[list[int], float]:
+        """The catalog's best tools for a capability's description (ranked like a request, by the
+        fused score), best first, and the best one's cosine to the description; once per index
+        and description."""
+        cached = index.capability_answers.get(description)
         if cached is not None:
             return cached
-        reading = read_query(capability.description)
+        reading = read_query(description)
         dense = None
         if index.semantic is not None:
-            dense = index.semantic.vectors @ self.semantic.embed_query(capability.description)
+            dense = index.semantic.vectors @ self.semantic.embed_query(description)
         _, lexical, dense = self.side_scores(reading, index, None, dense)
         scores = np.add(*self.fuse(lexical, dense))
         best = top_indices(scores, self.capability_pool)
@@ -466,7 +469,7 @@ class HybridBackend(SearchBackend):
         # the tools clearly for it (the first one decides whether the catalog has any)
         floor = max(self.capability_min_cosine, cosine - CAPABILITY_MARGIN)
         best = best[:1] + [i for i in best[1:] if dense is not None and float(dense[i]) >= floor]
-        index.capability_answers[capability.key] = answer = (best, cosine)
+        index.capability_answers[description] = answer = (best, cosine)
         return answer
 
     def fill_capability_slots(
@@ -489,17 +492,19 @@ class HybridBackend(SearchBackend):
             position = self.capability_rank - 1 + len(slots)  # 0-based
             if position >= max_results:
                 break
-            answers, cosine = self.capability_answers(cue.capability, index)
+            answers, cosine = self.capability_answers(cue.description, index)
             if not answers or cosine < self.capability_min_cosine:
                 continue  # the catalog has no tool clearly for it
             if any(i in order[: position + 1] for i in answers):
                 continue  # the ranking already answers it
             chosen = max(answers, key=lambda i: (float(request_scores[i]), -answers.index(i)))
+            if position < len(order) and float(request_scores[chosen]) < self.capability_min_share * float(request_scores[order[position]]):
+                continue  # the request does not want it enough to displace that tool
             moved_from = order.index(chosen) + 1 if chosen in order else None
             if chosen in order:
                 order.remove(chosen)
             order.insert(position, chosen)
-            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.semantic.embed_query(cue.capability.description)), moved_from)
+            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.semantic.embed_query(cue.description)), moved_from)
         return order[:max_results], slots
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
@@ -638,7 +643,7 @@ def capability_contribution(slot: CapabilitySlot, points: float) -> TermContribu
         field="capability",
         detail=(
             f"the request implies \u201c{slot.cue.capability.label}\u201d (\u201c{slot.cue.evidence}\u201d); "
-            f"among the catalog's best tools for \u201c{slot.cue.capability.description}\u201d the request scores this one best "
+            f"among the catalog's best tools for \u201c{slot.cue.description}\u201d the request scores this one best "
             f"(cosine {slot.cosine:.2f} to that description); moved {where}"
         ),
     )
