@@ -5,13 +5,10 @@ import pytest
 
 from playground.engine.search import language_gate
 from playground.engine.search.hybrid import HybridBackend
+from playground.engine.search.quality import NONSENSE_QUERIES
 from playground.engine.search.semantic import SemanticBackend
 
-NONSENSE = [
-    "zzzz qqqq", "asdfgh jkl", "xqzv wplk", "qwertyuiop", "blorp fnord zxcv", "jjjjjjj kkkkk", "lkjhg fdsa poiu",
-    "zxcvbnm qwerty", "ghjk tyui", "aaaa bbbb cccc", "xyzzy plugh", "mmmmm", "ffffff gggg hhhh", "wxqv jzkq",
-    "!!!! ????", "12345 67890", "vbnm, hjkl; uiop", "pfft zzt grr", "the of and",
-]
+NONSENSE = list(NONSENSE_QUERIES)
 # Real requests that share no stem with the small catalog and reach no cosine 0.45 with any tool
 # (the old gate left them unanswered, as it did 20 metatool test queries).
 REAL = ["Who won the Copa America final in 2007?", "What NOTAMs are in effect for PHNL?", "北京后天的天气如何"]
