@@ -85,6 +85,7 @@ DEFAULTS: dict[str, Any] = {
     "capabilities": ["produce-file"],
     # the share of the displaced tool's score (for the request) the capability's tool must reach
     "capability_min_share": 0.0,
+    "capability_multi_need_only": False,  # slots only for requests of several clauses or sentences
     "capability_pool": 3,
     "capability_min_cosine": 0.45,
     # Server-level evidence (`server_weight`) for which requests: "always" (every request), or
@@ -265,6 +266,7 @@ class HybridBackend(SearchBackend):
         if not isinstance(keys, (list, tuple)) or any(key not in capabilities.BY_KEY for key in keys):
             raise ValueError(f"hybrid capabilities must be a list of {', '.join(capabilities.BY_KEY)}, not {keys!r}")
         self.capability_keys = frozenset(keys)
+        self.capability_multi_need_only = bool(settings["capability_multi_need_only"])
         self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
         if not 0.0 <= self.aspect_weight < 1.0:
@@ -382,7 +384,7 @@ class HybridBackend(SearchBackend):
             if diverse:
                 fused = slot_scores(fused, order, diverse)
         slots: dict[int, CapabilitySlot] = {}
-        if not gated and mask is None:
+        if not gated and mask is None and not (single_need and self.capability_multi_need_only):
             order, slots = self.fill_capability_slots(reading, index, request_scores, order, max_results)
             if slots:
                 fused = slot_scores(fused, order, slots)
