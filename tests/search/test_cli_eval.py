@@ -68,7 +68,7 @@ def test_backend_specs_read_json_values_and_name_the_instance():
 
 
 def test_backend_lists_split_on_commas_outside_json_values():
-    from playground.engine.cli import split_specs
+    from playground.toolsearch.cli import split_specs
 
     assert split_specs("bm25, hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5},bm25:field_weights={\"name\":2,\"schema\":0.3}") == [
         "bm25", "hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5}", "bm25:field_weights={\"name\":2,\"schema\":0.3}",
