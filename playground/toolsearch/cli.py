@@ -166,6 +166,8 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     if args.usage_from != "none":
         print(f"learned from usage: the {args.usage_from} split's queries are the log of past searches (+usage rows; not zero-shot)")
     print(quality.format_table(results))
+    print()
+    print(quality.format_answer_rates(results))
     return 0
 
 
