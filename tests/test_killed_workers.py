@@ -23,7 +23,8 @@ from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.tasks import sync_server_task
 from tests.conftest import require_service
 from tests.conversations.conftest import redis_available
-from tests.conversations.test_lost_worker import WorkerProcess, database_url, wait_until
+from tests.conversations.test_lost_worker import WorkerProcess, database_url
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 HEARTBEAT, LOST, GRACE = 0.2, 1.0, 1.0  # rounds every half grace: 0.5 s
@@ -93,11 +94,11 @@ def test_a_killed_worker_leaves_a_failed_evaluation_with_the_reason(workers, tmp
         return EvaluationRun.objects.filter(pk=run.pk, status=EvaluationRun.Status.RUNNING).values_list(
             "heartbeat_at", flat=True).first()
 
-    wait_until(beats_of(heartbeat), "the evaluation running with a heartbeat", 90, log)
+    wait_until(beats_of(heartbeat), "the evaluation running with a heartbeat", 90, details=log.read_text)
     worker.kill()
     killed = time.monotonic()
     wait_until(lambda: EvaluationRun.objects.get(pk=run.pk).status != EvaluationRun.Status.RUNNING,
-               "the evaluation ended by the round", 60, log)
+               "the evaluation ended by the round", 60, details=log.read_text)
     took = time.monotonic() - killed
     run.refresh_from_db()
     assert run.status == EvaluationRun.Status.FAILED and run.finished_at is not None
@@ -115,11 +116,11 @@ def test_a_killed_worker_leaves_a_failed_sync_with_the_reason(workers):
     McpServer.objects.filter(pk=server.pk).update(status=McpServer.Status.PENDING, sync_queued_at=None)
     sync_server_task.apply_async(args=(server.pk,), queue=work_queue)
     heartbeat = lambda: McpServer.objects.values_list("sync_heartbeat_at", flat=True).get(pk=server.pk)  # noqa: E731
-    wait_until(beats_of(heartbeat), "the sync running with a heartbeat", 90, log)
+    wait_until(beats_of(heartbeat), "the sync running with a heartbeat", 90, details=log.read_text)
     worker.kill()
     killed = time.monotonic()
     wait_until(lambda: McpServer.objects.get(pk=server.pk).status != McpServer.Status.PENDING,
-               "the sync ended by the round", 60, log)
+               "the sync ended by the round", 60, details=log.read_text)
     took = time.monotonic() - killed
     server.refresh_from_db()
     assert server.status == McpServer.Status.FAILED and server.sync_heartbeat_at is None

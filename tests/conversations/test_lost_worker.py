@@ -153,10 +153,10 @@ def test_a_killed_workers_conversation_is_released_by_the_round_without_anyone_l
         services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
         workers.append(WorkerProcess(env, queue, log))
-        wait_until(model_called.is_set, "the worker's model request", 90, log)
+        wait_until(model_called.is_set, "the worker's model request", 90, details=log.read_text)
         workers[1].kill()
         killed = time.monotonic()
-        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release by the round", 60, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release by the round", 60, details=log.read_text)
         took = time.monotonic() - killed
         assert took < LOST + 5.0, f"released {took:.1f} s after the kill"
         error = [e.payload for e in events_of(conversation, "error")][-1]
