@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 T = TypeVar("T")
+_ABANDONED: list[object] = []  # a forked child's inherited objects of its parent: kept, never closed
 
 
 class PerProcess(Generic[T]):
@@ -49,7 +50,11 @@ class PerProcess(Generic[T]):
 
     def _forget(self) -> None:
         # In the child: abandon the parent's object (closing it would touch the parent's connections),
-        # and the lock, which a parent thread may have held at the fork.
+        # and the lock, which a parent thread may have held at the fork. The object is kept referenced,
+        # never collected: a finaliser would run its close in the child (a portal's waits on its
+        # loop thread, which does not exist here, forever).
+        if self._value is not None:
+            _ABANDONED.append(self._value)
         self._value, self._lock = None, threading.Lock()
 
     def _close(self, close: Callable[[T], None]) -> None:

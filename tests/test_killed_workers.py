@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -33,7 +34,7 @@ BOUND = LOST + 5.0  # seconds from the kill to the failed row: the heartbeat's a
 
 @pytest.fixture
 def workers(tmp_path):
-    """(env, the work queue, start(queue, beat)); every worker started is stopped at the end."""
+    """(the work queue, start_beat(), start(queue), the log); every worker started is stopped at the end."""
     require_service(redis_available(), f"Redis at {django_settings.REDIS_URL}")
     work_queue, round_queue = f"killed-work-{os.getpid()}", f"killed-rounds-{os.getpid()}"
     env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": django_settings.REDIS_URL,
@@ -49,8 +50,15 @@ def workers(tmp_path):
         started.append(WorkerProcess(env, queue, log, beat=beat))
         return started[-1]
 
+    def start_beat() -> None:
+        """Beat and its worker, once the work is claimed (the rounds watch only the default queue: work
+        sent to another queue and not yet claimed would look lost to them), and their first round run."""
+        start(round_queue, beat=True)
+        wait_until(lambda: re.search(r"background_round\[[^\]]+\] succeeded", log.read_text()),
+                   "a first background round", 90, details=log.read_text)
+
     try:
-        yield work_queue, round_queue, start, log
+        yield work_queue, start_beat, start, log
     finally:
         for worker in started:
             worker.stop()
@@ -83,9 +91,8 @@ def beats_of(read) -> callable:
 
 
 def test_a_killed_worker_leaves_a_failed_evaluation_with_the_reason(workers, tmp_path):
-    work_queue, round_queue, start, log = workers
+    work_queue, start_beat, start, log = workers
     slow_toolset(tmp_path / "toolsets")
-    start(round_queue, beat=True)
     worker = start(work_queue)
     run = EvaluationRun.objects.create(toolset="slow", backends=["claude-code"], split="all", progress_message="queued")
     run_evaluation.apply_async(args=(run.pk,), queue=work_queue)
@@ -95,6 +102,7 @@ def test_a_killed_worker_leaves_a_failed_evaluation_with_the_reason(workers, tmp
             "heartbeat_at", flat=True).first()
 
     wait_until(beats_of(heartbeat), "the evaluation running with a heartbeat", 90, details=log.read_text)
+    start_beat()
     worker.kill()
     killed = time.monotonic()
     wait_until(lambda: EvaluationRun.objects.get(pk=run.pk).status != EvaluationRun.Status.RUNNING,
@@ -108,8 +116,8 @@ def test_a_killed_worker_leaves_a_failed_evaluation_with_the_reason(workers, tmp
 
 
 def test_a_killed_worker_leaves_a_failed_sync_with_the_reason(workers):
-    work_queue, round_queue, start, log = workers
-    start(round_queue, beat=True)
+    work_queue, start_beat, start, log = workers
+    start_beat()  # the sync is never "unclaimed" here (no sync_queued_at): the rounds leave it to its worker
     worker = start(work_queue)
     # A stdio "server" that never answers: the sync waits in its connect (20 s) when the worker is killed.
     server = McpServer.objects.create(name="silent", command=sys.executable, args=["-c", "import time; time.sleep(120)"])

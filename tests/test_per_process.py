@@ -78,3 +78,38 @@ def test_the_portal_refuses_to_wait_on_itself():
 
     with pytest.raises(RuntimeError, match="own thread"):
         per_process.portal().submit(nested()).result(10)
+
+
+def test_a_forked_child_of_a_process_with_a_portal_gets_its_own_and_does_not_hang():
+    """The parent's portal is abandoned in the child, never finalised: its close would wait forever on
+    a loop thread that does not exist after the fork (as in a Celery prefork child)."""
+    import gc
+    import time
+
+    from playground import per_process
+
+    async def answer() -> int:
+        return os.getpid()
+
+    assert per_process.portal().submit(answer()).result(10) == os.getpid()
+    parent_thread = per_process.portal().thread_id  # no reference to the parent's portal held here
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            gc.collect()  # would run the parent's portal's finaliser if it were dropped
+            code = 0 if per_process.portal().submit(answer()).result(10) == os.getpid() else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert per_process.portal().thread_id == parent_thread

@@ -6,6 +6,7 @@ its own, against this test's database and the fake Messages API served from this
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -147,14 +148,19 @@ def test_a_killed_workers_conversation_is_released_by_the_round_without_anyone_l
 
     fake_api.script(never_answers_in_time)
     log = tmp_path / "worker.log"
-    workers = [WorkerProcess(env, round_queue, log, beat=True)]
+    workers: list[WorkerProcess] = []
     try:
         conversation = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
         services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
         workers.append(WorkerProcess(env, queue, log))
         wait_until(model_called.is_set, "the worker's model request", 90, details=log.read_text)
-        workers[1].kill()
+        # Beat starts once the run is claimed: its rounds watch only the default queue, so a run sent to
+        # another queue and not yet claimed would look lost to them.
+        workers.append(WorkerProcess(env, round_queue, log, beat=True))
+        wait_until(lambda: re.search(r"background_round\[[^\]]+\] succeeded", log.read_text()),
+                   "a first background round", 90, details=log.read_text)
+        workers[0].kill()
         killed = time.monotonic()
         wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release by the round", 60, details=log.read_text)
         took = time.monotonic() - killed
