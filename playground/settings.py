@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees the view's exception first: a 500 with a reference, the details only in the log.
+    "playground.incidents.UnexpectedErrorMiddleware",
 ]
 
 ROOT_URLCONF = "playground.urls"

@@ -25,6 +25,7 @@ from typing import Any
 from playground.engine.execution import CancelSignal, CallCancelled, ToolExecutor, ToolOutcome
 from playground.engine.history import text_block
 from playground.engine.tools import Tool, server_of
+from playground.incidents import report_unexpected
 from playground.mcp_servers.builtin_sandbox import SandboxError, builtin_sandbox
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
@@ -140,9 +141,8 @@ class PlaygroundExecutor(ToolExecutor):
                 outcome = self._dispatch(tool, arguments, timeout, cancel)
             except CallCancelled:
                 raise  # not a failure of the tool: the loop records the cancel
-            except Exception as exc:
-                logger.exception("tool %s failed unexpectedly", tool.name)
-                outcome = error_outcome(f"{tool.name} failed: {exc.__class__.__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - logged with a reference; never the text (a database error quotes its SQL)
+                outcome = error_outcome(report_unexpected(f"the call of {tool.name}", exc, log=logger))
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
 
