@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from playground.mcp_servers.secrets import mask_args, mask_url, scrub_for
+from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, scrub_for, viewer_url
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 SERVER_NAME_VALIDATOR = RegexValidator(
@@ -61,10 +61,18 @@ class McpServer(models.Model):
         return self.name
 
     # Shown forms of the connection settings and errors: pages and status frames use these, never
-    # the raw fields (credentials travel in URLs, arguments and a server's error output).
+    # the raw fields (credentials travel in URLs, arguments and a server's error output). Viewers
+    # (and the status frames every viewer gets) see only `viewer_location`; admins the masked forms.
     @property
     def shown_url(self) -> str:
         return mask_url(self.url or "")
+
+    @property
+    def viewer_location(self) -> str:
+        """The program's file name (stdio) or the URL's scheme and host, the path masked (HTTP)."""
+        if self.transport == self.Transport.HTTP:
+            return viewer_url(self.url or "")
+        return command_basename(self.command or "")
 
     @property
     def shown_args(self) -> list[str]:

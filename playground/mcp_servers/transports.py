@@ -21,7 +21,7 @@ import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from playground.mcp_servers.secrets import mask_args, mask_url
+from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, viewer_url
 
 # How much of a stdio server's stderr is quoted in an error message.
 STDERR_TAIL_CHARS = 1500
@@ -61,11 +61,18 @@ class ServerConfig:
         return hashlib.sha1(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """Where the server is, without secrets (env and header values are left out; URL
-        credentials, query values and secret arguments are masked)."""
+        """Where the server is, for admins: env and header values left out; URL credentials, query
+        values, path keys and secret arguments masked."""
         if self.transport == "stdio":
             return "stdio: " + shlex.join([self.command, *mask_args(self.args)])
         return f"streamable HTTP: {mask_url(self.url)}"
+
+    def describe_briefly(self) -> str:
+        """Where the server is, as every role may see it (error messages, logs, conversation
+        events): the program's file name, or the URL's scheme and host."""
+        if self.transport == "stdio":
+            return f"stdio: {command_basename(self.command)}"
+        return f"streamable HTTP: {viewer_url(self.url)}"
 
 
 class McpTransport(ABC):
