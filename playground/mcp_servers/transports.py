@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -183,7 +184,7 @@ class StreamableHttpTransport(McpTransport):
             event_hooks={"response": [self._watch_response]},
         )
         async with client:
-            async with streamable_http_client(self.config.url, http_client=client) as pair:
+            async with streamable_http_client(connect_url(self.config), http_client=client) as pair:
                 yield pair
 
 
@@ -200,6 +201,20 @@ class StreamableHttpTransport(McpTransport):
         if response.status_code >= 400:
             request = response.request
             self.note("error", f"HTTP {response.status_code} {response.reason_phrase} for {request.method} {mask_url(str(request.url))}")
+
+
+def connect_url(config: ServerConfig) -> str:
+    """The URL to connect to. A configured Authorization header wins over credentials in the URL
+    (the HTTP client would otherwise replace the header with Basic auth from the userinfo)."""
+    if not any(str(name).lower() == "authorization" for name in config.headers):
+        return config.url
+    try:
+        parts = urlsplit(config.url)
+    except ValueError:
+        return config.url
+    if "@" not in parts.netloc:
+        return config.url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 TRANSPORTS: dict[str, type[McpTransport]] = {

@@ -2,9 +2,11 @@
 comes back as database or stack text (issue 32)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import anyio
@@ -92,3 +94,86 @@ def test_nested_powers_are_refused_fast_and_the_web_server_stays_responsive(live
         assert result.is_error and ("too large" in text_of(result) or "at most" in text_of(result)), text_of(result)
         assert seconds < 2.0
     assert health_times and max(health_times) < 2.0
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read().decode(errors="replace")
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode(errors="replace")
+
+
+def test_a_nan_request_id_is_refused_not_taken_for_a_notification(live_gateway, gateway_world):
+    profile, token = gateway_world["profile"], gateway_world["token"]
+    url = live_gateway.endpoint(profile.pk)
+    auth = {"Authorization": f"Bearer {token}"}
+    for body in (b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', b'{"jsonrpc": "2.0", "id": Infinity, "method": "ping"}',
+                 b'{"jsonrpc": "2.0", "id": 1' + b"0" * 80 + b', "method": "ping"}', b"[" * 100 + b"]" * 100, b"\xff\xfe"):
+        status, _, text = post(url, body, auth)
+        assert status == 400, (body[:40], status, text)
+        answer = json.loads(text)
+        assert answer["error"]["code"] == -32700 and answer["error"]["message"].startswith("Parse error")
+    status, _, _ = post(url, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ok", "version": "1"}}}).encode(), auth)
+    assert status == 200
+
+
+def test_failed_token_checks_are_limited_per_address_and_their_log_sampled(live_gateway, gateway_world):
+    from playground.gateway.auth_guard import FailedAuthGuard
+
+    url = live_gateway.endpoint(gateway_world["profile"].pk)
+    limit = 20  # the live server's GATEWAY_AUTH_FAILURE_LIMIT (the default)
+    before = live_gateway.logs().count("MCP gateway refused")
+    try:
+        check_the_limit_and_the_log(url, limit, before, live_gateway, gateway_world)
+    finally:
+        # The live server serves the other tests from this address: they expect 401, not 429.
+        asyncio.run(FailedAuthGuard().forget("127.0.0.1"))
+
+
+def check_the_limit_and_the_log(url, limit, before, live_gateway, gateway_world):
+    from playground.gateway.auth_guard import LOGGED_FAILURES
+
+    statuses = [post(url, b"{}", {"Authorization": f"Bearer tsg_wrong{i}"})[0] for i in range(limit + 30)]
+    assert statuses[:limit] == [401] * limit
+    assert set(statuses[limit:]) == {429}
+    status, headers, text = post(url, b"{}", {"Authorization": "Bearer tsg_wrong"})
+    assert status == 429 and int(headers["Retry-After"]) >= 1 and "Too many failed token checks" in text
+    # A valid token from the same address still gets in: one client guessing cannot lock the others out.
+    assert post(url, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ok", "version": "1"}}}).encode(),
+        {"Authorization": f"Bearer {gateway_world['token']}"})[0] == 200
+    deadline = time.monotonic() + 5
+    while "reached 20 failed token checks" not in live_gateway.logs():
+        assert time.monotonic() < deadline, "the limit's log line is missing"
+        time.sleep(0.1)
+    logged = live_gateway.logs().count("MCP gateway refused") - before
+    assert logged == LOGGED_FAILURES  # not one line per request
+
+
+def test_long_urls_are_answered_414_with_a_message_and_query_strings_stay_out_of_the_access_log(live_gateway):
+    import socket
+
+    host, port = live_gateway.url.removeprefix("http://").split(":")
+    for size in (9_000, 12_000, 20_000, 70_000):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"GET /healthz?q=" + b"a" * size + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: " + b"c" * 6000 + b"\r\n\r\n")
+            answer = b""
+            while b"URI too long" not in answer:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 414"), (size, answer[:200])
+        assert b"URI too long" in answer
+    secret_query = "findme-query-5150"
+    with urllib.request.urlopen(f"{live_gateway.url}/healthz?q={secret_query}", timeout=10) as response:
+        assert response.status == 200
+    deadline = time.monotonic() + 5
+    while '"GET /healthz" 200' not in live_gateway.logs():
+        assert time.monotonic() < deadline, "no access log line"
+        time.sleep(0.1)
+    assert secret_query not in live_gateway.logs()

@@ -396,3 +396,34 @@ def test_a_masked_header_does_not_follow_a_transport_change(admin_client, leaky_
     response = admin_client.post(url, edit_data(leaky_http, transport="stdio", command=sys.executable))
     assert response.status_code == 200
     assert "The transport and command changed: enter the value of Authorization again" in response.content.decode()
+
+
+def test_a_configured_authorization_header_wins_over_url_userinfo():
+    """The HTTP client would replace the header with Basic auth built from the URL's userinfo."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from playground.mcp_servers.connection import McpConnectionError, check_connection
+
+    received: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(self.headers.get("Authorization", ""))
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass  # the test server's own access log is not the one under test
+
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = ServerConfig(name="both", transport="http", url=f"http://bob:{USERINFO_SECRET}@127.0.0.1:{server.server_port}/mcp",
+                          headers={"Authorization": f"Bearer {HEADER_SECRET}"})
+    try:
+        with pytest.raises(McpConnectionError):
+            check_connection(config, timeout=5)
+    finally:
+        server.shutdown()
+    assert received and set(received) == {f"Bearer {HEADER_SECRET}"}
