@@ -25,6 +25,14 @@ def report_unexpected(what: str, exc: BaseException | None = None, *, log: loggi
     return f"Unexpected error in {what} (reference {reference}); the server log has the details."
 
 
+def _expected() -> tuple[type[BaseException], ...]:
+    from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+    from django.http import Http404
+    from django.http.multipartparser import MultiPartParserError
+
+    return (Http404, PermissionDenied, BadRequest, SuspiciousOperation, MultiPartParserError)
+
+
 class UnexpectedErrorMiddleware:
     """A view's unexpected exception becomes a plain 500 with a reference that the log line carries,
     never a stack or a database message (with DEBUG on, Django's debug page is left alone)."""
@@ -39,7 +47,7 @@ class UnexpectedErrorMiddleware:
         from django.conf import settings
         from django.http import HttpResponseServerError
 
-        if settings.DEBUG:
-            return None
+        if settings.DEBUG or isinstance(exception, _expected()):
+            return None  # Django answers these itself: 404, 403, 400
         message = report_unexpected(f"{request.method} {request.path}", exception)
         return HttpResponseServerError(message, content_type="text/plain; charset=utf-8")

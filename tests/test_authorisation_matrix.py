@@ -315,10 +315,11 @@ def add_secret_servers():
     for server in servers:
         Tool.objects.create(name=f"mcp__{server.name}__do", description="Do", server=server, source=Tool.Source.MCP,
                             input_schema={"type": "object", "properties": {}})
-        # What a failed connection stores: the error names the server (scrubbed on the way in).
+        # What a failed connection stores: the error names the server and quotes its own secrets
+        # (scrubbed on the way in).
         services.set_status(server, McpServer.Status.FAILED, last_error=(
             f"could not connect to {server.url or ' '.join([server.command, *server.args])}: refused; "
-            f"env {ENV_VALUE}; header Bearer {HEADER_VALUE}"))
+            + " ".join(f"{k}={v}" for k, v in {**server.env, **server.headers}.items())))
     return servers
 
 
