@@ -58,7 +58,7 @@ def _item(namespace: str = NAMESPACE, amount: int | None = None) -> RateLimitIte
     return RateLimitItemPerSecond(amount or limit, window, namespace=namespace)
 
 
-def _key_prefix() -> str:
+def key_prefix() -> str:
     channels = settings.CHANNEL_LAYERS.get("default", {}).get("CONFIG", {}).get("prefix") or "asgi"
     return f"{channels}:limits"
 
@@ -77,7 +77,7 @@ class FailedAuthGuard:
             for old in [known for known in self._limiters if known.is_closed()]:
                 self._limiters.pop(old, None)
             storage = RedisStorage(f"async+{settings.REDIS_URL}", implementation="redispy", wrap_exceptions=True,
-                                   key_prefix=_key_prefix(), socket_timeout=0.5, socket_connect_timeout=0.5)
+                                   key_prefix=key_prefix(), socket_timeout=0.5, socket_connect_timeout=0.5)
             limiter = self._limiters[loop] = SlidingWindowCounterRateLimiter(storage)
         return limiter
 
@@ -118,11 +118,3 @@ class FailedAuthGuard:
             self._outage(exc)
             return 0, True, False
         return item.amount - stats.remaining, log_it, reached
-
-    async def forget(self, address: str) -> None:
-        """Clear the address's failures (for tests, and for an operator unblocking an address)."""
-        item = _item()
-        if item is not None:
-            await self._limiter().clear(item, address)
-            for kind in (*FAILURE_KINDS, "other"):
-                await self._limiter().clear(_item(LOG_NAMESPACE, LOGGED_FAILURES), address, kind)

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
 from playground.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
@@ -215,8 +216,6 @@ def _limit_resources() -> None:
 
 def serve(stdin=None, stdout=None) -> None:
     """Answer one JSON line per call until stdin closes."""
-    from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
-
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout.buffer
     stdout.write(READY + b"\n")
