@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 
 import anyio
+from hypothesis import strategies as st
 import pytest
 
 from tests.gateway.test_live_client import connect, raw_request, text_of, wait_for_event
@@ -166,3 +167,45 @@ def test_long_urls_are_answered_414_with_a_message_and_query_strings_stay_out_of
         assert time.monotonic() < deadline, "no access log line"
         time.sleep(0.1)
     assert secret_query not in live_gateway.logs()
+
+
+_json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10**20), max_value=10**20), st.floats(allow_nan=False),
+              st.text(max_size=30), st.sampled_from(["\u0000", "select:calculator", "((9**999)**999)**9", "x" * 5000])),
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)),
+    max_leaves=12,
+)
+_messages = st.fixed_dictionaries(
+    {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+     "method": st.sampled_from(["tools/list", "tools/call", "ping", "initialize", "resources/list", "nope", ""]),
+     "id": st.one_of(st.integers(min_value=-5, max_value=10**6), st.text(max_size=8), st.none())},
+    optional={"params": st.one_of(_json_values, st.fixed_dictionaries(
+        {"name": st.sampled_from(["echo", "calculator", "ToolSearch", "CallDiscoveredTool", "word_count", "mcp__weather__get_forecast", "\u0000"]),
+         "arguments": _json_values}))},
+)
+
+
+def test_fuzzed_json_rpc_messages_never_get_a_server_error(live_gateway, gateway_world):
+    """0 × 5xx and no database or stack text, whatever JSON-RPC a token holder sends in a session."""
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hypothesis_settings
+
+    profile, token = gateway_world["profile"], gateway_world["token"]
+    url = live_gateway.endpoint(profile.pk)
+    auth = {"Authorization": f"Bearer {token}"}
+    _, headers, _ = post(url, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}).encode(), auth)
+    session = {**auth, "Mcp-Session-Id": headers["mcp-session-id"] if "mcp-session-id" in headers else headers["Mcp-Session-Id"],
+               "MCP-Protocol-Version": "2025-06-18"}
+    post(url, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode(), session)
+
+    @hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(message=_messages, batch=st.booleans())
+    def check(message, batch):
+        body = json.dumps([message] if batch else message).encode()
+        status, _, text = post(url, body, session)
+        assert status < 500, (status, body[:200], text[:300])
+        assert_no_leak(text)
+
+    check()
+    assert "Unexpected error" not in live_gateway.logs() and "unexpected error" not in live_gateway.logs()
