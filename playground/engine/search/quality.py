@@ -35,6 +35,7 @@ from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciproca
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.embedding_cache import EmbedStats
 from playground.engine.search.semantic import dense_side
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
@@ -106,6 +107,18 @@ class RunResult:
         return asdict(self)
 
 
+def index_notes(index: Any) -> list[str]:
+    """What an index says about its build: a dense side's embeddings (encoded now / from the
+    cache), or an index that describes itself (the postgres backend: the rows its sync wrote)."""
+    describe = getattr(index, "describe", None)
+    if callable(describe):
+        return [describe()]
+    stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
+    if isinstance(stats, EmbedStats):
+        return [f"embeddings: {stats.encoded} encoded, {stats.reused} from cache"]
+    return []
+
+
 def evaluate_backend(
     backend: SearchBackend,
     catalog: ToolCatalog,
@@ -125,9 +138,7 @@ def evaluate_backend(
     index_mb = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
     notes = []
-    stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
-    if stats is not None:
-        notes.append(f"embeddings: {stats.encoded} encoded, {stats.reused} from cache")
+    notes.extend(index_notes(index))
     dense = dense_side(backend)
     if dense is not None:  # which vectors these figures are of (int8 and float differ a little)
         notes.append(f"encoder: {dense.encoder.model_id} on {dense.encoder.runtime}")
