@@ -73,6 +73,13 @@ DEFAULTS: dict[str, Any] = {
     # request: one pass instead of one per piece, about half the search time of a request of
     # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
+    # Catalogs of `piece_scan_tools` tools or more (none of the evaluation's toolsets: their largest
+    # has 2,479) score a sentence's cosine only on a pool: the request's `piece_pool` most similar
+    # tools and each sentence's `piece_pool` best BM25 matches. A full row per sentence read the
+    # 150 MB of 100,000 tool vectors again for each (the tail of natural requests;
+    # docs/benchmarks.md, "Speed"). Tools outside the pool get no sentence cosine.
+    "piece_scan_tools": 20_000,
+    "piece_pool": 2_000,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -213,6 +220,8 @@ class HybridBackend(SearchBackend):
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
+        self.piece_scan_tools = number_option("hybrid piece_scan_tools", settings["piece_scan_tools"], 1, 10**9, integer=True)
+        self.piece_pool = number_option("hybrid piece_pool", settings["piece_pool"], 1, 10**9, integer=True)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -392,7 +401,27 @@ class HybridBackend(SearchBackend):
             self.semantic.embed_query(query_text(read_query(sentence))) if vector is None else vector
             for sentence, vector in zip(intents, intent_vectors)
         ]
-        return np.stack(vectors) @ index.semantic.vectors.T
+        return self.scan_rows(index, np.stack(vectors), intents)
+
+    def scan_rows(self, index: HybridIndex, queries: np.ndarray, intents: list[str]) -> np.ndarray:
+        """The cosine of every tool to each query row (row 0: the request, then its sentences).
+        Below `piece_scan_tools` tools: one product over the whole matrix. From there on, the
+        request's row alone is a full scan (a matrix-vector product, which reads the matrix once
+        faster than a one-row matrix product does) and the sentences are scored on a pool
+        (`piece_pool`): the request's most similar tools and each sentence's best BM25 matches."""
+        matrix = index.semantic.vectors
+        if matrix.shape[0] < self.piece_scan_tools:
+            return queries @ matrix.T
+        rows = np.zeros((len(queries), matrix.shape[0]), dtype=np.float32)
+        rows[0] = matrix @ queries[0]
+        if len(queries) > 1:
+            pool = set(top_indices(rows[0] + 2.0, self.piece_pool))  # + 2: every cosine ranks, negative ones too
+            for sentence in intents:
+                tokens = [token for token, _ in self.bm25.query_tokens(read_query(sentence))]
+                pool.update(top_indices(self.bm25.score_all(tokens, index.bm25), self.piece_pool))
+            chosen = np.fromiter(sorted(pool), dtype=np.int64, count=len(pool))
+            rows[1:, chosen] = queries[1:] @ matrix[chosen].T
+        return rows
 
     def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> list[np.ndarray | None]:
         """One entry per span: with piece_vectors "pooled", the piece's vector from one pass over
