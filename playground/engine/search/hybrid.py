@@ -45,6 +45,7 @@ from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM2
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
+from playground.engine.search.vector_scan import VectorScan, scan_for
 from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -73,13 +74,12 @@ DEFAULTS: dict[str, Any] = {
     # request: one pass instead of one per piece, about half the search time of a request of
     # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
-    # Catalogs of `piece_scan_tools` tools or more (none of the evaluation's toolsets: their largest
-    # has 2,479) score a sentence's cosine only on a pool: the request's `piece_pool` most similar
-    # tools and each sentence's `piece_pool` best BM25 matches. A full row per sentence read the
-    # 150 MB of 100,000 tool vectors again for each (the tail of natural requests;
-    # docs/benchmarks.md, "Speed"). Tools outside the pool get no sentence cosine.
-    "piece_scan_tools": 20_000,
-    "piece_pool": 2_000,
+    # Catalogs of `scan_int8_tools` tools or more (none of the evaluation's toolsets: the largest
+    # has 2,479) scan an int8 copy of the tool vectors on ONNX Runtime, every query row in one pass,
+    # and score each row's `scan_rescore` best tools again exactly (vector_scan.py): the float32
+    # scan read 150 MB per row at 100,000 tools (docs/benchmarks.md, "Speed").
+    "scan_int8_tools": 20_000,
+    "scan_rescore": 2_000,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -220,8 +220,8 @@ class HybridBackend(SearchBackend):
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
-        self.piece_scan_tools = number_option("hybrid piece_scan_tools", settings["piece_scan_tools"], 1, 10**9, integer=True)
-        self.piece_pool = number_option("hybrid piece_pool", settings["piece_pool"], 1, 10**9, integer=True)
+        self.scan_int8_tools = number_option("hybrid scan_int8_tools", settings["scan_int8_tools"], 1, 10**12, integer=True)
+        self.scan_rescore = number_option("hybrid scan_rescore", settings["scan_rescore"], 1, 10**9, integer=True)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -252,10 +252,13 @@ class HybridBackend(SearchBackend):
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> HybridIndex:
         # Each side through its own backend's cache: a new usage log adds the log's postings to
         # the BM25 side's catalog index and reuses the dense side's.
-        return HybridIndex(
+        index = HybridIndex(
             bm25=self.bm25.index_for(catalog, usage),
             semantic=self.semantic.index_for(catalog) if self.semantic is not None else None,
         )
+        if index.semantic is not None and index.semantic.size >= self.scan_int8_tools:
+            self.vector_scan(index)  # start the int8 scanner's build now, not at the first search
+        return index
 
     def side_scores(
         self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, dense: np.ndarray | None,
@@ -404,24 +407,19 @@ class HybridBackend(SearchBackend):
         return self.scan_rows(index, np.stack(vectors), intents)
 
     def scan_rows(self, index: HybridIndex, queries: np.ndarray, intents: list[str]) -> np.ndarray:
-        """The cosine of every tool to each query row (row 0: the request, then its sentences).
-        Below `piece_scan_tools` tools: one product over the whole matrix. From there on, the
-        request's row alone is a full scan (a matrix-vector product, which reads the matrix once
-        faster than a one-row matrix product does) and the sentences are scored on a pool
-        (`piece_pool`): the request's most similar tools and each sentence's best BM25 matches."""
+        """The cosine of every tool to each query row (row 0: the request, then its sentences): one
+        float32 product below `scan_int8_tools` tools; from there on the int8 scan with each row's
+        best tools rescored exactly, once it is built (vector_scan.py; float32 until then)."""
         matrix = index.semantic.vectors
-        if matrix.shape[0] < self.piece_scan_tools:
+        if matrix.shape[0] < self.scan_int8_tools:
             return queries @ matrix.T
-        rows = np.zeros((len(queries), matrix.shape[0]), dtype=np.float32)
-        rows[0] = matrix @ queries[0]
-        if len(queries) > 1:
-            pool = set(top_indices(rows[0] + 2.0, self.piece_pool))  # + 2: every cosine ranks, negative ones too
-            for sentence in intents:
-                tokens = [token for token, _ in self.bm25.query_tokens(read_query(sentence))]
-                pool.update(top_indices(self.bm25.score_all(tokens, index.bm25), self.piece_pool))
-            chosen = np.fromiter(sorted(pool), dtype=np.int64, count=len(pool))
-            rows[1:, chosen] = queries[1:] @ matrix[chosen].T
-        return rows
+        return self.vector_scan(index).rows(queries)
+
+    def vector_scan(self, index: HybridIndex) -> VectorScan:
+        """The dense index's scan (kept on it), its int8 scanner being built in the background."""
+        scan = scan_for(index.semantic, min_tools=self.scan_int8_tools, rescore=self.scan_rescore)
+        scan.prepare()
+        return scan
 
     def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> list[np.ndarray | None]:
         """One entry per span: with piece_vectors "pooled", the piece's vector from one pass over

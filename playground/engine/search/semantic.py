@@ -61,6 +61,7 @@ class SemanticIndex:
     stats: EmbedStats
     vocabulary: frozenset[str]  # every stem of every field of every tool (the lexical-evidence test)
     keys: list[str] = field(default_factory=list)  # the tools' vector keys (what a stored index keeps)
+    scan: Any = field(default=None, repr=False, compare=False)  # hybrid's VectorScan of `vectors` (vector_scan.py)
 
     @property
     def size(self) -> int:
