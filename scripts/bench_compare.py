@@ -15,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 RUN = """
 import json, sys
@@ -27,8 +28,12 @@ print(json.dumps([{"tools": r.tools, "style": r.style, "backend": r.backend, "p5
 
 
 def run(worktree: str, args: argparse.Namespace) -> list[dict]:
+    # The same toolsets for both, wherever the worktree is (a second worktree under /tmp has none beside it).
+    env = {**os.environ, "PYTHONPATH": worktree, "TOOLSETS_DIR": args.toolsets}
     out = subprocess.run([sys.executable, "-c", RUN, args.backends, args.sizes, str(args.queries)], cwd=worktree,
-                         env={**os.environ, "PYTHONPATH": worktree}, capture_output=True, text=True, check=True)
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{worktree}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -40,7 +45,13 @@ def main() -> None:
     parser.add_argument("--backends", default="hybrid")
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--toolsets", help="the shared toolsets (default: this worktree's, as `bench` finds them)")
     args = parser.parse_args()
+    if not args.toolsets:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from playground.engine.catalog_io import toolsets_dir
+
+        args.toolsets = str(toolsets_dir())
     results: dict[str, list[list[dict]]] = {"old": [], "new": []}
     for n in range(args.runs):
         for version in ("old", "new"):
