@@ -46,3 +46,14 @@ def test_hybrid_ranks_a_large_catalog_with_the_int8_scan_as_with_float32(small_c
     assert scanned.vector_scan(index).wait(60) and index.semantic.scan.quantized
     for query in ("create an issue in github", "weather forecast. Then send an e-mail to Bob", "read a file"):
         assert scanned.search(query, small_catalog).matches == plain.search(query, small_catalog).matches, query
+
+
+def test_an_index_keeps_one_scan_per_setting():
+    from types import SimpleNamespace
+
+    from playground.engine.search.vector_scan import scan_for
+
+    index = SimpleNamespace(vectors=unit_rows(10), scan=None)
+    first = scan_for(index, min_tools=5, rescore=3)
+    assert scan_for(index, min_tools=5, rescore=3) is first
+    assert scan_for(index, min_tools=5, rescore=4) is not first

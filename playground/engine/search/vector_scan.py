@@ -65,6 +65,7 @@ class VectorScan:
 
     def __init__(self, matrix: np.ndarray, *, min_tools: int = MIN_TOOLS, rescore: int = RESCORE) -> None:
         self.matrix = matrix
+        self.settings = {"min_tools": min_tools, "rescore": rescore}
         self.rescore = rescore
         self.wanted = matrix.shape[0] >= min_tools
         self._scanner: QuantizedScan | None = None
@@ -116,8 +117,13 @@ class VectorScan:
 
 def scan_for(index: Any, **options: Any) -> VectorScan:
     """The `VectorScan` of a dense index (a SemanticIndex), made once and kept on it."""
-    scan = getattr(index, "scan", None)
-    if scan is None or scan.matrix is not index.vectors:
-        scan = VectorScan(index.vectors, **options)
-        index.scan = scan
+    wanted = {"min_tools": options.get("min_tools", MIN_TOOLS), "rescore": options.get("rescore", RESCORE)}
+    with _scan_lock:  # two searches of a fresh index must not build two scanners
+        scan = getattr(index, "scan", None)
+        if scan is None or scan.matrix is not index.vectors or scan.settings != wanted:
+            scan = VectorScan(index.vectors, **wanted)
+            index.scan = scan
     return scan
+
+
+_scan_lock = threading.Lock()
