@@ -123,6 +123,10 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
         "baseline_pct": round(100 * baseline / scale, 1),
         "saved": saved,
         "saved_pct": tokens.get("saved_percent") or 0,
+        # The whole request against the context window (older turns did not count it: never flagged).
+        "request": int(tokens.get("request_tokens") or 0),
+        "window": int(tokens.get("context_window") or 0),
+        "over_window": bool(tokens.get("over_window")),
     }
 
 
@@ -193,6 +197,9 @@ def tokens_total(events: list[Event]) -> dict[str, int]:
         "cost": sum(r["numbers"]["cost"] for r in rows),
         "baseline": sum(r["numbers"]["baseline"] for r in rows),
         "turns": len(rows),
+        "over_window": sum(1 for r in rows if r["numbers"]["over_window"]),
+        "largest_request": max((r["numbers"]["request"] for r in rows), default=0),
+        "window": max((r["numbers"]["window"] for r in rows), default=0),
     }
 
 

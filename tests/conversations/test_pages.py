@@ -162,6 +162,17 @@ def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, n
         assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in page
 
 
+def test_compare_defaults_to_tool_search_off_against_on(admin_client):
+    # Before: both sides defaulted to "Default settings", so a first comparison compared nothing.
+    from playground.registry.models import AgentProfile
+
+    make_profile("Client-side", wire_style=AgentProfile.WireStyle.CLIENT)  # first by name, but behind a gateway
+    on, off = make_profile("Tool search on"), make_profile("Tool search off", tool_search_mode="false")
+    page = admin_client.get(reverse("conversations:compare")).content.decode()
+    left, right = page.split('name="profile_a"')[1].split("</select>")[0], page.split('name="profile_b"')[1].split("</select>")[0]
+    assert f'<option value="{off.pk}" selected>' in left and f'<option value="{on.pk}" selected>' in right
+
+
 def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_client, viewer_user, monkeypatch,
                                                                       django_capture_on_commit_callbacks):
     from playground.conversations import tasks
