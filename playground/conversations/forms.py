@@ -114,23 +114,15 @@ class ConversationFilterForm(forms.Form):
     status = forms.ChoiceField(choices=(), required=False,
                                error_messages={"invalid_choice": "%(value)s is not a conversation status."})
 
-    def __init__(self, *args, staff: bool = False, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["provider"].choices = [("", "any")] + [(key, provider_label(key)) for key in settings.MODEL_PROVIDERS]
         self.fields["status"].choices = [("", "any"), *Conversation.Status.choices]
-        self.staff = staff
-        if staff:
-            # Staff see everyone's conversations, so they may narrow them to one person's.
-            self.fields["owner"] = forms.ModelChoiceField(
-                queryset=get_user_model().objects.filter(conversations__isnull=False).distinct().order_by("username"),
-                to_field_name="username", required=False, empty_label="anyone",
-                error_messages={"invalid_choice": "No one named %(value)s has conversations."})
-
-    def clean(self):
-        cleaned = super().clean()
-        if not self.staff and self.data.get("owner"):
-            self.add_error(None, "Only staff can filter by owner: these are your own conversations.")
-        return cleaned
+        # Everyone watches everyone's conversations, so anyone may narrow them to one person's.
+        self.fields["owner"] = forms.ModelChoiceField(
+            queryset=get_user_model().objects.filter(conversations__isnull=False).distinct().order_by("username"),
+            to_field_name="username", required=False, empty_label="anyone",
+            error_messages={"invalid_choice": "No one named %(value)s has conversations."})
 
     def valid_filters(self) -> dict:
         """The filters whose values were valid (a bad one is dropped, and reported by the form)."""

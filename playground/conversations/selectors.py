@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
-from playground.access import ADMIN, OPERATOR, has_role
+from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
@@ -20,13 +20,18 @@ CHAT_TYPES = ("message", "permission_prompt", "cancelled")
 
 
 def can_view(user, conversation: Conversation) -> bool:
-    """Operators see their own conversations; admins everyone's."""
+    """Every role watches every conversation, read-only (an audience follows a demo)."""
+    return has_role(user, VIEWER)
+
+
+def can_act(user, conversation: Conversation) -> bool:
+    """Send, answer a permission prompt, cancel: the owner (an operator at least) or an admin."""
     return has_role(user, OPERATOR) and (conversation.owner_id == user.pk or has_role(user, ADMIN))
 
 
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
-    return qs if has_role(user, ADMIN) else qs.filter(owner=user)
+    return qs if has_role(user, VIEWER) else qs.none()
 
 
 def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) -> QuerySet[Conversation]:
@@ -207,7 +212,7 @@ def tokens_total_for(conversation_id: int) -> dict[str, int]:
     return tokens_total(list(Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)))
 
 
-def panel_context(conversation: Conversation) -> dict[str, Any]:
+def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
     events = list(conversation.events.order_by("sequence"))
     # The status is re-read after the events (each status change is saved with its event): read
     # before, a page loaded while the final turn finishes shows "running" forever, because the
@@ -222,6 +227,9 @@ def panel_context(conversation: Conversation) -> dict[str, Any]:
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),
+        # The frames are the same for everyone; the page of someone who only watches hides the
+        # forms in them (and the server refuses what they would send).
+        "can_act": can_act(user, conversation),
     }
 
 
