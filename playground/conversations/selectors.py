@@ -168,10 +168,14 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     nodes: dict[int, EventNode] = {}
     roots: list[EventNode] = []
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
+    turns = 0
     for event in events:
         if event.type == "message":
             continue  # the chat side shows these
         node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        if event.type == "turn_started" and not event.parent_sequence:
+            turns += 1
+            node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
         nodes[event.sequence] = node
         parent = nodes.get(event.turn_sequence) if event.turn_sequence else None
         if parent is None and event.parent_sequence:

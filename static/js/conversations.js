@@ -32,6 +32,10 @@
     Array.prototype.forEach.call(root.querySelectorAll("[data-testid=chart-turn]"), function (label, i) {
       if (!label.textContent) label.textContent = "#" + (i + 1);
     });
+    // The turn headers count the same way: the conversation's top-level turns in order.
+    Array.prototype.forEach.call(root.querySelectorAll("[data-testid=timeline] > .event-turn_started [data-testid=turn-number]"), function (label, i) {
+      if (!label.textContent) label.textContent = String(i + 1);
+    });
     var chat = root.querySelector("[data-testid=chat]");
     if (chat) chat.scrollTop = chat.scrollHeight;
     updateDifference();
