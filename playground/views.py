@@ -4,7 +4,8 @@ from __future__ import annotations
 from django.db import connection
 from django.http import JsonResponse
 from django.db.models import Count, Sum
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
 from playground.access import VIEWER, role_required
@@ -31,6 +32,12 @@ def home(request):
         "profile_count": AgentProfile.objects.count(),
     }
     return render(request, "home.html", context)
+
+
+@require_safe
+def favicon(request):
+    """Browsers ask for /favicon.ico where a page names no icon (a JSON download, an error page)."""
+    return redirect(static("img/favicon.svg"), permanent=True)
 
 
 @require_safe
