@@ -232,11 +232,16 @@ LOGGING = {
     # MCP servers' credentials (URL userinfo and query values, --token=… arguments) are masked in
     # every record: on the handler, and on the loggers that write a server's URL (so that other
     # handlers, e.g. Celery's, get masked records too).
-    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"}},
+    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"},
+                "quiet_permission_denied": {"()": "playground.access.QuietPermissionDenied"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub_secrets"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Django's own console handler (DEBUG only) printed every record a second time beside the
+        # root's; one handler, the root's. A 403 is a role check, not a fault: one line, no traceback.
+        "django": {"handlers": [], "propagate": True},
+        "django.request": {"filters": ["quiet_permission_denied"]},
         **{name: {"filters": ["scrub_secrets"]} for name in (
             "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
         )},
