@@ -77,7 +77,7 @@ def test_everyone_filters_by_owner(admin_client, admin_user, viewer_user):
     ({"profile": "99999"}, "There is no profile with id 99999."),
     ({"profile": "abc"}, "There is no profile with id abc."),
     ({"status": "sleeping"}, "sleeping is not a conversation status."),
-    ({"provider": "openai"}, "openai is not a known provider."),
+    ({"provider": "carrier-pigeon"}, "carrier-pigeon is not a known provider."),
     ({"q": "x" * 500}, "Search: Ensure this value has at most 200 characters"),
     ({"profile": "9" * 30}, "There is no profile with id 999"),
     ({"page": "lots"}, None),
