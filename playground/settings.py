@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "playground.mcp_servers",
     "playground.conversations",
     "playground.evaluation",
+    "playground.agenteval",
     "playground.gateway",
     "playground.accounts",
 ]
