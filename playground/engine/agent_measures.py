@@ -3,7 +3,8 @@
 A task is a person's request and the tools that would satisfy it (gold tools, with the labelled set's
 `equivalent_names` accepted as the retrieval evaluation accepts them). From one conversation's typed
 events (type, payload) this module reads: success (a gold tool was called and returned without an
-error), first-call success (the first tool called was a gold one), searches, model turns, tokens (the
+error), first-call success (the first tool called was a gold one, and it returned without an error:
+right at the first try), searches, model turns, tokens (the
 API's reported usage, or the engine's estimate when the provider is the offline demo agent: marked),
 cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
 intervals, means, the median wall time, and between two profiles an exact McNemar test on the tasks
@@ -68,6 +69,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     measures = TaskMeasures(wall_s=round(wall_s, 3))
     errors: Counter[str] = Counter()
     calls: dict[str, str] = {}  # tool_use_id → name
+    first_call_id = None
     model, provider = "", ""
     cost = 0.0
     unpriced: set[str] = set()
@@ -85,11 +87,13 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             name = str(payload.get("name") or "")
             calls[str(payload.get("tool_use_id") or "")] = name
             measures.tools_called.append(name)
-            if not measures.first_tool:
-                measures.first_tool = name
-                measures.first_call_success = name in accepted
+            if first_call_id is None:
+                first_call_id, measures.first_tool = str(payload.get("tool_use_id") or ""), name
         elif kind == "tool_result":
-            name = calls.get(str(payload.get("tool_use_id") or ""), str(payload.get("name") or ""))
+            tool_use_id = str(payload.get("tool_use_id") or "")
+            name = calls.get(tool_use_id, str(payload.get("name") or ""))
+            if tool_use_id == first_call_id and tool_use_id in calls:
+                measures.first_call_success = name in accepted and not payload.get("is_error")
             if payload.get("simulated"):
                 measures.simulated_calls += 1
             if payload.get("is_error"):
