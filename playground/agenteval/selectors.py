@@ -156,7 +156,7 @@ def success_chart(rows: list[dict[str, Any]], *, by: str = "tokens", width: int 
     shown = [r for r in rows if r["completed"] and (r.get(key) is not None)]
     if not shown:
         return None
-    left, top, right, bottom = 56, 12, 16, 40
+    left, top, right, bottom = 56, 24, 90, 40  # room for the labels above and right of the points
     plot_w, plot_h = width - left - right, height - top - bottom
     top_x = max(float(r[key]) for r in shown) or 1.0
     top_x *= 1.1
