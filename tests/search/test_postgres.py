@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -82,7 +85,7 @@ def test_ties_keep_catalog_order(pg_table):
 
 
 @pytest.fixture(scope="session")
-def bundled_postgres(tmp_path_factory):
+def bundled_postgres():
     """PostgreSQL 16 with pgvector from the `pgserver` wheel (the dev extra), on a socket in a
     temporary folder, stopped and deleted at the end of the session."""
     try:
@@ -91,9 +94,13 @@ def bundled_postgres(tmp_path_factory):
         if IN_CI:
             pytest.fail(f"the dev extra (pgserver) is required under CI=true: {exc}")
         pytest.skip(f"pgserver is not installed: {exc}")
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgserver"), cleanup_mode="delete")
+    # Not under pytest's base folder: that is private to its owner (0700), and as root pgserver runs
+    # PostgreSQL as a user of its own, who must reach the data folder and write its log there.
+    folder = Path(tempfile.mkdtemp(prefix="toolsearch-pgserver-"))
+    server = pgserver.get_server(folder, cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pgvector_dsn(pg_table, request) -> str:
