@@ -4,8 +4,8 @@
 
 Each round runs the same N requests of the demo catalog's labelled set (mcp-combined) under one
 profile twice, alternating which goes first: as plain conversations (started and sent through the
-conversations' services, at most `--concurrency` at once, the next one sent as soon as one ends —
-what a person or the load command does), and as a task run of the same tasks at the same concurrency.
+conversations' services, at most `--concurrency` at once, the next one sent as soon as one ends, a
+permission prompt approved once as soon as it shows — what a person or the load command does), and as a task run of the same tasks at the same concurrency.
 Printed: the wall time per conversation of each (the batch's wall ÷ N), per round and the medians,
 and the overhead of the task run in percent.
 """
@@ -40,7 +40,15 @@ def plain_batch(queries: list[str], profile, owner, concurrency: int) -> float:
     started = time.monotonic()
     while waiting or running:
         close_old_connections()
-        running = [pk for pk in running if Conversation.objects.values_list("status", flat=True).get(pk=pk) not in finished]
+        still = []
+        for conversation in Conversation.objects.filter(pk__in=running):
+            if conversation.status in finished:
+                continue
+            still.append(conversation.pk)
+            prompt = (conversation.paused_run or {}).get("prompt_sequence")
+            if conversation.status == Conversation.Status.WAITING and prompt and services.pending_answer(conversation.pk, prompt) is None:
+                services.answer_permission(conversation, prompt, "once", user=owner)  # as the task run's allow policy does
+        running = still
         while waiting and len(running) < concurrency:
             conversation = services.start_conversation(owner, profile=profile)
             services.send_message(conversation, waiting.pop(0), user=owner)

@@ -104,7 +104,7 @@ class ConversationFilterForm(forms.Form):
     status = forms.ChoiceField(choices=(), required=False,
                                error_messages={"invalid_choice": "%(value)s is not a conversation status."})
     # A task run's conversations (agent evaluation): the run's page links here with its id.
-    task_run = forms.IntegerField(required=False, min_value=1, label="Task run",
+    task_run = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="Task run",
                                   widget=forms.NumberInput(attrs={"placeholder": "any", "style": "width: 6em"}))
 
     def __init__(self, *args, staff: bool = False, **kwargs):
