@@ -144,7 +144,7 @@ def advance(run_id: int) -> TaskRun | None:
             run.status = TaskRun.Status.CANCELLED if run.status == TaskRun.Status.CANCELLING else TaskRun.Status.DONE
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "finished_at"])
-        transaction.on_commit(lambda: broadcast.send_progress(run_id))
+        transaction.on_commit(lambda: broadcast.send_progress_soon(run_id))
     return run
 
 
