@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from playground.agenteval import broadcast, sources
@@ -196,15 +197,22 @@ def _start(run: TaskRun, item: TaskRunItem) -> None:
     conversation_services.send_message(conversation, item.task.query, user=owner)
 
 
+MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "error", "cancelled",
+                   "turn_finished")
+
+
 def measure_item(item: TaskRunItem) -> dict:
-    events = list(Event.objects.filter(conversation_id=item.conversation_id).order_by("sequence")
-                  .values_list("type", "payload", "created_at"))
-    wall = (events[-1][2] - events[0][2]).total_seconds() if len(events) > 1 else 0.0
+    conversation_events = Event.objects.filter(conversation_id=item.conversation_id)
+    span = conversation_events.aggregate(first=Min("created_at"), last=Max("created_at"))
+    wall = (span["last"] - span["first"]).total_seconds() if span["first"] is not None else 0.0
+    # Only the kinds the measures read: a model_request event carries the whole request body (every
+    # tool's definition with tool search off), which the measures never need.
+    events = list(conversation_events.filter(type__in=MEASURED_EVENTS).order_by("sequence").values_list("type", "payload"))
     try:
         prices = current_price_table()
     except PriceTableError:
         prices = None  # the defaults; the page says the setting is malformed
-    measures = measure_task([(kind, payload) for kind, payload, _ in events], item.task.expected_tools,
+    measures = measure_task(events, item.task.expected_tools,
                             item.task.equivalent_names, prices=prices, wall_s=wall)
     return measures.to_dict()
 
