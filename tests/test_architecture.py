@@ -43,8 +43,6 @@ ALLOWED_LATE_IMPORTS = {
         "only --own-stack starts a stack; the stack module sets the environment Django reads",
     ("playground/registry/models.py", "playground.registry.adapter"):
         "Tool.save asks the adapter for derived fields, and the adapter imports the models",
-    ("playground/conversations/services.py", "playground.conversations.tasks"):
-        "the task runs the loop, and the loop and the lease import services",
     ("playground/conversations/apps.py", "playground.conversations.providers"):
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.conversations.usage"):

@@ -4,7 +4,7 @@ Why: a worker killed mid-run (SIGKILL, out of memory, its machine gone) cannot r
 stopped, so its conversation would stay "running" and refuse every new message. While a run is in
 progress, a thread of its worker writes `Conversation.heartbeat_at` every AGENT_HEARTBEAT_SECONDS.
 Whoever meets a running conversation whose heartbeat is older than AGENT_LOST_SECONDS releases it
-(`services.release_lost_run`): the page says the worker was lost, the calls it left unanswered get
+(`runs.release_lost_run`): the page says the worker was lost, the calls it left unanswered get
 error results, and the conversation takes messages again. Who looks: every heartbeat thread (once per
 AGENT_LOST_SECONDS, for all conversations), a worker when it starts (`tasks.py`), the conversation
 page, and cancel and send on that conversation. No scheduler of our own and no Celery beat is needed.
@@ -37,7 +37,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from playground.conversations.models import Conversation
-from playground.conversations.services import ACTIVE_STATUSES, release_lost_runs
+from playground.conversations.runs import ACTIVE_STATUSES, release_lost_runs
 from playground.engine.execution import CancelSignal
 
 logger = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from playground.conversations.providers import (
     conversation_provider_key,
     get_provider,
 )
-from playground.conversations.services import (
+from playground.conversations.runs import (
     CANCELLED_CALL,
     cancel_requester,
     close_cancelled_turn,
@@ -48,10 +48,9 @@ from playground.engine.execution import CallCancelled, CancelSignal, ToolExecuto
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.server_search import SERVER_STYLE, sent_tool_names, server_search_request
+from playground.engine.requests import AgentSettings, ConversationState
+from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tokens import TokenCounter, count_messages
-from playground.engine.toolsearch_tool import NATIVE_STYLE, WIRE_STYLES
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
@@ -109,7 +108,7 @@ class MessageStore:
 
 class ConversationMessages(MessageStore):
     """The conversation's messages in the database. With a run token, writes happen only while that
-    run still owns the conversation (checked under the row lock, as `services._release` takes it)."""
+    run still owns the conversation (checked under the row lock, as `runs.release` takes it)."""
 
     def __init__(self, conversation_id: int, run_token: str = "") -> None:
         self.conversation_id = conversation_id
@@ -178,10 +177,8 @@ class AgentRun:
     subagent: str = ""
     compaction_enabled: bool = True
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
-    server_search: str = ""  # "bm25" / "regex": Anthropic's server-side search replaces our ToolSearch
     # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
     cancel: CancelSignal = field(default_factory=CancelSignal)
-    _server_sent: set[str] = field(default_factory=set)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
@@ -200,13 +197,15 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
         """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
+        if self.agent_settings.server_search and SERVER_STYLE not in self.provider.wire_styles:
+            raise ProviderError(f"The {self.provider.label} cannot run Anthropic's server-side search tools; "
+                                "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
         backend = backends.search_backend(self.agent_settings.backend)
         counter = adapter.token_counter()
         final_text = ""
         first_turn = 1
         if resume is not None:
             final_text = resume.get("final_text", "")
-            self._server_sent = set(resume.get("server_sent") or ())
             messages = self.store.load()
             if messages and messages[-1]["role"] == "assistant":
                 messages = messages[:-1]  # the paused turn's plan was built before the model answered
@@ -225,8 +224,8 @@ class AgentRun:
             if plan.announcement_block is not None:
                 # Delta announcements live in the history: keep the block, or the next request repeats it.
                 self.store.extend_last_user(plan.announcement_block)
-            turn_seq = self.emit_turn_started(turn, plan)
-            request = self.request_kwargs(plan)
+            turn_seq = self.emit_turn_started(turn, turn_plan)
+            request = turn_plan.wire_request()
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(request.get("messages", [])), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
@@ -290,7 +289,7 @@ class AgentRun:
                                                    resume=child)
                         sibling = []
                     else:
-                        result, sibling = self.answered_call(resume, turn_plan.request, turn_seq)
+                        result, sibling = self.answered_call(resume, turn_plan, turn_seq)
                     results.append(result)
                     siblings.extend(sibling)
                     index += 1
@@ -304,7 +303,6 @@ class AgentRun:
                 frame = {
                     "turn": turn, "turn_sequence": turn_seq, "stop_reason": stop_reason, "tool_uses": tool_uses,
                     "index": index, "results": results, "siblings": siblings, "final_text": final_text,
-                    "server_sent": sorted(self._server_sent),
                 }
                 if self.parent_sequence is not None:
                     # A subagent: its history lives in memory, so it goes into the frame; the parent pauses.
@@ -336,16 +334,8 @@ class AgentRun:
         return adapter.plan_turn(self.catalog, self.policy, self.agent_settings, state, backend=backend,
                                  filtered=adapter.request_filter(self.catalog, self.policy))
 
-    def request_kwargs(self, plan: RequestPlan) -> dict[str, Any]:
-        request = dict(plan.to_api_kwargs())
-        request.setdefault("model", self.agent_settings.model or settings.DEFAULT_MODEL)
-        request.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
-        if self.server_search:
-            request = server_search_request(request, plan, self.server_search)
-            self._server_sent = sent_tool_names(request)
-        return request
-
-    def emit_turn_started(self, turn: int, plan: RequestPlan) -> int:
+    def emit_turn_started(self, turn: int, turn_plan: TurnPlan) -> int:
+        plan = turn_plan.request
         seq = self.emit(ev.TurnStarted(
             turn=turn,
             provider=self.provider.key,
@@ -359,7 +349,7 @@ class AgentRun:
             tokens=plan.tokens.to_dict(),
             decision=plan.decision.to_dict(),
             subagent=self.subagent,
-            server_search=self.server_search if plan.decision.enabled else "",
+            server_search=self.agent_settings.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
         announcement = plan.announcement
         if announcement is not None:
@@ -391,39 +381,23 @@ class AgentRun:
     def handle_tool_use(self, block: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Execute one tool_use; returns its tool_result block and any sibling text blocks."""
-        plan = turn.request
         tool_use_id, name, arguments = block["id"], block.get("name", ""), block.get("input") or {}
+        # The engine says whether this tool may be called now (sent, or deferred → select: it first;
+        # denied; unknown; asks a person first). Its message is the tool_result error the model reads.
+        check = turn.check_call(name)
         if name == TOOL_SEARCH_NAME:
-            refusal = plan.call_error(name) or (
-                "ToolSearch is not available: this conversation uses Anthropic's server-side search." if self.server_search else None)
-            if refusal is not None:
-                return self.tool_error(tool_use_id, name, refusal, turn_seq), []
+            if check.refused:
+                return self.tool_error(tool_use_id, name, check.message, turn_seq), []
             return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
-
-        decision = self.policy.decide(name)
-        call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments, permission=decision.effect),
-                             turn_sequence=turn_seq)
-        # The engine says whether this tool may be called now (sent in full; deferred → select: it first;
-        # denied; unknown). Its message is the tool_result error the model reads.
-        refusal = plan.call_error(name)
-        if refusal is not None and self.server_search and name in self._server_sent and name != TOOL_SEARCH_NAME:
-            refusal = None  # sent with defer_loading: the server's search loaded it for the model
-        if refusal is not None:
-            if name in plan.deferred_tools:
-                result = ts.deferred_tool_not_loaded_result(tool_use_id, name)
-                self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
-                                        error="deferred tool called before it was loaded"), turn_sequence=turn_seq)
-                return result, []
-            return self.tool_error(tool_use_id, name, refusal, turn_seq), []
-        tool = plan.searchable.get(name) or self.catalog.get(name)
-        if decision.effect == "deny" or tool is None:
-            message = (f"Permission to use {name} was denied ({decision.reason})." if decision.effect == "deny"
-                       else f"Tool {name!r} does not exist or is not available in this conversation.")
-            return self.tool_error(tool_use_id, name, message, turn_seq), []
-        if decision.effect == "ask" and name not in self.always_allowed():
+        call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments,
+                                         permission=check.permission.effect), turn_sequence=turn_seq)
+        if check.refused:
+            error = "deferred tool called before it was loaded" if check.refusal == "deferred" else check.message
+            return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error), []
+        if check.needs_person and name not in self.always_allowed():
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
-            raise AwaitingAnswer(tool_use_id, name, arguments, decision.reason, call_seq, self.parent_sequence)
-        return self.run_allowed_call(tool_use_id, name, arguments, tool, call_seq, turn_seq)
+            raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
+        return self.run_allowed_call(tool_use_id, name, arguments, check.tool, call_seq, turn_seq)
 
     def run_allowed_call(self, tool_use_id: str, name: str, arguments: dict[str, Any], tool: Any, call_seq: int,
                          turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -446,10 +420,11 @@ class AgentRun:
             result["is_error"] = True
         return result, []
 
-    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int) -> dict[str, Any]:
+    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int, *, error: str = "") -> dict[str, Any]:
+        """The error tool_result the model reads (`message`); `error`: the event's note, if not the message."""
         result = error_tool_result(tool_use_id, message)
-        self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True, error=message),
-                  turn_sequence=turn_seq)
+        self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
+                                error=error or message), turn_sequence=turn_seq)
         return result
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
@@ -499,9 +474,10 @@ class AgentRun:
                 state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
 
-    def answered_call(self, state: dict[str, Any], plan: RequestPlan,
+    def answered_call(self, state: dict[str, Any], turn: TurnPlan,
                       turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Settle the call a paused run waited on, by the answer its prompt got."""
+        """Settle the call a paused run waited on, by the answer its prompt got. The turn checks the
+        call again: a rule changed while the person read the prompt (a deny added, the tool gone) wins."""
         call = state["call"]
         tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
         answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
@@ -509,10 +485,10 @@ class AgentRun:
                                           float(state.get("timeout") or 0))
         if not allowed:
             return self.tool_error(tool_use_id, name, why, turn_seq), []
-        tool = plan.searchable.get(name) or self.catalog.get(name)
-        if tool is None:
-            return self.tool_error(tool_use_id, name, f"Tool {name!r} is no longer available in this conversation.", turn_seq), []
-        return self.run_allowed_call(tool_use_id, name, arguments, tool, int(state.get("call_sequence") or 0), turn_seq)
+        check = turn.check_call(name)
+        if check.refused:
+            return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+        return self.run_allowed_call(tool_use_id, name, arguments, check.tool, int(state.get("call_sequence") or 0), turn_seq)
 
     def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
                      resume: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -527,7 +503,7 @@ class AgentRun:
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
             policy=sub_policy, agent_settings=sub_settings, store=MemoryMessages(messages),
-            parent_sequence=call_seq, subagent=label, compaction_enabled=False, server_search=self.server_search,
+            parent_sequence=call_seq, subagent=label, compaction_enabled=False,
             cancel=self.cancel,
         )
         learn = True
@@ -642,20 +618,15 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         provider = get_provider(conversation_provider_key(conversation))
     if executor is None:
         executor = PlaygroundExecutor()
-    wire_style = getattr(profile, "wire_style", NATIVE_STYLE) if profile is not None else NATIVE_STYLE
-    if wire_style == SERVER_STYLE:
-        if SERVER_STYLE not in provider.wire_styles:
-            raise ProviderError(f"The {provider.label} cannot run Anthropic's server-side search tools; "
-                                "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
-    elif wire_style not in WIRE_STYLES:
-        raise ProviderError(f"Unknown wire style {wire_style!r} (native, client or server).", kind="configuration")
-    wire_style, server_search = adapter.planned_wire_style(wire_style)
+    try:  # the profile's wire style, resolved once ("server": planned as native, Anthropic's search on the wire)
+        agent_settings = adapter.agent_settings(profile)
+    except ValueError as exc:
+        raise ProviderError(str(exc), kind="configuration") from None
     catalog = with_agent_tool(adapter.profile_catalog(profile))
     return AgentRun(
         conversation=conversation, provider=provider, executor=executor, catalog=catalog,
         policy=adapter.permission_policy(conversation.profile),
-        agent_settings=adapter.agent_settings(profile, wire_style=wire_style),
-        store=ConversationMessages(conversation.pk, conversation.run_token), server_search=server_search,
+        agent_settings=agent_settings, store=ConversationMessages(conversation.pk, conversation.run_token),
         cancel=cancel or CancelSignal(),
     )
 

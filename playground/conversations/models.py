@@ -29,7 +29,7 @@ class Conversation(models.Model):
     # Tools the person approved "always" in this conversation (call-time `ask` no longer prompts).
     always_allowed = models.JSONField(default=list, blank=True)
     # The lease of the run in progress (lease.py): which run owns the conversation, and when its
-    # worker last said it is alive. A run whose heartbeat stops is released (services.release_lost_run).
+    # worker last said it is alive. A run whose heartbeat stops is released (runs.release_lost_run).
     run_token = models.CharField(max_length=32, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # When the current run's task was handed to the broker (the person's request, or a re-send), and

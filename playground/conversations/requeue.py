@@ -4,11 +4,11 @@ A run that a worker claimed has a heartbeat (lease.py); one that none claimed ha
 empty and `queued_at` set: the person's request, the answer to a prompt (a resumption), or the last
 re-send — never a later event. The worker's watch (playground/lost_tasks.py) asks the broker about
 runs still unclaimed AGENT_QUEUE_GRACE_SECONDS after that; one whose task the broker lost is handed
-over again under a new run token (`services.requeue_unclaimed_run`: a resumption is sent again as a
+over again under a new run token (`runs.requeue_unclaimed_run`: a resumption is sent again as a
 resumption), at most AGENT_QUEUE_ATTEMPTS times, and then failed with an error the page shows.
 
 A prompt's timeout is the watch's sweep `expire_overdue_prompts`: every round it denies the prompts
-still open past their deadline (`services.expire_prompt`, the first answer wins), so a prompt is
+still open past their deadline (`runs.expire_prompt`, the first answer wins), so a prompt is
 denied at most half a grace late. Why not a task with the timeout as countdown: Redis loses it on a
 restart, and the worker holding it until it is due (kombu's Redis transport hands ETA tasks out at
 once) dies when the broker connection drops under it (Celery/kombu 5.7: "Unrecoverable error:
@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from playground import lost_tasks
 from playground.conversations.models import Conversation, Event
-from playground.conversations.services import expire_prompt, pending_answer, requeue_unclaimed_run
+from playground.conversations.runs import expire_prompt, pending_answer, requeue_unclaimed_run
 
 logger = logging.getLogger(__name__)
 

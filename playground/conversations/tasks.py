@@ -16,7 +16,7 @@ from playground.celery_app import app
 from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the worker's watch
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
-from playground.conversations.services import expire_prompt, release_lost_runs
+from playground.conversations.runs import expire_prompt, release_lost_runs
 
 logger = logging.getLogger(__name__)
 

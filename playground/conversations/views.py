@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, is_staff, role_required
-from playground.conversations import services
+from playground.conversations import runs, services
 from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation
@@ -74,7 +74,7 @@ def conversation_new(request):
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
-    services.release_lost_run(conversation)
+    runs.release_lost_run(conversation)
     return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
 
 

@@ -47,6 +47,7 @@ from playground.engine.history import (
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
+from playground.engine.server_search import server_search_tool
 from playground.engine.tokens import TokenCounter
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
@@ -57,13 +58,19 @@ from playground.engine.toolsearch_tool import (
 )
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
+DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AGENT_MAX_TOKENS
+
 
 @dataclass
 class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
     mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
-    wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client
+    wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client (how the engine plans the turn)
+    # Anthropic's server-side search tool (bm25 | regex) replacing our ToolSearch on the wire, or "".
+    # Set, the turn is planned as native and its wire request is the "server" style's
+    # (`TurnPlan.wire_request`); a profile's "server" wire style resolves to this (`server_search.engine_wire_style`).
+    server_search: str = ""
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
@@ -74,11 +81,17 @@ class AgentSettings:
     base_url: str = ""
     system_prompt: str = ""
     unsupported_model_patterns: tuple[str, ...] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS
-    max_tokens: int = 4096
+    max_tokens: int = DEFAULT_MAX_TOKENS  # the wire request's max_tokens
 
     def __post_init__(self) -> None:
         if self.wire_style not in WIRE_STYLES:
             raise ValueError(f"unknown wire style {self.wire_style!r} (expected native or client)")
+        if self.server_search:
+            server_search_tool(self.server_search)  # a bad variant fails here, with its name
+            if self.wire_style != NATIVE_STYLE:
+                raise ValueError("the server-side search tool is planned as the native wire style")
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
         if self.announcement_layout not in ANNOUNCEMENT_LAYOUTS:
@@ -91,6 +104,7 @@ class AgentSettings:
             raise ValueError(
                 f"announcement_budget must be 0 (2 % of the window) or at least {MIN_BUDGET_TOKENS} tokens"
             )
+        self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
 
     @property
     def announcement_budget_tokens(self) -> int:
@@ -100,7 +114,6 @@ class AgentSettings:
     def announcement_max_tokens(self) -> int:
         """Above this a flat or grouped list is never sent: the budgeted layout goes instead."""
         return max(1, int(self.context_window * DEFAULT_MAX_SHARE))
-        self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
 
 
 @dataclass
@@ -152,7 +165,7 @@ class RequestPlan:
     searchable: ToolCatalog  # what ToolSearch may search this turn (permitted tools; empty when off)
     wire_style: str
     model: str
-    max_tokens: int = 4096
+    max_tokens: int
     excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)  # denied by permissions
     ask_tools: list[str] = field(default_factory=list)  # permitted, but each call needs a person's confirmation
     announcement_placement: str = ""  # "system" (full style) or "messages" (delta style)
@@ -188,11 +201,16 @@ class RequestPlan:
         """Why the model may not call `tool_name` now (None when it may): the text of an error tool_result."""
         if tool_name in self.tool_names:
             return None
+        return self.refusal(tool_name)[1]
+
+    def refusal(self, tool_name: str) -> tuple[str, str]:
+        """(why in one word, the error tool_result's text) for a call of a tool this request does not
+        carry: "deferred" (not loaded by a ToolSearch yet), "denied" (a deny rule) or "unknown"."""
         if tool_name in self.deferred_tools:
-            return deferred_tool_not_loaded_message(tool_name)
+            return "deferred", deferred_tool_not_loaded_message(tool_name)
         if any(name == tool_name for name, _ in self.excluded):
-            return f"Tool {tool_name!r} is not available: it is denied by a permission rule."
-        return f"Tool {tool_name!r} does not exist or is not available in this conversation."
+            return "denied", f"Tool {tool_name!r} is not available: it is denied by a permission rule."
+        return "unknown", f"Tool {tool_name!r} does not exist or is not available in this conversation."
 
     def to_api_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": self.messages}

@@ -30,9 +30,12 @@ def server_search_tool(variant: str) -> dict[str, str]:
 
 
 def engine_wire_style(wire_style: str, variant: str) -> tuple[str, str]:
-    """(the wire style the engine plans with, the server-side variant or ""). The "server" style plans
-    as native with `variant` (the deployment's ANTHROPIC_SERVER_SEARCH_TOOL, passed in by the caller);
-    a bad variant fails here, with its name."""
+    """(the wire style the engine plans with, the server-side variant or "") for a profile's wire
+    style: `AgentSettings.wire_style` and `AgentSettings.server_search`. The "server" style plans as
+    native with `variant` (the deployment's ANTHROPIC_SERVER_SEARCH_TOOL, passed in by the caller);
+    an unknown style or a bad variant fails here (ValueError), with its name."""
+    if wire_style not in PROFILE_WIRE_STYLES:
+        raise ValueError(f"Unknown wire style {wire_style!r} (native, client or server).")
     if wire_style != SERVER_STYLE:
         return wire_style, ""
     server_search_tool(variant)
@@ -40,14 +43,11 @@ def engine_wire_style(wire_style: str, variant: str) -> tuple[str, str]:
 
 
 def server_search_request(request: dict[str, Any], plan: Any, variant: str) -> dict[str, Any]:
-    """The planned request, rewritten for the server-side search tool (unchanged when search is off)."""
+    """The planned request, rewritten for the server-side search tool (unchanged when search is off).
+    Callers outside the engine ask `TurnPlan.wire_request()`, which calls this for the "server" style."""
     if not plan.decision.enabled:
         return request
     loaded = [t for t in request.get("tools", []) if t.get("name") != TOOL_SEARCH_NAME and not t.get("defer_loading")]
     loaded_names = {t["name"] for t in loaded}
     deferred = [tool.to_api(defer_loading=True) for tool in plan.searchable.deferred if tool.name not in loaded_names]
     return {**request, "tools": [*loaded, server_search_tool(variant), *deferred]}
-
-
-def sent_tool_names(request: dict[str, Any]) -> set[str]:
-    return {t.get("name", "") for t in request.get("tools", [])}

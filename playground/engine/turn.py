@@ -1,18 +1,25 @@
 """One engine entry per turn: everything the engine decides for the next model request.
 
-The agent loop, "what the model sees" and the ToolSearch inspector all call `plan_turn` with the
-turn's inputs (catalog, rules, settings, history, counter, backend, usage, pending servers) and read
-the answer from the `TurnPlan`: the mode decision and its reason, the request plan, the token
-accounting, and a ToolSearch runner bound to this turn. None of them restates a rule.
+The agent loop, the MCP gateway, "what the model sees" and the ToolSearch inspector all call
+`plan_turn` with the turn's inputs (catalog, rules, settings, history, counter, backend, usage,
+pending servers) and read the answer from the `TurnPlan`: the mode decision and its reason, the
+request plan, the token accounting, the final wire request (`wire_request`), whether a tool may be
+called now (`check_call`), and a ToolSearch runner bound to this turn. None of them restates a rule.
+
+Wire styles: how the planned request goes on the wire. Each style has one builder in
+`WIRE_REQUEST_BUILDERS` (style name → function of the `TurnPlan` returning the request's keyword
+arguments); `TurnPlan.wire_request()` calls the turn's own, or a named one. A new vendor's request
+shape is one more builder there, reading the same plan.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from playground.engine.modes import ModeDecision
-from playground.engine.permissions import PermissionFilterResult, PermissionPolicy
+from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.requests import (
     AgentSettings,
     ConversationState,
@@ -23,9 +30,45 @@ from playground.engine.requests import (
 )
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.search.usage import UsageLog
+from playground.engine.server_search import SERVER_STYLE, server_search_request
 from playground.engine.tokens import TokenCounter
-from playground.engine.toolsearch_tool import run_tool_search
-from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.toolsearch_tool import (
+    CLIENT_STYLE,
+    NATIVE_STYLE,
+    run_tool_search,
+)
+from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+
+# A call's verdict (`TurnPlan.check_call`).
+REFUSE, ASK, ALLOW = "refuse", "ask", "allow"
+
+
+@dataclass(frozen=True)
+class CallCheck:
+    """Whether the model may call `name` now, and what follows.
+
+    - `refuse`: `message` is the error tool_result the model reads; `refusal` says why in one word:
+      "deferred" (called before a ToolSearch loaded it), "denied" (a deny rule), "server_search"
+      (our ToolSearch, where Anthropic's server-side search replaces it), "unknown".
+    - `ask`: a person must confirm first (`message`: the rule's reason); `tool` runs once they do.
+    - `allow`: run `tool` (None for ToolSearch, which the turn answers itself: `run_tool_search`).
+    `permission` is the rules' decision for the name, whatever the verdict (shown with the call).
+    """
+
+    name: str
+    verdict: str
+    permission: PermissionDecision
+    tool: Tool | None = None
+    message: str = ""
+    refusal: str = ""
+
+    @property
+    def refused(self) -> bool:
+        return self.verdict == REFUSE
+
+    @property
+    def needs_person(self) -> bool:
+        return self.verdict == ASK
 
 
 class TurnPlan:
@@ -83,6 +126,61 @@ class TurnPlan:
         """What a ToolSearch call of this turn searches: the permitted tools (none when the mode is off)."""
         return self.request.searchable
 
+    # -- the wire request ----------------------------------------------------------------------------
+    @property
+    def wire_style(self) -> str:
+        """How this turn's request goes on the wire: "native", "client" or "server" (Anthropic's
+        server-side search tool instead of our ToolSearch; planned as native)."""
+        return SERVER_STYLE if self.settings.server_search else self.settings.wire_style
+
+    def wire_request(self) -> dict[str, Any]:
+        """The final request for this turn in its wire style (`wire_style`, built by that style's
+        entry in WIRE_REQUEST_BUILDERS): for the Messages API, the keyword arguments of
+        `messages.create` — model, max_tokens (the settings'), system, messages, tools. A new dict
+        each call; its messages and tools are shared with the plan (copy before changing them)."""
+        return dict(self._wire_request)
+
+    @cached_property
+    def _wire_request(self) -> dict[str, Any]:
+        return _wire_request_builder(self.wire_style)(self)
+
+    @cached_property
+    def sent_tool_names(self) -> frozenset[str]:
+        """Every tool name the turn's wire request carries (with defer_loading or not)."""
+        return frozenset(t.get("name", "") for t in self._wire_request.get("tools", []))
+
+    # -- the call-time question ------------------------------------------------------------------------
+    def check_call(self, name: str, *, discovered: Iterable[str] = ()) -> CallCheck:
+        """May the model call `name` now? Refuse / ask / allow, with the tool and the message.
+
+        Callable: a tool this turn's wire request carries (sent in full, a discovered one with
+        defer_loading, or, in the "server" style, any deferred tool the server's search may load),
+        or one of `discovered` that is still deferred and permitted (a caller keeping found tools
+        outside the history: the gateway's session). Then the rules: the request plan holds only
+        permitted tools, so a callable tool is never denied; `ask` needs a person."""
+        permission = self.policy.decide(name)
+        request = self.request
+        if name == TOOL_SEARCH_NAME:
+            if self.settings.server_search and self.decision.enabled:
+                return CallCheck(name, REFUSE, permission, refusal="server_search", message=(
+                    "ToolSearch is not available: this conversation uses Anthropic's server-side search."))
+            if name in self.sent_tool_names:
+                return CallCheck(name, ALLOW, permission)
+            return self._refused(name, permission)
+        found_elsewhere = name in set(discovered) and name in request.deferred_tools
+        if name not in self.sent_tool_names and not found_elsewhere:
+            return self._refused(name, permission)
+        tool = request.searchable.get(name) or self.catalog.get(name)
+        if tool is None:  # a name only the wire carries (the server-side search tool's own)
+            return self._refused(name, permission)
+        if permission.effect == "ask":
+            return CallCheck(name, ASK, permission, tool=tool, message=permission.reason)
+        return CallCheck(name, ALLOW, permission, tool=tool)
+
+    def _refused(self, name: str, permission: PermissionDecision) -> CallCheck:
+        refusal, message = self.request.refusal(name)
+        return CallCheck(name, REFUSE, permission, refusal=refusal, message=message)
+
     def run_tool_search(
         self, arguments: dict[str, Any], *, over: ToolCatalog | None = None, backend: SearchBackend | None = None,
         usage: UsageLog | None = None,
@@ -105,6 +203,34 @@ class TurnPlan:
             default_max_results=self.settings.max_results,
             usage=self.usage if usage is None else usage,
         )
+
+
+# -- wire styles: one builder each ---------------------------------------------------------------------
+def messages_api_request(turn: TurnPlan) -> dict[str, Any]:
+    """Native and client styles: the plan as it stands (the styles differ in the plan itself:
+    defer_loading and tool_reference blocks, or ordinary tools and text)."""
+    return turn.request.to_api_kwargs()
+
+
+def server_search_wire_request(turn: TurnPlan) -> dict[str, Any]:
+    """The "server" style: the native plan with Anthropic's search tool instead of ToolSearch and
+    every permitted deferred tool sent with defer_loading (`server_search.server_search_request`)."""
+    return server_search_request(turn.request.to_api_kwargs(), turn.request, turn.settings.server_search)
+
+
+WireRequestBuilder = Callable[[TurnPlan], dict[str, Any]]
+WIRE_REQUEST_BUILDERS: dict[str, WireRequestBuilder] = {
+    NATIVE_STYLE: messages_api_request,
+    CLIENT_STYLE: messages_api_request,
+    SERVER_STYLE: server_search_wire_request,
+}
+
+
+def _wire_request_builder(style: str) -> WireRequestBuilder:
+    try:
+        return WIRE_REQUEST_BUILDERS[style]
+    except KeyError:
+        raise ValueError(f"unknown wire style {style!r} (expected one of {', '.join(WIRE_REQUEST_BUILDERS)})") from None
 
 
 def plan_turn(

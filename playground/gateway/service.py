@@ -33,7 +33,6 @@ from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
-    deferred_tool_not_loaded_message,
     tool_search_result_content,
 )
 from playground.gateway.events import record_event
@@ -141,10 +140,6 @@ class ProfileView:
         tools.append(CALL_DISCOVERED_TOOL)
         return tools
 
-    def callable_names(self, discovered: list[str]) -> set[str]:
-        loaded = {name for name in self.plan.loaded_tools if name != TOOL_SEARCH_NAME}
-        return loaded | set(self.live_discovered(discovered))
-
 
 # A profile's first-turn plan (loaded tools, announcement, mode decision) depends only on the
 # filtered catalog, the engine settings and the backend; building it again for every call cost
@@ -247,7 +242,7 @@ class CallAnswer:
 
 @dataclass
 class PlannedCall:
-    """A tools/call checked against the session and the rules, not run yet."""
+    """A tools/call checked against the session and the rules (the turn's `check_call`), not run yet."""
 
     name: str
     arguments: Any
@@ -255,43 +250,36 @@ class PlannedCall:
     decision: PermissionDecision
     tool: Any = None
     refusal: str | None = None
+    ask: bool = False  # the rules ask a person first
 
     @property
     def needs_person(self) -> bool:
-        return self.refusal is None and self.decision.effect == "ask"
+        return self.refusal is None and self.ask
 
     def event(self) -> dict[str, Any]:
         return {"name": self.name, "arguments": self.arguments, "via": self.via,
                 "permission": self.decision.effect, "permission_reason": self.decision.reason}
 
 
-def call_error(view: ProfileView, name: str, discovered: list[str]) -> str | None:
-    """Why `name` may not be called in this session now (None when it may)."""
-    if name in view.callable_names(discovered):
-        return None
-    if name in view.plan.deferred_tools:
-        return deferred_tool_not_loaded_message(name)
-    return view.plan.call_error(name) or f"Tool {name!r} does not exist or is not available here."
-
-
 def plan_call(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> PlannedCall:
-    """The call-time checks, in the loop's order: may the session call it now (listed, or found by
-    a search), then the permission rules as they stand at this moment. `deny` is refused here;
-    `ask` waits for a person (`needs_person`), or is refused when the gateway may not wait."""
-    decision = view.policy.decide(name)
-    planned = PlannedCall(name=name, arguments=arguments, via=via, decision=decision)
-    planned.refusal = call_error(view, name, list(session.discovered_tools or []))
-    if planned.refusal is None and decision.effect == "deny":
-        planned.refusal = f"Permission to use {name} was denied ({decision.reason})."
-    if planned.refusal is None and not isinstance(arguments, dict):
+    """The call-time checks: the engine's (`TurnPlan.check_call`: may the session call it now —
+    listed, or found by one of its searches — and what the rules say at this moment), then the
+    gateway's own: ToolSearch is called directly (not through CallDiscoveredTool), arguments are an
+    object, and `ask` waits for a person (`needs_person`) unless the gateway may not wait."""
+    check = view.turn.check_call(name, discovered=list(session.discovered_tools or []))
+    planned = PlannedCall(name=name, arguments=arguments, via=via, decision=check.permission, tool=check.tool,
+                          ask=check.needs_person)
+    if check.refused:
+        planned.refusal = check.message
+    elif name == TOOL_SEARCH_NAME:
+        planned.refusal = f"Tool {name!r} does not exist or is not available here: call {name} directly."
+    elif not isinstance(arguments, dict):
         planned.refusal = f"arguments for {name} must be a JSON object, got {type(arguments).__name__}"
-    if planned.refusal is None and decision.effect == "ask" and settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS <= 0:
+    elif check.needs_person and settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS <= 0:
         planned.refusal = (
-            f"{name} needs a person's confirmation ({decision.reason}), and this gateway is set not to wait "
+            f"{name} needs a person's confirmation ({check.message}), and this gateway is set not to wait "
             "for one (GATEWAY_PERMISSION_TIMEOUT_SECONDS=0): the call was not run."
         )
-    if planned.refusal is None:
-        planned.tool = view.plan.searchable.get(name) or view.catalog.get(name)
     return planned
 
 

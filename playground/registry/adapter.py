@@ -339,8 +339,10 @@ def _profile_signature(profile: AgentProfile | None) -> tuple:
 def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> AgentSettings:
     """Engine settings for a profile; empty profile fields fall back to Django settings.
 
-    Raises ValueError for settings the engine does not run (e.g. the "server" wire style, which
-    belongs to Anthropic's server-side search tool rather than to this engine).
+    The one place a profile's wire style is resolved: "server" (Anthropic's server-side search tool)
+    plans as native with the deployment's ANTHROPIC_SERVER_SEARCH_TOOL as `server_search`. The wire
+    request's max_tokens is AGENT_MAX_TOKENS. Raises ValueError for settings the engine does not run
+    (an unknown wire style or server-side variant, a bad mode).
     """
     values: dict[str, Any] = {
         "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
@@ -357,6 +359,9 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
+    values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],
+                                                                      settings.ANTHROPIC_SERVER_SEARCH_TOOL)
+    values.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
     return AgentSettings(**values)
 
 
@@ -384,12 +389,6 @@ def plan_turn(catalog: ToolCatalog, policy: PermissionPolicy, agent_settings: Ag
     usage = ports.usage().usage_log() if learn_from_usage else None
     return engine_plan_turn(catalog, policy, agent_settings, state, token_counter=token_counter(), backend=backend,
                             pending_mcp_servers=pending_mcp_servers(), usage=usage, filtered=filtered)
-
-
-def planned_wire_style(wire_style: str) -> tuple[str, str]:
-    """(the wire style the engine plans with, Anthropic's server-side search variant or "") for a
-    profile's wire style; the "server" style takes the deployment's ANTHROPIC_SERVER_SEARCH_TOOL."""
-    return engine_wire_style(wire_style, settings.ANTHROPIC_SERVER_SEARCH_TOOL)
 
 
 # -- servers, tokens ------------------------------------------------------------------------------

@@ -13,9 +13,8 @@ from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
-from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_request, server_search_tool
+from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_tool
 from playground.engine.toolsearch_tool import (
-    NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
@@ -138,14 +137,13 @@ def inspect_query(
     search_backend = inspector_options.tuned_search_backend(backend_name, backend_settings)
     max_results = max_results or (profile.max_results if profile else 5)
     note = ""
-    if (wire_style or (profile.wire_style if profile else "")) == SERVER_STYLE:
+    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
+    if settings.server_search:
         # Anthropic's own search tool answers such profiles, so there is no ToolSearch of ours to mirror;
-        # the inspector still shows our ranking, as the native style would get it.
+        # the inspector still shows our ranking, as the native style (the one the turn is planned in) gets it.
         note = (f"This profile uses Anthropic's server-side search tool, so the model never calls our ToolSearch. "
                 f"Shown: our ranking with {'the profile' if profile and profile.search_backend else 'the default'} "
                 f"search backend, as the native wire style would receive it.")
-        wire_style = NATIVE_STYLE
-    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
     wire_style = settings.wire_style
     policy = adapter.permission_policy(profile)
     unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
@@ -274,7 +272,7 @@ class ModelPreview:
     plan: RequestPlan
     discovered_requested: list[str]
     unknown_discovered: list[str]
-    # The wire request: the plan's, or for the "server" style the conversations loop's rewrite of it.
+    # The wire request, as the conversations loop sends it (`TurnPlan.wire_request`).
     request: dict[str, Any] = field(default_factory=dict)
     server_search: str = ""  # "bm25" / "regex" when Anthropic's server-side search replaces ToolSearch
 
@@ -310,11 +308,14 @@ class ModelPreview:
 
 @dataclass
 class ProfileSettings:
-    """What a profile runs with: the engine's settings, plus Anthropic's server-side search variant for
-    the "server" wire style (the engine then plans as for native, as the conversations loop does)."""
+    """What a profile runs with: the engine's settings (for the "server" wire style, planned as native
+    with Anthropic's server-side search variant in `agent.server_search`, as the conversations loop runs it)."""
 
     agent: AgentSettings
-    server_search: str = ""
+
+    @property
+    def server_search(self) -> str:
+        return self.agent.server_search
 
     @property
     def wire_style_label(self) -> str:
@@ -325,8 +326,7 @@ class ProfileSettings:
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    planned, variant = adapter.planned_wire_style(wire_style or (profile.wire_style if profile else ""))
-    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=planned), server_search=variant)
+    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=wire_style))
 
 
 def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:
@@ -362,10 +362,7 @@ def model_preview(
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
     state = discovery_state(known, catalog, settings.wire_style)
-    plan = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state).request
-    request = dict(plan.to_api_kwargs())
-    if resolved.server_search:
-        # The loop's own rewrite (playground.engine.server_search), not a second copy of it.
-        request = server_search_request(request, plan, resolved.server_search)
+    turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
+    plan = turn.request
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
-                        request=request, server_search=resolved.server_search if plan.decision.enabled else "")
+                        request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "")

@@ -117,7 +117,7 @@ class PreforkWorker(WorkerProcess):
 
 
 def publish_run(conversation: Conversation, redis_url: str, queue: str) -> None:
-    """What `services.queue_run` does, sent to the private Redis (the app's pool may know another)."""
+    """What `runs.queue_run` does, sent to the private Redis (the app's pool may know another)."""
     with app.connection_for_write(redis_url) as connection:
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue,
                                           connection=connection)

@@ -10,7 +10,7 @@ from django.db.models.signals import post_save
 from django.urls import reverse
 from django.utils import timezone
 
-from playground.conversations import services
+from playground.conversations import runs, services
 from playground.conversations.events import PermissionPrompt, record_event
 from playground.conversations.lease import RunLease
 from playground.conversations.models import Conversation, Event, Message
@@ -68,7 +68,7 @@ def test_a_run_with_a_fresh_heartbeat_is_only_asked_to_stop(viewer_user, setting
 
 def test_a_cancel_that_waited_for_a_lost_worker_ends_cancelled(viewer_user):
     conversation = running(viewer_user, heartbeat_age=LOST + 1, status=Conversation.Status.CANCELLING)
-    assert services.release_lost_run(conversation)
+    assert runs.release_lost_run(conversation)
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.CANCELLED
     assert "Send the message again" not in lost_error(conversation)["message"]
@@ -78,10 +78,10 @@ def test_the_sweep_releases_only_runs_whose_heartbeat_stopped(viewer_user, setti
     lost = running(viewer_user, heartbeat_age=LOST + 1)
     alive = running(viewer_user, heartbeat_age=1)
     queued = running(viewer_user, heartbeat_age=None)  # no worker has claimed it: not this rule's business
-    assert services.release_lost_runs() == 1
+    assert runs.release_lost_runs() == 1
     statuses = dict(Conversation.objects.values_list("pk", "status"))
     assert statuses == {lost.pk: "failed", alive.pk: "running", queued.pk: "running"}
-    assert services.release_lost_runs() == 0  # released once, not twice
+    assert runs.release_lost_runs() == 0  # released once, not twice
 
 
 def test_the_conversation_page_shows_a_lost_run_as_released(viewer_client, viewer_user):
@@ -105,7 +105,7 @@ def test_release_closes_an_open_permission_prompt(viewer_user):
 
     post_save.connect(note_status, sender=Event)
     try:
-        assert services.release_lost_run(conversation)
+        assert runs.release_lost_run(conversation)
     finally:
         post_save.disconnect(note_status, sender=Event)
     # The page is never told "running" on the way: the prompt closes while waiting, then the run fails.
@@ -192,7 +192,7 @@ def test_a_run_released_while_it_ran_stops_without_writing(admin_user, tool_worl
         # While this worker waits for the model, the others decide it is gone (its heartbeat looks old).
         Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=LOST + 1))
         try:
-            assert services.release_lost_run(Conversation.objects.get(pk=conversation.pk))
+            assert runs.release_lost_run(Conversation.objects.get(pk=conversation.pk))
         finally:
             connection.close()
         return tool_use_reply("echo", {"text": "hi"})
@@ -240,7 +240,7 @@ def test_a_paused_run_rests_its_heartbeat_and_is_never_released_as_lost(admin_us
     rest_paused_run(conversation.pk, conversation.run_token)
     conversation.refresh_from_db()
     assert conversation.heartbeat_at is None
-    assert services.release_lost_runs() == 0
+    assert runs.release_lost_runs() == 0
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.WAITING and conversation.paused_run is not None
 
@@ -259,7 +259,7 @@ def test_releasing_a_paused_run_keeps_the_results_of_calls_that_ran_before_the_p
     # The worker that paused it died before it could clear its heartbeat (rest_paused_run).
     Conversation.objects.filter(pk=conversation.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=LOST + 1))
     conversation.refresh_from_db()
-    assert services.release_lost_run(conversation)
+    assert runs.release_lost_run(conversation)
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     assert [b["tool_use_id"] for b in last.content] == ["toolu_calc", "toolu_echo"]
     assert not last.content[0].get("is_error") and last.content[1]["is_error"]

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 
 from playground.conversations.models import Conversation
 from playground.conversations.providers.anthropic_api import AnthropicProvider
 from playground.conversations.testing.fake_api import ErrorReply, FakeMessagesAPI, text_reply, tool_use_reply
-from tests.conversations.conftest import converse, event_types, events_of
+from tests.conversations.conftest import converse, event_types, events_of, make_profile
 
 TIME = "mcp__time__get_current_time"
 
@@ -199,3 +200,17 @@ def test_a_reply_cut_off_mid_call_or_empty_leaves_a_history_the_api_accepts(admi
     assert [r.status for r in fake_api.message_requests] == [200, 200, 200]
     history = fake_api.message_requests[-1].body["messages"]
     assert history[2]["content"][0]["content"][0]["text"] == "Not run: the response ended with max_tokens."
+
+
+@pytest.mark.parametrize("wire_style", ["native", "client", "server"])
+def test_agent_max_tokens_reaches_the_api_in_every_wire_style(settings, admin_user, tool_world, fake_api, claude,
+                                                              wire_style):
+    settings.AGENT_MAX_TOKENS = 1234
+    fake_api.script(text_reply("Hello."))
+    profile = make_profile(f"max-tokens-{wire_style}", wire_style=wire_style)
+    conversation, outcome = converse(admin_user, "hi", profile=profile, provider=claude)
+
+    assert outcome.reason == "end_turn", [r.error for r in fake_api.requests]
+    (request,) = fake_api.message_requests
+    assert request.body["max_tokens"] == 1234
+    assert events_of(conversation, "model_request")[0].payload["request"]["max_tokens"] == 1234

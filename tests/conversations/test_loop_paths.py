@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground.conversations import services
+from playground.conversations import runs, services
 from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.execution import ToolExecutor, ToolOutcome
@@ -54,7 +54,7 @@ def test_an_unanswered_prompt_times_out_as_a_denial(admin_user, tool_world, nati
     fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
     conversation, _ = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
     prompt = events_of(conversation, "permission_prompt")[0]
-    assert services.expire_prompt(conversation.pk, prompt.sequence)  # what the scheduled task does
+    assert runs.expire_prompt(conversation.pk, prompt.sequence)  # what the scheduled task does
     assert resume(conversation, prompt, claude).reason == "end_turn"
     assert event_types(conversation)[event_types(conversation).index("tool_call"):][:4] == [
         "tool_call", "permission_prompt", "permission_answer", "tool_result"]
@@ -62,7 +62,7 @@ def test_an_unanswered_prompt_times_out_as_a_denial(admin_user, tool_world, nati
     result = last_result(fake_api)
     assert result["is_error"] is True and "nobody answered within 0.3 seconds" in result["content"][0]["text"]
     assert conversation.status == Conversation.Status.IDLE and conversation.paused_run is None
-    assert not services.expire_prompt(conversation.pk, prompt.sequence)  # answered: the timeout does nothing
+    assert not runs.expire_prompt(conversation.pk, prompt.sequence)  # answered: the timeout does nothing
 
 
 def test_approve_once_runs_the_call_and_always_stops_asking(admin_user, tool_world, native_profile, fake_api, claude):
@@ -86,6 +86,20 @@ def test_approve_once_runs_the_call_and_always_stops_asking(admin_user, tool_wor
     assert len(events_of(conversation, "permission_prompt")) == 2  # the third call did not ask
     texts = [r["content"][0]["text"] for r in (last_result(fake_api, i) for i in (1, 2, 3))]
     assert texts == ["one", "two", "three"]
+
+
+def test_a_deny_added_while_the_prompt_waited_wins_over_the_approval(admin_user, tool_world, native_profile, fake_api,
+                                                                      claude):
+    PermissionRule.objects.create(effect="ask", pattern="echo")
+    fake_api.script(tool_use_reply("echo", {"text": "hi"}), text_reply("ok"))
+    conversation, outcome = converse(admin_user, "echo hi", profile=native_profile, provider=claude)
+    assert outcome.reason == "waiting"
+    prompt = events_of(conversation, "permission_prompt")[0]
+    PermissionRule.objects.create(effect="deny", pattern="echo")  # an editor, while the person reads the prompt
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    assert resume(conversation, prompt, claude).reason == "end_turn"
+    result = last_result(fake_api)
+    assert result["is_error"] is True and "denied by a permission rule" in result["content"][0]["text"]
 
 
 class CancellingExecutor(ToolExecutor):
@@ -192,7 +206,7 @@ def test_cancelling_a_paused_subagent_answers_the_agent_call(admin_user, tool_wo
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     # The Agent call had started (its subagent waited on the prompt): not "before this call ran".
     assert last.content[0]["is_error"]
-    assert last.content[0]["content"][0]["text"] == services.CANCELLED_WAITING_SUBAGENT
+    assert last.content[0]["content"][0]["text"] == runs.CANCELLED_WAITING_SUBAGENT
     conversation, outcome = converse(admin_user, "again", conversation=conversation, provider=claude)
     assert outcome.reason == "end_turn"
 
@@ -212,7 +226,7 @@ def test_cancel_while_a_subagent_runs_says_the_agent_call_was_interrupted_and_th
     texts = {b["tool_use_id"]: b["content"][0]["text"] for b in stored}
     assert list(texts) == [agent_id, "toolu_after"]
     assert texts[agent_id].startswith("Cancelled by the person while it ran (after ")
-    assert texts["toolu_after"] == services.CANCELLED_CALL  # the call after it never started
+    assert texts["toolu_after"] == runs.CANCELLED_CALL  # the call after it never started
     # The timeline's record of the Agent call says the same, and the cancelled event names it.
     agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
     assert agent_result.payload["is_error"] and agent_result.payload["error"] == "cancelled while it ran"
@@ -285,7 +299,7 @@ def test_cancelling_while_a_prompt_waits_closes_the_prompt(admin_user, tool_worl
     assert conversation.status == Conversation.Status.CANCELLED and conversation.paused_run is None and not conversation.run_token
     with pytest.raises(services.ConversationError, match="already been answered"):
         services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
-    assert not services.expire_prompt(conversation.pk, prompt.sequence)
+    assert not runs.expire_prompt(conversation.pk, prompt.sequence)
     # The history stays valid: the call got a result, so the next message runs.
     last = Message.objects.filter(conversation=conversation).order_by("-position").first()
     assert last.role == "user" and last.content[0]["is_error"] and "Cancelled" in last.content[0]["content"][0]["text"]

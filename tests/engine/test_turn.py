@@ -9,7 +9,7 @@ from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.toolsearch_tool import ToolSearchInputError
-from playground.engine.turn import TurnPlan, plan_turn
+from playground.engine.turn import ALLOW, TurnPlan, plan_turn
 
 COUNTER = CharEstimateCounter()
 HELLO = ConversationState([{"role": "user", "content": "hi"}])
@@ -115,3 +115,90 @@ def test_auto_mode_builds_the_announcement_once_and_sends_the_one_it_weighed(sma
     assert turn.request.announcement is not None
     assert len(calls) == 1
     assert turn.decision.announcement_tokens == turn.tokens.announcement_tokens
+
+
+# -- the call-time question and the final wire request ---------------------------------------------------
+GITHUB = "mcp__github__create_issue"
+
+
+def found(name: str, *, style: str = "native") -> ConversationState:
+    """A history in which a `select:` ToolSearch found `name`."""
+    content = ([{"type": "tool_reference", "tool_name": name}] if style == "native"
+               else [{"type": "text", "text": f'{{"matches": ["{name}"]}}'}])
+    return ConversationState([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"query": f"select:{name}"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": content}]},
+    ])
+
+
+def test_check_call_allows_a_sent_tool_with_its_definition(small_catalog):
+    check = turn_for(small_catalog).check_call("Read")
+    assert (check.verdict, check.message, check.refusal) == (ALLOW, "", "")
+    assert check.tool is small_catalog.get("Read") and check.permission.effect == "allow"
+
+
+def test_check_call_refuses_a_deferred_tool_until_a_search_found_it(small_catalog):
+    check = turn_for(small_catalog).check_call(GITHUB)
+    assert check.refused and check.refusal == "deferred" and f"select:{GITHUB}" in check.message and check.tool is None
+    assert turn_for(small_catalog, state=found(GITHUB)).check_call(GITHUB).verdict == ALLOW
+    # Found outside the history (the gateway's session keeps them): callable while still deferred.
+    assert turn_for(small_catalog).check_call(GITHUB, discovered=[GITHUB]).verdict == ALLOW
+    assert turn_for(small_catalog).check_call("Read", discovered=["Nope"]).verdict == ALLOW
+    assert turn_for(small_catalog).check_call("Nope", discovered=["Nope"]).refusal == "unknown"
+
+
+def test_check_call_refuses_denied_and_unknown_tools_and_asks_where_a_rule_asks(small_catalog):
+    turn = turn_for(small_catalog, rules=[PermissionRule("deny", "Bash"), PermissionRule("ask", "Read")])
+    denied = turn.check_call("Bash")
+    assert denied.refused and denied.refusal == "denied" and "denied by a permission rule" in denied.message
+    assert denied.permission.effect == "deny"
+    assert turn.check_call(GITHUB, discovered=[GITHUB]).verdict == ALLOW
+    asked = turn.check_call("Read")
+    assert asked.needs_person and asked.tool is small_catalog.get("Read") and asked.message == asked.permission.reason
+    unknown = turn.check_call("Nope")
+    assert unknown.refusal == "unknown" and "does not exist" in unknown.message
+
+
+def test_check_call_for_toolsearch_follows_the_mode_and_the_server_side_search(small_catalog):
+    assert turn_for(small_catalog).check_call("ToolSearch").verdict == ALLOW
+    assert turn_for(small_catalog, mode="false").check_call("ToolSearch").refusal == "unknown"
+    server = turn_for(small_catalog, server_search="bm25")
+    assert server.check_call("ToolSearch").refusal == "server_search"
+    # Every deferred tool goes with defer_loading: the server's search may load any of them.
+    assert server.check_call(GITHUB).verdict == ALLOW
+    assert server.check_call("tool_search_tool_bm25").refusal == "unknown"
+
+
+@pytest.mark.parametrize("wire_style", ["native", "client"])
+def test_the_wire_request_of_native_and_client_styles_is_the_plan_with_its_max_tokens(small_catalog, wire_style):
+    turn = turn_for(small_catalog, state=found(GITHUB, style=wire_style), wire_style=wire_style, max_tokens=1234,
+                    system_prompt="Be brief.")
+    request = turn.wire_request()
+    assert turn.wire_style == wire_style
+    assert request == turn.request.to_api_kwargs() and request["max_tokens"] == 1234
+    assert [t["name"] for t in request["tools"]] == turn.request.tool_names
+    assert request["system"].startswith("Be brief.") and request["messages"] == turn.request.messages
+    request["model"] = "changed"
+    assert turn.wire_request()["model"] == "claude-sonnet-4-5"  # a new dict each call
+
+
+def test_the_server_wire_request_replaces_toolsearch_and_sends_every_deferred_tool(small_catalog):
+    turn = turn_for(small_catalog, server_search="regex", max_tokens=777)
+    request = turn.wire_request()
+    assert turn.wire_style == "server" and turn.request.wire_style == "native"
+    tools = {t["name"]: t for t in request["tools"]}
+    assert "ToolSearch" not in tools and tools["tool_search_tool_regex"]["type"] == "tool_search_tool_regex_20251119"
+    assert {n for n, t in tools.items() if t.get("defer_loading")} == {t.name for t in small_catalog.deferred}
+    assert request["max_tokens"] == 777
+    off = turn_for(small_catalog, server_search="regex", mode="false")
+    assert off.wire_request() == off.request.to_api_kwargs()  # search off: nothing to replace
+
+
+def test_settings_refuse_a_server_variant_they_cannot_send():
+    with pytest.raises(ValueError, match="unknown server-side search tool 'nope'"):
+        AgentSettings(server_search="nope")
+    with pytest.raises(ValueError, match="planned as the native wire style"):
+        AgentSettings(server_search="bm25", wire_style="client")
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        AgentSettings(max_tokens=0)

@@ -49,7 +49,7 @@ class ModelProvider(ABC):
 
     Subclasses set `key` and `label` (shown in the UI), implement `create`, and may override
     `summarise` (compaction) and `from_settings`. `create` receives the keyword arguments of
-    `client.messages.create` exactly as the engine's `RequestPlan.to_api_kwargs()` built them
+    `client.messages.create` exactly as the engine's `TurnPlan.wire_request()` built them
     (model, max_tokens, system, messages, tools) and must either return a ProviderResponse or raise
     ProviderError — never hang: network providers set timeouts and bounded retries.
     """
