@@ -32,7 +32,7 @@ def say(message: str) -> None:
 def plain_batch(queries: list[str], profile, owner, concurrency: int) -> float:
     from django.db import close_old_connections
 
-    from playground.conversations import services
+    from playground.conversations import runs, services
     from playground.conversations.models import Conversation
 
     finished = (Conversation.Status.IDLE, Conversation.Status.FAILED, Conversation.Status.CANCELLED)
@@ -46,7 +46,7 @@ def plain_batch(queries: list[str], profile, owner, concurrency: int) -> float:
                 continue
             still.append(conversation.pk)
             prompt = (conversation.paused_run or {}).get("prompt_sequence")
-            if conversation.status == Conversation.Status.WAITING and prompt and services.pending_answer(conversation.pk, prompt) is None:
+            if conversation.status == Conversation.Status.WAITING and prompt and runs.pending_answer(conversation.pk, prompt) is None:
                 services.answer_permission(conversation, prompt, "once", user=owner)  # as the task run's allow policy does
         running = still
         while waiting and len(running) < concurrency:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from playground.agenteval import broadcast, sources
 from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
+from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.models import Conversation, Event
 from playground.engine.agent_measures import measure_task
@@ -159,7 +160,7 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
         item.save(update_fields=["status", "finished_at", "measures"])
         return True
     conversation.refresh_from_db()
-    conversation_services.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
+    conversation_runs.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
     if conversation.status in FINISHED:
         item.measures = measure_item(item)
         item.status, item.finished_at = TaskRunItem.Status.DONE, timezone.now()
@@ -177,12 +178,12 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
         return False
     if conversation.status == Conversation.Status.WAITING and conversation.paused_run:
         prompt_sequence = conversation.paused_run.get("prompt_sequence")
-        if prompt_sequence and conversation_services.pending_answer(conversation.pk, prompt_sequence) is None:
+        if prompt_sequence and conversation_runs.pending_answer(conversation.pk, prompt_sequence) is None:
             try:
                 conversation_services.answer_permission(
                     conversation, prompt_sequence, POLICY_ANSWERS[run.permission_policy],
                     note=f"answered by task run {run.pk}'s policy ({run.permission_policy})")
-            except conversation_services.ConversationError:
+            except conversation_runs.ConversationError:
                 pass  # answered meanwhile (the prompt's deadline): theirs stands
     return False
 

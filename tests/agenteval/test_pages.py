@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from playground.agenteval import services
 from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
+from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.events import ChatMessage, ToolCall, ToolResult, TurnFinished, record_event
 from playground.conversations.models import Conversation
@@ -31,7 +32,7 @@ def toy_toolsets(tmp_path, monkeypatch):
 def no_queue(monkeypatch):
     """Nothing leaves the process: the run's task and conversations' runs are not sent."""
     monkeypatch.setattr(services, "queue_advance", lambda run_id: None)
-    monkeypatch.setattr(conversation_services, "queue_run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(conversation_runs, "queue_run", lambda *args, **kwargs: None)
 
 
 def finished_run(admin_user, claude_profiles) -> TaskRun:

@@ -12,7 +12,7 @@ from playground import lost_tasks
 from playground.agenteval import services
 from playground.agenteval import tasks as agenteval_tasks  # what a worker imports: registers the sweep
 from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
-from playground.conversations import services as conversation_services
+from playground.conversations import runs as conversation_runs
 from playground.conversations.models import Conversation
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def no_queue(monkeypatch):
     monkeypatch.setattr(services, "queue_advance", lambda run_id: None)
-    monkeypatch.setattr(conversation_services, "queue_run", lambda *args, **kwargs: None)
+    monkeypatch.setattr(conversation_runs, "queue_run", lambda *args, **kwargs: None)
 
 
 def test_a_dead_workers_task_ends_as_worker_lost_and_the_run_goes_on(tool_world, claude_profiles, no_queue, admin_user, settings):
