@@ -5,14 +5,17 @@ connects is sent the current panel, a reload renders it again.
 The step usually runs on a worker right after one of the run's conversations (a Celery
 `task_postrun` hook), and that worker process takes no task until the hook returns: rendering and
 sending there (some 50 ms) would delay the run's next conversation every time. So a step only
-notes the run (`send_progress_soon`) and one thread per process renders and sends, coalescing the
-steps of a run that came while it was busy into one frame of the newest state.
+notes the run (`send_progress_soon`) and one thread per process renders and sends, at most every
+half second, coalescing the steps of a run that came meanwhile into one frame of the newest state
+(rendering the panel reads every task of the run: once per conversation, it competed with the
+conversations for the workers' CPU).
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
 
 from django.db import connections
 from django.template.loader import render_to_string
@@ -22,6 +25,8 @@ from playground.agenteval.models import TaskRun
 from playground.realtime import send_to_group
 
 logger = logging.getLogger(__name__)
+
+FRAME_INTERVAL_SECONDS = 0.5  # at most two frames a second per process: the steps between are coalesced
 
 
 def run_group(run_id: int) -> str:
@@ -77,6 +82,7 @@ class _Sender:
                     logger.warning("task run %s: could not read its progress", run_id, exc_info=True)
                 finally:
                     connections.close_all()  # this thread's own connections: none is held between frames
+            time.sleep(FRAME_INTERVAL_SECONDS)  # steps noted meanwhile go out as one frame of the newest state
 
 
 _sender = _Sender()
