@@ -7,6 +7,7 @@ eager mode and a test's double of `.delay` apply exactly as to a direct call.
 """
 from __future__ import annotations
 
+from celery import Task
 from celery.result import AsyncResult
 
 from playground.celery_app import app
@@ -14,7 +15,12 @@ from playground.celery_app import app
 
 def queue_task(name: str, *args, **kwargs) -> AsyncResult:
     """`.delay(*args, **kwargs)` on the task registered as `name` (a KeyError names an unknown task)."""
+    return task_named(name).delay(*args, **kwargs)
+
+
+def task_named(name: str) -> Task:
+    """The task registered as `name`, for a caller that hands the task on (a KeyError names an unknown task)."""
     if name not in app.tasks:
         # A web process has imported no tasks module yet: Celery's autodiscovery runs on this signal.
         app.loader.import_default_modules()
-    return app.tasks[name].delay(*args, **kwargs)
+    return app.tasks[name]

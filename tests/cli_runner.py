@@ -13,7 +13,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 
-from playground.engine.cli import main
+from playground.toolsearch.cli import main
 
 
 @contextlib.contextmanager

@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from playground.engine.catalog_io import toolsets_dir
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # One id per test process: its own Celery queue, Channels prefix and test database, so a playground
 # running on the same Redis and PostgreSQL, a second test run, or another worker of this run can
@@ -28,6 +30,15 @@ def require_service(available: bool, what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is required under CI=true but is not reachable")
     pytest.skip(f"{what} is not reachable on this machine")
+
+
+@pytest.fixture
+def shared_toolsets():
+    """The shared labelled toolsets folder (TOOLSETS_DIR); skips when it is not on this machine."""
+    folder = toolsets_dir()
+    if not (folder / "mcp-combined" / "catalog.jsonl").exists():
+        pytest.skip(f"the shared toolsets are not at {folder} (set TOOLSETS_DIR)")
+    return folder
 
 
 @pytest.fixture

@@ -1,8 +1,10 @@
-"""The import graph of playground/, read from the code with `ast`: apps import one way, the engine
-stays plain Python, and imports sit at the top of modules.
+"""The import graph of playground/, read from the code with `ast`: apps import one way, the modules
+of one app import one way (no circle), the engine stays plain Python, and imports sit at the top of
+modules.
 
 Every import counts, also those inside functions (a function-level import is still a dependency; it
-only hides a circle until the function runs).
+only hides a circle until the function runs) and module objects (`from playground.x import module`).
+Only imports under `if TYPE_CHECKING:` are left out of the circle check: they never run.
 """
 from __future__ import annotations
 
@@ -41,8 +43,6 @@ ALLOWED_LATE_IMPORTS = {
         "the command sets the stack's database and queue (--own-stack) before Django loads the models",
     ("playground/agenteval/cli.py", "playground.loadtest.stack"):
         "only --own-stack starts a stack; the stack module sets the environment Django reads",
-    ("playground/registry/models.py", "playground.registry.adapter"):
-        "Tool.save asks the adapter for derived fields, and the adapter imports the models",
     ("playground/conversations/apps.py", "playground.conversations.providers"):
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.conversations.usage"):
@@ -53,7 +53,7 @@ ALLOWED_LATE_IMPORTS = {
         "the load test sets its stack's environment (database, Redis prefix, queue) before Celery reads the settings",
     ("playground/loadtest/stack.py", "playground.conversations.models"):
         "the load test sets its stack's database before Django loads the models",
-    ("playground/loadtest/stack.py", "playground.registry.indexing"):
+    ("playground/loadtest/stack.py", "playground.registry.index_builds"):
         "the load test sets its stack's database before Django loads the models (the index build's rows)",
     ("playground/loadtest/stack.py", "playground.registry.models"):
         "the load test sets its stack's database before Django loads the models (the index build's rows)",
@@ -70,6 +70,10 @@ ALLOWED_LATE_IMPORTS = {
     ("playground/mcp_servers/status.py", "playground.mcp_servers.models"):
         "status.py is being reworked for the socket push; to move to the top with that change",
 }
+# Folders whose modules may import playground modules inside functions, each with its reason.
+LATE_IMPORTS_ALLOWED_UNDER = {
+    "playground/bench/": "each benchmark is its own process: it sets its database and environment before Django loads the models",
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class Import:
     module: str  # the imported module, absolute (for `from a import b`: a.b when b is a module, else a)
     line: int
     in_function: bool
+    typing_only: bool = False  # under `if TYPE_CHECKING:`
+    via: str = ""  # for `from a import b` with b a module: a, which runs first
 
     @property
     def where(self) -> str:
@@ -96,10 +102,10 @@ def imports_of(path: Path, root: Path = PACKAGE) -> list[Import]:
     rel = path.relative_to(root.parent).as_posix()
     found: list[Import] = []
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool, typing_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Import):
-                found.extend(Import(rel, alias.name, child.lineno, in_function) for alias in child.names)
+                found.extend(Import(rel, alias.name, child.lineno, in_function, typing_only) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -107,10 +113,19 @@ def imports_of(path: Path, root: Path = PACKAGE) -> list[Import]:
                     base = ".".join([*anchor, *([child.module] if child.module else [])])
                 for alias in child.names:
                     candidate = f"{base}.{alias.name}"
-                    found.append(Import(rel, candidate if _is_module(root.parent, candidate) else base, child.lineno, in_function))
-            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+                    if _is_module(root.parent, candidate):
+                        found.append(Import(rel, candidate, child.lineno, in_function, typing_only, via=base))
+                    else:
+                        found.append(Import(rel, base, child.lineno, in_function, typing_only))
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for statement in child.body:
+                    visit(ast.Module(body=[statement], type_ignores=[]), in_function, True)
+                for statement in child.orelse:
+                    visit(ast.Module(body=[statement], type_ignores=[]), in_function, typing_only)
+                continue
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)), typing_only)
 
-    visit(tree, False)
+    visit(tree, False, False)
     return found
 
 
@@ -136,13 +151,86 @@ def layer_violations(imports: list[Import]) -> list[str]:
     return bad
 
 
+def _module_of(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def _package_of(dotted: str) -> str | None:
+    """The sub-package of playground/ a module belongs to (its app), None for playground's own modules."""
+    parts = dotted.split(".")
+    return parts[1] if parts[0] == "playground" and len(parts) > 2 else None
+
+
+def module_graph(imports: list[Import]) -> dict[str, dict[str, Import]]:
+    """module → {imported module of the same app → the first import that makes the edge}; imports
+    under TYPE_CHECKING left out. Packages count as modules (`from a import b` runs a first)."""
+    modules = {_module_of(imp.path) for imp in imports}
+    graph: dict[str, dict[str, Import]] = {}
+    for imp in imports:
+        source = _module_of(imp.path)
+        app = _package_of(source)
+        if imp.typing_only or app is None:
+            continue
+        for target in (imp.module, imp.via):
+            if target and target != source and target in modules and _package_of(target) == app:
+                graph.setdefault(source, {}).setdefault(target, imp)
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """The components of more than one module (Tarjan), each sorted, largest first."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, {})):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found, key=lambda component: (-len(component), component))
+
+
+def module_circles(imports: list[Import]) -> list[str]:
+    """Every import circle inside an app, with the imports that close it."""
+    graph = module_graph(imports)
+    described = []
+    for component in strongly_connected(graph):
+        members = set(component)
+        edges = [graph[source][target].where for source in component for target in sorted(graph.get(source, {})) if target in members]
+        described.append(" <-> ".join(component) + "\n    " + "\n    ".join(edges))
+    return described
+
+
 def engine_django_imports(imports: list[Import]) -> list[str]:
     return [imp.where for imp in imports if _app_of(imp.path) == "engine" and imp.module.split(".")[0] == "django"]
 
 
 def late_imports(imports: list[Import]) -> list[str]:
     return [imp.where for imp in imports
-            if imp.in_function and imp.module.startswith("playground.") and (imp.path, imp.module) not in ALLOWED_LATE_IMPORTS]
+            if imp.in_function and imp.module.startswith("playground.") and (imp.path, imp.module) not in ALLOWED_LATE_IMPORTS
+            and not imp.path.startswith(tuple(LATE_IMPORTS_ALLOWED_UNDER))]
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +240,11 @@ def imports() -> list[Import]:
 
 def test_apps_import_only_lower_apps(imports):
     assert layer_violations(imports) == []
+
+
+def test_no_import_circle_between_the_modules_of_an_app(imports):
+    circles = module_circles(imports)
+    assert not circles, f"{len(circles)} import circle(s) inside apps (queue tasks by name, pass in what a lower module needs):\n" + "\n".join(circles)
 
 
 def test_the_engine_imports_no_django(imports):
@@ -197,3 +290,36 @@ def test_the_conversations_app_hands_the_registry_what_its_pages_show():
     from playground.registry import ports
 
     assert ports.usage() is usage and ports.providers() is providers
+
+
+def test_the_circle_check_catches_module_level_function_level_and_module_object_circles(tmp_path):
+    root = tmp_path / "playground"
+    sources = {
+        "app/__init__.py": "",
+        # a -> b at module level, b -> a inside a function, as a module object
+        "app/a.py": "from playground.app.b import helper\n",
+        "app/b.py": "def helper():\n    from playground.app import a\n    return a\n",
+        # c -> d -> e -> c, relative imports
+        "app/c.py": "from . import d\n",
+        "app/d.py": "from .e import thing\n",
+        "app/e.py": "import playground.app.c\nthing = 1\n",
+        # f -> g, and g -> f only for type checking: no circle
+        "app/f.py": "from playground.app import g\n",
+        "app/g.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from playground.app import f\n",
+        # across two apps: a circle between apps is the layer check's business, not this one's
+        "other/__init__.py": "",
+        "other/x.py": "from playground.app import a\n",
+        "app/h.py": "from playground.other import x\n",
+    }
+    for relative, source in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(source, encoding="utf-8")
+    imports = all_imports(root)
+    assert strongly_connected(module_graph(imports)) == [
+        ["playground.app.c", "playground.app.d", "playground.app.e"],
+        ["playground.app.a", "playground.app.b"],
+    ]
+    described = module_circles(imports)
+    assert "playground/app/b.py:2 imports playground.app.a (inside a function)" in described[1]
+    (root / "app/g.py").write_text("from playground.app import f\n", encoding="utf-8")  # the same import, now at run time
+    assert ["playground.app.f", "playground.app.g"] in strongly_connected(module_graph(all_imports(root)))

@@ -48,7 +48,7 @@ class EmbeddedStack:
         self.workers = workers
         self.pool = pool
         self.server_database_url = database_url
-        # A database prepared beforehand (a grown catalog, scripts/bench_scale.py): used as it is,
+        # A database prepared beforehand (a grown catalog, python -m playground.bench.scale): used as it is,
         # never created or dropped here.
         self.existing_database_url = existing_database_url
         self.say = log
@@ -191,16 +191,16 @@ class EmbeddedStack:
         The build's status at the end ("" when nothing is built in the background)."""
         from django.db import connections
 
-        from playground.registry import indexing
+        from playground.registry import index_builds
         from playground.registry.models import SearchIndexBuild
 
         deadline = time.monotonic() + timeout
         status = ""
         try:
             while time.monotonic() < deadline:
-                if not indexing.builds_in_background():
+                if not index_builds.builds_in_background():
                     return ""
-                row = indexing.current_build()
+                row = index_builds.current_build()
                 status = row.status if row is not None else ""
                 if status in (SearchIndexBuild.Status.DONE, SearchIndexBuild.Status.FAILED):
                     return status

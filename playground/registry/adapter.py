@@ -34,9 +34,8 @@ from playground.engine.search.base import SearchBackend
 from playground.engine.search.usage import UsageLog
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
-from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
-from playground.engine.tools import ToolCatalog, ToolDefinitionError, is_deferred
+from playground.engine.tools import ToolCatalog
 from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.engine.turn import TurnPlan
 from playground.engine.turn import plan_turn as engine_plan_turn
@@ -44,6 +43,7 @@ from playground.registry import ports
 from playground.registry.models import AgentProfile
 from playground.registry.models import PermissionRule as RuleRow
 from playground.registry.models import Tool
+from playground.registry.tool_fields import engine_tool, refresh_derived_fields, token_counter, tool_to_engine
 
 _FILTERED_CACHE_SIZE = 16
 # Each entry holds its catalog (a run's, or a subagent's narrowed copy): few, so that a worker over a
@@ -54,38 +54,9 @@ _lock = threading.Lock()
 _catalog_cache: tuple[tuple, ToolCatalog] | None = None
 _filtered_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
 _request_filter_cache: OrderedDict[tuple, tuple[ToolCatalog, PermissionFilterResult]] = OrderedDict()
-_token_counter: TokenCounter | None = None
 
 
 # -- tools ---------------------------------------------------------------------------------------
-def tool_to_engine(row: Tool) -> EngineTool:
-    """One row as an engine `Tool` (raises `ToolDefinitionError` for a definition the API rejects)."""
-    return _engine_tool(
-        name=row.name,
-        description=row.description,
-        input_schema=row.input_schema,
-        search_hint=row.search_hint,
-        server=row.server.name if row.server_id else row.server_name,
-        should_defer=row.should_defer,
-        always_load=row.always_load,
-    )
-
-
-def _engine_tool(*, name: str, description: str, input_schema: Any, search_hint: str, server: str | None,
-                 should_defer: bool, always_load: bool) -> EngineTool:
-    is_mcp = name.startswith("mcp__")
-    return EngineTool(
-        name=name,
-        description=description or "",
-        input_schema=input_schema,
-        search_hint=search_hint or "",
-        is_mcp=is_mcp,
-        server=(server or None) if is_mcp else None,
-        should_defer=should_defer,
-        always_load=always_load,
-    )
-
-
 def fill_tool_row(row: Tool, tool: EngineTool, *, source: str) -> Tool:
     """`tool` written onto `row` (the reverse of `tool_to_engine`): its definition, server name and
     loading flags, enabled, and the fields the engine derives. The row is not saved."""
@@ -112,24 +83,6 @@ def _copy_definition(row: Tool, tool: EngineTool) -> None:
     row.description = tool.description
     row.input_schema = dict(tool.input_schema)
     row.search_hint = tool.search_hint
-
-
-def refresh_derived_fields(row: Tool) -> None:
-    """Token estimate and deferral from the engine, for `Tool.save` and bulk writes.
-
-    A row whose definition the engine rejects (only possible through the admin or raw SQL: the forms
-    and the importer validate) keeps a rough estimate and is treated as not deferred.
-    """
-    try:
-        tool = tool_to_engine(row)
-    except ToolDefinitionError:
-        row.token_estimate = token_counter().count_tools(
-            [{"name": row.name, "description": row.description, "input_schema": row.input_schema}]
-        )
-        row.deferred = False
-        return
-    row.token_estimate = token_counter().count_tools([tool.to_api()])
-    row.deferred = is_deferred(tool)
 
 
 def catalog_version() -> tuple:
@@ -202,7 +155,7 @@ def _build_catalog(queryset: QuerySet) -> ToolCatalog:
     schemas = _SchemaReader()
     rows = queryset.order_by().values(*_CATALOG_FIELDS, schema_text=Cast("input_schema", TextField()))
     for r in rows.iterator(chunk_size=_CATALOG_CHUNK):
-        keyed.append((r["source"] != Tool.Source.BUILTIN, r["name"], _engine_tool(
+        keyed.append((r["source"] != Tool.Source.BUILTIN, r["name"], engine_tool(
             name=r["name"],
             description=r["description"],
             input_schema=schemas.read(r["schema_text"]),
@@ -404,14 +357,6 @@ def pending_mcp_servers() -> list[str]:
     return list(
         servers.objects.filter(enabled=True, status=servers.Status.PENDING).order_by("name").values_list("name", flat=True)
     )
-
-
-def token_counter() -> TokenCounter:
-    """The estimate used for registry numbers: deterministic and offline (chars ÷ 2.5)."""
-    global _token_counter
-    if _token_counter is None:
-        _token_counter = CharEstimateCounter()
-    return _token_counter
 
 
 def reset_caches() -> None:

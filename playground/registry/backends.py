@@ -4,7 +4,8 @@ store their tool vectors live in.
 Backends cache their index by catalog fingerprint, so keeping one instance per name lets every
 request reuse the index the last one built. A backend with a dense side reads and writes the
 configured vector store (`vectors.py`), and — when vectors are built in the background
-(`indexing.py`) — is wrapped so that a search never encodes a catalog in the request. Which
+(`indexing.py`, whose rows are `index_builds.py`) — is wrapped so that a search never encodes a
+catalog in the request: a search that finds vectors missing queues the build through `index_builds`. Which
 settings the inspector may type for a backend is `inspector_options.py`'s business.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from playground.engine.search.indexed import IndexedOrFallback
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.semantic import dense_side, use_vector_store
 from playground.engine.search.stored import IndexStore, use_index_store
-from playground.registry import indexing  # a module object: indexing asks this module for backends
+from playground.registry import index_builds
 from playground.registry.vectors import DatabaseIndexStore, make_store
 
 _lock = threading.Lock()
@@ -94,7 +95,7 @@ def index_store() -> IndexStore | None:
     """Where prebuilt search indexes are loaded from: the database, when vectors are built in the
     background (the same build stores the indexes); None (always build) otherwise."""
     global _index_store
-    if not indexing.builds_in_background():
+    if not index_builds.builds_in_background():
         return None
     with _lock:
         if _index_store is None:
@@ -111,14 +112,16 @@ def _prepared(backend: SearchBackend, spec: str) -> SearchBackend:
     if store is not None:
         use_vector_store(backend, store)
     use_index_store(backend, index_store())
-    if dense_side(backend) is None or not indexing.builds_in_background():
+    dense = dense_side(backend)
+    if dense is None or not index_builds.builds_in_background():
         return backend
+    build_spec = "" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec
     return IndexedOrFallback(
         backend,
         _keyword_fallback,
         inline_limit=settings.TOOLSEARCH_INLINE_EMBED_LIMIT,
-        on_missing=lambda: indexing.schedule_index_build("" if spec == settings.TOOLSEARCH_DEFAULT_BACKEND else spec),
-        describe_build=indexing.progress_note,
+        on_missing=lambda: index_builds.schedule_build(build_spec, dense.encoder.model_id),
+        describe_build=index_builds.progress_note,
     )
 
 

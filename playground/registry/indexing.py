@@ -12,17 +12,19 @@ nothing, and a second task for it finds the build running or done and does nothi
 
 Searches meanwhile never encode a whole catalog in the request: the engine's `IndexedOrFallback`
 (wrapped around each backend by the adapter) answers from the last complete index, or with the
-keyword backend, and says so; `progress_note` is what it says about the build.
+keyword backend, and says so; `index_builds.progress_note` is what it says about the build.
 
 With TOOLSEARCH_VECTOR_STORE=memory a worker's vectors would never reach the web process, so
 nothing is built in the background and searches encode as before.
+
+The build rows themselves (queueing one, the current build, what a search says about it) are
+`index_builds.py`: `backends.py` uses it too, so it and this module need not ask each other.
 """
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,41 +33,18 @@ from playground.engine.search import stored
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
 from playground.engine.search.text import tool_document
-from playground.registry import adapter, backends  # module objects: backends ask this module to build
-from playground.registry import tasks  # a module object: the task calls back into this module
+from playground.queueing import task_named
+from playground.registry import adapter, backends
+from playground.registry.index_builds import BUILD_TASK, builds_in_background, index_version, is_stale, schedule_build
 from playground.registry.models import SearchIndexBuild
 
 logger = logging.getLogger(__name__)
 
 BATCH = 256  # tool texts per encoder call and per progress update
-# A build whose row has not moved for this long is taken as dead (its worker went away): the next
-# request queues it again. One that failed (e.g. the broker was not up yet) is retried sooner.
-STALE_AFTER = timedelta(minutes=10)
-RETRY_FAILED_AFTER = timedelta(seconds=30)
-
-
-def builds_in_background() -> bool:
-    return (settings.TOOLSEARCH_VECTOR_STORE or "database").strip().lower() != "memory"
-
-
-def catalog_part() -> str:
-    count, latest = adapter.catalog_version()
-    return f"{count}:{latest.isoformat() if latest else '-'}"
-
-
-def index_version(model_id: str) -> str:
-    return f"{catalog_part()}|{model_id}"
 
 
 def _dense(spec: str = "") -> SemanticBackend | None:
     return dense_side(backends.search_backend(spec or None))
-
-
-def _stale(row: SearchIndexBuild) -> bool:
-    if row.status == SearchIndexBuild.Status.DONE:
-        return False
-    wait = RETRY_FAILED_AFTER if row.status == SearchIndexBuild.Status.FAILED else STALE_AFTER
-    return row.updated_at < timezone.now() - wait
 
 
 def request_index_build(spec: str = "") -> None:
@@ -75,8 +54,8 @@ def request_index_build(spec: str = "") -> None:
 
 def schedule_index_build(spec: str = "") -> SearchIndexBuild | None:
     """Queue a build of the current catalog for `spec`'s encoder (the default backend's when empty),
-    unless one is queued, running or done for this catalog version. Never raises: a search or an
-    import must not fail because the broker is down (the row says so, and the next request retries)."""
+    unless one is queued, running or done for this catalog version (`index_builds.schedule_build`;
+    never raises). None when nothing is built in the background or the backend has no dense side."""
     if not builds_in_background():
         return None
     try:
@@ -85,21 +64,7 @@ def schedule_index_build(spec: str = "") -> SearchIndexBuild | None:
         return None
     if dense is None:  # no dense side (keyword backends, or the semantic extra missing)
         return None
-    model_id = dense.encoder.model_id
-    version = index_version(model_id)
-    row, created = SearchIndexBuild.objects.get_or_create(version=version, defaults={"backend": spec, "model_id": model_id})
-    if not created:
-        if not _stale(row):
-            return row
-        row.status, row.error, row.queue_attempts = SearchIndexBuild.Status.QUEUED, "", 0
-        row.save(update_fields=["status", "error", "queue_attempts", "updated_at"])
-    try:
-        tasks.build_search_index_task.delay(version)
-    except Exception as exc:
-        logger.exception("could not queue the search index build %s", version)
-        row.status, row.error = SearchIndexBuild.Status.FAILED, f"could not queue the build (is Redis running?): {exc}"
-        row.save(update_fields=["status", "error", "updated_at"])
-    return row
+    return schedule_build(spec, dense.encoder.model_id)
 
 
 def build_index(version: str) -> SearchIndexBuild | None:
@@ -110,7 +75,7 @@ def build_index(version: str) -> SearchIndexBuild | None:
         row = SearchIndexBuild.objects.select_for_update().filter(version=version).first()
         if row is None or row.status == SearchIndexBuild.Status.DONE:
             return row
-        if row.status == SearchIndexBuild.Status.RUNNING and not _stale(row):
+        if row.status == SearchIndexBuild.Status.RUNNING and not is_stale(row):
             return row  # a duplicate task: the first one is at work
         row.status, row.started_at, row.error = SearchIndexBuild.Status.RUNNING, timezone.now(), ""
         row.save(update_fields=["status", "started_at", "error", "updated_at"])
@@ -201,28 +166,10 @@ def requeue_lost_build(row_id: int, version: str) -> str:
             return lost_tasks.FAILED
         row.queue_attempts += 1
         row.save(update_fields=["queue_attempts", "updated_at"])  # the next grace counts from the re-send
-        lost_tasks.send_again(tasks.build_search_index_task, version, what=f"the search index build {version}")
+        lost_tasks.send_again(task_named(BUILD_TASK), version, what=f"the search index build {version}")
     return lost_tasks.REQUEUED
 
 
 LOST_BUILDS = lost_tasks.watch(lost_tasks.Kind(
-    name="search index build", tasks=frozenset({"registry.build_search_index"}), key_of=lost_tasks.first_arg,
+    name="search index build", tasks=frozenset({BUILD_TASK}), key_of=lost_tasks.first_arg,
     unclaimed=unclaimed_builds, lost=requeue_lost_build))
-
-
-# -- what pages and searches show ----------------------------------------------------------------
-def current_build() -> SearchIndexBuild | None:
-    """The newest build of the current catalog version (any encoder), or None."""
-    return SearchIndexBuild.objects.filter(version__startswith=catalog_part() + "|").order_by("-created_at", "-id").first()
-
-
-def progress_note() -> str:
-    """A sentence about the current catalog's build, for a search that could not use its vectors."""
-    row = current_build()
-    if row is None:
-        return "the search index of this catalog is not built yet"
-    if row.status == SearchIndexBuild.Status.FAILED:
-        return f"building the search index failed ({row.error})"
-    if row.total:
-        return f"search index being built: {row.embedded:,} of {row.total:,} tools embedded"
-    return "search index build queued"

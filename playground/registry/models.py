@@ -7,6 +7,7 @@ from django.db import models
 from playground.engine import permissions as engine_permissions
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.registry import tool_fields
 
 
 class Tool(models.Model):
@@ -57,9 +58,7 @@ class Tool(models.Model):
 
     def refresh_derived_fields(self) -> None:
         """Recompute what the engine derives from the definition (token estimate, deferral)."""
-        from playground.registry import adapter  # the adapter imports these models: one side must wait
-
-        adapter.refresh_derived_fields(self)
+        tool_fields.refresh_derived_fields(self)
 
     def save(self, *args, **kwargs):
         self.refresh_derived_fields()

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from playground.celery_app import app
-from playground.registry import indexing  # a module object: indexing queues this task
+from playground.registry import indexing
 
 
 @app.task(name="registry.build_search_index")

@@ -1,5 +1,5 @@
 import sys
 
-from playground.engine.cli import main
+from playground.toolsearch.cli import main
 
 sys.exit(main())

@@ -16,6 +16,7 @@ from playground.registry.models import AgentProfile, Tool
 from tests.browser.conftest import screenshot
 from tests.browser.test_registry_pages import seed_catalog
 from tests.mcp_servers.conftest import DEMO_ARGS
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SLOW = "mcp__demo__slow"
@@ -24,16 +25,6 @@ STATUS = "[data-testid=conversation] [data-testid=status]"
 
 def slow_log(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_for(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
 
 
 def assert_cancelled_on_the_page(page) -> None:
@@ -63,7 +54,7 @@ def test_cancel_stops_a_slow_tool_and_the_page_says_cancelled(logged_in_page, ad
     page.fill("[data-testid=send-form] [data-testid=message-input]", "Run the slow tool for 20 seconds")
     page.click("[data-testid=send-form] [data-testid=send]")
     page.wait_for_selector("[data-testid=timeline] [data-event-type=tool_call]")
-    wait_for(lambda: any(e["event"] == "started" for e in slow_log(log)), "the slow tool running on the MCP server")
+    wait_until(lambda: any(e["event"] == "started" for e in slow_log(log)), "the slow tool running on the MCP server")
     assert page.get_attribute(STATUS, "data-status") == "running"
 
     clicked = time.monotonic()
@@ -72,7 +63,7 @@ def test_cancel_stops_a_slow_tool_and_the_page_says_cancelled(logged_in_page, ad
     took = time.monotonic() - clicked
     assert took < 15, f"the page said cancelled {took:.1f} s after the click"  # the tool would have run 20 s
     # The server was told through the protocol (notifications/cancelled), and stopped sleeping.
-    assert wait_for(lambda: [e for e in slow_log(log) if e["event"] == "cancelled"], "the server heard the cancel")
+    assert wait_until(lambda: [e for e in slow_log(log) if e["event"] == "cancelled"], "the server heard the cancel")
     screenshot(page, "conversation-cancelled")
 
     page.reload()  # the full page renders the same templates

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from playground.conversations.models import Conversation
 from playground.conversations.tasks import run_conversation_task
 from playground.conversations.testing.fake_api import text_reply
 from tests.conversations.conftest import events_of
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 HEARTBEAT, LOST = 0.2, 1.0
@@ -59,13 +61,8 @@ class WorkerProcess:
                 self.kill()
 
 
-def wait_until(condition, what: str, timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}; worker log:\n{log.read_text()[-3000:]}")
+def worker_log(log: Path) -> Callable[[], str]:
+    return lambda: "worker log:\n" + log.read_text()[-3000:]
 
 
 def status_of(conversation) -> str:
@@ -95,7 +92,7 @@ def test_a_killed_worker_is_noticed_and_the_next_worker_frees_its_conversation(
         services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
         workers.append(WorkerProcess(env, queue, log))
-        wait_until(model_called.is_set, "the worker's model request", 90, log)
+        wait_until(model_called.is_set, "the worker's model request", 90, details=worker_log(log))
 
         beats: set = set()
 
@@ -103,21 +100,21 @@ def test_a_killed_worker_is_noticed_and_the_next_worker_frees_its_conversation(
             beats.add(Conversation.objects.values_list("heartbeat_at", flat=True).get(pk=conversation.pk))
             return len(beats) >= 3
 
-        wait_until(beating, "three heartbeats", 10, log)
+        wait_until(beating, "three heartbeats", 10, details=worker_log(log))
         workers[0].kill()
         time.sleep(LOST + 3 * HEARTBEAT)
         # Dead for longer than AGENT_LOST_SECONDS, but nobody has looked yet.
         assert status_of(conversation) == Conversation.Status.RUNNING
 
         workers.append(WorkerProcess(env, queue, log))  # its start sweeps (tasks.release_runs_of_lost_workers)
-        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release", 90, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release", 90, details=worker_log(log))
         error = [e.payload for e in events_of(conversation, "error")][-1]
         assert error["kind"] == "worker_lost" and "stopped answering" in error["message"]
 
         # The conversation goes on, on the new worker.
         services.send_message(conversation, "Are you there?", user=admin_user, enqueue=False)
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
-        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the second run", 90, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the second run", 90, details=worker_log(log))
         assert [e.payload["text"] for e in events_of(conversation, "message")][-1] == "Back again."
     finally:
         let_go.set()

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -23,6 +22,7 @@ from playground.realtime import close_layer
 from playground.registry.models import PermissionRule
 from tests.conversations.conftest import events_of, make_profile
 from tests.conversations.test_lost_worker import database_url
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 TIME = "mcp__time__get_current_time"
@@ -45,16 +45,6 @@ def asking_profile(db):
     profile = make_profile("asking")
     PermissionRule.objects.create(effect="ask", pattern=TIME, profile=profile)
     return profile
-
-
-def wait_until(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
 
 
 def conversation_row(conversation) -> Conversation:

@@ -1,30 +1,20 @@
-"""Engine test fixtures: small hand-built catalogs and the shared toolsets folder."""
+"""Engine test fixtures: small hand-built catalogs (the shared toolsets folder is in tests/conftest.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from playground.engine.catalog_io import toolsets_dir
 from playground.engine.tools import Tool, ToolCatalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def shared_toolsets() -> Path:
-    folder = toolsets_dir()
-    if not (folder / "mcp-combined" / "catalog.jsonl").exists():
-        pytest.skip(f"the shared toolsets are not at {folder} (set TOOLSETS_DIR)")
-    return folder
 
 
 def mcp(server: str, action: str, description: str = "", **extra) -> Tool:
     return Tool(name=f"mcp__{server}__{action}", description=description, is_mcp=True, server=server, **extra)
 
 
-@pytest.fixture
-def small_catalog() -> ToolCatalog:
+def core_and_deferred_tools() -> ToolCatalog:
     """Core tools (loaded) plus MCP tools (deferred) from three servers."""
     return ToolCatalog(
         [
@@ -39,3 +29,8 @@ def small_catalog() -> ToolCatalog:
             Tool(name="NotebookEdit", description="Edit a Jupyter notebook cell.", should_defer=True, search_hint="jupyter ipynb"),
         ]
     )
+
+
+@pytest.fixture
+def small_catalog() -> ToolCatalog:
+    return core_and_deferred_tools()

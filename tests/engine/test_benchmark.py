@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from playground.engine.benchmark import BenchConfig, format_table, keyword_queries, run_bench, scaled_catalog, source_tools
+from playground.bench.scorer import BenchConfig, format_table, keyword_queries, run_bench, scaled_catalog, source_tools
 from playground.engine.search.base import read_query
 from playground.engine.tools import TOOL_NAME_PATTERN
 

@@ -163,7 +163,7 @@ def test_bad_arguments_exit_2():
 
 
 def announce_json(capsys, *args):
-    from playground.engine.cli import main
+    from playground.toolsearch.cli import main
 
     assert main(["announce", *map(str, args), "--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -191,7 +191,7 @@ def test_announce_reports_a_refused_flat_list_and_still_exits_0(capsys, tmp_path
 
 
 def test_announce_without_a_catalog_or_sizes_is_bad_input(capsys):
-    from playground.engine.cli import main
+    from playground.toolsearch.cli import main
 
     assert main(["announce"]) == 2
     assert "--catalog" in capsys.readouterr().err

@@ -14,6 +14,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.polling import wait_until
+
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
@@ -121,12 +123,7 @@ def test_a_client_lists_searches_loads_and_calls_through_the_gateway(live_gatewa
 
 
 def wait_for_event(session, kind: str, timeout: float = 5.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not session.events.filter(type=kind).exists():
-        assert time.monotonic() < deadline, f"no {kind} event"
-        time.sleep(0.05)
+    wait_until(lambda: session.events.filter(type=kind).exists(), f"a {kind} event", timeout)
 
 
 def raw_request(url: str, headers: dict[str, str], message: dict) -> tuple[int, list[dict]]:

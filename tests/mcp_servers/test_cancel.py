@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 
 import pytest
 
@@ -14,18 +13,9 @@ from playground.engine.tools import Tool
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.mcp_servers.models import McpServer
 from tests.mcp_servers.conftest import DEMO_ARGS
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_stray_processes")]
-
-
-def wait_for(condition, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout:g} s: {what}")
 
 
 @pytest.fixture
@@ -48,7 +38,7 @@ def test_a_cancelled_call_stops_and_the_server_hears_the_cancel(recording_server
     threading.Timer(1.0, signal.set).start()
     with pytest.raises(CallCancelled):
         executor.execute(slow, {"seconds": 60}, timeout=90, cancel=signal)
-    seen = wait_for(lambda: cancelled_calls(recording_server), "the server recorded the cancel")
+    seen = wait_until(lambda: cancelled_calls(recording_server), "the server recorded the cancel", 20)
     assert seen[0]["tool"] == "slow" and seen[0]["cancelled_after"] < 60
     # The session is still good for the next call.
     assert executor.execute(Tool(name="mcp__demo__add", is_mcp=True), {"a": 1, "b": 2}).text() == "3.0"

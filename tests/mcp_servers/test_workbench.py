@@ -4,7 +4,6 @@ without resources or prompts, the call history, the live server log (stderr and 
 scrubbed) and a status that follows a crash."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from django.urls import reverse
@@ -18,6 +17,7 @@ from playground.mcp_servers.session_pool import session_pool
 from playground.mcp_servers.status import render_status_fragment
 from playground.mcp_servers.transports import ServerConfig
 from tests.mcp_servers.conftest import DEMO_ARGS, demo_config
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.usefixtures("no_stray_processes")]
 
@@ -26,15 +26,6 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 def post(client, name, server, data=None):
     return client.post(reverse(f"mcp_servers:{name}", args=[server.pk]), data or {}, **HTMX)
-
-
-def wait_for(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -140,9 +131,10 @@ def test_stderr_and_log_messages_reach_the_server_log_scrubbed(admin_client):
     server = McpServer.objects.create(name="demo", command=sys.executable, args=DEMO_ARGS, env={"DEMO_TOKEN": secret})
     outcome, _ = call_registered_tool(server, "mcp__demo__echo", {"text": f"the token is {secret}"})
     assert not outcome.is_error
-    lines = wait_for(lambda: McpLogLine.objects.filter(server_id=server.pk, source="log:info").exists()
-                     and McpLogLine.objects.filter(server_id=server.pk, source="stderr", text__contains="echo called").exists())
-    assert lines, list(McpLogLine.objects.filter(server_id=server.pk).values_list("source", "text"))
+    wait_until(lambda: McpLogLine.objects.filter(server_id=server.pk, source="log:info").exists()
+               and McpLogLine.objects.filter(server_id=server.pk, source="stderr", text__contains="echo called").exists(),
+               "the call's log message and its stderr line", 20,
+               details=lambda: list(McpLogLine.objects.filter(server_id=server.pk).values_list("source", "text")))
     texts = list(McpLogLine.objects.filter(server_id=server.pk).values_list("text", flat=True))
     assert not any(secret in text for text in texts) and any(SECRET_MASK in text for text in texts)
     page = admin_client.get(reverse("mcp_servers:server_detail", args=[server.pk])).content.decode()
@@ -167,9 +159,10 @@ def test_an_http_servers_log_shows_its_messages_session_and_errors_scrubbed_and_
 
     outcome, _ = call_registered_tool(server, "mcp__demo-http__echo", {"text": f"the header was Bearer {header_secret}"})
     assert not outcome.is_error, outcome.content
-    assert wait_for(lambda: any(source == "log:info" for source, _ in log_of(server))), log_of(server)
+    wait_until(lambda: any(source == "log:info" for source, _ in log_of(server)), "the server's log message", 20,
+               details=lambda: log_of(server))
     session_pool().close_all()  # the pooled session closes: "disconnected"
-    assert wait_for(lambda: ("session", "disconnected") in log_of(server)), log_of(server)
+    wait_until(lambda: ("session", "disconnected") in log_of(server), "the disconnected line", 20, details=lambda: log_of(server))
     lines = log_of(server)
     sources = [source for source, _ in lines]
     assert "stderr" not in sources
@@ -188,7 +181,8 @@ def test_an_http_servers_log_shows_its_messages_session_and_errors_scrubbed_and_
                                      url=http_demo_server.url.replace("/mcp", "/nope") + f"?token={query_secret}")
     outcome, _ = call_registered_tool(wrong, "mcp__wrong__echo", {"text": "hi"})
     assert outcome.is_error
-    errors = wait_for(lambda: [text for source, text in log_of(wrong) if source == "error"])
+    errors = wait_until(lambda: [text for source, text in log_of(wrong) if source == "error"], "the error lines", 20,
+                        details=lambda: log_of(wrong))
     assert any(text.startswith("HTTP 404 Not Found for POST http://127.0.0.1:") for text in errors), errors
     assert any("could not connect" in text for text in errors), errors
     assert not any(query_secret in text for _, text in log_of(wrong))

@@ -125,9 +125,13 @@ def test_agent_settings_fall_back_to_django_settings(profile):
     assert parse_mode(settings.mode).label == "false"
 
 
-def test_the_server_wire_style_is_refused_with_a_reason(profile):
+def test_the_server_wire_style_is_resolved_here_and_an_unknown_one_refused_with_a_reason(profile, settings):
+    settings.ANTHROPIC_SERVER_SEARCH_TOOL = "bm25"
     profile.wire_style = "server"
-    with pytest.raises(ValueError, match="wire style"):
+    resolved = adapter.agent_settings(profile)
+    assert (resolved.wire_style, resolved.server_search) == ("native", "bm25")
+    profile.wire_style = "carrier-pigeon"
+    with pytest.raises(ValueError, match="wire style 'carrier-pigeon'"):
         adapter.agent_settings(profile)
 
 

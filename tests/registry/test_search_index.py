@@ -8,7 +8,7 @@ import pytest
 from playground.engine.search.embedding_cache import EmbeddingCache
 from playground.engine.search.hybrid import HybridBackend
 from playground.engine.search import embedding_cache, semantic
-from playground.registry import adapter, backends, indexing, services, tasks
+from playground.registry import adapter, backends, index_builds, indexing, services, tasks
 from playground.registry.models import SearchIndexBuild, ToolEmbedding
 from playground.registry.vectors import DatabaseVectorStore, make_store
 from tests.search.fake_encoder import FakeEncoder
@@ -113,7 +113,7 @@ def test_a_running_build_is_not_started_twice_unless_it_went_stale(tools, fake_e
     SearchIndexBuild.objects.filter(pk=row.pk).update(status=SearchIndexBuild.Status.RUNNING)
     assert tasks.build_search_index_task(row.version)["status"] == "running" and fake_encoder.texts == []
     assert indexing.schedule_index_build().pk == row.pk and len(queued) == 1
-    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.STALE_AFTER * 2)
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - index_builds.STALE_AFTER * 2)
     assert indexing.schedule_index_build().pk == row.pk and len(queued) == 2  # its worker went away: queued again
     assert tasks.build_search_index_task(row.version)["status"] == "done"
 
@@ -125,9 +125,9 @@ def test_a_broker_that_is_down_is_recorded_not_raised(tools, fake_encoder, monke
     monkeypatch.setattr(tasks.build_search_index_task, "delay", down)
     row = indexing.schedule_index_build()
     assert row.status == "failed" and "is Redis running?" in row.error
-    assert "failed" in indexing.progress_note()
+    assert "failed" in index_builds.progress_note()
     assert indexing.schedule_index_build().status == "failed"  # not retried at once by every search ...
-    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - indexing.RETRY_FAILED_AFTER * 2)
+    SearchIndexBuild.objects.filter(pk=row.pk).update(updated_at=row.updated_at - index_builds.RETRY_FAILED_AFTER * 2)
     monkeypatch.setattr(tasks.build_search_index_task, "delay", lambda version: None)
     assert indexing.schedule_index_build().status == "queued"  # ... but soon after (the broker is up by now)
 
@@ -141,7 +141,7 @@ def test_an_import_queues_the_build(admin_user, fake_encoder, queued, django_cap
     staged, preview = services.stage_import('{"name": "mcp__x__ping", "description": "Ping a host"}\n', user=admin_user)
     with django_capture_on_commit_callbacks(execute=True):
         services.commit_import(staged)
-    assert len(queued) == 1 and indexing.current_build().version == queued[0]
+    assert len(queued) == 1 and index_builds.current_build().version == queued[0]
 
 
 def test_an_mcp_sync_that_adds_tools_queues_the_build(db, fake_encoder, queued, django_capture_on_commit_callbacks):

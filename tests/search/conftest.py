@@ -6,6 +6,7 @@ import pytest
 
 from playground.engine.tools import Tool, ToolCatalog
 from tests.conftest import IN_CI
+from tests.engine.conftest import core_and_deferred_tools
 
 
 def mcp(server: str, tool: str, description: str, properties: dict | None = None, **extra) -> Tool:
@@ -57,3 +58,9 @@ def encoder():
         if IN_CI:
             pytest.fail(f"the semantic extra is required under CI=true (make test installs EXTRAS=dev,semantic): {exc}")
         pytest.skip(f"semantic extra not installed: {exc}")
+
+
+@pytest.fixture
+def core_and_deferred_catalog() -> ToolCatalog:
+    """The engine tests' catalog: core tools loaded, MCP tools of three servers deferred."""
+    return core_and_deferred_tools()

@@ -29,6 +29,8 @@ def test_eval_table_and_bad_input(toy_toolsets):  # noqa: F811
     done = run_cli("eval", "--toolsets", "toy", "--backends", "bm25", "--split", "all", "--toolsets-dir", str(toy_toolsets))
     assert done.returncode == 0, done.stderr
     assert "| toy | natural | bm25 | 12 | 1.000 |" in done.stdout
+    # beside recall: no labelled query answered with nothing, every nonsense query with "no match"
+    assert "| toy | natural | bm25 | 0 of 12 | 19 of 19 |" in done.stdout
     missing = run_cli("eval", "--toolsets", "nope", "--backends", "bm25", "--toolsets-dir", str(toy_toolsets))
     assert missing.returncode == 2 and "not found" in missing.stderr
     assert run_cli("eval").returncode == 2
@@ -66,7 +68,7 @@ def test_backend_specs_read_json_values_and_name_the_instance():
 
 
 def test_backend_lists_split_on_commas_outside_json_values():
-    from playground.engine.cli import split_specs
+    from playground.toolsearch.cli import split_specs
 
     assert split_specs("bm25, hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5},bm25:field_weights={\"name\":2,\"schema\":0.3}") == [
         "bm25", "hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5}", "bm25:field_weights={\"name\":2,\"schema\":0.3}",

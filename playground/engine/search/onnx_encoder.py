@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from playground.engine.search import encoder  # a module object: encoder imports this module too
 from playground.engine.search.embedding_cache import default_cache_path
+from playground.engine.search.model_weights import weights_digest
 
 PRECISIONS = ("fp32", "int8")
 # The int8 recipe's name in saved models' file names: bump it when build_graph or _quantize_int8 change.
@@ -160,7 +160,7 @@ def quantized_model_path(model_dir: Path) -> Path | None:
     cache = default_cache_path()
     if cache is None:
         return None
-    digest = hashlib.sha1(encoder.weights_digest(model_dir).encode())
+    digest = hashlib.sha1(weights_digest(model_dir).encode())
     digest.update((model_dir / "config.json").read_bytes())
     digest.update(f"{QUANTIZATION} onnx {importlib.metadata.version('onnx')} onnxruntime {onnxruntime.__version__}".encode())
     return cache.parent / "models" / f"minilm-int8-{digest.hexdigest()[:20]}.onnx"

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, EDITOR, VIEWER, has_role, role_required
 from playground.engine.tools import ToolDefinitionError
-from playground.registry import adapter, indexing, ports, selectors, services
+from playground.registry import adapter, index_builds, indexing, ports, selectors, services
 from playground.registry.forms import BulkToolActionForm, ToolForm
 from playground.registry.models import Tool
 from playground.registry.views.form_pages import form_page
@@ -67,7 +67,7 @@ def tool_servers(request):
 
 
 def _index_context() -> dict:
-    return {"index_build": indexing.current_build(), "index_in_background": indexing.builds_in_background()}
+    return {"index_build": index_builds.current_build(), "index_in_background": index_builds.builds_in_background()}
 
 
 @role_required(VIEWER)

@@ -1,7 +1,7 @@
 """Median sync and call times for the demo MCP servers: ours and mcp-server-time over stdio, and
 ours over streamable HTTP (started once by the script, so its sync pays no process start-up).
 
-    .venv/bin/python scripts/bench_mcp.py [--runs 5] [--no-http]
+    .venv/bin/python -m playground.bench.mcp [--runs 5] [--no-http]
 
 "sync" is what `services.sync_server` spends talking to the server: start the process, initialize,
 list every tool, close (the database writes add a few milliseconds). "cold call" is a one-shot
@@ -11,16 +11,19 @@ already open, as in a worker that has called the server before).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import django
 
-from playground.mcp_servers.connection import call_server_tool, list_server_tools
-from playground.mcp_servers.session_pool import session_pool
-from playground.mcp_servers.transports import ServerConfig
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
+django.setup()  # the session pool records outcomes on server rows
+
+from playground.mcp_servers.connection import call_server_tool, list_server_tools  # noqa: E402
+from playground.mcp_servers.session_pool import session_pool  # noqa: E402
+from playground.mcp_servers.transports import ServerConfig  # noqa: E402
 
 SERVERS = [
     (ServerConfig(name="demo", transport="stdio", command=sys.executable, args=("-m", "playground.mcp_servers.demo_server")),

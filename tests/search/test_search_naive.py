@@ -8,7 +8,7 @@ from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.search.naive import NaiveKeywordBackend
 from playground.engine.tools import Tool, ToolCatalog
 
-from .conftest import mcp
+from tests.engine.conftest import mcp
 
 
 def test_it_precomputes_nothing():

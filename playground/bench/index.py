@@ -3,11 +3,11 @@ catalog, with the vectors built in the background against encoding them in the r
 process's first hybrid search loading stored vectors.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/playground \\
-        .venv/bin/python scripts/bench_index.py [--sizes 10000,50000,100000] [--runs 3] [--inline-runs 1]
+        .venv/bin/python -m playground.bench.index [--sizes 10000,50000,100000] [--runs 3] [--inline-runs 1]
 
 Works in a database of its own (`<name>_bench_index`, created and dropped; SQLite: a file beside the
 configured one). Each size: the catalog grown from ../shared/toolsets as `bench` grows it
-(`benchmark.scaled_catalog`), imported through the registry's import service; then each figure is
+(`scorer.scaled_catalog`), imported through the registry's import service; then each figure is
 taken in a fresh Python process (its own memory: no vector, catalog or index cached), as a web
 process or a worker after a deploy:
   - inline:   TOOLSEARCH_VECTOR_STORE=memory, the behaviour before: the first search encodes every tool;
@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 QUERY = "create an issue in a github repository"
 
 
@@ -55,7 +54,7 @@ def phase_reset(size: int) -> dict:
     _setup_django()
     from django.core.management import call_command
 
-    from playground.engine.benchmark import scaled_catalog, source_tools
+    from playground.bench.scorer import scaled_catalog, source_tools
     from playground.engine.catalog_io import dump_tools, toolsets_dir
     from playground.registry import services, tasks
 
@@ -108,7 +107,7 @@ def phase_build(synthetic: bool) -> dict:
     _setup_django()
     import numpy as np
 
-    from playground.registry import adapter, backends, indexing
+    from playground.registry import adapter, backends, index_builds, indexing
     from playground.registry.models import SearchIndexBuild
 
     started = time.perf_counter()
@@ -124,7 +123,7 @@ def phase_build(synthetic: bool) -> dict:
             store.put_many(dict(zip(chunk, vectors)), model_id=dense.encoder.model_id)
         vectors_s = time.perf_counter() - started
         indexing.store_indexes()  # what the real build does last
-        row = indexing.current_build()
+        row = index_builds.current_build()
         if row is not None:  # every vector and index stored: the build is done (a worker would redo nothing)
             row.status, row.total, row.embedded = SearchIndexBuild.Status.DONE, len(keys), len(keys)
             row.save(update_fields=["status", "total", "embedded", "updated_at"])
@@ -137,7 +136,7 @@ def phase_build(synthetic: bool) -> dict:
 
 # -- the driver ----------------------------------------------------------------------------------
 def run(phase: list[str], env: dict) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--phase", *phase], env=env, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, "-m", "playground.bench.index", "--phase", *phase], env=env, capture_output=True, text=True, cwd=ROOT)
     if out.returncode:
         raise SystemExit(f"phase {phase} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """What the gateway saves and what it costs, measured with a real MCP client.
 
-    .venv/bin/python -m playground.gateway.bench [--profile "Tool search on (native)"] [--calls 30]
+    .venv/bin/python -m playground.bench.gateway [--profile "Tool search on (native)"] [--calls 30]
 
 Runs against the configured database (load the demo data first: `make run` does, or
 `manage.py migrate && manage.py load_demo_data`). It serves the project's ASGI application on a free
@@ -181,7 +181,7 @@ def echo_directly(calls: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m playground.gateway.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m playground.bench.gateway", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="Tool search on (native)", help="agent profile name (default: %(default)s)")
     parser.add_argument("--calls", type=int, default=30, help="calls per measurement (default: %(default)s)")
     parser.add_argument("--no-time-server", action="store_true", help="skip the mcp-server-time comparison")

@@ -1,5 +1,7 @@
 """Measure the inspector's response time with many tools (a benchmark that prints numbers).
 
+    .venv/bin/python -m playground.bench.inspector [--tools 10000] [--requests 5] [--verbose]
+
 Runs on a throwaway test database (never the configured one): loads the demo catalog, copies its
 tools under numbered server names until `--tools` is reached, then requests the inspector with the
 test client — once per query to warm the per-process caches, then `--requests` timed rounds — and
@@ -7,37 +9,40 @@ prints the median and p90 of full pages and of htmx result fragments.
 """
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
+import sys
 import time
 from dataclasses import replace
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.core.management.base import BaseCommand
-from django.db import connection
-from django.test import Client
-from django.test.utils import setup_test_environment, teardown_test_environment
-from django.urls import reverse
+import django
 
-from playground.engine.catalog_io import load_tools
-from playground.engine.evaluate import percentile
-from playground.registry import adapter
-from playground.registry.demo_data import CATALOGS
-from playground.registry.models import Tool
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
+django.setup()  # the models below need the app registry
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
+
+from playground.engine.catalog_io import load_tools  # noqa: E402
+from playground.engine.evaluate import percentile  # noqa: E402
+from playground.registry import adapter  # noqa: E402
+from playground.registry.demo_data import CATALOGS  # noqa: E402
+from playground.registry.models import Tool  # noqa: E402
 
 QUERIES = ["create github issue", "+slack send message", "weather forecast", "read pdf file", "select:Read,Write", "kubernetes pods logs"]
 
 
-class Command(BaseCommand):
-    help = "Median inspector response time with N tools, on a throwaway test database."
+class InspectorBench:
+    def __init__(self, verbose: bool = False) -> None:
+        self.verbose = verbose
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--tools", type=int, default=10_000)
-        parser.add_argument("--requests", type=int, default=5, help="Timed rounds over the query list.")
-
-    def handle(self, *args: Any, tools: int, requests: int, **options: Any) -> None:
-        self.verbosity = options.get("verbosity", 1)
+    def run(self, tools: int, requests: int) -> None:
         setup_test_environment()
         old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
         try:
@@ -47,7 +52,7 @@ class Command(BaseCommand):
             teardown_test_environment()
 
     def _run(self, target: int, rounds: int) -> None:
-        call_command("load_demo_data", "--skip-servers", stdout=self.stdout if self.verbosity > 1 else _Null())
+        call_command("load_demo_data", "--skip-servers", stdout=sys.stdout if self.verbose else _Null())
         self._grow(target)
         total = Tool.objects.filter(enabled=True).count()
         user = get_user_model().objects.create_user("bench", password="bench-password-1")
@@ -79,11 +84,11 @@ class Command(BaseCommand):
             started = time.perf_counter()
             client.get(list_url, params)
             lists.append(time.perf_counter() - started)
-        self.stdout.write(f"inspector with {total} enabled tools, {len(pages)} requests each:")
-        self.stdout.write(f"  first request (cold caches, builds catalog and index): {cold * 1000:.0f} ms")
-        self.stdout.write(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(percentile(pages, 90))}")
-        self.stdout.write(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(percentile(fragments, 90))}")
-        self.stdout.write(f"tool list page   median {_ms(statistics.median(lists))}  p90 {_ms(percentile(lists, 90))} ({len(lists)} requests)")
+        print(f"inspector with {total} enabled tools, {len(pages)} requests each:")
+        print(f"  first request (cold caches, builds catalog and index): {cold * 1000:.0f} ms")
+        print(f"  full page      median {_ms(statistics.median(pages))}  p90 {_ms(percentile(pages, 90))}")
+        print(f"  htmx fragment  median {_ms(statistics.median(fragments))}  p90 {_ms(percentile(fragments, 90))}")
+        print(f"tool list page   median {_ms(statistics.median(lists))}  p90 {_ms(percentile(lists, 90))} ({len(lists)} requests)")
 
     def _grow(self, target: int) -> None:
         base = [t for path in CATALOGS for t in load_tools(path)]
@@ -110,3 +115,17 @@ def _ms(seconds: float) -> str:
 class _Null:
     def write(self, *args: Any, **kwargs: Any) -> None:
         pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m playground.bench.inspector", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=5, help="Timed rounds over the query list.")
+    parser.add_argument("--verbose", action="store_true", help="also print what loading the demo data prints")
+    args = parser.parse_args(argv)
+    InspectorBench(verbose=args.verbose).run(args.tools, args.requests)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The worker's CPU per event, measured in one process without the rest of the stack competing.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python scripts/bench_worker_cpu.py \\
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m playground.bench.worker_cpu \\
         [--conversations 30] [--runs 3] [--profile worker.prof]
 
 The load command (`python -m playground.loadtest`) measures web + worker CPU per delivered event with
@@ -21,14 +21,10 @@ import argparse
 import cProfile
 import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 MESSAGE = "What is the weather forecast for Paris?"
 
 

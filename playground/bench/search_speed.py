@@ -1,6 +1,6 @@
 """Speed of the retrieval backends (bm25, semantic, hybrid) on the engine bench's catalogs and queries.
 
-Rows have the engine bench's shape (`benchmark.BenchRow`: tools, style, backend, p50_ms, p95_ms,
+Rows have the engine bench's shape (`scorer.BenchRow`: tools, style, backend, p50_ms, p95_ms,
 build_s) and come from the same scaled catalogs (real tools, renamed replicas) and the same
 keyword / natural queries, so `bench` prints one table for every backend.
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from playground.engine.benchmark import BenchRow, keyword_queries, natural_queries, scaled_catalog, source_tools
+from playground.bench.scorer import BenchRow, keyword_queries, natural_queries, scaled_catalog, source_tools
 from playground.engine.evaluate import percentile
 from playground.engine.search.backends import BENCH_BACKENDS, backend_from_spec
 from playground.engine.search.base import SearchBackend

@@ -13,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from playground.engine.announcements import announce, estimate_tokens
-from playground.engine.benchmark import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
+from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.requests import AgentSettings, ConversationState, build_request
-from playground.engine.search import quality, speed
+from playground.bench import search_speed
+from playground.engine.search import quality
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
 from playground.engine.tokens import CharEstimateCounter
@@ -160,6 +161,8 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     if args.usage_from != "none":
         print(f"learned from usage: the {args.usage_from} split's queries are the log of past searches (+usage rows; not zero-shot)")
     print(quality.format_table(results))
+    print()
+    print(quality.format_answer_rates(results))
     return 0
 
 
@@ -183,7 +186,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     search_backends = split_specs(args.search_backends or "")
     if search_backends:  # the retrieval backends, same catalogs, queries and row shape
         try:
-            rows += speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat,
+            rows += search_speed.run(folder, backends=search_backends, sizes=args.sizes, queries=args.queries, repeat=args.repeat,
                               usage_entries=args.usage_entries, progress=progress)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
@@ -193,7 +196,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"ToolSearch keyword scoring: claude-code (indexed) vs naive (plain transcription); toolsets from {folder}")
     print(format_table(rows))
     if search_backends:
-        for model_id, runtime, rate in speed.encoder_rates(folder, search_backends):
+        for model_id, runtime, rate in search_speed.encoder_rates(folder, search_backends):
             print(f"encoder {model_id} on {runtime}: {rate:.0f} tool documents/s (cold: no cache)")
     return 0
 

@@ -1,6 +1,6 @@
 """Per-event broadcast cost from sync code (as a Celery worker sends), on the real Redis channel layer.
 
-    .venv/bin/python scripts/bench_broadcast.py [--sends 300]
+    .venv/bin/python -m playground.bench.broadcast [--sends 300]
 
 "per-send layer" is how events used to go out: `async_to_sync` runs a new event loop, a new channel
 layer opens a new Redis connection, sends, and closes it, for every event. "process layer" is
@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
 os.environ["CHANNELS_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}"
 

@@ -14,8 +14,8 @@ from playground.engine.search.naive import NaiveKeywordBackend
 from playground.engine.search.names import matches_required_term, parse_tool_name
 from playground.engine.tools import Tool, ToolCatalog
 
-from .conftest import mcp
-from .strategies import catalogs, queries
+from tests.engine.conftest import mcp
+from tests.engine.strategies import catalogs, queries
 
 BACKENDS = [ClaudeCodeKeywordBackend, NaiveKeywordBackend]
 
@@ -56,19 +56,19 @@ def test_whole_words_score_4_in_the_search_hint_and_2_in_the_description(backend
     ]
 
 
-def test_the_breakdown_adds_up_to_the_score(backend, small_catalog):
-    for tool in backend.search("github create issue read message", small_catalog, max_results=10).scored:
+def test_the_breakdown_adds_up_to_the_score(backend, core_and_deferred_catalog):
+    for tool in backend.search("github create issue read message", core_and_deferred_catalog, max_results=10).scored:
         assert sum(c.points for c in tool.breakdown) == tool.score
 
 
-def test_plus_slack_send_keeps_only_tools_matching_slack_and_ranks_by_both_terms(backend, small_catalog):
-    result = backend.search("+slack send", small_catalog)
+def test_plus_slack_send_keeps_only_tools_matching_slack_and_ranks_by_both_terms(backend, core_and_deferred_catalog):
+    result = backend.search("+slack send", core_and_deferred_catalog)
     assert result.matches == ["mcp__slack__post_message", "mcp__slack__list_channels"]
     assert result.scored[0].score == 12 + 2 + 2  # slack: name part + description; send: description
 
 
-def test_a_required_term_that_nothing_matches_returns_nothing(backend, small_catalog):
-    assert backend.search("+jira issue", small_catalog).matches == []
+def test_a_required_term_that_nothing_matches_returns_nothing(backend, core_and_deferred_catalog):
+    assert backend.search("+jira issue", core_and_deferred_catalog).matches == []
 
 
 def test_ties_keep_catalog_order_and_max_results_cuts(backend):
@@ -77,8 +77,8 @@ def test_ties_keep_catalog_order_and_max_results_cuts(backend):
     assert result.matches == ["mcp__s__tool_0", "mcp__s__tool_1", "mcp__s__tool_2"]
 
 
-def test_only_deferred_tools_are_scored(backend, small_catalog):
-    assert "Read" not in backend.search("read file", small_catalog, max_results=10).matches
+def test_only_deferred_tools_are_scored(backend, core_and_deferred_catalog):
+    assert "Read" not in backend.search("read file", core_and_deferred_catalog, max_results=10).matches
 
 
 def test_regex_metacharacters_are_matched_literally(backend):

@@ -1,6 +1,6 @@
 """Open permission prompts hold no worker: another conversation's run time, alone and with N prompts open.
 
-    .venv/bin/python scripts/bench_prompts.py [--prompts 10] [--runs 3] [--workers 2] [--database-url postgres://…]
+    .venv/bin/python -m playground.bench.prompts [--prompts 10] [--runs 3] [--workers 2] [--database-url postgres://…]
 
 Starts the load command's embedded stack (daphne, a Celery worker with `--workers` processes, the
 demo data, the offline demo agent; Redis and the database as `python -m playground.loadtest` finds
@@ -25,14 +25,10 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from playground.loadtest.cli import DEFAULT_MESSAGE, run_level  # noqa: E402
-from playground.loadtest.client import LoadTestError, Session  # noqa: E402
-from playground.loadtest.stack import EmbeddedStack  # noqa: E402
+from playground.loadtest.cli import DEFAULT_MESSAGE, run_level
+from playground.loadtest.client import LoadTestError, Session
+from playground.loadtest.stack import EmbeddedStack
 
 PROMPT_MESSAGE = 'Write "hello" to the file notes.txt'
 
@@ -78,7 +74,7 @@ def open_prompts(session: Session, count: int, timeout: float) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_prompts.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m playground.bench.prompts", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=10, help="prompts left open (default %(default)s)")
     parser.add_argument("--runs", type=int, default=3, help="timed conversations per phase (default %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default %(default)s)")

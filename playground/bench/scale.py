@@ -1,11 +1,11 @@
 """A large catalog end to end: its pages, its first search and a conversation streamed live over it.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a database holding the grown catalog> \\
-        .venv/bin/python scripts/bench_scale.py [--runs 3]            # in-process figures
-    DATABASE_URL=... .venv/bin/python scripts/bench_scale.py --stack    # the whole stack
+        .venv/bin/python -m playground.bench.scale [--runs 3]            # in-process figures
+    DATABASE_URL=... .venv/bin/python -m playground.bench.scale --stack    # the whole stack
 
-Fill the database first with scripts/bench_index.py's phases: `--phase reset 100000` (the catalog
-grown from ../shared/toolsets as `bench` grows it, `benchmark.scaled_catalog`: the real tools, then
+Fill the database first with `python -m playground.bench.index`'s phases: `--phase reset 100000` (the catalog
+grown from ../shared/toolsets as `bench` grows it, `scorer.scaled_catalog`: the real tools, then
 replicas with a renamed `_rN` server and a marked description, imported through the registry's
 import service), then `--phase build synthetic` (random unit vectors under the real keys, since
 encoding 100,000 texts takes ~10 minutes here and loading does not depend on the values, then the
@@ -34,8 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 QUERY = "create an issue in a github repository"
 
 
@@ -145,7 +144,7 @@ def main() -> None:
     runs = []
     for _ in range(args.runs):
         load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-        out = subprocess.run([sys.executable, __file__, "--one"], capture_output=True, text=True, cwd=ROOT)
+        out = subprocess.run([sys.executable, "-m", "playground.bench.scale", "--one"], capture_output=True, text=True, cwd=ROOT)
         if out.returncode:
             raise SystemExit(out.stderr[-3000:])
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))

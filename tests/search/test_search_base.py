@@ -28,34 +28,34 @@ def test_a_blank_query_reads_as_empty():
     assert read_query(" \t ").kind == "empty"
 
 
-def test_select_returns_existing_names_in_the_order_given_and_reports_the_rest(small_catalog):
-    result = ClaudeCodeKeywordBackend().search("select:mcp__slack__post_message,Nope,Read,mcp__github__list_issues", small_catalog)
+def test_select_returns_existing_names_in_the_order_given_and_reports_the_rest(core_and_deferred_catalog):
+    result = ClaudeCodeKeywordBackend().search("select:mcp__slack__post_message,Nope,Read,mcp__github__list_issues", core_and_deferred_catalog)
     assert result.matches == ["mcp__slack__post_message", "Read", "mcp__github__list_issues"]
     assert result.not_found == ["Nope"]
     assert result.already_loaded == ["Read"]  # selecting a loaded tool is a harmless no-op
 
 
-def test_a_query_equal_to_a_tool_name_returns_that_tool_whatever_the_case(small_catalog):
-    result = ClaudeCodeKeywordBackend().search("MCP__GITHUB__CREATE_ISSUE", small_catalog)
+def test_a_query_equal_to_a_tool_name_returns_that_tool_whatever_the_case(core_and_deferred_catalog):
+    result = ClaudeCodeKeywordBackend().search("MCP__GITHUB__CREATE_ISSUE", core_and_deferred_catalog)
     assert result.reading.kind == "exact"
     assert result.matches == ["mcp__github__create_issue"]
 
 
-def test_an_mcp_prefix_query_returns_deferred_tools_with_that_prefix_up_to_max_results(small_catalog):
-    result = ClaudeCodeKeywordBackend().search("mcp__github__", small_catalog, max_results=2)
+def test_an_mcp_prefix_query_returns_deferred_tools_with_that_prefix_up_to_max_results(core_and_deferred_catalog):
+    result = ClaudeCodeKeywordBackend().search("mcp__github__", core_and_deferred_catalog, max_results=2)
     assert result.reading.kind == "prefix"
     assert result.matches == ["mcp__github__create_issue", "mcp__github__list_issues"]
 
 
-def test_an_mcp_prefix_that_matches_nothing_falls_through_to_keyword_scoring(small_catalog):
-    result = ClaudeCodeKeywordBackend().search("mcp__slackx", small_catalog)
+def test_an_mcp_prefix_that_matches_nothing_falls_through_to_keyword_scoring(core_and_deferred_catalog):
+    result = ClaudeCodeKeywordBackend().search("mcp__slackx", core_and_deferred_catalog)
     assert result.reading.kind == "keyword"
     assert "fell through" in result.reading.note
     assert result.matches == []
 
 
-def test_no_match_names_the_servers_still_connecting(small_catalog):
-    result = ClaudeCodeKeywordBackend().search("zebra", small_catalog, pending_mcp_servers=["jira"])
+def test_no_match_names_the_servers_still_connecting(core_and_deferred_catalog):
+    result = ClaudeCodeKeywordBackend().search("zebra", core_and_deferred_catalog, pending_mcp_servers=["jira"])
     assert result.matches == []
     assert result.to_output()["pending_mcp_servers"] == ["jira"]
 
