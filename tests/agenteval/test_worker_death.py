@@ -15,7 +15,8 @@ from playground.celery_app import app
 from playground.conversations.models import Conversation
 from tests.agenteval.conftest import PLANS, SLACK, TIME, WEATHER, scripted_model
 from tests.conversations.conftest import redis  # noqa: F401 - the fixture, used by name
-from tests.conversations.test_lost_worker import WorkerProcess, database_url, wait_until
+from tests.conversations.test_lost_worker import WorkerProcess, database_url, worker_log
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 HEARTBEAT, LOST, GRACE = 0.2, 1.0, 1.0
@@ -49,14 +50,14 @@ def test_a_killed_worker_loses_one_task_and_the_run_goes_on(redis, settings, too
     try:
         run = services.start_run(task_set, [claude_profiles[0]], concurrency=1, user=admin_user)
         workers.append(WorkerProcess(env, queue, log))
-        wait_until(model_called.is_set, "the first conversation's model call", 90, log)
+        wait_until(model_called.is_set, "the first conversation's model call", 90, details=worker_log(log))
         workers[0].kill()  # mid-request: nothing of the first task's run is recorded as ended
         workers.append(WorkerProcess(env, queue, log))
 
         def run_over() -> bool:
             return TaskRun.objects.values_list("status", flat=True).get(pk=run.pk) == TaskRun.Status.DONE
 
-        wait_until(run_over, "the run to end on the second worker", 120, log)
+        wait_until(run_over, "the run to end on the second worker", 120, details=worker_log(log))
         items = {i.task.external_id: i for i in run.items.select_related("task")}
         assert all(i.status == TaskRunItem.Status.DONE for i in items.values())
         assert items["t0"].measures["errors"] == {"worker_lost": 1} and items["t0"].measures["success"] is False
