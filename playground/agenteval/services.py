@@ -163,7 +163,10 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
     conversation_runs.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
     if conversation.status in FINISHED:
         item.measures = measure_item(item)
-        item.status, item.finished_at = TaskRunItem.Status.DONE, timezone.now()
+        # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete.
+        cancelled = conversation.status == Conversation.Status.CANCELLED
+        item.status = TaskRunItem.Status.CANCELLED if cancelled else TaskRunItem.Status.DONE
+        item.finished_at = timezone.now()
         item.save(update_fields=["status", "finished_at", "measures"])
         return True
     if run.status == TaskRun.Status.CANCELLING:

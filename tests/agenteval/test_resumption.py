@@ -9,10 +9,11 @@ import pytest
 from django.utils import timezone
 
 from playground import lost_tasks
-from playground.agenteval import services
+from playground.agenteval import selectors, services
 from playground.agenteval import tasks as agenteval_tasks  # what a worker imports: registers the sweep
 from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
 from playground.conversations import runs as conversation_runs
+from playground.conversations import services as conversation_services
 from playground.conversations.models import Conversation
 
 pytestmark = pytest.mark.django_db
@@ -52,3 +53,17 @@ def test_a_dead_workers_task_ends_as_worker_lost_and_the_run_goes_on(tool_world,
     Conversation.objects.filter(pk=second.conversation_id).update(status=Conversation.Status.IDLE)
     services.advance(run.pk)
     assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.DONE
+
+
+def test_a_conversation_a_person_cancelled_is_not_a_completed_task(tool_world, claude_profiles, no_queue, admin_user):
+    task_set = TaskSet.objects.create(name="one", source=TaskSet.Source.UPLOAD)
+    task_set.tasks.create(external_id="a", query="What time is it in Tokyo?", expected_tools=["mcp__time__get_current_time"])
+    run = services.start_run(task_set, [claude_profiles[0]], user=admin_user)
+    services.advance(run.pk)
+    item = run.items.get()
+    assert conversation_services.request_cancel(item.conversation, user=admin_user)  # queued, no worker: ends at once
+    services.advance(run.pk)
+    item.refresh_from_db()
+    assert item.status == TaskRunItem.Status.CANCELLED and item.measures["errors"] == {"cancelled": 1}
+    row = selectors.report(TaskRun.objects.get(pk=run.pk))["profiles"][0]
+    assert (row["tasks"], row["completed"], row["success"]) == (1, 0, 0.0)
