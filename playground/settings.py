@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "playground.mcp_servers",
     "playground.conversations",
     "playground.evaluation",
+    "playground.agenteval",
     "playground.gateway",
     "playground.accounts",
 ]
@@ -184,6 +185,9 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 DEFAULT_MODEL = os.environ.get("DEFAULT_MODEL", "claude-sonnet-4-5")
 CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
+# The per-model price table (playground/engine/pricing.py): its dated defaults, overridden by a JSON
+# object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
+PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")

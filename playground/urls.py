@@ -30,6 +30,7 @@ urlpatterns = [
     path("mcp/", include("playground.mcp_servers.urls")),
     path("conversations/", include("playground.conversations.urls")),
     path("evaluation/", include("playground.evaluation.urls")),
+    path("agent-eval/", include("playground.agenteval.urls")),
     path("gateway/", include("playground.gateway.urls")),
     path("users/", include("playground.accounts.urls")),
 ]

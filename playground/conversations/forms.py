@@ -113,6 +113,9 @@ class ConversationFilterForm(forms.Form):
                                  error_messages={"invalid_choice": "%(value)s is not a known provider."})
     status = forms.ChoiceField(choices=(), required=False,
                                error_messages={"invalid_choice": "%(value)s is not a conversation status."})
+    # A task run's conversations (agent evaluation): the run's page links here with its id.
+    task_run = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="Task run",
+                                  widget=forms.NumberInput(attrs={"placeholder": "any", "style": "width: 6em"}))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -51,6 +51,9 @@ def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) ->
         qs = qs.filter(owner=filters["owner"])
     if filters.get("provider"):
         qs = qs.filter(provider_is(filters["provider"]))
+    if filters.get("task_run"):
+        # The reverse side of the task run item's link (the agenteval app owns it; nothing is imported).
+        qs = qs.filter(task_run_item__run_id=filters["task_run"])
     return qs
 
 
