@@ -248,7 +248,13 @@ LOGGING = {
 MODEL_PROVIDERS = {
     "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
     "demo": "playground.conversations.providers.demo.DemoAgentProvider",
+    "openai": "playground.conversations.providers.openai_api.OpenAIProvider",
 }
+# OpenAI models (the "openai" provider, chosen per agent profile): Responses API, or Chat Completions
+# for the functions style; OPENAI_BASE_URL points at any OpenAI-compatible endpoint.
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
+OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-5.4")
 ANTHROPIC_MAX_RETRIES = envint("ANTHROPIC_MAX_RETRIES", 2)
 ANTHROPIC_TIMEOUT_SECONDS = float(os.environ.get("ANTHROPIC_TIMEOUT_SECONDS") or 60)
 # The agent loop: model round trips per person's message, tool call timeout, permission prompt wait.

@@ -227,7 +227,7 @@ class AgentRun:
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
-                                      message_count=len(request.get("messages", [])), tool_count=len(request.get("tools", []) or []),
+                                      message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
             try:
@@ -499,6 +499,7 @@ class AgentRun:
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
+        sub_settings = self.provider.adapt_settings(sub_settings)
         messages = resume["messages"] if resume is not None else [{"role": "user", "content": [text_block(prompt)]}]
         child = AgentRun(
             conversation=self.conversation, provider=self.provider, executor=self.executor, catalog=sub_catalog,
@@ -589,14 +590,22 @@ def _last_person_message(messages: list[dict[str, Any]]) -> int:
 
 
 def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
+    """The request in brief, for any wire style (OpenAI's: `input`/`instructions`, functions under
+    `function`, a namespace's deferred functions counted as deferred)."""
     tools = request.get("tools", []) or []
     return {
         "model": request.get("model"),
-        "max_tokens": request.get("max_tokens"),
-        "tools": [{"name": t.get("name") or t.get("type"), "defer_loading": bool(t.get("defer_loading"))} for t in tools],
-        "system_chars": len(json.dumps(request.get("system", ""))),
-        "messages": len(request.get("messages", [])),
+        "max_tokens": request.get("max_tokens", request.get("max_output_tokens", request.get("max_completion_tokens"))),
+        "tools": [{"name": t.get("name") or (t.get("function") or {}).get("name") or t.get("type"),
+                   "defer_loading": bool(t.get("defer_loading")) or (t.get("type") == "namespace" and all(
+                       f.get("defer_loading") for f in t.get("tools", [])))} for t in tools],
+        "system_chars": len(json.dumps(request.get("system", request.get("instructions", "")))),
+        "messages": len(_request_messages(request)),
     }
+
+
+def _request_messages(request: dict[str, Any]) -> list[Any]:
+    return request.get("messages", request.get("input", [])) or []
 
 
 # -- the entry point the Celery task calls ----------------------------------------------------------
@@ -619,7 +628,7 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
     if executor is None:
         executor = PlaygroundExecutor()
     try:  # the profile's wire style, resolved once ("server": planned as native, Anthropic's search on the wire)
-        agent_settings = adapter.agent_settings(profile)
+        agent_settings = provider.adapt_settings(adapter.agent_settings(profile))
     except ValueError as exc:
         raise ProviderError(str(exc), kind="configuration") from None
     catalog = with_agent_tool(adapter.profile_catalog(profile))

@@ -4,6 +4,8 @@ Discovered tools come only from the history (never from a global), as in Claude 
 - `tool_reference` blocks inside `tool_result` content (native wire style);
 - client-style ToolSearch results: the JSON text (`{"matches": [...]}`) of a tool_result whose
   `tool_use_id` belongs to a ToolSearch `tool_use`;
+- OpenAI Responses `tool_search_output` items kept in the history as they came (items without a
+  `role`, or `responses_item` blocks of an assistant message): the functions they loaded (a namespace's functions by their catalog names);
 - plus the set a compaction boundary carries over (the messages before it are gone).
 Messages are Messages API dicts (`{"role", "content": str | [blocks]}`); nothing here mutates them.
 """
@@ -15,9 +17,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, server_of
 
 Message = dict[str, Any]
+# An OpenAI Responses output item kept in an assistant message as it came (OpenAI's own search,
+# reasoning…): `{"type": "responses_item", "item": {...}}`, sent back unchanged (openai_wire).
+RESPONSES_ITEM = "responses_item"
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,35 @@ def client_style_matches(text: str) -> list[str]:
     return [m for m in matches if isinstance(m, str)]
 
 
+def search_output_tool_names(item: dict[str, Any]) -> list[str]:
+    """The catalog names of the tools an OpenAI `tool_search_output` item loaded: functions by
+    name, a namespace's functions as `mcp__<server>__<name>` (its name is `mcp__<server>` or a part
+    `mcp__<server>__<k>`, see openai_wire)."""
+    names: dict[str, None] = {}
+    for tool in item.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+            server = server_of(f"{tool['name']}__x") if tool["name"].startswith(MCP_PREFIX) else None
+            for member in tool.get("tools") or []:
+                if isinstance(member, dict) and isinstance(member.get("name"), str):
+                    names.setdefault(f"{MCP_PREFIX}{server}__{member['name']}" if server else member["name"], None)
+        elif isinstance(tool.get("name"), str):
+            names.setdefault(tool["name"], None)
+    return list(names)
+
+
+def _search_outputs(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
+    for item in messages:
+        if item.get("role") is None and item.get("type") == "tool_search_output":
+            yield item
+        elif item.get("role") == "assistant" and "type" not in item:
+            for block in blocks_of(item):
+                kept = block.get("item") if block.get("type") == RESPONSES_ITEM else None
+                if isinstance(kept, dict) and kept.get("type") == "tool_search_output":
+                    yield kept
+
+
 def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:
     """Tool names discovered so far, in order of first discovery (the boundary's set first)."""
     found: dict[str, None] = {}
@@ -118,6 +152,8 @@ def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBound
     search_ids = tool_search_use_ids(messages)
     for result in _tool_results(messages):
         found.update(dict.fromkeys(n for n in loaded_by(result, from_search=result.get("tool_use_id") in search_ids) if n not in found))
+    for output in _search_outputs(messages):
+        found.update(dict.fromkeys(n for n in search_output_tool_names(output) if n not in found))
     return list(found)
 
 
@@ -137,12 +173,14 @@ def loaded_by(result: dict[str, Any], *, from_search: bool = True) -> list[str]:
 
 
 def referenced_tool_names(messages: Sequence[Message]) -> list[str]:
-    """Every tool named by a tool_reference block, in order."""
+    """Every tool named by a tool_reference block (or loaded by a `tool_search_output` item), in order."""
     names: dict[str, None] = {}
     for result in _tool_results(messages):
         for block in result_content(result):
             if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):
                 names.setdefault(block["tool_name"], None)
+    for output in _search_outputs(messages):  # an OpenAI search output loads its tools as a reference does
+        names.update(dict.fromkeys(n for n in search_output_tool_names(output) if n not in names))
     return list(names)
 
 

@@ -46,6 +46,7 @@ from playground.engine.history import (
     strip_tool_references,
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
+from playground.engine.openai_wire import PLANNED_AS, check_openai_style
 from playground.engine.prompt_cache import DEFAULT_TTL, check_ttl
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.server_search import server_search_tool
@@ -72,6 +73,10 @@ class AgentSettings:
     # Set, the turn is planned as native and its wire request is the "server" style's
     # (`TurnPlan.wire_request`); a profile's "server" wire style resolves to this (`server_search.engine_wire_style`).
     server_search: str = ""
+    # An OpenAI request shape (openai_wire.OPENAI_WIRE_STYLES) for the planned turn, or "" (Anthropic's).
+    # Planned as `openai_wire.PLANNED_AS[style]`, which `wire_style` must be.
+    openai_wire: str = ""
+    server_descriptions: dict[str, str] = field(default_factory=dict)  # MCP server → its description (OpenAI namespaces)
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
     announcement_style: str = "full"  # full | delta
@@ -95,6 +100,10 @@ class AgentSettings:
             server_search_tool(self.server_search)  # a bad variant fails here, with its name
             if self.wire_style != NATIVE_STYLE:
                 raise ValueError("the server-side search tool is planned as the native wire style")
+        if self.openai_wire:
+            check_openai_style(self.openai_wire)
+            if self.server_search or self.wire_style != PLANNED_AS[self.openai_wire]:
+                raise ValueError(f"the {self.openai_wire} wire style is planned as the {PLANNED_AS[self.openai_wire]} style")
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
         check_ttl(self.prompt_cache_ttl)

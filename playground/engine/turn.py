@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from playground.engine.modes import ModeDecision
+from playground.engine.openai_wire import OPENAI_WIRE_REQUEST_BUILDERS, wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.prompt_cache import with_cache_breakpoints
 from playground.engine.requests import (
@@ -132,6 +133,8 @@ class TurnPlan:
     def wire_style(self) -> str:
         """How this turn's request goes on the wire: "native", "client" or "server" (Anthropic's
         server-side search tool instead of our ToolSearch; planned as native)."""
+        if self.settings.openai_wire:
+            return self.settings.openai_wire
         return SERVER_STYLE if self.settings.server_search else self.settings.wire_style
 
     def wire_request(self) -> dict[str, Any]:
@@ -147,8 +150,9 @@ class TurnPlan:
 
     @cached_property
     def sent_tool_names(self) -> frozenset[str]:
-        """Every tool name the turn's wire request carries (with defer_loading or not)."""
-        return frozenset(t.get("name", "") for t in self._wire_request.get("tools", []))
+        """Every tool name the turn's wire request carries (with defer_loading or not; in an OpenAI
+        namespace, or loaded by a `tool_search_output` in its input)."""
+        return frozenset(wire_tool_names(self._wire_request))
 
     # -- the call-time question ------------------------------------------------------------------------
     def check_call(self, name: str, *, discovered: Iterable[str] = ()) -> CallCheck:
@@ -241,6 +245,7 @@ WIRE_REQUEST_BUILDERS: dict[str, WireRequestBuilder] = {
     NATIVE_STYLE: with_anthropic_cache(messages_api_request),
     CLIENT_STYLE: with_anthropic_cache(messages_api_request),
     SERVER_STYLE: with_anthropic_cache(server_search_wire_request),
+    **OPENAI_WIRE_REQUEST_BUILDERS,  # openai-hosted, openai-client, openai-functions (openai_wire.py)
 }
 
 

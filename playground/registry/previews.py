@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
 from playground.engine.modes import ModeDecision
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
@@ -298,6 +299,15 @@ class ModelPreview:
         return json.dumps(self.server_search_tool, indent=2)
 
     @property
+    def api_name(self) -> str:
+        """Which API the request is for (its body says: OpenAI's have `input` or `max_completion_tokens`)."""
+        if "input" in self.request:
+            return "OpenAI Responses API body"
+        if "max_completion_tokens" in self.request:
+            return "OpenAI Chat Completions body"
+        return "Messages API keyword arguments"
+
+    @property
     def api_kwargs_json(self) -> str:
         return json.dumps(self.request, indent=2, ensure_ascii=False, default=str)
 
@@ -356,12 +366,17 @@ def model_preview(
     mode: str = "",
     wire_style: str = "",
 ) -> ModelPreview:
-    resolved = profile_settings(profile, mode=mode, wire_style=wire_style)
+    openai_style = wire_style if wire_style in OPENAI_WIRE_STYLES else ""
+    resolved = profile_settings(profile, mode=mode, wire_style=PLANNED_AS[openai_style] if openai_style else wire_style)
     settings = resolved.agent
+    if openai_style:  # OpenAI's request for the same plan (openai_wire.py)
+        settings = replace(settings, openai_wire=openai_style)
     catalog = adapter.profile_catalog(profile)
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
     state = discovery_state(known, catalog, settings.wire_style)
+    if openai_style == OPENAI_HOSTED and known:  # OpenAI searched: its own items, as a history holds them
+        state = ConversationState(messages=[state.messages[0], *hosted_search_items(PREVIEW_TOOL_USE_ID, known, catalog.get)])
     turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
     plan = turn.request
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,

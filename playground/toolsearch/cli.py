@@ -1,4 +1,4 @@
-"""`python -m playground.toolsearch search|eval|bench|announce|cost`: the engine from a terminal, no database.
+"""`python -m playground.toolsearch search|eval|bench|announce|request|cost`: the engine from a terminal, no database.
 
 Exit codes: 0 done, 2 bad input (unreadable or malformed catalog / query file, unknown backend,
 bad arguments); the message names the file and line.
@@ -18,6 +18,7 @@ from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled
 from playground.engine.cache_cost import COST_WIRE_STYLES, DEFAULT_MODEL, SECONDS_BETWEEN_TURNS, conversation_cost
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTableError, price_table
 from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
@@ -26,7 +27,11 @@ from playground.bench import search_speed
 from playground.engine.search import quality
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
+from playground.engine.server_search import SERVER_SEARCH_TOOLS
 from playground.engine.tokens import CharEstimateCounter
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.turn import plan_turn
 
 EXIT_BAD_INPUT = 2
 
@@ -176,6 +181,8 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     if args.usage_from != "none":
         print(f"learned from usage: the {args.usage_from} split's queries are the log of past searches (+usage rows; not zero-shot)")
     print(quality.format_table(results))
+    print()
+    print(quality.format_answer_rates(results))
     return 0
 
 
@@ -284,6 +291,70 @@ def cmd_announce_table(args: argparse.Namespace) -> int:
     return 0
 
 
+# The six wire styles `request` prints: the AgentSettings fields each one sets.
+REQUEST_WIRE_STYLES: dict[str, dict[str, str]] = {
+    "anthropic-native": {"wire_style": NATIVE_STYLE},
+    "anthropic-client": {"wire_style": CLIENT_STYLE},
+    "anthropic-server": {"wire_style": NATIVE_STYLE, "server_search": "bm25"},
+    **{style: {"wire_style": PLANNED_AS[style], "openai_wire": style} for style in OPENAI_WIRE_STYLES},
+}
+FIRST_USER_MESSAGE = "hello"
+
+
+def discovered_history(names: Sequence[str], planned_style: str) -> list[dict]:
+    """A first user message and one ToolSearch call that loaded `names`, answered as the planned
+    style answers it (tool_reference blocks, or the client style's JSON text)."""
+    history: list[dict] = [{"role": "user", "content": FIRST_USER_MESSAGE}]
+    if not names:
+        return history
+    call_id = "toolu_cli_search"
+    if planned_style == NATIVE_STYLE:
+        content: list[dict] = [{"type": "tool_reference", "tool_name": name} for name in names]
+    else:
+        content = [{"type": "text", "text": json.dumps({"matches": list(names), "query": f"select:{','.join(names)}"})}]
+    history.append({"role": "assistant", "content": [
+        {"type": "tool_use", "id": call_id, "name": TOOL_SEARCH_NAME, "input": {"query": f"select:{','.join(names)}"}}]})
+    history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": content}]})
+    return history
+
+
+def cmd_request(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    discovered = [n.strip() for n in (args.discovered or "").split(",") if n.strip()]
+    for name in discovered:
+        if name not in catalog:
+            raise BadInput(f"--discovered: {name!r} is not in {args.catalog}")
+        if not catalog.is_deferred(name):
+            raise BadInput(f"--discovered: {name!r} is not deferred (it is sent in full anyway)")
+    fields = dict(REQUEST_WIRE_STYLES[args.wire])
+    if args.wire == "anthropic-server":
+        fields["server_search"] = args.server_search
+    settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or _default_model(args.wire),
+                             **fields)
+    if args.wire == OPENAI_HOSTED and discovered:  # OpenAI searched: its own items, as the history holds them
+        state = ConversationState([{"role": "user", "content": FIRST_USER_MESSAGE},
+                                   *hosted_search_items("call_cli_search", discovered, catalog.get)])
+    else:
+        state = ConversationState(discovered_history(discovered, settings.wire_style))
+    counter = CharEstimateCounter()
+    turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
+    body = turn.wire_request()
+    announcement = turn.request.announcement.text if turn.request.announcement and args.wire != "openai-hosted" else ""
+    figures = {"wire": args.wire, "request": body, "tool_tokens": tool_tokens(body, counter, announcement=announcement)}
+    text = json.dumps(figures, ensure_ascii=False, indent=None if args.json else 2, default=str)
+    if args.json:
+        print(text)
+        return 0
+    print(f"{args.wire}: {len(body.get('tools', []))} tool entries, about {figures['tool_tokens']:,} tool tokens "
+          f"(what the model sees of the tools, and the announcement; {counter.source})")
+    print(text)
+    return 0
+
+
+def _default_model(wire: str) -> str:
+    return "gpt-5.4" if wire.startswith("openai-") else AgentSettings.model
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     try:
@@ -362,6 +433,17 @@ def build_parser() -> argparse.ArgumentParser:
     announce.add_argument("--json", action="store_true",
                           help='one object: {"style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window"}')
     announce.set_defaults(handler=cmd_announce)
+
+    request = commands.add_parser("request", help="the request body a wire style sends (Anthropic or OpenAI), and its tool tokens")
+    request.add_argument("--catalog", required=True, help="a catalog file (as for search)")
+    request.add_argument("--wire", required=True, choices=list(REQUEST_WIRE_STYLES))
+    request.add_argument("--discovered", help="tools a ToolSearch has loaded already (comma-separated): a later request")
+    request.add_argument("--mode", default="true", help="ENABLE_TOOL_SEARCH: true (default), false, auto, auto:N")
+    request.add_argument("--layout", choices=["flat", "grouped", "budgeted"], default="flat", help="the announcement layout")
+    request.add_argument("--server-search", choices=list(SERVER_SEARCH_TOOLS), default="bm25", help="anthropic-server's search tool")
+    request.add_argument("--model", default="", help="model name in the body (default: claude-sonnet-4-5, or gpt-5.4 for OpenAI styles)")
+    request.add_argument("--json", action="store_true", help='one object: {"wire", "request", "tool_tokens"}')
+    request.set_defaults(handler=cmd_request)
 
     cost = commands.add_parser("cost", help="an N-turn conversation's input cost in one wire style, with prompt caching, against every tool in full")
     cost.add_argument("--catalog", required=True, help="a catalog file (as for search)")

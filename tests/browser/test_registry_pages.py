@@ -327,3 +327,29 @@ def test_the_inspectors_counts_and_decision_are_the_engines_turn(logged_in_page)
         assert plan.decision.reason in decision.inner_text()
         assert page.locator("[data-testid=scored-tool]").count() > 0  # off: what a search would find, still shown
         screenshot(page, f"inspector-counts-{mode}")
+
+
+def test_the_inspector_shows_the_capabilities_a_request_implies_and_the_slot_each_filled(logged_in_page):
+    from playground.registry import services
+
+    seed_catalog()
+    write_file = {"name": "mcp__files__write_file", "server": "files", "input_schema": {"type": "object", "properties": {}},
+                  "description": "Create a new file or overwrite an existing file with new content."}
+    staged, preview = services.stage_import(json.dumps(write_file) + "\n", filename="files.jsonl")
+    assert preview.ok
+    services.commit_import(staged)
+    page = logged_in_page
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    page.select_option("[data-testid=inspector-backend]", "hybrid")
+    request = "List the open pull requests of my repository and put the list in /tmp/prs.md"
+    page.locator("[data-testid=inspector-query]").fill(request)
+    page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
+    notes = page.locator("[data-testid=query-note]").all_inner_texts()
+    assert any("capabilities implied: produce a file" in line and "/tmp/prs.md" in line for line in notes), notes
+    slot = page.locator("[data-testid=capability-slot]")
+    assert slot.count() == 1 and slot.get_attribute("data-tool") == "mcp__files__write_file"
+    assert "capability slot 5: produce a file" in slot.inner_text() and "write content to a file" in slot.inner_text()
+    ranked = list(scores(page))
+    assert ranked[4] == "mcp__files__write_file" and all(name.startswith("mcp__github__") for name in ranked[:2]), ranked
+    screenshot(page, "inspector-capabilities")

@@ -29,6 +29,8 @@ def test_eval_table_and_bad_input(toy_toolsets):  # noqa: F811
     done = run_cli("eval", "--toolsets", "toy", "--backends", "bm25", "--split", "all", "--toolsets-dir", str(toy_toolsets))
     assert done.returncode == 0, done.stderr
     assert "| toy | natural | bm25 | 12 | 1.000 |" in done.stdout
+    # beside recall: no labelled query answered with nothing, every nonsense query with "no match"
+    assert "| toy | natural | bm25 | 0 of 12 | 19 of 19 |" in done.stdout
     missing = run_cli("eval", "--toolsets", "nope", "--backends", "bm25", "--toolsets-dir", str(toy_toolsets))
     assert missing.returncode == 2 and "not found" in missing.stderr
     assert run_cli("eval").returncode == 2

@@ -126,6 +126,7 @@ def test_hybrid_covers_each_part_of_a_request_and_explains_it(encoder, embedding
 def test_describe_query_names_the_sentences_and_clauses_it_scores():
     backend = HybridBackend.__new__(HybridBackend)
     backend.intent_weight, backend.aspect_weight, backend.piece_vectors, backend.semantic = 0.3, 0.3, "alone", object()
+    backend.capability_rank = 0  # capability lines: tests/search/test_capabilities.py
     lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
     assert len(lines) == 2
     assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")

@@ -53,6 +53,8 @@ def test_evaluate_backend_averages_over_queries():
     assert result.metrics["complete@10"] == 0.5
     assert result.metrics["mrr"] == pytest.approx((1 + 1 / 6) / 2, abs=1e-4)
     assert result.queries == 2 and result.tools == 12 and result.p95_ms >= result.p50_ms >= 0
+    # a backend that answers everything: no empty answer, and no "no match" for nonsense either
+    assert result.metrics["empty"] == 0.0 and result.metrics["nonsense_no_match"] == 0.0
 
 
 def test_split_is_fixed_by_query_id_and_about_thirty_percent_dev():

@@ -110,10 +110,12 @@ def test_missing_extra_gives_a_clear_error(monkeypatch):
         encoder_module.find_model_dir()
 
 
-def test_dense_alone_needs_a_shared_word_or_a_clear_match(encoder, embeddings_dir, small_catalog):
-    """No stem in common with the catalog and no cosine ≥ 0.45: "no match" (see DENSE_ONLY_MIN_SIMILARITY)."""
+def test_dense_alone_needs_a_shared_word_a_clear_match_or_language(encoder, embeddings_dir, small_catalog):
+    """No stem in common with the catalog, no cosine ≥ 0.45 and no words: "no match" (language_gate.py);
+    a request in words that shares none with the catalog still gets its nearest tools."""
     backend = SemanticBackend()
-    assert backend.search("do I need an umbrella tomorrow", small_catalog).matches == []
+    assert backend.search("zzzz qqqq wxqv", small_catalog).matches == []
+    assert backend.search("do I need an umbrella tomorrow", small_catalog).matches[0] == "mcp__weather__get_forecast"
     assert backend.search("do I need an umbrella tomorrow in my city", small_catalog).matches[0] == "mcp__weather__get_forecast"
 
 

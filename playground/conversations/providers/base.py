@@ -13,6 +13,7 @@ from typing import Any
 
 from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
+from playground.engine.requests import AgentSettings
 from playground.engine.server_search import PROFILE_WIRE_STYLES
 
 
@@ -68,6 +69,11 @@ class ModelProvider(ABC):
         """Why `from_settings` cannot make a working provider here (with the fix), or "" when it can.
         Forms show such a provider disabled, so a run never starts only to fail on it."""
         return ""
+
+    def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
+        """The run's engine settings for this provider (another vendor's request shape: OpenAI's
+        provider sets `openai_wire`). Default: unchanged."""
+        return agent_settings
 
     @abstractmethod
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:

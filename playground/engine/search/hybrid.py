@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from playground.engine.search import text
+from playground.engine.search import capabilities, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
@@ -73,9 +74,35 @@ DEFAULTS: dict[str, Any] = {
     # request: one pass instead of one per piece, about half the search time of a request of
     # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
+    # Capabilities beside topics (capabilities.py): the rank at which the catalog's best tool for a
+    # capability the request implies enters the top k (0 = off), how many such slots a request may
+    # get, how many of the capability's best tools the request chooses among, and the cosine a
+    # catalog's best tool must reach to the capability's description to count as a tool for it.
+    # Calibrated on the development split (docs/search-quality.md): only "produce-file" won on every
+    # toolset; the other capabilities' slots lost on at least one, so they are read but not placed.
+    "capability_rank": 5,
+    "capability_slots": 2,
+    "capabilities": ["produce-file"],
+    # the share of the displaced tool's score (for the request) the capability's tool must reach
+    "capability_min_share": 0.0,
+    "capability_multi_need_only": False,  # slots only for requests of several clauses or sentences
+    "capability_pool": 3,
+    "capability_min_cosine": 0.45,
+    # Server-level evidence (`server_weight`) for which requests: "always" (every request), or
+    # "evidence" (a request of several clauses or sentences — several needs, often met by one
+    # server —, and for a single need only the servers the query names).
+    "server_routing": "always",
+    # Diversity for a single-need request: when the top `diversity_depth` all come from one server,
+    # the best tool of another server takes the last of them if its score reaches this share of
+    # the one it replaces (0 = off).
+    "server_diversity": 0.0,
+    "diversity_depth": 5,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
+# A capability's answers: its best tool and those within this cosine of it (to the description):
+# "write a file" may be answered by two servers' write_file, never by read_file next to them.
+CAPABILITY_MARGIN = 0.1
 # Each sentence or clause is encoded and scored: a pasted document must not cost hundreds of
 # encodings. Beyond this many pieces a query is read whole (3 of the 9,781 evaluation queries).
 MAX_PIECES = 24
@@ -181,6 +208,20 @@ _warned: set[str] = set()
 class HybridIndex:
     bm25: BM25Index
     semantic: Any  # SemanticIndex, or None when the extra is missing
+    # capability description → (its best tools, best first, and the best one's cosine to it)
+    capability_answers: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+    # server id → the stems of its name that say what it is (server routing: queries naming it)
+    server_stems: dict[int, frozenset[str]] | None = None
+
+
+@dataclass
+class CapabilitySlot:
+    """Why a tool stands where it does: a capability the request implies put it there."""
+
+    cue: capabilities.CapabilityCue
+    slot: int  # 1-based rank it was given
+    cosine: float  # its cosine to the capability's description
+    moved_from: int | None  # its rank before (None: below the top k)
 
 
 class HybridBackend(SearchBackend):
@@ -213,6 +254,21 @@ class HybridBackend(SearchBackend):
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
+        self.capability_rank = number_option("hybrid capability_rank", settings["capability_rank"], 0, 100, integer=True)
+        self.capability_slots = number_option("hybrid capability_slots", settings["capability_slots"], 0, 100, integer=True)
+        self.capability_pool = number_option("hybrid capability_pool", settings["capability_pool"], 1, 100, integer=True)
+        if settings["server_routing"] not in ("always", "evidence"):
+            raise ValueError(f"hybrid server_routing must be 'always' or 'evidence', not {settings['server_routing']!r}")
+        self.server_routing: str = settings["server_routing"]
+        self.server_diversity = number_option("hybrid server_diversity", settings["server_diversity"], 0, 1)
+        self.diversity_depth = number_option("hybrid diversity_depth", settings["diversity_depth"], 2, 100, integer=True)
+        keys = settings["capabilities"]
+        if not isinstance(keys, (list, tuple)) or any(key not in capabilities.BY_KEY for key in keys):
+            raise ValueError(f"hybrid capabilities must be a list of {', '.join(capabilities.BY_KEY)}, not {keys!r}")
+        self.capability_keys = frozenset(keys)
+        self.capability_multi_need_only = bool(settings["capability_multi_need_only"])
+        self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
+        self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -236,6 +292,11 @@ class HybridBackend(SearchBackend):
             lines.append(f"{len(intents)} sentences, each also scored alone (share {self.intent_weight:g}): " + " · ".join(f"\u201c{s}\u201d" for s in intents))
         if self.aspect_weight > 0 and (aspects := split_aspects(reading.raw)):
             lines.append(f"{len(aspects)} clauses for aspect coverage (xQuAD, \u03bb {self.aspect_weight:g}): " + " · ".join(f"\u201c{a}\u201d" for a in aspects))
+        if self.capability_rank > 0 and self.semantic is not None and (cues := capabilities.detect(reading.raw, self.capability_keys)):
+            lines.append(
+                "capabilities implied: " + " · ".join(f"{cue.capability.label} (\u201c{cue.evidence}\u201d)" for cue in cues)
+                + f"; each answered by the catalog's best tool for it, from rank {self.capability_rank} on"
+            )
         if lines and self.piece_vectors == "pooled" and self.semantic is not None:
             lines.append("sentence and clause vectors pooled from one pass over the request (late chunking)")
         return lines
@@ -276,7 +337,7 @@ class HybridBackend(SearchBackend):
         sims = self.dense_rows(reading, intents, intent_vectors, index)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
         weight = self.lexical_weight(len(pairs))
-        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0)
+        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0, self.semantic.reads_as_language(reading))
         if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
             dense = np.zeros_like(dense)
             intents, aspects = [], []
@@ -296,11 +357,15 @@ class HybridBackend(SearchBackend):
             extras["intent"] = self.intent_weight * scale * best
             fused = (1 - self.intent_weight) * fused + extras["intent"]
             lexical_part, dense_part = (1 - self.intent_weight) * lexical_part, (1 - self.intent_weight) * dense_part
+        single_need = not (len(sentence_pieces) > 1 or split_aspects(reading.raw))
         if self.server_weight > 0:
             extras["server"] = index.bm25.servers.boost(fused, self.server_weight)
+            if self.server_routing == "evidence" and single_need:
+                extras["server"] = np.where(named_server_tools(reading, index), extras["server"], 0.0).astype(np.float32)
             fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
+        request_scores = fused
         picks: dict[int, AspectPick] = {}
         if aspects:
             candidates = top_indices(fused, max(self.aspect_pool, max_results))
@@ -313,6 +378,16 @@ class HybridBackend(SearchBackend):
                     fused[i], picks[i] = gain, pick
         if not picks:
             order = top_indices(fused, max_results)
+        diverse: dict[int, int] = {}
+        if not picks and single_need and self.server_diversity > 0:
+            order, diverse = diversify_servers(fused, order, index, self.diversity_depth, self.server_diversity)
+            if diverse:
+                fused = slot_scores(fused, order, diverse)
+        slots: dict[int, CapabilitySlot] = {}
+        if not gated and mask is None and not (single_need and self.capability_multi_need_only):
+            order, slots = self.fill_capability_slots(reading, index, request_scores, order, max_results)
+            if slots:
+                fused = slot_scores(fused, order, slots)
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
         pooled_note = " vectors pooled from the request's tokens" if pooled else ""
@@ -366,8 +441,73 @@ class HybridBackend(SearchBackend):
                         ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}" + (f"; clause{pooled_note}" if pooled_note else ""),
                     )
                 )
+            if i in diverse:
+                breakdown.append(TermContribution(
+                    term="(diversity)", rule=f"server diversity: slot {diverse[i]}", points=round(float(fused[i]) - sum(c.points for c in breakdown), 4),
+                    field="server", detail=f"a single need, and the tools above all come from one server; this is the best tool of another server (share {self.server_diversity:g})",
+                ))
+            slot = slots.get(i)
+            if slot is not None:
+                breakdown.append(capability_contribution(slot, float(fused[i]) - sum(c.points for c in breakdown)))
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
         return results
+
+    # -- capabilities beside topics (capabilities.py) ---------------------------------------------
+    def capability_answers(self, description: str, index: HybridIndex) -> tuple[list[int], float]:
+        """The catalog's best tools for a capability's description (ranked like a request, by the
+        fused score), best first, and the best one's cosine to the description; once per index
+        and description."""
+        cached = index.capability_answers.get(description)
+        if cached is not None:
+            return cached
+        reading = read_query(description)
+        dense = None
+        if index.semantic is not None:
+            dense = index.semantic.vectors @ self.semantic.embed_query(description)
+        _, lexical, dense = self.side_scores(reading, index, None, dense)
+        scores = np.add(*self.fuse(lexical, dense))
+        best = top_indices(scores, self.capability_pool)
+        cosine = float(dense[best[0]]) if best and dense is not None else 0.0
+        # the tools clearly for it (the first one decides whether the catalog has any)
+        floor = max(self.capability_min_cosine, cosine - CAPABILITY_MARGIN)
+        best = best[:1] + [i for i in best[1:] if dense is not None and float(dense[i]) >= floor]
+        index.capability_answers[description] = answer = (best, cosine)
+        return answer
+
+    def fill_capability_slots(
+        self, reading: QueryReading, index: HybridIndex, request_scores: np.ndarray, order: list[int], max_results: int,
+    ) -> tuple[list[int], dict[int, CapabilitySlot]]:
+        """Put, for each capability the request implies, the catalog's best tool for it that the
+        request scores best at rank `capability_rank` (then the next rank for the next capability),
+        unless one of the capability's best tools already stands there or above. The tools ranked
+        above keep their places; those below move down one."""
+        if self.capability_rank <= 0 or self.capability_slots <= 0 or index.semantic is None:
+            return order, {}
+        cues = capabilities.detect(reading.raw, self.capability_keys)
+        if not cues:
+            return order, {}
+        order = list(order)
+        slots: dict[int, CapabilitySlot] = {}
+        for cue in cues:
+            if len(slots) >= self.capability_slots:
+                break
+            position = self.capability_rank - 1 + len(slots)  # 0-based
+            if position >= max_results:
+                break
+            answers, cosine = self.capability_answers(cue.description, index)
+            if not answers or cosine < self.capability_min_cosine:
+                continue  # the catalog has no tool clearly for it
+            if any(i in order[: position + 1] for i in answers):
+                continue  # the ranking already answers it
+            chosen = max(answers, key=lambda i: (float(request_scores[i]), -answers.index(i)))
+            if position < len(order) and float(request_scores[chosen]) < self.capability_min_share * float(request_scores[order[position]]):
+                continue  # the request does not want it enough to displace that tool
+            moved_from = order.index(chosen) + 1 if chosen in order else None
+            if chosen in order:
+                order.remove(chosen)
+            order.insert(position, chosen)
+            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.semantic.embed_query(cue.description)), moved_from)
+        return order[:max_results], slots
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
         """A clause's weighted fused score of each candidate (BM25 normalised over the whole
@@ -439,6 +579,76 @@ class HybridBackend(SearchBackend):
         ranked = candidates[best]
         out[ranked] = weight / (self.rrf_k + np.arange(1, depth + 1, dtype=np.float32))
         return out
+
+
+GENERIC_SERVER_WORDS = frozenset({"mcp", "server", "servers", "api", "apis", "tool", "tools", "plugin", "service"})
+
+
+def server_stems(index: HybridIndex) -> dict[int, frozenset[str]]:
+    """Per server id, the stems of the server's name (identifier split) that say what it is:
+    stopwords and generic words ("mcp", "server", "api") aside."""
+    if index.server_stems is None:
+        stems: dict[int, frozenset[str]] = {}
+        for tool, server_id in zip(index.bm25.tools, index.bm25.servers.ids.tolist()):
+            if server_id >= 0 and server_id not in stems:
+                stems[server_id] = frozenset(text.analyze(" ".join(w for w in text.split_identifier(tool.server) if w not in GENERIC_SERVER_WORDS)))
+        index.server_stems = stems
+    return index.server_stems
+
+
+def named_server_tools(reading: QueryReading, index: HybridIndex) -> np.ndarray:
+    """Per tool, whether the query names its server: every stem of the server's name (see
+    `server_stems`) is among the query's stems."""
+    query_stems = set(text.analyze(reading.raw))
+    named = [server for server, stems in server_stems(index).items() if stems and stems <= query_stems]
+    return np.isin(index.bm25.servers.ids, named) if named else np.zeros(index.bm25.size, dtype=bool)
+
+
+def diversify_servers(fused: np.ndarray, order: list[int], index: HybridIndex, depth: int, share: float) -> tuple[list[int], dict[int, int]]:
+    """When the first `depth` tools of `order` all come from one server, the best tool of another
+    server takes the last of those slots, if its score reaches `share` × the score it replaces.
+    Returns the new order and {tool: its 1-based slot} for the tool moved up."""
+    ids = index.bm25.servers.ids
+    if len(order) < depth or ids[order[0]] < 0 or any(ids[i] != ids[order[0]] for i in order[:depth]):
+        return order, {}
+    others = np.where((ids != ids[order[0]]) & (fused > 0), fused, 0.0)
+    best = int(np.argmax(others))
+    if others[best] <= 0 or others[best] < share * float(fused[order[depth - 1]]):
+        return order, {}
+    length = len(order)
+    order = [i for i in order if i != best]
+    order.insert(depth - 1, best)
+    return order[:length], {best: depth}
+
+
+def slot_scores(fused: np.ndarray, order: list[int], placed: Mapping[int, Any]) -> np.ndarray:
+    """`fused` with each placed tool given the score of the first tool below it that was not
+    placed (the slot it took), or at most the score above it: the list stays best first."""
+    fused = fused.copy()
+    above = np.inf
+    for at, i in enumerate(order):
+        if i in placed:
+            below = next((float(fused[j]) for j in order[at + 1 :] if j not in placed), None)
+            fused[i] = min(above, below if below is not None else float(fused[i]))
+        above = float(fused[i])
+    return fused
+
+
+def capability_contribution(slot: CapabilitySlot, points: float) -> TermContribution:
+    """The explanation line of a tool a capability slot placed: what the request implies, the
+    words that imply it, and the capability's description it answers."""
+    where = f"from rank {slot.moved_from}" if slot.moved_from else "from below the top k"
+    return TermContribution(
+        term="(capability)",
+        rule=f"capability slot {slot.slot}: {slot.cue.capability.label}",
+        points=round(points, 4),
+        field="capability",
+        detail=(
+            f"the request implies \u201c{slot.cue.capability.label}\u201d (\u201c{slot.cue.evidence}\u201d); "
+            f"among the catalog's best tools for \u201c{slot.cue.description}\u201d the request scores this one best "
+            f"(cosine {slot.cosine:.2f} to that description); moved {where}"
+        ),
+    )
 
 
 def _top(scores: np.ndarray) -> float:

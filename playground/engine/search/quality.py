@@ -48,6 +48,15 @@ USAGE_SOURCES: tuple[str, ...] = ("none", "dev")
 
 Progress = Callable[[float, str], None]
 
+# Queries that must get "no match" (keyboard mashes, letters, digits and punctuation without a
+# word): every backend's gate is measured on them beside the labelled queries, none of which may
+# get an empty answer (language_gate.py). Not "ffffff": it is a colour in schemas (a lexical match).
+NONSENSE_QUERIES: tuple[str, ...] = (
+    "zzzz qqqq", "asdfgh jkl", "xqzv wplk", "qwertyuiop", "blorp fnord zxcv", "jjjjjjj kkkkk", "lkjhg fdsa poiu",
+    "zxcvbnm qwerty", "ghjk tyui", "aaaa bbbb cccc", "xyzzy plugh", "mmmmm", "gggggg hhhh kkkk", "wxqv jzkq",
+    "!!!! ????", "12345 67890", "vbnm, hjkl; uiop", "pfft zzt grr", "the of and",
+)
+
 
 def split_of(query_id: str) -> str:
     bucket = int(hashlib.sha1(query_id.encode("utf-8")).hexdigest()[:8], 16) % 10
@@ -152,8 +161,11 @@ def evaluate_backend(
             totals[key] = totals.get(key, 0.0) + value
         if progress and (n % 25 == 0 or n == len(labelled)):
             progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
+        totals["empty"] = totals.get("empty", 0.0) + (not result.matches)
     count = max(1, len(labelled))
     metrics = {("mrr" if key == "rr" else key): round(value / count, 4) for key, value in totals.items()}
+    metrics["empty"] = round(totals.get("empty", 0.0) / count, 4)  # share of labelled queries answered with nothing
+    metrics["nonsense_no_match"] = nonsense_no_match(backend, catalog, usage)
     return RunResult(
         toolset=toolset,
         backend=f"{backend.name} +usage" if learned else backend.name,
@@ -168,6 +180,11 @@ def evaluate_backend(
         index_mb=round(index_mb, 2),
         notes="; ".join(notes),
     )
+
+
+def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: UsageLog | None = None) -> float:
+    """The share of `NONSENSE_QUERIES` the backend answers with "no match" over `catalog`."""
+    return round(sum(not backend.search(q, catalog, max_results=10, usage=usage).matches for q in NONSENSE_QUERIES) / len(NONSENSE_QUERIES), 4)
 
 
 def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:
@@ -262,6 +279,17 @@ def format_table(results: Sequence[RunResult]) -> str:
             f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
             f"{m['complete@5']:.3f} | {m['mrr']:.3f} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.build_s:.2f} | {r.index_mb:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def format_answer_rates(results: Sequence[RunResult]) -> str:
+    """Per row: how many labelled queries got no answer at all (should be none), and how many
+    of the nonsense queries got "no match" (should be all)."""
+    lines = ["| toolset | style | backend | labelled queries answered with nothing | nonsense queries answered \"no match\" |", "|---|---|---|---:|---:|"]
+    for r in results:
+        empty = round(r.metrics.get("empty", 0.0) * r.queries)
+        nonsense = round(r.metrics.get("nonsense_no_match", 0.0) * len(NONSENSE_QUERIES))
+        lines.append(f"| {r.toolset} | {r.style} | {r.backend} | {empty} of {r.queries} | {nonsense} of {len(NONSENSE_QUERIES)} |")
     return "\n".join(lines)
 
 

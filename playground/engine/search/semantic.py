@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.engine.search import stored, text
+from playground.engine.search import language_gate, stored, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, analyzed_fields, top_indices
 from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, VectorStore, document_keys, embed_tools, shared_cache
@@ -31,13 +31,14 @@ _REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
 # A sentence encoder finds "something" for any text, gibberish included (cosines of 0.2–0.4 are
 # common). ToolSearch must be able to say "no match" (and name the MCP servers still connecting),
 # so dense similarity ranks tools on its own only when the query shares a word (stem) with the
-# catalog, or when some tool is clearly similar. Real queries nearly always share a word, so this
-# gate changes no evaluation figure; "zzzz qqqq" finds nothing, as with the keyword backends.
-DENSE_ONLY_MIN_SIMILARITY = 0.45
+# catalog, when some tool is clearly similar, or when the query reads as language
+# (language_gate.py): "zzzz qqqq" finds nothing, as with the keyword backends, while a real
+# request that shares no word with the catalog still gets its nearest tools.
+DENSE_ONLY_MIN_SIMILARITY = language_gate.DENSE_ONLY_MIN_SIMILARITY
 
 
-def dense_may_answer(sims: np.ndarray, lexical_hit: bool) -> bool:
-    return lexical_hit or (sims.size > 0 and float(sims.max()) >= DENSE_ONLY_MIN_SIMILARITY)
+def dense_may_answer(sims: np.ndarray, lexical_hit: bool, language: bool = False) -> bool:
+    return lexical_hit or (sims.size > 0 and language_gate.dense_may_answer(float(sims.max()), lexical_hit, language))
 
 
 def query_text(reading: QueryReading) -> str:
@@ -279,6 +280,10 @@ class SemanticBackend(SearchBackend):
             keys, vocabulary = self._accept_stored(data, catalog)
         return self._index(catalog, keys, vocabulary)
 
+    def reads_as_language(self, reading: QueryReading) -> bool:
+        """Whether the query reads as language to this encoder (language_gate.py)."""
+        return language_gate.reads_as_language(query_text(reading), language_gate.encoder_words(self.encoder))
+
     def similarities(self, reading: QueryReading, index: SemanticIndex) -> np.ndarray:
         if index.size == 0:
             return np.zeros(0, dtype=np.float32)
@@ -286,7 +291,7 @@ class SemanticBackend(SearchBackend):
 
     def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         sims = self.similarities(reading, index)
-        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading)))):
+        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading))), self.reads_as_language(reading)):
             return []
         scores = sims
         mask = index.required.mask(reading.required)

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from playground.access import EDITOR, VIEWER, has_role, role_required
+from playground.engine.openai_wire import OPENAI_STYLE_LABELS
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.registry import availability, backends, ports, previews
@@ -16,7 +17,7 @@ from playground.registry.models import AgentProfile
 
 WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
 # The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
-MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)")]
+MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)"), *OPENAI_STYLE_LABELS.items()]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
 # Backends only editors may pick on the page: `naive` rescans every tool for every term (the
 # benchmark baseline); the engine CLI still offers it.

@@ -1,0 +1,174 @@
+"""OpenAI models through the official `openai` SDK: the Responses API, or Chat Completions.
+
+The profile's wire style picks OpenAI's matching one (`OPENAI_STYLE_FOR`): native → `openai-client`
+(tool_search answered by our backend), client → `openai-functions` (a plain ToolSearch function over
+Chat Completions, any OpenAI-compatible endpoint), server → `openai-hosted` (OpenAI searches).
+`adapt_settings` sets it on the turn's AgentSettings; the engine builds the body
+(`TurnPlan.wire_request()`), and this provider sends it and answers in the loop's Messages API
+shapes: a `function_call` becomes a `tool_use` (a namespaced one by its catalog name), a client
+`tool_search_call` a ToolSearch `tool_use` (the loop answers it with tool_reference blocks, which
+the engine sends back as a `tool_search_output`), text a text block; any other item (OpenAI's own
+search, reasoning) is kept as a `responses_item` block and sent back unchanged.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import openai
+from django.conf import settings
+
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
+from playground.engine.execution import CancelSignal
+from playground.engine.history import RESPONSES_ITEM
+from playground.engine.openai_wire import (
+    OPENAI_STYLE_FOR,
+    PLANNED_AS,
+    TOOL_SEARCH_CALL,
+    called_tool_name,
+)
+from playground.engine.requests import AgentSettings
+from playground.engine.server_search import SERVER_STYLE
+from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.mcp_servers.connection import background_loop
+
+SUMMARY_PROMPT = (
+    "Summarise the conversation so far for your own later reference: the person's requests, what the "
+    "tools returned and what is still open. Plain text, at most 200 words."
+)
+
+
+def responses_content(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses output items as the loop's content blocks."""
+    content: list[dict[str, Any]] = []
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            content += [{"type": "text", "text": part.get("text", "")} for part in item.get("content", [])
+                        if part.get("type") == "output_text" and part.get("text")]
+        elif kind == "function_call":
+            content.append({"type": "tool_use", "id": item.get("call_id", ""), "name": called_tool_name(item),
+                            "input": _arguments(item.get("arguments"))})
+        elif kind == TOOL_SEARCH_CALL and item.get("execution") == "client":
+            content.append({"type": "tool_use", "id": item.get("call_id", ""), "name": TOOL_SEARCH_NAME,
+                            "input": item.get("arguments") if isinstance(item.get("arguments"), dict) else {}})
+        else:
+            content.append({"type": RESPONSES_ITEM, "item": item})
+    return content
+
+
+def chat_content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        content.append({"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""),
+                        "input": _arguments(function.get("arguments"))})
+    return content
+
+
+def _arguments(text: Any) -> dict[str, Any]:
+    """A call's JSON arguments; anything else becomes {} (the tool's own validation then says what is missing)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _stop_reason(content: list[dict[str, Any]], cut_off: bool) -> str:
+    if cut_off:
+        return "max_tokens"
+    return "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+
+
+class OpenAIProvider(ModelProvider):
+    key = "openai"
+    label = "OpenAI (Responses API; Chat Completions for the functions style)"
+
+    def __init__(self, *, api_key: str, base_url: str = "", model: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
+        if not api_key:
+            raise ProviderError("OPENAI_API_KEY is not set", kind="configuration")
+        options = {"api_key": api_key, "base_url": base_url or None, "max_retries": max_retries, "timeout": timeout}
+        self.model = model
+        self.client = openai.OpenAI(**options)
+        self.async_client = openai.AsyncOpenAI(**options)  # used only on the background loop (cancellable)
+
+    @classmethod
+    def unavailable_reason(cls) -> str:
+        return "" if settings.OPENAI_API_KEY else "no API key: set OPENAI_API_KEY"
+
+    @classmethod
+    def from_settings(cls) -> OpenAIProvider:
+        return cls(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, model=settings.OPENAI_MODEL,
+                   max_retries=settings.ANTHROPIC_MAX_RETRIES, timeout=settings.ANTHROPIC_TIMEOUT_SECONDS)
+
+    def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
+        """The profile's style as OpenAI's matching one, with this provider's model (a Claude
+        model name in the profile means "the default model" here)."""
+        profile_style = SERVER_STYLE if agent_settings.server_search else agent_settings.wire_style
+        style = agent_settings.openai_wire or OPENAI_STYLE_FOR[profile_style]
+        model = agent_settings.model if not agent_settings.model.startswith("claude") else (self.model or agent_settings.model)
+        # The third-party-gateway gate is about Anthropic's base URL; OpenAI's tool search is its own.
+        return replace(agent_settings, openai_wire=style, wire_style=PLANNED_AS[style], server_search="", model=model, base_url="")
+
+    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        return self.create_or_cancel(request_kwargs, None)
+
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
+        chat = "messages" in request_kwargs
+        call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
+        try:
+            reply = background_loop().run(call, cancel=cancel)
+        except openai.APITimeoutError as exc:
+            raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
+        except openai.APIConnectionError as exc:
+            raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
+        except openai.APIStatusError as exc:
+            raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
+                                retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
+        data = reply.model_dump(mode="json", exclude_none=True)
+        if chat:
+            choice = (data.get("choices") or [{}])[0]
+            content = chat_content(choice.get("message") or {})
+            usage = data.get("usage") or {}
+            return ProviderResponse(
+                content=content, stop_reason=_stop_reason(content, choice.get("finish_reason") == "length"),
+                usage={"input": usage.get("prompt_tokens", 0), "output": usage.get("completion_tokens", 0),
+                       "cache_read": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), "cache_write": 0},
+                model=data.get("model", ""), response_id=data.get("id", ""))
+        content = responses_content(data.get("output") or [])
+        usage = data.get("usage") or {}
+        cut_off = data.get("status") == "incomplete"
+        return ProviderResponse(
+            content=content, stop_reason=_stop_reason(content, cut_off),
+            usage={"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
+                   "cache_read": (usage.get("input_tokens_details") or {}).get("cached_tokens", 0), "cache_write": 0},
+            model=data.get("model", ""), response_id=data.get("id", ""))
+
+    def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
+        transcript = plain_extract(messages, limit=20_000)
+        try:
+            reply = self.client.chat.completions.create(
+                model=model or self.model, max_completion_tokens=600,
+                messages=[{"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n{transcript}\n</conversation>"}])
+        except openai.APIError:
+            return plain_extract(messages)  # compaction must not fail the conversation
+        return (reply.choices[0].message.content or "").strip() or plain_extract(messages)
+
+
+def _status_kind(status: int) -> str:
+    if status == 429:
+        return "rate_limit"
+    if status >= 500:
+        return "server_error"
+    if status in (401, 403):
+        return "authentication"
+    return "invalid_request" if status == 400 else "api_error"
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    detail = (error or {}).get("message") or str(exc)
+    return f"Model API error {exc.status_code} ({(error or {}).get('type', 'error')}): {detail}"

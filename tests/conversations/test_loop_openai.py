@@ -1,0 +1,134 @@
+"""The loop with the OpenAI provider: the real `openai` SDK against the Responses / Chat Completions
+double (testing/fake_openai.py), one profile per wire style (native → openai-client, client →
+openai-functions, server → openai-hosted)."""
+from __future__ import annotations
+
+import pytest
+
+from playground.conversations.providers.openai_api import OpenAIProvider
+from playground.conversations.testing.fake_openai import (
+    FakeOpenAIAPI,
+    chat_reply,
+    function_call_item,
+    hosted_search_reply,
+    message_item,
+    response_reply,
+    tool_search_call_item,
+)
+from tests.conversations.conftest import converse, events_of, make_profile
+
+TIME = "mcp__time__get_current_time"
+
+
+@pytest.fixture
+def openai_api():
+    with FakeOpenAIAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def gpt(openai_api):
+    return OpenAIProvider(api_key="sk-test", base_url=openai_api.url, model="gpt-test", max_retries=1, timeout=10)
+
+
+def test_client_style_our_backend_answers_the_search_and_the_tool_runs(admin_user, tool_world, native_profile, openai_api, gpt):
+    openai_api.script(
+        response_reply([tool_search_call_item({"query": f"select:{TIME}"}, call_id="call_s")]),
+        response_reply([function_call_item(TIME, {"timezone": "Asia/Tokyo"}, call_id="call_t")]),
+        response_reply([message_item("It is noon in Tokyo.")]),
+    )
+    conversation, outcome = converse(admin_user, "What time is it in Tokyo?", profile=native_profile, provider=gpt)
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+    first, second, third = (r.body for r in openai_api.requests)
+    assert all(r.status == 200 for r in openai_api.requests)
+    assert first["model"] == "gpt-test" and {"type": "tool_search"}.items() <= first["tools"][-1].items()
+    assert TIME in first["instructions"] and TIME not in [t.get("name") for t in first["tools"]]
+    output = next(i for i in second["input"] if i["type"] == "tool_search_output")
+    assert output["call_id"] == "call_s" and [t["name"] for t in output["tools"]] == [TIME]
+    assert any(i["type"] == "function_call_output" and i["call_id"] == "call_t" for i in third["input"])
+    request_event = events_of(conversation, "model_request")[1].payload
+    assert request_event["message_count"] == len(second["input"])
+    assert request_event["request"]["max_tokens"] == first["max_output_tokens"]
+    assert events_of(conversation, "toolsearch_query")[0].payload["loaded"] == [TIME]
+    assert [t.payload["discovered_tools"] for t in events_of(conversation, "turn_started")] == [[], [TIME], [TIME]]
+    result = events_of(conversation, "tool_result")[0]
+    assert result.payload["name"] == TIME and not result.payload["is_error"]
+
+
+def test_hosted_style_openai_searches_and_a_namespaced_call_runs(admin_user, tool_world, openai_api, gpt):
+    profile = make_profile("server", wire_style="server")
+    openai_api.script(
+        hosted_search_reply("time tokyo", [TIME], then=[function_call_item("get_current_time", {"timezone": "Asia/Tokyo"},
+                                                                         namespace="mcp__time", call_id="call_t")]),
+        response_reply([message_item("Noon.")]),
+    )
+    conversation, outcome = converse(admin_user, "Time in Tokyo?", profile=profile, provider=gpt)
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+    first, second = (r.body for r in openai_api.requests)
+    namespaces = {t["name"] for t in first["tools"] if t["type"] == "namespace"}
+    assert "mcp__time" in namespaces and {"type": "tool_search"} in first["tools"]
+    kinds = [i["type"] for i in second["input"]]
+    assert kinds.index("tool_search_call") < kinds.index("tool_search_output") < kinds.index("function_call_output")
+    assert next(i for i in second["input"] if i["type"] == "function_call")["namespace"] == "mcp__time"
+    assert events_of(conversation, "tool_result")[0].payload["name"] == TIME
+    assert events_of(conversation, "turn_started")[1].payload["discovered_tools"] == [TIME]
+
+
+def test_functions_style_runs_over_chat_completions(admin_user, tool_world, client_profile, openai_api, gpt):
+    openai_api.script(
+        chat_reply(tool_calls=[("ToolSearch", {"query": f"select:{TIME}"})]),
+        chat_reply(tool_calls=[(TIME, {"timezone": "Asia/Tokyo"})]),
+        chat_reply("Noon."),
+    )
+    conversation, outcome = converse(admin_user, "Time in Tokyo?", profile=client_profile, provider=gpt)
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+    assert [r.path for r in openai_api.requests] == ["/v1/chat/completions"] * 3
+    second = openai_api.requests[1].body
+    assert TIME in [t["function"]["name"] for t in second["tools"]]
+    assert events_of(conversation, "tool_result")[0].payload["name"] == TIME
+
+
+def test_an_ask_rule_pauses_the_openai_run_for_a_person(admin_user, tool_world, native_profile, openai_api, gpt):
+    from playground.registry.models import PermissionRule
+
+    PermissionRule.objects.create(profile=native_profile, effect="ask", pattern=TIME)
+    openai_api.script(
+        response_reply([tool_search_call_item({"query": f"select:{TIME}"})]),
+        response_reply([function_call_item(TIME, {"timezone": "Asia/Tokyo"})]),
+    )
+    conversation, outcome = converse(admin_user, "Time in Tokyo?", profile=native_profile, provider=gpt)
+    assert outcome.reason == "waiting"
+    assert events_of(conversation, "permission_prompt")
+
+
+def test_without_a_key_the_provider_is_unavailable_with_the_reason(settings):
+    settings.OPENAI_API_KEY = ""
+    assert OpenAIProvider.unavailable_reason() == "no API key: set OPENAI_API_KEY"
+    settings.OPENAI_API_KEY = "sk-x"
+    assert OpenAIProvider.unavailable_reason() == ""
+
+
+@pytest.mark.parametrize("style", ["native", "server"])
+def test_compaction_carries_the_tools_an_openai_search_found(admin_user, tool_world, openai_api, gpt, settings, style):
+    profile = make_profile(f"openai-{style}", wire_style=style)
+    if style == "server":  # OpenAI searched: the found tool is read from its tool_search_output
+        first = hosted_search_reply("time", [TIME], then=[message_item("Loaded the time tool.")])
+        call = function_call_item("get_current_time", {"timezone": "UTC"}, namespace="mcp__time")
+        openai_api.script(first)
+    else:
+        openai_api.script(response_reply([tool_search_call_item({"query": f"select:{TIME}"})]),
+                          response_reply([message_item("Loaded the time tool.")]))
+        call = function_call_item(TIME, {"timezone": "UTC"})
+    conversation, _ = converse(admin_user, "load the time tool", profile=profile, provider=gpt)
+    settings.COMPACTION_THRESHOLD = 0.0001  # the next turn compacts
+    openai_api.script(chat_reply("Summary: the person loaded the time tool."), response_reply([call]),
+                      response_reply([message_item("It is noon UTC.")]))
+    conversation, outcome = converse(admin_user, "now call it", conversation=conversation, provider=gpt)
+
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+    assert events_of(conversation, "compaction")[0].payload["carried_tools"] == [TIME]
+    after = openai_api.requests[-2].body  # the first Responses request after the compaction
+    assert "<conversation-summary>" in after["input"][0]["content"][0]["text"]
+    if style == "native":
+        assert TIME in [t.get("name") for t in after["tools"]]  # no output left in the input: sent as a function
+    assert events_of(conversation, "tool_result")[-1].payload["is_error"] is False
