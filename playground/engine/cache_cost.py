@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account
@@ -28,9 +29,11 @@ COST_WIRE_STYLES: dict[str, dict[str, Any]] = {
     "anthropic-native": {"wire_style": NATIVE_STYLE, "mode": "true"},
     "anthropic-client": {"wire_style": CLIENT_STYLE, "mode": "true"},
     "anthropic-server": {"wire_style": NATIVE_STYLE, "server_search": "bm25", "mode": "true"},
+    **{style: {"wire_style": PLANNED_AS[style], "openai_wire": style, "mode": "true"} for style in OPENAI_WIRE_STYLES},
     ALL_TOOLS: {"wire_style": NATIVE_STYLE, "mode": "false"},
 }
 DEFAULT_MODEL = "claude-sonnet-4-5"
+OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it; not in the default price table: pass --prices
 SECONDS_BETWEEN_TURNS = 30.0  # a tool call and a model reply; well inside either TTL
 FIRST_USER_MESSAGE = "Please help me with this task."
 
@@ -44,6 +47,17 @@ class Simulated:
 
 def vendor_of(wire: str) -> str:
     return "openai" if wire.startswith("openai-") else "anthropic"
+
+
+def default_model(wire: str) -> str:
+    return OPENAI_DEFAULT_MODEL if vendor_of(wire) == "openai" else DEFAULT_MODEL
+
+
+def all_tools_style(wire: str) -> dict[str, Any]:
+    """The baseline in the wire style's own request shape: every permitted tool in full."""
+    fields = {**COST_WIRE_STYLES[wire], "mode": "false"}
+    fields.pop("server_search", None)
+    return fields
 
 
 def tools_to_discover(catalog: ToolCatalog, count: int) -> list[str]:
@@ -66,13 +80,16 @@ def discovery_schedule(names: Sequence[str], turns: int) -> list[list[str]]:
 
 
 def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl: str = DEFAULT_TTL,
-             model: str = DEFAULT_MODEL, prompt_cache: bool = True, counter: TokenCounter | None = None,
-             seconds_between_turns: float = SECONDS_BETWEEN_TURNS) -> Simulated:
-    """The conversation's requests as sent, with their times."""
+             model: str = "", prompt_cache: bool = True, counter: TokenCounter | None = None,
+             seconds_between_turns: float = SECONDS_BETWEEN_TURNS, baseline: bool = False) -> Simulated:
+    """The conversation's requests as sent, with their times. `baseline`: the all-tools conversation
+    in `wire`'s request shape (every tool in full, the same tools called without searching)."""
     if wire not in COST_WIRE_STYLES:
         raise ValueError(f"unknown wire style {wire!r} (expected one of {', '.join(COST_WIRE_STYLES)})")
     counter = counter or CharEstimateCounter()
-    settings = AgentSettings(model=model, prompt_cache=prompt_cache, prompt_cache_ttl=ttl, **COST_WIRE_STYLES[wire])
+    fields = all_tools_style(wire) if baseline else COST_WIRE_STYLES[wire]
+    settings = AgentSettings(model=model or default_model(wire), prompt_cache=prompt_cache, prompt_cache_ttl=ttl, **fields)
+    hosted = settings.openai_wire == OPENAI_HOSTED
     names = tools_to_discover(catalog, discover)
     schedule = discovery_schedule(names, turns)
     backend = get_backend("default")
@@ -85,10 +102,14 @@ def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl:
         requests.append((turn * seconds_between_turns, plan.wire_request()))
         call_id = f"toolu_sim_{turn:03d}"
         batch = schedule[turn]
-        if wire == ALL_TOOLS and (batch or found):  # every tool is there: call it, no search
+        if (baseline or wire == ALL_TOOLS) and (batch or found):  # every tool is there: call it, no search
             name = batch[0] if batch else found[-1]
             found.extend(batch)
             history += _tool_call(call_id, name)
+        elif batch and hosted:  # OpenAI searched: its own items, as the history holds them
+            found.extend(batch)
+            history += hosted_search_items(f"call_sim_{turn:03d}", batch, catalog.get)
+            history += _tool_call(call_id, batch[0])
         elif batch and settings.server_search:
             found.extend(batch)
             server_id = f"srvtoolu_sim_{turn:03d}"
@@ -145,28 +166,30 @@ class CostReport:
 
 
 def conversation_cost(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl: str = DEFAULT_TTL,
-                      model: str = DEFAULT_MODEL, table: PriceTable | None = None, counter: TokenCounter | None = None,
+                      model: str = "", table: PriceTable | None = None, counter: TokenCounter | None = None,
                       seconds_between_turns: float = SECONDS_BETWEEN_TURNS) -> CostReport:
     """The cost command's answer: the style's turns priced with caching on, and the all-tools
     conversation's total cached and uncached (input tokens only: the replies are made up)."""
     table = table or PriceTable()
     counter = counter or CharEstimateCounter()
+    model = model or default_model(wire)
     if table.price(model) is None:
-        raise ValueError(f"no price for model {model!r} in the price table")
+        raise ValueError(f"no price for model {model!r} in the price table: pass one, e.g. --prices "
+                         f"'{{\"{model}\": {{\"input\": 1.25, \"output\": 10, \"cache_read\": 0.125}}}}' (or set PRICE_TABLE)")
     vendor = vendor_of(wire)
 
-    def run(style: str, cached: bool) -> list[TurnCache]:
-        simulated = simulate(catalog, style, turns=turns, discover=discover, ttl=ttl, model=model,
-                             prompt_cache=cached, counter=counter, seconds_between_turns=seconds_between_turns)
+    def run(cached: bool, baseline: bool) -> list[TurnCache]:
+        simulated = simulate(catalog, wire, turns=turns, discover=discover, ttl=ttl, model=model, prompt_cache=cached,
+                             counter=counter, seconds_between_turns=seconds_between_turns, baseline=baseline)
         return account(simulated.requests, vendor, ttl=ttl, enabled=cached, counter=counter)
 
-    turns_cached = run(wire, True)
+    turns_cached = run(True, baseline=False)
     rows = priced_turns(turns_cached, model, ttl, table)
     figures = {
         "wire": wire,
         "turns": rows,
         "total_cost_usd": _total(rows),
-        "all_tools_cached_total_cost_usd": _total(priced_turns(run(ALL_TOOLS, True), model, ttl, table)),
-        "all_tools_uncached_total_cost_usd": _total(priced_turns(run(ALL_TOOLS, False), model, ttl, table)),
+        "all_tools_cached_total_cost_usd": _total(priced_turns(run(True, baseline=True), model, ttl, table)),
+        "all_tools_uncached_total_cost_usd": _total(priced_turns(run(False, baseline=True), model, ttl, table)),
     }
     return CostReport(figures, [t.prefix_break.reason if t.prefix_break else "" for t in turns_cached])

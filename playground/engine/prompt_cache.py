@@ -187,6 +187,52 @@ def prefix_blocks(request: dict[str, Any], counter: TokenCounter | None = None) 
     return blocks
 
 
+def openai_prefix_blocks(body: dict[str, Any], counter: TokenCounter | None = None) -> list[PrefixBlock]:
+    """An OpenAI request body (Responses or Chat Completions) in the order its prompt is cached: the
+    tools as the model sees them before a search (a deferred namespace or function by name and
+    description only), the instructions, then each input item or message (a `tool_search_output`
+    costs the definitions it loads)."""
+    counter = counter or CharEstimateCounter()
+    digest = hashlib.sha256()
+    blocks: list[PrefixBlock] = []
+
+    def add(section: str, label: str, content: Any, tokens: int) -> None:
+        digest.update(json.dumps([section, content], sort_keys=True, default=str).encode())
+        blocks.append(PrefixBlock(section, label, digest.hexdigest(), tokens, False))
+
+    for tool in body.get("tools") or []:
+        seen = _openai_visible_tool(tool)
+        if seen is not None:
+            add("tools", _tool_name(tool), seen, counter.count_tools([seen]))
+    if body.get("instructions"):
+        add("system", "instructions", body["instructions"], counter.count_text(str(body["instructions"])))
+    items = body.get("input") if "input" in body else body.get("messages")
+    for index, item in enumerate([{"role": "user", "content": items}] if isinstance(items, str) else items or []):
+        role = item.get("role") or item.get("type", "item")
+        section = "system" if role in ("system", "developer") and not any(b.section == "messages" for b in blocks) else "messages"
+        loaded = item.get("tools") if item.get("type") == "tool_search_output" else None
+        tokens = counter.count_tools(loaded) if loaded else 0
+        rest = {k: v for k, v in item.items() if k != "tools"} if loaded else item
+        add(section, f"{'input' if 'input' in body else 'messages'}[{index}] ({role})", item,
+            tokens + count_messages(counter, rest))
+    return blocks
+
+
+def _openai_visible_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+    if tool.get("type") == "namespace" and all(t.get("defer_loading") for t in tool.get("tools", [])):
+        return {"type": "namespace", "name": tool.get("name"), "description": tool.get("description", "")}
+    if tool.get("defer_loading"):
+        return {"type": tool.get("type"), "name": tool.get("name"), "description": tool.get("description", "")}
+    return tool
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    function = tool.get("function")
+    if isinstance(function, dict):
+        return str(function.get("name", "?"))
+    return str(tool.get("name") or tool.get("type") or "?")
+
+
 def _has_breakpoint(content: Any) -> bool:
     if isinstance(content, dict):
         if content.get("cache_control"):
@@ -208,7 +254,15 @@ class PrefixBreak:
 
 
 def _prefix_tool_names(request: dict[str, Any]) -> list[str]:
-    return [str(t.get("name")) for t in request.get("tools") or [] if not t.get("defer_loading")]
+    """The tools in the prefix: full definitions (a namespace with a function no longer deferred by
+    that function's name)."""
+    names = []
+    for tool in request.get("tools") or []:
+        if tool.get("type") == "namespace":
+            names += [f"{tool.get('name')}.{t.get('name')}" for t in tool.get("tools", []) if not t.get("defer_loading")]
+        elif not tool.get("defer_loading"):
+            names.append(_tool_name(tool))
+    return names
 
 
 def prefix_break(previous: dict[str, Any] | None, current: dict[str, Any], counter: TokenCounter | None = None,
@@ -220,6 +274,11 @@ def prefix_break(previous: dict[str, Any] | None, current: dict[str, Any], count
         return None
     old = list(previous_blocks if previous_blocks is not None else prefix_blocks(previous, counter))
     new = list(current_blocks if current_blocks is not None else prefix_blocks(current, counter))
+    return _first_difference(previous, current, old, new)
+
+
+def _first_difference(previous: dict[str, Any], current: dict[str, Any], old: Sequence[PrefixBlock],
+                      new: Sequence[PrefixBlock]) -> PrefixBreak | None:
     index = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a.key != b.key), None)
     if index is None:
         if len(new) >= len(old):
@@ -280,6 +339,7 @@ class TurnCache:
 class _CacheModel:
     ttl: str = DEFAULT_TTL
     counter: TokenCounter = field(default_factory=CharEstimateCounter)
+    vendor: str = "anthropic"  # the request shape: "anthropic" (Messages API) or "openai"
     entries: dict[str, float] = field(default_factory=dict)  # prefix key → expiry (seconds)
     _previous: dict[str, Any] | None = None
     _previous_blocks: list[PrefixBlock] = field(default_factory=list)
@@ -296,11 +356,14 @@ class _CacheModel:
         expiry = self.entries.get(key)
         return expiry is not None and expiry >= at
 
+    def blocks(self, request: dict[str, Any]) -> list[PrefixBlock]:
+        """The request's prefix blocks in its vendor's shape (Messages API, or Responses / Chat Completions)."""
+        return openai_prefix_blocks(request, self.counter) if self.vendor == "openai" else prefix_blocks(request, self.counter)
+
     def send(self, request: dict[str, Any], at: float = 0.0) -> TurnCache:
         """Account one request sent at `at` (seconds, non-decreasing) and remember what it cached."""
-        blocks = prefix_blocks(request, self.counter)
-        broke = prefix_break(self._previous, request, self.counter, previous_blocks=self._previous_blocks,
-                             current_blocks=blocks)
+        blocks = self.blocks(request)
+        broke = None if self._previous is None else _first_difference(self._previous, request, self._previous_blocks, blocks)
         self._turn += 1
         read, write = self._split(request, blocks, at)
         self._previous, self._previous_blocks = request, blocks
@@ -372,13 +435,13 @@ def cache_model(vendor: str, *, ttl: str = DEFAULT_TTL, enabled: bool = True,
                 counter: TokenCounter | None = None) -> _CacheModel:
     """The model for a vendor ("anthropic" or "openai"); `enabled=False`: nothing cached."""
     counter = counter or CharEstimateCounter()
+    if vendor not in ("anthropic", "openai"):
+        raise ValueError(f"unknown vendor {vendor!r} (anthropic or openai)")
     if not enabled:
-        return UncachedModel(ttl=ttl, counter=counter)
+        return UncachedModel(ttl=ttl, counter=counter, vendor=vendor)
     if vendor == "anthropic":
         return AnthropicCacheModel(ttl=ttl, counter=counter)
-    if vendor == "openai":
-        return OpenAICacheModel(ttl=ttl, counter=counter)
-    raise ValueError(f"unknown vendor {vendor!r} (anthropic or openai)")
+    return OpenAICacheModel(ttl=ttl, counter=counter, vendor="openai")
 
 
 def account(requests: Sequence[tuple[float, dict[str, Any]]], vendor: str = "anthropic", *, ttl: str = DEFAULT_TTL,

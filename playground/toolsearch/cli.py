@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playground.engine.announcements import announce, estimate_tokens
 from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
-from playground.engine.cache_cost import COST_WIRE_STYLES, DEFAULT_MODEL, SECONDS_BETWEEN_TURNS, conversation_cost
+from playground.engine.cache_cost import COST_WIRE_STYLES, SECONDS_BETWEEN_TURNS, conversation_cost, default_model
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
@@ -367,7 +367,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    print(f"{args.wire}: {args.turns} turns {args.gap:g} s apart discovering {args.discover} tools, {args.model}, cache TTL {args.ttl} "
+    print(f"{args.wire}: {args.turns} turns {args.gap:g} s apart discovering {args.discover} tools, "
+          f"{args.model or default_model(args.wire)}, cache TTL {args.ttl} "
           f"(input tokens only; estimated as characters ÷ 2.5)")
     print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
     for row, reason in zip(figures["turns"], report.reasons, strict=True):
@@ -453,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--ttl", choices=list(CACHE_TTLS), default=DEFAULT_TTL, help="the cache breakpoints' TTL")
     cost.add_argument("--gap", type=_seconds, default=SECONDS_BETWEEN_TURNS,
                       help="seconds between two requests (a gap above the TTL lets the cache expire)")
-    cost.add_argument("--model", default=DEFAULT_MODEL, help="model to price (the price table's ids or prefixes)")
+    cost.add_argument("--model", default="", help="model to price (the price table's ids or prefixes; default claude-sonnet-4-5, "
+                                                  "or gpt-5.4 for OpenAI styles, which needs --prices)")
     cost.add_argument("--prices", default=os.environ.get("PRICE_TABLE", ""),
                       help="price table overrides: a JSON object or a JSON file (default: $PRICE_TABLE, as the pages price)")
     cost.add_argument("--json", action="store_true",

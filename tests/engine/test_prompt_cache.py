@@ -215,11 +215,26 @@ def test_blocks_ignore_the_breakpoint_markers():
 
 # -- the OpenAI model -----------------------------------------------------------------------------------
 def test_openai_caches_the_longest_shared_prefix_in_steps_above_its_threshold():
-    plain = lambda messages: {"model": "gpt-5", "tools": BASE_TOOLS, "system": text(100),  # noqa: E731 - a local shorthand
-                              "messages": [{"role": r, "content": text(n)} for r, n in messages]}
+    plain = lambda messages: {"model": "gpt-5", "tools": BASE_TOOLS, "instructions": text(100),  # noqa: E731 - a local shorthand
+                              "input": [{"role": r, "content": text(n)} for r, n in messages]}
     turns = account([(0, plain(FIRST)), (10, plain(SECOND))], "openai", counter=COUNTER)
     assert (turns[0].cache_read_tokens, turns[0].cache_write_tokens) == (0, 0)
     expected = OPENAI_MIN_CACHED + (1650 - OPENAI_MIN_CACHED) // OPENAI_CACHE_STEP * OPENAI_CACHE_STEP
     assert (turns[1].cache_read_tokens, turns[1].cache_write_tokens, turns[1].uncached_tokens) == (expected, 0, 1700 - expected)
     short = lambda: {"model": "gpt-5", "tools": [tool("Read", 500)], "messages": [{"role": "user", "content": text(50)}]}  # noqa: E731 - a local shorthand
     assert account([(0, short()), (1, short())], "openai", counter=COUNTER)[1].cache_read_tokens == 0
+
+
+def test_openai_sees_a_deferred_namespace_by_its_name_and_a_search_output_by_the_tools_it_loads():
+    namespace = {"type": "namespace", "name": "mcp__x", "description": "x tools", "tools": [tool("send", 300, defer_loading=True)]}
+    before = {"model": "gpt-5", "tools": [tool("Read", 1000), namespace], "input": [{"role": "user", "content": text(50)}]}
+    output = {"type": "tool_search_output", "call_id": "c1", "tools": [tool("send", 300)]}
+    after = {**before, "input": [*before["input"], {"type": "tool_search_call", "call_id": "c1"}, output]}
+    turns = account([(0, before), (5, after)], "openai", counter=COUNTER)
+    assert [t.input_tokens for t in turns] == [1050, 1350]
+    assert turns[1].prefix_break is None and turns[1].cache_read_tokens == 1024
+    # Chat Completions: a discovered function joins the tools list and breaks the prefix there
+    chat = lambda tools: {"model": "gpt-5", "tools": tools, "messages": [{"role": "user", "content": text(50)}]}  # noqa: E731 - a local shorthand
+    function = {"type": "function", "function": {"name": "mcp__x__send", "description": text(300)}}
+    broke = account([(0, chat([tool("Read", 1000)])), (5, chat([tool("Read", 1000), function]))], "openai", counter=COUNTER)[1]
+    assert broke.prefix_break.reason == "tools array changed: mcp__x__send discovered"
