@@ -115,6 +115,12 @@ def with_cache_breakpoints(request: dict[str, Any], ttl: str = DEFAULT_TTL) -> d
     return marked
 
 
+def request_ttl(request: dict[str, Any]) -> str:
+    """The TTL a request's breakpoints ask for: "1h" when any does, else the default."""
+    found = json.dumps([request.get("tools"), request.get("system"), request.get("messages")], default=str)
+    return "1h" if '"ttl": "1h"' in found else DEFAULT_TTL
+
+
 def breakpoints_of(request: dict[str, Any]) -> list[str]:
     """Where a request's breakpoints are, for the request view: "tools: NAME", "system", "messages[i]"."""
     found = [f"tools: {t.get('name', '?')}" for t in request.get("tools") or [] if t.get("cache_control")]
@@ -351,6 +357,10 @@ class _CacheModel:
     @property
     def ttl_seconds(self) -> int:
         return CACHE_TTLS[self.ttl]
+
+    def prune(self, at: float) -> None:
+        """Forget expired entries (a long-lived model, e.g. one per process, stays small)."""
+        self.entries = {key: expiry for key, expiry in self.entries.items() if expiry >= at}
 
     def _live(self, key: str, at: float) -> bool:
         expiry = self.entries.get(key)
