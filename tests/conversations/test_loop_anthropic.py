@@ -233,6 +233,8 @@ def test_with_prompt_caching_every_request_carries_breakpoints_and_the_reported_
     for request in requests:
         points = breakpoints_of(request.body)
         assert points[0] == "tools: ToolSearch" and points[1] == "system" and points[2].startswith("messages[")
+    summaries = [e.payload["request"]["cache_breakpoints"] for e in events_of(conversation, "model_request")]
+    assert summaries == [breakpoints_of(r.body) for r in requests]  # the request view lists them
     expected = account([(0.0, r.body) for r in requests])
     reported = [e.payload["usage"] for e in events_of(conversation, "model_response")]
     assert [(u["input"], u["cache_write"], u["cache_read"]) for u in reported] == [
