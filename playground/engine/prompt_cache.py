@@ -208,8 +208,7 @@ def openai_prefix_blocks(body: dict[str, Any], counter: TokenCounter | None = No
 
     for tool in body.get("tools") or []:
         seen = _openai_visible_tool(tool)
-        if seen is not None:
-            add("tools", _tool_name(tool), seen, counter.count_tools([seen]))
+        add("tools", _tool_name(tool), seen, counter.count_tools([seen]))
     if body.get("instructions"):
         add("system", "instructions", body["instructions"], counter.count_text(str(body["instructions"])))
     items = body.get("input") if "input" in body else body.get("messages")
@@ -224,7 +223,7 @@ def openai_prefix_blocks(body: dict[str, Any], counter: TokenCounter | None = No
     return blocks
 
 
-def _openai_visible_tool(tool: dict[str, Any]) -> dict[str, Any] | None:
+def _openai_visible_tool(tool: dict[str, Any]) -> dict[str, Any]:
     if tool.get("type") == "namespace" and all(t.get("defer_loading") for t in tool.get("tools", [])):
         return {"type": "namespace", "name": tool.get("name"), "description": tool.get("description", "")}
     if tool.get("defer_loading"):
