@@ -45,7 +45,7 @@ def test_an_evaluation_queued_when_redis_restarts_is_sent_again_and_completes(pr
     worker = WorkerProcess(env, queue, log)
     try:
         wait_until(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.DONE,
-                   "the evaluation sent again and done", 90, log)
+                   "the evaluation sent again and done", 90, details=log.read_text)
         took = time.monotonic() - back
     finally:
         worker.stop()

@@ -45,6 +45,9 @@ def test_staff_starts_a_run_that_the_task_completes(admin_client, toy_toolsets, 
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
     assert "queued" not in page.lower() and 'data-status="done"' in page  # no stale flash on a finished run
     assert "<svg" in page and "bm25 recall@5 1.000" in page  # the chart's bar titles
+    # recall counting same-operation tools of other servers, beside the strict figure (no such tools here: the same)
+    assert rows[1]["metrics"]["same_op_recall@5"] == rows[1]["metrics"]["recall@5"]
+    assert "recall@5 same-op</th>" in page and '<td class="num same-op">1.000</td>' in page
     assert "hx-trigger" not in page  # finished: no more polling
     index = admin_client.get(reverse("evaluation:index")).content.decode()
     assert "Latest finished run" in index and "<svg" in index
