@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "playground.mcp_servers",
     "playground.conversations",
     "playground.evaluation",
+    "playground.agenteval",
     "playground.gateway",
     "playground.accounts",
 ]
@@ -184,6 +185,9 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 DEFAULT_MODEL = os.environ.get("DEFAULT_MODEL", "claude-sonnet-4-5")
 CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
+# The per-model price table (playground/engine/pricing.py): its dated defaults, overridden by a JSON
+# object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
+PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
@@ -232,11 +236,16 @@ LOGGING = {
     # MCP servers' credentials (URL userinfo and query values, --token=… arguments) are masked in
     # every record: on the handler, and on the loggers that write a server's URL (so that other
     # handlers, e.g. Celery's, get masked records too).
-    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"}},
+    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"},
+                "quiet_permission_denied": {"()": "playground.access.QuietPermissionDenied"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub_secrets"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Django's own console handler (DEBUG only) printed every record a second time beside the
+        # root's; one handler, the root's. A 403 is a role check, not a fault: one line, no traceback.
+        "django": {"handlers": [], "propagate": True},
+        "django.request": {"filters": ["quiet_permission_denied"]},
         **{name: {"filters": ["scrub_secrets"]} for name in (
             "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
         )},

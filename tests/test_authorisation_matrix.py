@@ -128,6 +128,7 @@ def _user(django_user_model, name: str, role: str | None):
 
 
 def build_world(django_user_model) -> World:
+    from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
@@ -153,6 +154,8 @@ def build_world(django_user_model) -> World:
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
+    task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
+    task_run = TaskRun.objects.create(task_set=task_set, profiles=[{"id": profile.pk, "name": profile.name}], status="done")
     token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
     session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
     gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
@@ -169,6 +172,10 @@ def build_world(django_user_model) -> World:
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
+        **{f"agenteval:{n}": {"pk": task_set.pk} for n in ("taskset_detail", "taskset_import_catalog")},
+        **{f"agenteval:{n}": {"pk": task_run.pk} for n in ("run_detail", "run_cancel", "run_export")},
+        "agenteval:save_conversation": {"pk": conversation.pk},
+        "ws/agenteval/runs/<int:pk>/": {"pk": task_run.pk},
         "gateway:session_detail": {"pk": session.pk},
         "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},

@@ -67,6 +67,8 @@ PARAMS = {
     "registry:inspector": ["q", "backend", "settings", "profile", "max_results", "mode", "wire_style"],
     "registry:model_view": ["profile", "discovered", "mode", "wire_style"],
     "registry:tool_export": ["format", "q", "server"],
+    "conversations:list": ["q", "profile", "status", "provider", "task_run", "page"],
+    "agenteval:index": ["x"],
 }
 
 

@@ -153,7 +153,7 @@ def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worke
 
     worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log)
     try:
-        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run handed over again", 90, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run handed over again", 90, details=log.read_text)
         conversation.refresh_from_db()
         assert last_text(conversation) == "Handed over again."
         assert len(requeue_notes(conversation)) == 1 and "(1 of 3)" in requeue_notes(conversation)[0]
@@ -162,7 +162,7 @@ def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worke
         # The conversation takes the next message, run by the same worker.
         services.send_message(conversation, "And now?", user=admin_user, enqueue=False)
         publish_run(conversation, private_redis.url, queue)
-        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the next run", 90, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the next run", 90, details=log.read_text)
         assert last_text(conversation) == "And the next one."
     finally:
         worker.stop()
@@ -191,7 +191,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         first = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
         services.send_message(first, "Take your time.", user=admin_user, enqueue=False)
         publish_run(first, private_redis.url, queue)
-        wait_until(busy.is_set, "the worker busy with the first run", 90, log)
+        wait_until(busy.is_set, "the worker busy with the first run", 90, details=log.read_text)
 
         second = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
         services.send_message(second, "Me next.", user=admin_user, enqueue=False)
@@ -206,15 +206,15 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
                 client.close()
             return second.run_token in [run_token_of(raw) for raw in raws]
 
-        wait_until(second_is_held, f"the second run's task in {where}", 30, log)
+        wait_until(second_is_held, f"the second run's task in {where}", 30, details=log.read_text)
 
         private_redis.stop()
         private_redis.start()
         assert private_redis.queued_tokens(queue) == []  # both the queue and `unacked` went with Redis
         let_go.set()
 
-        wait_until(lambda: status_of(first) == Conversation.Status.IDLE, "the first run", 90, log)
-        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "the second run, handed over again", 90, log)
+        wait_until(lambda: status_of(first) == Conversation.Status.IDLE, "the first run", 90, details=log.read_text)
+        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "the second run, handed over again", 90, details=log.read_text)
         second.refresh_from_db()
         assert last_text(second) == "Second done."
         assert len(requeue_notes(second)) == 1 and events_of(second, "error") == []
@@ -222,7 +222,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
 
         services.send_message(second, "Once more.", user=admin_user, enqueue=False)
         publish_run(second, private_redis.url, queue)
-        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "a new message after the restart", 90, log)
+        wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "a new message after the restart", 90, details=log.read_text)
         assert last_text(second) == "Third done."
     finally:
         let_go.set()
@@ -255,7 +255,7 @@ def test_an_open_prompt_survives_a_redis_restart_and_is_denied_at_its_deadline(p
 
         private_redis.stop()
         private_redis.start()
-        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run finished after the denial", 90, log)
+        wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run finished after the denial", 90, details=log.read_text)
         assert worker.process.poll() is None, "the worker died with the broker connection"
     finally:
         worker.stop()

@@ -318,3 +318,22 @@ def test_the_final_answer_says_what_was_called_with_which_arguments():
     ]
     answer = DemoAgentProvider().create(request)
     assert answer.content[0]["text"] == "I called mcp__time__get_current_time with timezone=Asia/Tokyo. It returned:\n09:00 JST"
+
+
+READ = {"name": "Read", "description": "Read a text file . Returns the file's lines with line numbers.",
+        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string", "description": "Path of the file"}},
+                         "required": ["file_path"]}}
+PUSH = "Push files to octo/playground on branch main with the message 'Update docs'"
+
+
+def test_the_announcement_is_read_after_the_profiles_own_system_prompt():
+    # Before: a system prompt ahead of the announcement hid every deferred name, so a loaded tool that
+    # shared one word with the message ("files" in Read's description) won over push_files.
+    request = demo_request(PUSH, [READ, WRITE], ["mcp__github__push_files", "mcp__gitlab__push_files"])
+    request["system"] = "You are a helpful assistant. Use ToolSearch to find tools you do not have yet.\n\n" + request["system"]
+    response = DemoAgentProvider().create(request)
+    assert response.tool_uses()[0]["name"] == "ToolSearch", response.content[0]["text"]
+    assert response.tool_uses()[0]["input"] == {"query": "push files octo playground"}
+    # The same with the system prompt as blocks.
+    request["system"] = [{"type": "text", "text": request["system"]}]
+    assert DemoAgentProvider().create(request).tool_uses()[0]["name"] == "ToolSearch"

@@ -42,6 +42,13 @@ def test_ping_shows_the_round_trip_and_is_kept_in_the_history(admin_client, stdi
     call = McpCallRecord.objects.get(server=stdio_demo_row)
     assert call.kind == "ping" and call.ok and call.user == admin_user and call.duration_ms > 0
     assert 'data-testid="history-row" data-kind="ping"' in html  # the history card is swapped in with the answer
+    # The first ping also opened the session (a process start): its row shows the round trip the
+    # result shows, not the whole call (before: 1.3 ms on the result, 551.9 ms in the history).
+    import re
+
+    shown = float(re.search(r'data-testid="ping-ms">([0-9.]+)<', html).group(1))
+    assert abs(call.duration_ms - shown) < 0.1, (call.duration_ms, shown)
+    assert 'data-testid="ping-total"' in html and "this ping also opened the session" in html
 
 
 @pytest.mark.django_db

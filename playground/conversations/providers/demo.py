@@ -38,7 +38,7 @@ from playground.conversations.providers.demo_arguments import (
     missing,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME
-from playground.engine.announcements import announced_lines
+from playground.engine.announcements import FULL_CLOSE, FULL_OPEN, announced_lines
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
 from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
@@ -224,7 +224,11 @@ class DemoAgentProvider(ModelProvider):
         system = request_kwargs.get("system") or ""
         if isinstance(system, list):
             system = "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
-        lines = announced_lines([{"role": "user", "content": system}, *request_kwargs.get("messages", [])]) or {}
+        # The full announcement follows the profile's own system prompt: read the block itself (the
+        # engine reads a text that is an announcement, not one that holds one).
+        opening, closing = system.find(FULL_OPEN), system.rfind(FULL_CLOSE)
+        block = system[opening:closing + len(FULL_CLOSE)] if 0 <= opening < closing else ""
+        lines = announced_lines([{"role": "user", "content": block}, *request_kwargs.get("messages", [])]) or {}
         names: list[str] = []
         for key, line in lines.items():
             head, separator, rest = line.partition(": ")

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolsets_dir
+from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolset_folder
 from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
@@ -216,7 +216,7 @@ def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: Usage
 
 
 def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:
-    folder = (root or toolsets_dir()) / name
+    folder = toolset_folder(name, root)
     if not (folder / "catalog.jsonl").is_file():
         raise ValueError(f"toolset {name!r} not found in {folder.parent} (set TOOLSETS_DIR)")
     if not (folder / "queries.jsonl").is_file():
