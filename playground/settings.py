@@ -301,6 +301,12 @@ if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
 ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "bm25")
+# Prompt caching (docs/prompt-cache.md): the agent marks cache_control breakpoints (end of tools, end
+# of system, the conversation's tail) with this TTL, 5m or 1h.
+PROMPT_CACHE = envbool("PROMPT_CACHE", False)
+PROMPT_CACHE_TTL = os.environ.get("PROMPT_CACHE_TTL") or "5m"
+if PROMPT_CACHE_TTL not in ("5m", "1h"):
+    raise RuntimeError(f"PROMPT_CACHE_TTL ({PROMPT_CACHE_TTL!r}) must be 5m or 1h")
 
 # MCP gateway (docs/gateway.md): browser origins allowed to call /gateway/mcp/<profile id>/ (requests
 # without an Origin header, as desktop and command-line clients send them, are not affected), and

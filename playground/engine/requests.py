@@ -47,6 +47,7 @@ from playground.engine.history import (
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
 from playground.engine.openai_wire import PLANNED_AS, check_openai_style
+from playground.engine.prompt_cache import DEFAULT_TTL, check_ttl
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.server_search import server_search_tool
 from playground.engine.tokens import TokenCounter, count_messages
@@ -87,6 +88,10 @@ class AgentSettings:
     system_prompt: str = ""
     unsupported_model_patterns: tuple[str, ...] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS
     max_tokens: int = DEFAULT_MAX_TOKENS  # the wire request's max_tokens
+    # Prompt caching (prompt_cache.py): the Anthropic wire builders mark cache_control breakpoints
+    # (end of tools, end of system, the conversation's tail) with this TTL, "5m" or "1h".
+    prompt_cache: bool = False
+    prompt_cache_ttl: str = DEFAULT_TTL
 
     def __post_init__(self) -> None:
         if self.wire_style not in WIRE_STYLES:
@@ -101,6 +106,7 @@ class AgentSettings:
                 raise ValueError(f"the {self.openai_wire} wire style is planned as the {PLANNED_AS[self.openai_wire]} style")
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        check_ttl(self.prompt_cache_ttl)
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
         if self.announcement_layout not in ANNOUNCEMENT_LAYOUTS:
