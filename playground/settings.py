@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees the view's exception first: a 500 with a reference, the details only in the log.
+    "playground.incidents.UnexpectedErrorMiddleware",
 ]
 
 ROOT_URLCONF = "playground.urls"
@@ -318,3 +320,6 @@ GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TI
 # Retry-After. 0 turns the limit off.
 GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)
 GATEWAY_RATE_LIMIT_WINDOW_SECONDS = float(os.environ.get("GATEWAY_RATE_LIMIT_WINDOW_SECONDS") or 60)
+# Failed token checks per client address and window (gateway/auth_guard.py): over it, 429; 0 = off.
+GATEWAY_AUTH_FAILURE_LIMIT = int(os.environ.get("GATEWAY_AUTH_FAILURE_LIMIT") or 20)
+GATEWAY_AUTH_FAILURE_WINDOW_SECONDS = int(os.environ.get("GATEWAY_AUTH_FAILURE_WINDOW_SECONDS") or 60)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
+
 
 class TaskSet(models.Model):
     """Labelled tasks: a person's request and the tools that would satisfy it."""
@@ -13,12 +15,12 @@ class TaskSet(models.Model):
         UPLOAD = "upload", "An uploaded JSONL"
         CONVERSATIONS = "conversations", "Saved from conversations"
 
-    name = models.CharField(max_length=100, unique=True)
-    source = models.CharField(max_length=20, choices=Source.choices)
+    name = StorableCharField(max_length=100, unique=True)
+    source = StorableCharField(max_length=20, choices=Source.choices)
     # The catalog the tasks were labelled on (a toolset's name), empty when they were saved from this
     # registry's own conversations: a run checks the registry holds its gold tools.
-    catalog = models.CharField(max_length=100, blank=True)
-    description = models.TextField(blank=True)
+    catalog = StorableCharField(max_length=100, blank=True)
+    description = StorableTextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -31,12 +33,12 @@ class TaskSet(models.Model):
 
 class Task(models.Model):
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="tasks")
-    external_id = models.CharField(max_length=100)
-    query = models.TextField()
-    expected_tools = models.JSONField(default=list)
-    equivalent_names = models.JSONField(default=dict, blank=True)
-    category = models.CharField(max_length=100, blank=True)
-    split = models.CharField(max_length=4, default="test")  # dev | test, as the search evaluation splits
+    external_id = StorableCharField(max_length=100)
+    query = StorableTextField()
+    expected_tools = StorableJSONField(default=list)
+    equivalent_names = StorableJSONField(default=dict, blank=True)
+    category = StorableCharField(max_length=100, blank=True)
+    split = StorableCharField(max_length=4, default="test")  # dev | test, as the search evaluation splits
     position = models.PositiveIntegerField(default=0)
     source_conversation = models.ForeignKey("conversations.Conversation", null=True, blank=True, on_delete=models.SET_NULL,
                                             related_name="+")
@@ -66,13 +68,13 @@ class TaskRun(models.Model):
 
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="runs")
     # [{"id", "name", "provider"}] in the order chosen; names kept so a deleted profile still reads.
-    profiles = models.JSONField(default=list)
-    split = models.CharField(max_length=4, default="all")
+    profiles = StorableJSONField(default=list)
+    split = StorableCharField(max_length=4, default="all")
     task_limit = models.PositiveIntegerField(null=True, blank=True)
-    permission_policy = models.CharField(max_length=5, choices=Policy.choices, default=Policy.ALLOW)
+    permission_policy = StorableCharField(max_length=5, choices=Policy.choices, default=Policy.ALLOW)
     concurrency = models.PositiveSmallIntegerField(default=2)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
-    error = models.TextField(blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    error = StorableTextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -101,12 +103,12 @@ class TaskRunItem(models.Model):
     run = models.ForeignKey(TaskRun, on_delete=models.CASCADE, related_name="items")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
     profile = models.ForeignKey("registry.AgentProfile", null=True, on_delete=models.SET_NULL, related_name="+")
-    profile_name = models.CharField(max_length=100)
+    profile_name = StorableCharField(max_length=100)
     position = models.PositiveIntegerField(default=0)
     conversation = models.OneToOneField("conversations.Conversation", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="task_run_item")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
-    measures = models.JSONField(null=True, blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    measures = StorableJSONField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -263,3 +263,37 @@ def test_pooled_operations_answer_through_one_session(no_stray_processes):
 
 async def _caps(connection):
     return connection.capabilities
+
+
+def test_an_unexpected_error_answers_with_a_reference_the_log_carries(admin_client, stdio_demo_row, monkeypatch, caplog):
+    """Never database or stack text: a generic message whose reference finds the log line."""
+    import logging
+    import re
+
+    from playground.mcp_servers import views
+
+    class Broken:
+        def run(self, *args, **kwargs):
+            raise RuntimeError('relation "mcp_servers_secret" does not exist: SELECT token FROM mcp_servers_secret')
+
+    monkeypatch.setattr(views, "session_pool", lambda: Broken())
+    caplog.set_level(logging.ERROR)
+    response = post(admin_client, "server_ping", stdio_demo_row)
+    text = response.content.decode()
+    assert response.status_code == 500 and "SELECT" not in text and "RuntimeError" not in text
+    reference = re.search(r"reference ([0-9a-f]{12})", text)
+    assert reference, text
+    logged = [r for r in caplog.records if reference.group(1) in r.getMessage()]
+    assert logged and logged[0].exc_info and "SELECT token" in str(logged[0].exc_info[1])
+
+
+def test_the_gateway_answers_an_unexpected_error_with_a_reference(caplog):
+    import logging
+
+    from playground.gateway.server import _unexpected
+
+    caplog.set_level(logging.ERROR)
+    error = _unexpected("tools/call", ValueError('duplicate key value violates unique constraint "gateway_x"'))
+    assert "duplicate key" not in error.error.message and "reference" in error.error.message
+    reference = error.error.message.split("reference ")[1].split(")")[0]
+    assert any(reference in r.getMessage() and "duplicate key" in str(r.exc_info[1]) for r in caplog.records)
