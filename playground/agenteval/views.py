@@ -13,7 +13,7 @@ from playground.agenteval import selectors, services, sources
 from playground.agenteval.forms import TaskRunForm, ToolsetTaskSetForm, UploadTaskSetForm
 from playground.agenteval.models import TaskRun, TaskSet
 from playground.conversations.models import Conversation
-from playground.conversations.selectors import can_view
+from playground.conversations.selectors import can_act
 from playground.registry.prices import PriceTableError, current_price_table
 
 DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in: its success measures ToolSearch "
@@ -113,7 +113,7 @@ def taskset_import_catalog(request, pk: int):
 @require_POST
 def save_conversation(request, pk: int):
     conversation = get_object_or_404(Conversation, pk=pk)
-    if not can_view(request.user, conversation):
+    if not can_act(request.user, conversation):  # everyone watches; only its owner (or an admin) saves it
         raise Http404
     try:
         task = sources.save_conversation_as_task(conversation, user=request.user)
