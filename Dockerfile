@@ -30,4 +30,4 @@ RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 CMD ["python", "scripts/healthcheck.py"]
-CMD ["python", "-m", "daphne", "-b", "0.0.0.0", "-p", "8000", "playground.asgi:application"]
+CMD ["python", "-m", "playground.runner.web", "-b", "0.0.0.0", "-p", "8000", "playground.asgi:application"]

@@ -20,6 +20,7 @@ thin aliases of the admin / editor levels. This module imports only Django, so e
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, Callable
@@ -28,6 +29,16 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 
 READ_METHODS = ("GET", "HEAD")
+
+
+class QuietPermissionDenied(logging.Filter):
+    """Django logs each 403 with the PermissionDenied's traceback; a refused role is expected, not a
+    fault: keep the line ("Forbidden (Permission denied): /users/"), drop the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], PermissionDenied):
+            record.exc_info, record.exc_text = None, None
+        return True
 
 VIEWER, OPERATOR, EDITOR, ADMIN = "viewer", "operator", "editor", "admin"
 ROLES = (VIEWER, OPERATOR, EDITOR, ADMIN)  # lowest first; each includes the ones before it

@@ -23,10 +23,30 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from playground.gateway.endpoint import with_gateway
 from playground.routing import websocket_urlpatterns
 
+# A URL longer than this is answered 414 with a message (the inspector sends long queries by POST).
+# The web server lets lines up to 64 KB through so that this limit, not a dropped connection, answers.
+MAX_URL_BYTES = 8 * 1024
+
+
+def with_url_limit(app):
+    async def limited(scope, receive, send):
+        length = len(scope.get("raw_path") or scope.get("path", "").encode()) + len(scope.get("query_string") or b"")
+        if scope["type"] == "http" and length > MAX_URL_BYTES:
+            body = (f"URI too long: this address is {length:,} bytes, the limit is {MAX_URL_BYTES:,}. "
+                    "Send long input in a form (POST); the inspector does so by itself.").encode()
+            await send({"type": "http.response.start", "status": 414, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return limited
+
+
 application = ProtocolTypeRouter(
     {
         # /gateway/mcp/<profile id>/ is an MCP endpoint (the mcp SDK), everything else Django.
-        "http": with_gateway(django_asgi_app),
+        "http": with_url_limit(with_gateway(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

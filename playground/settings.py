@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "playground.mcp_servers",
     "playground.conversations",
     "playground.evaluation",
+    "playground.agenteval",
     "playground.gateway",
     "playground.accounts",
 ]
@@ -71,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees the view's exception first: a 500 with a reference, the details only in the log.
+    "playground.incidents.UnexpectedErrorMiddleware",
 ]
 
 ROOT_URLCONF = "playground.urls"
@@ -184,6 +187,9 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 DEFAULT_MODEL = os.environ.get("DEFAULT_MODEL", "claude-sonnet-4-5")
 CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
+# The per-model price table (playground/engine/pricing.py): its dated defaults, overridden by a JSON
+# object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
+PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
@@ -232,11 +238,16 @@ LOGGING = {
     # MCP servers' credentials (URL userinfo and query values, --token=… arguments) are masked in
     # every record: on the handler, and on the loggers that write a server's URL (so that other
     # handlers, e.g. Celery's, get masked records too).
-    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"}},
+    "filters": {"scrub_secrets": {"()": "playground.mcp_servers.secrets.ScrubLogFilter"},
+                "quiet_permission_denied": {"()": "playground.access.QuietPermissionDenied"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub_secrets"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Django's own console handler (DEBUG only) printed every record a second time beside the
+        # root's; one handler, the root's. A 403 is a role check, not a fault: one line, no traceback.
+        "django": {"handlers": [], "propagate": True},
+        "django.request": {"filters": ["quiet_permission_denied"]},
         **{name: {"filters": ["scrub_secrets"]} for name in (
             "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
         )},
@@ -303,6 +314,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get("CELERY_BEAT_SCHEDULE_FILENAME") 
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.
 ANTHROPIC_SERVER_SEARCH_TOOL = os.environ.get("ANTHROPIC_SERVER_SEARCH_TOOL", "bm25")
+# Prompt caching (docs/prompt-cache.md): the agent marks cache_control breakpoints (end of tools, end
+# of system, the conversation's tail) with this TTL, 5m or 1h.
+PROMPT_CACHE = envbool("PROMPT_CACHE", False)
+PROMPT_CACHE_TTL = os.environ.get("PROMPT_CACHE_TTL") or "5m"
+if PROMPT_CACHE_TTL not in ("5m", "1h"):
+    raise RuntimeError(f"PROMPT_CACHE_TTL ({PROMPT_CACHE_TTL!r}) must be 5m or 1h")
 
 # MCP gateway (docs/gateway.md): browser origins allowed to call /gateway/mcp/<profile id>/ (requests
 # without an Origin header, as desktop and command-line clients send them, are not affected), and
@@ -316,3 +333,6 @@ GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TI
 # Retry-After. 0 turns the limit off.
 GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)
 GATEWAY_RATE_LIMIT_WINDOW_SECONDS = float(os.environ.get("GATEWAY_RATE_LIMIT_WINDOW_SECONDS") or 60)
+# Failed token checks per client address and window (gateway/auth_guard.py): over it, 429; 0 = off.
+GATEWAY_AUTH_FAILURE_LIMIT = int(os.environ.get("GATEWAY_AUTH_FAILURE_LIMIT") or 20)
+GATEWAY_AUTH_FAILURE_WINDOW_SECONDS = int(os.environ.get("GATEWAY_AUTH_FAILURE_WINDOW_SECONDS") or 60)

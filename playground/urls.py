@@ -12,6 +12,7 @@ from playground.access import PUBLIC, VIEWER, allow, delegated
 access_rules = {
     "home": allow(get=VIEWER),
     "healthz": allow(get=PUBLIC),
+    "favicon": allow(get=PUBLIC),
     "login": allow(get=PUBLIC, post=PUBLIC),
     "logout": allow(post=PUBLIC),
     # Django's admin site checks its own access: the staff flag, then model permissions (superusers all).
@@ -21,6 +22,7 @@ access_rules = {
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -28,6 +30,7 @@ urlpatterns = [
     path("mcp/", include("playground.mcp_servers.urls")),
     path("conversations/", include("playground.conversations.urls")),
     path("evaluation/", include("playground.evaluation.urls")),
+    path("agent-eval/", include("playground.agenteval.urls")),
     path("gateway/", include("playground.gateway.urls")),
     path("users/", include("playground.accounts.urls")),
 ]

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from django.db import connection
 from django.http import JsonResponse
-from django.db.models import Count, Q, Sum
-from django.shortcuts import render
+from django.db.models import Count, Sum
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
 from playground.access import VIEWER, role_required
 from playground.mcp_servers.models import McpServer
+from playground.registry import adapter
 from playground.registry.models import AgentProfile, Tool
 
 
@@ -16,16 +18,26 @@ from playground.registry.models import AgentProfile, Tool
 @require_safe
 def home(request):
     tools = Tool.objects.filter(enabled=True).aggregate(
-        count=Count("id"), deferred=Count("id", filter=Q(deferred=True)), tokens=Sum("token_estimate")
+        count=Count("id"), tokens=Sum("token_estimate")
     )
+    # Deferred as every other page counts it (the model view, a turn): the enabled catalog after the
+    # global permission rules, so a tool a deny rule removes is not counted as deferred.
+    _catalog, filtered = adapter.filtered_catalog(None)
     context = {
         "tool_count": tools["count"],
-        "deferred_count": tools["deferred"],
+        "deferred_count": len(list(filtered.permitted.deferred)),
+        "denied_count": len(filtered.excluded),
         "tool_tokens": tools["tokens"] or 0,
         "server_count": McpServer.objects.count(),
         "profile_count": AgentProfile.objects.count(),
     }
     return render(request, "home.html", context)
+
+
+@require_safe
+def favicon(request):
+    """Browsers ask for /favicon.ico where a page names no icon (a JSON download, an error page)."""
+    return redirect(static("img/favicon.svg"), permanent=True)
 
 
 @require_safe

@@ -24,12 +24,25 @@ LAYERS = {
     "conversations": 3,
     "evaluation": 3,
     "gateway": 4,  # serves profiles over MCP with the conversations' learned usage
+    "agenteval": 4,  # runs tasks as conversations and reads the evaluation's toolsets
 }
 # Project-level modules (settings, urls, asgi, celery_app, views, access, runner/ ...) are not layered:
 # they may import any app.
 
 # Function-level imports of playground modules that stay, each with its reason.
 ALLOWED_LATE_IMPORTS = {
+    ("playground/agenteval/cli.py", "playground.agenteval.selectors"):
+        "the command sets the stack's database and queue (--own-stack) before Django loads the models",
+    ("playground/agenteval/cli.py", "playground.agenteval.services"):
+        "the command sets the stack's database and queue (--own-stack) before Django loads the models",
+    ("playground/agenteval/cli.py", "playground.agenteval.sources"):
+        "the command sets the stack's database and queue (--own-stack) before Django loads the models",
+    ("playground/agenteval/cli.py", "playground.agenteval.models"):
+        "the command sets the stack's database and queue (--own-stack) before Django loads the models",
+    ("playground/agenteval/cli.py", "playground.registry.models"):
+        "the command sets the stack's database and queue (--own-stack) before Django loads the models",
+    ("playground/agenteval/cli.py", "playground.loadtest.stack"):
+        "only --own-stack starts a stack; the stack module sets the environment Django reads",
     ("playground/conversations/apps.py", "playground.conversations.providers"):
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.conversations.usage"):

@@ -128,6 +128,7 @@ def _user(django_user_model, name: str, role: str | None):
 
 
 def build_world(django_user_model) -> World:
+    from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
@@ -153,6 +154,8 @@ def build_world(django_user_model) -> World:
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
+    task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
+    task_run = TaskRun.objects.create(task_set=task_set, profiles=[{"id": profile.pk, "name": profile.name}], status="done")
     token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
     session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
     gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
@@ -169,6 +172,10 @@ def build_world(django_user_model) -> World:
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
+        **{f"agenteval:{n}": {"pk": task_set.pk} for n in ("taskset_detail", "taskset_import_catalog")},
+        **{f"agenteval:{n}": {"pk": task_run.pk} for n in ("run_detail", "run_cancel", "run_export")},
+        "agenteval:save_conversation": {"pk": conversation.pk},
+        "ws/agenteval/runs/<int:pk>/": {"pk": task_run.pk},
         "gateway:session_detail": {"pk": session.pk},
         "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},
@@ -283,3 +290,77 @@ def test_each_role_gets_what_each_socket_declares(django_user_model):
                 wrong[f"{route} as {role or 'anonymous'}"] = f"got {got}, declared {sorted(map(str, wanted))}"
     assert wrong == {}
 
+
+
+# -- the secret scan: no role below admin sees a server's credential anywhere (issue 32) ---------------
+PATH_TOKEN = "pathtoken7f3a9c2e"
+HEADER_ARG_TOKEN = "headerarg-8d1e"
+SHORT_FLAG_VALUE = "shortflag-4c2b"
+USERINFO_PASSWORD = "userinfo-9a7f"
+HEADER_VALUE = "headervalue-3e5d"
+ENV_VALUE = "envvalue-6b8c"
+FIXTURE_SECRETS = (PATH_TOKEN, HEADER_ARG_TOKEN, SHORT_FLAG_VALUE, USERINFO_PASSWORD, HEADER_VALUE, ENV_VALUE)
+
+
+def add_secret_servers():
+    """The shapes of issue 32: a key in the URL's path, `--header "Authorization: Bearer …"` in
+    stdio arguments (the mcp-remote style), a short flag's value, userinfo beside a header; each
+    with a failed sync's error naming the server, and a tool."""
+    from playground.mcp_servers import services
+    from playground.mcp_servers.models import McpServer
+    from playground.registry.models import Tool
+
+    servers = [
+        McpServer.objects.create(name="pathkey", transport="http", url=f"https://mcp.example.com/v1/{PATH_TOKEN}/mcp"),
+        McpServer.objects.create(
+            name="remote", transport="stdio", command="/usr/local/bin/npx", env={"AUTH_TOKEN": ENV_VALUE},
+            args=["-y", "mcp-remote", f"https://mcp.example.com/{PATH_TOKEN}/sse", "--header",
+                  f"Authorization: Bearer {HEADER_ARG_TOKEN}", "-p", SHORT_FLAG_VALUE]),
+        McpServer.objects.create(name="both", transport="http", url=f"https://bob:{USERINFO_PASSWORD}@mcp.example.com/mcp",
+                                 headers={"Authorization": f"Bearer {HEADER_VALUE}"}),
+    ]
+    for server in servers:
+        Tool.objects.create(name=f"mcp__{server.name}__do", description="Do", server=server, source=Tool.Source.MCP,
+                            input_schema={"type": "object", "properties": {}})
+        # What a failed connection stores: the error names the server and quotes its own secrets
+        # (scrubbed on the way in).
+        services.set_status(server, McpServer.Status.FAILED, last_error=(
+            f"could not connect to {server.url or ' '.join([server.command, *server.args])}: refused; "
+            + " ".join(f"{k}={v}" for k, v in {**server.env, **server.headers}.items())))
+    return servers
+
+
+def assert_no_fixture_secret(text: str, where: str) -> None:
+    leaked = [secret for secret in FIXTURE_SECRETS if secret in text]
+    assert not leaked, f"{where} shows {leaked}"
+
+
+@pytest.mark.django_db
+def test_no_role_below_admin_sees_a_server_credential_on_any_page_export_or_frame(django_user_model, caplog):
+    import logging
+
+    from playground.mcp_servers.status import render_row_fragment, render_status_fragment
+
+    caplog.set_level(logging.DEBUG)
+    world = build_world(django_user_model)
+    servers = add_secret_servers()
+    for role in (VIEWER, OPERATOR, EDITOR, ADMIN):
+        client = Client()
+        client.force_login(world.users[role])
+        for route in CHECKED:
+            if route.name.endswith("_edit") and role == ADMIN:
+                continue  # the admins' edit form shows the URL and arguments in full: they edit them
+            kwargs_list = [world.objects.get(route.name)] if route.params else [None]
+            if route.name.startswith("mcp_servers:") and route.params:
+                kwargs_list = [{**(world.objects.get(route.name) or {}), "pk": server.pk} for server in servers]
+                if "tool_pk" in route.params:
+                    continue  # a POST-only call form
+            for kwargs in kwargs_list:
+                url = reverse(route.name, kwargs=kwargs)
+                response = client.get(url)
+                if response.status_code == 200 and not getattr(response, "streaming", False):
+                    assert_no_fixture_secret(response.content.decode(errors="replace"), f"GET {url} as {role}")
+    for server in servers:  # the status frames every open server page gets, whoever watches
+        assert_no_fixture_secret(render_row_fragment(server.pk), f"the status row of {server.name}")
+        assert_no_fixture_secret(render_status_fragment(server, with_summary=True), f"the status frame of {server.name}")
+    assert_no_fixture_secret(caplog.text, "the log")

@@ -67,6 +67,8 @@ PARAMS = {
     "registry:inspector": ["q", "backend", "settings", "profile", "max_results", "mode", "wire_style"],
     "registry:model_view": ["profile", "discovered", "mode", "wire_style"],
     "registry:tool_export": ["format", "q", "server"],
+    "conversations:list": ["q", "profile", "status", "provider", "task_run", "page"],
+    "agenteval:index": ["x"],
 }
 
 
@@ -192,3 +194,85 @@ def test_tool_form_schema(world):
     deep = '{"type": "object", "properties": {"x": ' + '{"items": ' * 3_000 + "{}" + "}" * 3_000 + "}}"
     response = client.post(reverse("registry:tool_create"), {**base, "input_schema": deep})
     assert response.status_code < 500 and "Enter valid JSON: nested more than 64 levels deep" in response.content.decode()
+
+
+# -- issue 32: JSON-escaped NUL, the MCP server form ----------------------------------------------------
+JSON_NUL = "\\u0000"  # what a JSON text carries: the escape, six characters, that decodes to NUL
+
+
+@pytest.mark.postgres
+def test_a_json_escaped_nul_in_an_import_is_stored_escaped_and_shown(world):
+    """PostgreSQL refuses NUL in text and jsonb; an import used to end in a 500 there."""
+    client = world["admin"]
+    line = ('{"name": "nul_tool", "description": "before' + JSON_NUL + 'after", "input_schema": {"type": "object", '
+            '"properties": {"x' + JSON_NUL + '": {"type": "string", "description": "d' + JSON_NUL + '"}}}}')
+    response = client.post(reverse("registry:tool_import"), {"text": line})
+    assert response.status_code == 200
+    from playground.registry.models import ToolImport
+
+    staged = ToolImport.objects.latest("pk")
+    response = client.post(reverse("registry:tool_import_commit", args=[staged.pk]))
+    assert response.status_code == 302
+    tool = Tool.objects.get(name="nul_tool")
+    assert tool.description == "before\\u0000after"
+    assert "x\\u0000" in tool.input_schema["properties"]
+    page = client.get(reverse("registry:tool_detail", args=[tool.pk])).content.decode()
+    assert "before\\u0000after" in page
+
+
+@pytest.mark.postgres
+def test_a_json_escaped_nul_in_a_workbench_call_is_recorded_and_shown(world):
+    client = world["admin"]
+    tool, server = world["tool"], world["server"]
+    prefix = f"t{tool.pk}-"
+    response = client.post(reverse("mcp_servers:tool_call", args=[server.pk, tool.pk]), {
+        prefix + "mode": "raw", prefix + "timeout": "5", prefix + "raw_arguments": '{"text": "a' + JSON_NUL + 'b"}'})
+    assert response.status_code == 200
+    record = server.call_records.get()
+    assert record.arguments == {"text": "a\\u0000b"}
+    history = client.get(reverse("mcp_servers:server_history", args=[server.pk])).content.decode()
+    assert "u0000" in history
+
+
+def test_every_text_and_json_column_stores_a_nul_escaped():
+    """One place handles it for every model: save, update and bulk_create alike."""
+    from playground.conversations.models import Conversation
+    from playground.gateway.models import GatewayEvent, GatewaySession
+    from playground.mcp_servers.models import McpCallRecord, McpLogLine
+
+    server = McpServer.objects.create(name="nul", transport="stdio", command="x\x00y", args=["a\x00"], env={"K\x00": "v\x00"})
+    server.refresh_from_db()
+    assert (server.command, server.args, server.env) == ("x\\u0000y", ["a\\u0000"], {"K\\u0000": "v\\u0000"})
+    McpServer.objects.filter(pk=server.pk).update(last_error="err\x00")
+    McpLogLine.objects.bulk_create([McpLogLine(server_id=server.pk, source="stderr", text="line\x00")])
+    McpCallRecord.objects.create(server=server, kind="tool", name="n\x00", arguments={"a": ["\x00"]}, summary="s\x00")
+    assert McpServer.objects.get(pk=server.pk).last_error == "err\\u0000"
+    assert McpLogLine.objects.get(server_id=server.pk).text == "line\\u0000"
+    record = McpCallRecord.objects.get(server=server)
+    assert (record.name, record.arguments, record.summary) == ("n\\u0000", {"a": ["\\u0000"]}, "s\\u0000")
+    profile = AgentProfile.objects.create(name="nul profile", system_prompt="p\x00")
+    session = GatewaySession.objects.create(session_id="s", profile=profile, client_name="c\x00")
+    event = GatewayEvent.objects.create(session=session, sequence=1, type="tool_call", payload={"q\x00": "\x00"})
+    assert event.payload == {"q\\u0000": "\\u0000"}  # the saved object matches the row: a live frame shows what a reload shows
+    event.refresh_from_db()
+    assert event.payload == {"q\\u0000": "\\u0000"}
+    assert GatewaySession.objects.get(pk=session.pk).client_name == "c\\u0000"
+    assert Conversation._meta.get_field("title").__class__.__name__.startswith("Storable")
+
+
+def test_mcp_server_form(world):
+    client = world["admin"]
+    base = {"name": "hostile", "transport": "stdio", "command": "/bin/false", "url": "", "args_text": "",
+            "env_text": "", "headers_text": "", "enabled": ""}
+    edit = reverse("mcp_servers:server_edit", args=[world["server"].pk])
+
+    @SETTINGS
+    @given(values=st.dictionaries(st.sampled_from(["name", "transport", "command", "url", "args_text", "env_text", "headers_text"]),
+                                  st.one_of(hostile, st.sampled_from([
+                                      "https://u:p@h/v1/key123456789/mcp", "--header\nAuthorization: Bearer x", "A=********",
+                                      "Authorization: ********", "http://[::1/mcp", "http", "-p\nx"])), min_size=1, max_size=3))
+    def check(values):
+        for url in (reverse("mcp_servers:server_create"), edit):
+            assert_no_server_error(client.post(url, {**base, **values}), f"server form {values!r:.200}")
+
+    check()

@@ -48,3 +48,27 @@ def assign_role(user, role: str, *, by) -> RoleChange | None:
         if after == before and bool(role) == was_assigned:
             return None
         return RoleChange.objects.create(user=user, changed_by=by, before=before, after=role)
+
+
+def create_user(username: str, password: str, *, role: str, by):
+    """A new account with `role` (the Users page offers viewer, the least, first); the role given is
+    recorded like any change. Validation (name taken, weak password) is the form's."""
+    from django.contrib.auth import get_user_model
+
+    if role not in ROLES:
+        raise RoleError(f"Unknown role {role!r}.")
+    with transaction.atomic():
+        user = get_user_model().objects.create_user(username=username, password=password)
+        group, _ = Group.objects.get_or_create(name=role)
+        user.groups.add(group)
+        RoleChange.objects.create(user=user, changed_by=by, before="", after=role)
+    return user
+
+
+def give_new_account_the_least_role(user) -> None:
+    """An account created elsewhere (Django's admin) starts as viewer, not as the operator a user with
+    no role falls back to; a superuser has every role already."""
+    if user.is_superuser or role_source(user) == "assigned":
+        return
+    user.groups.add(Group.objects.get_or_create(name=ROLES[0])[0])
+    forget_role(user)

@@ -10,8 +10,10 @@ app_name = "accounts"
 access_rules = {
     "users": allow(get=ADMIN),
     "set_role": allow(post=ADMIN),
+    "create_user": allow(post=ADMIN),
 }
 urlpatterns = [
     path("", views.users, name="users"),
     path("<int:pk>/role/", views.set_role, name="set_role"),
+    path("new/", views.create_user, name="create_user"),
 ]

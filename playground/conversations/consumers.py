@@ -1,14 +1,15 @@
 """The conversation socket: one group per conversation, frames rendered from saved events.
 
-Authorised in `connect()` by `playground.realtime.socket_refusal` (owner or staff; anonymous is
-closed with 4401 and anyone else with 4403, after the handshake so the browser sees the code and does
+Authorised in `connect()` by `playground.realtime.socket_refusal` (every role watches; anonymous is
+closed with 4401 and anyone without a role with 4403, after the handshake so the browser sees the code and does
 not retry). The browser says which sequence it has (`hello`) and gets every later event in order,
 read from the database. After that each broadcast carries its event's frame (rendered once by the
 process that saved it, broadcast.py): when it is the next one this socket owes, it is forwarded as
 it is — no database read, no thread hop; when it is not (a gap: a frame too large to carry, a lost
 message, two writers whose broadcasts crossed) the consumer reads the rows it has not sent yet from
 the database instead. Never an unsaved event, never one twice. Sending a message, answering a
-permission prompt and cancelling come in on the same socket and go to the services.
+permission prompt and cancelling come in on the same socket and go to the services, for the owner
+or an admin; anyone else watching gets a notice instead.
 
 An async consumer: a live frame is handled on the server's event loop. Database work (the checks,
 the catch-up, the actions) runs in `database_sync_to_async`, which also closes stale connections.
@@ -24,7 +25,7 @@ from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
-from playground.conversations.selectors import can_view, tokens_total_for
+from playground.conversations.selectors import can_act, can_view, tokens_total_for
 from playground.realtime import LoopDispatch, arefuse_socket, frame_int, read_browser_frame, socket_refusal
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
         """Do what the browser asked; the notice to show (an error, or (text, kind)), or None."""
         user = self.scope.get("user")
         conversation = Conversation.objects.get(pk=self.conversation_id)
+        if action in ("send", "answer", "cancel") and not can_act(user, conversation):
+            return "You are watching this conversation: only its owner or an admin can send, answer or cancel."
         try:
             if action == "send":
                 services.send_message(conversation, str(data.get("text", "")), user=user)

@@ -90,6 +90,16 @@ class CompareForm(StartsRuns):
                               max_length=MAX_MESSAGE_CHARS)
     profile_fields = ("profile_a", "profile_b")
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # What a comparison is for: every tool loaded on the left, tool search on the right (the native
+        # wire style first, the one a model gets without a gateway). The first such profile by name; a
+        # side with no such profile keeps the default settings.
+        profiles = sorted(self.fields["profile_a"].queryset,
+                          key=lambda p: (p.wire_style != AgentProfile.WireStyle.NATIVE, p.name))
+        self.fields["profile_a"].initial = next((p.pk for p in profiles if p.tool_search_mode == "false"), None)
+        self.fields["profile_b"].initial = next((p.pk for p in profiles if p.tool_search_mode == "true"), None)
+
 
 class ConversationFilterForm(forms.Form):
     """The list's GET filters. A bad value (unknown profile id, status, provider or owner) is a field
@@ -103,24 +113,19 @@ class ConversationFilterForm(forms.Form):
                                  error_messages={"invalid_choice": "%(value)s is not a known provider."})
     status = forms.ChoiceField(choices=(), required=False,
                                error_messages={"invalid_choice": "%(value)s is not a conversation status."})
+    # A task run's conversations (agent evaluation): the run's page links here with its id.
+    task_run = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="Task run",
+                                  widget=forms.NumberInput(attrs={"placeholder": "any", "style": "width: 6em"}))
 
-    def __init__(self, *args, staff: bool = False, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["provider"].choices = [("", "any")] + [(key, provider_label(key)) for key in settings.MODEL_PROVIDERS]
         self.fields["status"].choices = [("", "any"), *Conversation.Status.choices]
-        self.staff = staff
-        if staff:
-            # Staff see everyone's conversations, so they may narrow them to one person's.
-            self.fields["owner"] = forms.ModelChoiceField(
-                queryset=get_user_model().objects.filter(conversations__isnull=False).distinct().order_by("username"),
-                to_field_name="username", required=False, empty_label="anyone",
-                error_messages={"invalid_choice": "No one named %(value)s has conversations."})
-
-    def clean(self):
-        cleaned = super().clean()
-        if not self.staff and self.data.get("owner"):
-            self.add_error(None, "Only staff can filter by owner: these are your own conversations.")
-        return cleaned
+        # Everyone watches everyone's conversations, so anyone may narrow them to one person's.
+        self.fields["owner"] = forms.ModelChoiceField(
+            queryset=get_user_model().objects.filter(conversations__isnull=False).distinct().order_by("username"),
+            to_field_name="username", required=False, empty_label="anyone",
+            error_messages={"invalid_choice": "No one named %(value)s has conversations."})
 
     def valid_filters(self) -> dict:
         """The filters whose values were valid (a bad one is dropped, and reported by the form)."""

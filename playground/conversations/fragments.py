@@ -42,8 +42,9 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
     if top_level_turn:
         # Read fresh, the totals count this turn last: its number in the conversation. A catch-up's
         # shared totals cannot say, so the row is left unnumbered and the page numbers it (conversations.js).
-        context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}),
-                                "number": context["total"]["turns"] if total is None else None}
+        number = context["total"]["turns"] if total is None else None
+        context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}), "number": number}
+        node.view["number"] = number  # the turn's header counts as the chart does
     if event.type == "permission_answer":
         prompt = Event.objects.filter(conversation_id=conversation.pk, sequence=event.payload.get("prompt_sequence"),
                                       type="permission_prompt").first()

@@ -48,6 +48,7 @@ from playground.engine.execution import CallCancelled, CancelSignal, ToolExecuto
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
+from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tokens import TokenCounter, count_messages
@@ -601,6 +602,7 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
                        f.get("defer_loading") for f in t.get("tools", [])))} for t in tools],
         "system_chars": len(json.dumps(request.get("system", request.get("instructions", "")))),
         "messages": len(_request_messages(request)),
+        "cache_breakpoints": breakpoints_of(request),  # where cache_control sits (PROMPT_CACHE on), docs/prompt-cache.md
     }
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 
 class Conversation(models.Model):
@@ -16,21 +17,21 @@ class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     profile = models.ForeignKey("registry.AgentProfile", null=True, on_delete=models.SET_NULL)
     # The profile's settings copied at start, so later edits do not rewrite history.
-    profile_snapshot = models.JSONField(default=dict)
-    title = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.IDLE)
+    profile_snapshot = StorableJSONField(default=dict)
+    title = StorableCharField(max_length=200, blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.IDLE)
     # A compare view runs two conversations side by side on the same message.
-    compare_group = models.CharField(max_length=36, blank=True, db_index=True)
+    compare_group = StorableCharField(max_length=36, blank=True, db_index=True)
     # Compaction boundary: discovered tools carried over, summary of what was compacted.
-    compaction = models.JSONField(null=True, blank=True)
+    compaction = StorableJSONField(null=True, blank=True)
     next_sequence = models.PositiveIntegerField(default=1)
     # Model provider key in settings.MODEL_PROVIDERS; empty = automatic (API key → Anthropic, else demo).
-    provider = models.CharField(max_length=40, blank=True)
+    provider = StorableCharField(max_length=40, blank=True)
     # Tools the person approved "always" in this conversation (call-time `ask` no longer prompts).
-    always_allowed = models.JSONField(default=list, blank=True)
+    always_allowed = StorableJSONField(default=list, blank=True)
     # The lease of the run in progress (lease.py): which run owns the conversation, and when its
     # worker last said it is alive. A run whose heartbeat stops is released (runs.release_lost_run).
-    run_token = models.CharField(max_length=32, blank=True)
+    run_token = StorableCharField(max_length=32, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # When the current run's task was handed to the broker (the person's request, or a re-send), and
     # how often it was re-sent: a run no worker claimed within a grace, whose task the broker no longer
@@ -39,7 +40,7 @@ class Conversation(models.Model):
     queue_attempts = models.PositiveSmallIntegerField(default=0)
     # A run paused on a permission prompt holds no worker: what it needs to go on once the prompt is
     # answered (the prompt, the turn's tool calls and the results so far). Empty while nothing waits.
-    paused_run = models.JSONField(null=True, blank=True)
+    paused_run = StorableJSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -55,8 +56,8 @@ class Message(models.Model):
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     position = models.PositiveIntegerField()
-    role = models.CharField(max_length=10)  # user / assistant
-    content = models.JSONField()  # list of content blocks
+    role = StorableCharField(max_length=10)  # user / assistant
+    content = StorableJSONField()  # list of content blocks
     compacted = models.BooleanField(default=False)  # replaced by a compaction summary
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -70,8 +71,8 @@ class Event(models.Model):
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
     sequence = models.PositiveIntegerField()
-    type = models.CharField(max_length=40)
-    payload = models.JSONField(default=dict)
+    type = StorableCharField(max_length=40)
+    payload = StorableJSONField(default=dict)
     parent_sequence = models.PositiveIntegerField(null=True, blank=True)  # subagent events nest under a call
     # The turn_started event this event belongs to (None for run-level events and turn starts).
     turn_sequence = models.PositiveIntegerField(null=True, blank=True)
@@ -88,10 +89,10 @@ class ToolSearchUsage(models.Model):
     backends index these queries as the tool's "usage" field (engine/search/usage.py)."""
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="search_usage")
-    query = models.TextField()
+    query = StorableTextField()
     # sha1 of the query: the uniqueness key (a B-tree index cannot hold an arbitrarily long text).
-    query_hash = models.CharField(max_length=40)
-    tool_name = models.CharField(max_length=255, db_index=True)
+    query_hash = StorableCharField(max_length=40)
+    tool_name = StorableCharField(max_length=255, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

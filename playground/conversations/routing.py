@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import OPERATOR, allow_socket
+from playground.access import VIEWER, allow_socket
 from playground.conversations.consumers import ConversationConsumer
 
-# Who may connect, by route (tests/test_authorisation_matrix.py): the owner (an operator at least) or an admin.
+# Who may connect, by route (tests/test_authorisation_matrix.py): every role, to watch; what a socket
+# may send (a message, an answer, a cancel) is the owner's or an admin's (consumers.py).
 access_rules = {
-    "ws/conversations/<int:pk>/": allow_socket(OPERATOR, owned=True),
+    "ws/conversations/<int:pk>/": allow_socket(VIEWER),
 }
 
 websocket_urlpatterns: list = [

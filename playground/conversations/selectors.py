@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
-from playground.access import ADMIN, OPERATOR, has_role
+from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
@@ -20,13 +20,18 @@ CHAT_TYPES = ("message", "permission_prompt", "cancelled")
 
 
 def can_view(user, conversation: Conversation) -> bool:
-    """Operators see their own conversations; admins everyone's."""
+    """Every role watches every conversation, read-only (an audience follows a demo)."""
+    return has_role(user, VIEWER)
+
+
+def can_act(user, conversation: Conversation) -> bool:
+    """Send, answer a permission prompt, cancel: the owner (an operator at least) or an admin."""
     return has_role(user, OPERATOR) and (conversation.owner_id == user.pk or has_role(user, ADMIN))
 
 
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
-    return qs if has_role(user, ADMIN) else qs.filter(owner=user)
+    return qs if has_role(user, VIEWER) else qs.none()
 
 
 def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) -> QuerySet[Conversation]:
@@ -46,6 +51,9 @@ def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) ->
         qs = qs.filter(owner=filters["owner"])
     if filters.get("provider"):
         qs = qs.filter(provider_is(filters["provider"]))
+    if filters.get("task_run"):
+        # The reverse side of the task run item's link (the agenteval app owns it; nothing is imported).
+        qs = qs.filter(task_run_item__run_id=filters["task_run"])
     return qs
 
 
@@ -123,6 +131,10 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
         "baseline_pct": round(100 * baseline / scale, 1),
         "saved": saved,
         "saved_pct": tokens.get("saved_percent") or 0,
+        # The whole request against the context window (older turns did not count it: never flagged).
+        "request": int(tokens.get("request_tokens") or 0),
+        "window": int(tokens.get("context_window") or 0),
+        "over_window": bool(tokens.get("over_window")),
     }
 
 
@@ -159,10 +171,14 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     nodes: dict[int, EventNode] = {}
     roots: list[EventNode] = []
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
+    turns = 0
     for event in events:
         if event.type == "message":
             continue  # the chat side shows these
         node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        if event.type == "turn_started" and not event.parent_sequence:
+            turns += 1
+            node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
         nodes[event.sequence] = node
         parent = nodes.get(event.turn_sequence) if event.turn_sequence else None
         if parent is None and event.parent_sequence:
@@ -193,6 +209,9 @@ def tokens_total(events: list[Event]) -> dict[str, int]:
         "cost": sum(r["numbers"]["cost"] for r in rows),
         "baseline": sum(r["numbers"]["baseline"] for r in rows),
         "turns": len(rows),
+        "over_window": sum(1 for r in rows if r["numbers"]["over_window"]),
+        "largest_request": max((r["numbers"]["request"] for r in rows), default=0),
+        "window": max((r["numbers"]["window"] for r in rows), default=0),
     }
 
 
@@ -200,7 +219,7 @@ def tokens_total_for(conversation_id: int) -> dict[str, int]:
     return tokens_total(list(Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)))
 
 
-def panel_context(conversation: Conversation) -> dict[str, Any]:
+def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
     events = list(conversation.events.order_by("sequence"))
     # The status is re-read after the events (each status change is saved with its event): read
     # before, a page loaded while the final turn finishes shows "running" forever, because the
@@ -215,6 +234,9 @@ def panel_context(conversation: Conversation) -> dict[str, Any]:
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),
+        # The frames are the same for everyone; the page of someone who only watches hides the
+        # forms in them (and the server refuses what they would send).
+        "can_act": can_act(user, conversation),
     }
 
 

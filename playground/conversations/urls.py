@@ -2,22 +2,23 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import OPERATOR, allow
+from playground.access import OPERATOR, VIEWER, allow
 from playground.conversations import views
 
 app_name = "conversations"
-# Who may use each route (see playground/urls.py): operators their own conversations, admins anyone's
-# (`owned`: anyone else gets a 404).
+# Who may use each route (see playground/urls.py): every role watches every conversation (list,
+# page, export, compare view), read-only; operators start their own; sending, answering and
+# cancelling are the owner's or an admin's (`owned`: anyone else gets a 404).
 access_rules = {
-    "list": allow(get=OPERATOR),
+    "list": allow(get=VIEWER),
     "new": allow(get=OPERATOR, post=OPERATOR),
-    "detail": allow(get=OPERATOR, owned=True),
-    "export": allow(get=OPERATOR, owned=True),
+    "detail": allow(get=VIEWER),
+    "export": allow(get=VIEWER),
     "send": allow(post=OPERATOR, owned=True),
     "answer": allow(post=OPERATOR, owned=True),
     "cancel": allow(post=OPERATOR, owned=True),
     "compare": allow(get=OPERATOR, post=OPERATOR),
-    "compare_view": allow(get=OPERATOR, owned=True),
+    "compare_view": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),

@@ -9,13 +9,13 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import OPERATOR, is_staff, role_required
+from playground.access import OPERATOR, VIEWER, has_role, role_required
 from playground.conversations import runs, services
 from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation
 from playground.conversations.selectors import (
-    can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
+    can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
 )
 
 PAGE_SIZE = 25
@@ -28,6 +28,14 @@ def _get_conversation_for_user(request, pk: int) -> Conversation:
     return conversation
 
 
+def _get_conversation_to_act_on(request, pk: int) -> Conversation:
+    """Send, answer, cancel: the owner's or an admin's; anyone else watching gets the 404 of `owned` routes."""
+    conversation = _get_conversation_for_user(request, pk)
+    if not can_act(request.user, conversation):
+        raise Http404("No such conversation")
+    return conversation
+
+
 def _done(request, conversation: Conversation):
     # htmx posts get an empty answer (the socket brings the events); plain forms go back to the page.
     if request.htmx:
@@ -35,11 +43,11 @@ def _done(request, conversation: Conversation):
     return redirect("conversations:detail", pk=conversation.pk)
 
 
-@role_required(OPERATOR)
+@role_required(VIEWER)
 @require_safe
 def conversation_list(request):
     """Conversations, newest first, searched and filtered by GET parameters (bookmarkable), a page at a time."""
-    filters = ConversationFilterForm(request.GET, staff=is_staff(request.user))
+    filters = ConversationFilterForm(request.GET)
     rows = list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters()))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     members = compare_members(request.user, [c.compare_group for c in page.object_list if c.compare_group])
@@ -50,7 +58,7 @@ def conversation_list(request):
         "page": page,
         "filters": filters,
         "filter_query": urlencode({k: v for k, v in request.GET.items() if k != "page" and v}),
-        "form": NewConversationForm(),
+        "form": NewConversationForm() if has_role(request.user, OPERATOR) else None,
     }
     template = "conversations/_list_results.html" if request.htmx and request.htmx.target == "conversation-results" else "conversations/list.html"
     return render(request, template, context)
@@ -69,16 +77,16 @@ def conversation_new(request):
     return render(request, "conversations/new.html", {"form": form})
 
 
-@role_required(OPERATOR)
+@role_required(VIEWER)
 @require_safe
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
     runs.release_lost_run(conversation)
-    return render(request, "conversations/detail.html", {"panel": panel_context(conversation)})
+    return render(request, "conversations/detail.html", {"panel": panel_context(conversation, request.user)})
 
 
-@role_required(OPERATOR)
+@role_required(VIEWER)
 @require_safe
 def conversation_export(request, pk: int):
     """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
@@ -92,7 +100,7 @@ def conversation_export(request, pk: int):
 @role_required(OPERATOR)
 @require_POST
 def conversation_send(request, pk: int):
-    conversation = _get_conversation_for_user(request, pk)
+    conversation = _get_conversation_to_act_on(request, pk)
     form = MessageForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Write a message first (at most {services.MAX_MESSAGE_CHARS:,} characters).")
@@ -103,7 +111,7 @@ def conversation_send(request, pk: int):
 @role_required(OPERATOR)
 @require_POST
 def conversation_answer(request, pk: int):
-    conversation = _get_conversation_for_user(request, pk)
+    conversation = _get_conversation_to_act_on(request, pk)
     form = AnswerForm(request.POST)
     if not form.is_valid():
         messages.error(request, "That answer is not one of approve once, always or deny.")
@@ -129,7 +137,7 @@ def _carry_out(request, conversation, action):
 @role_required(OPERATOR)
 @require_POST
 def conversation_cancel(request, pk: int):
-    conversation = _get_conversation_for_user(request, pk)
+    conversation = _get_conversation_to_act_on(request, pk)
     if not services.request_cancel(conversation, user=request.user):
         # Most often the answer arrived just before the click: say the run had already finished.
         text = services.nothing_to_cancel(conversation)
@@ -155,7 +163,7 @@ def compare(request):
     return render(request, "conversations/compare_form.html", {"form": form})
 
 
-@role_required(OPERATOR)
+@role_required(VIEWER)
 @require_safe
 def compare_view(request, group: str):
     conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile", "owner")
@@ -164,5 +172,5 @@ def compare_view(request, group: str):
         raise Http404("No such comparison")
     return render(request, "conversations/compare.html", {
         "group": group,
-        "panels": [panel_context(c) for c in conversations],
+        "panels": [panel_context(c, request.user) for c in conversations],
     })

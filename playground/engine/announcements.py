@@ -28,13 +28,13 @@ count tokens with the deterministic estimate (characters ÷ 2.5), so they never 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from playground.engine.history import Message, blocks_of
+from playground.engine.search.text import split_identifier
 from playground.engine.tools import MCP_PREFIX, Tool, server_of
 
 AnnouncementStyle = Literal["full", "delta"]
@@ -56,7 +56,6 @@ _COMMON_VERBS = frozenset(
     "get list create update delete set add remove search find read write run fetch query make new "
     "edit put post patch send check do by all for to of the a an and or in on with".split()
 )
-_WORD = re.compile(r"[A-Za-z][a-z]*|[0-9]+")
 
 
 def estimate_tokens(text: str) -> int:
@@ -116,9 +115,11 @@ def grouped_lines(names: Sequence[str]) -> list[str]:
 
 
 def _common_words(short_names: Iterable[str]) -> list[str]:
+    """The words a server's tool names use most: names split as search splits them (an acronym is one
+    word: `API-post-page` → api, post, page), without verbs, numbers and one-letter scraps."""
     counts: Counter[str] = Counter()
     for short in short_names:
-        counts.update({w.lower() for w in _WORD.findall(short)} - _COMMON_VERBS)
+        counts.update({w for w in split_identifier(short) if len(w) > 1 and not w.isdigit()} - _COMMON_VERBS)
     return [word for word, _ in counts.most_common(_SUMMARY_WORDS)]
 
 

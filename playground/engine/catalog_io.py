@@ -321,6 +321,36 @@ def _mcp_record(tool: Tool) -> dict[str, Any]:
     return record
 
 
+# The labelled set that ships with the project: requests written for the demo catalog the registry
+# loads, kept beside that catalog (a data folder, not an import: the engine still reads no app code).
+DEMO_TOOLSET = "demo"
+BUNDLED_TOOLSETS: Mapping[str, Path] = {
+    DEMO_TOOLSET: Path(__file__).resolve().parents[1] / "registry" / "demo_data",
+}
+
+
+def toolset_folder(name: str, root: Path | None = None) -> Path:
+    """The folder of a toolset by name: a bundled one (always found, whatever TOOLSETS_DIR holds),
+    else `<root or toolsets_dir()>/<name>`."""
+    if name in BUNDLED_TOOLSETS:
+        return BUNDLED_TOOLSETS[name]
+    return (root or toolsets_dir()) / name
+
+
+def toolset_names(root: Path | None = None) -> list[str]:
+    """Toolsets with a catalog and labelled queries: the bundled ones first, then the folders of
+    `root` (default `toolsets_dir()`) by name; a missing or unreadable folder adds none."""
+    def labelled(folder: Path) -> bool:
+        return (folder / "catalog.jsonl").is_file() and (folder / "queries.jsonl").is_file()
+
+    names = [name for name, folder in BUNDLED_TOOLSETS.items() if labelled(folder)]
+    try:
+        found = sorted(p.name for p in (root or toolsets_dir()).iterdir() if labelled(p))
+    except OSError:
+        found = []
+    return names + [name for name in found if name not in names]
+
+
 def toolsets_dir() -> Path:
     """The shared toolsets folder: $TOOLSETS_DIR, else the first `shared/toolsets` beside the
     repository or one of its parent folders (CI clones have `<repo>/../shared/toolsets`)."""

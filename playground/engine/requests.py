@@ -47,9 +47,10 @@ from playground.engine.history import (
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
 from playground.engine.openai_wire import PLANNED_AS, check_openai_style
+from playground.engine.prompt_cache import DEFAULT_TTL, check_ttl
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.server_search import server_search_tool
-from playground.engine.tokens import TokenCounter
+from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
     NATIVE_STYLE,
@@ -87,6 +88,10 @@ class AgentSettings:
     system_prompt: str = ""
     unsupported_model_patterns: tuple[str, ...] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS
     max_tokens: int = DEFAULT_MAX_TOKENS  # the wire request's max_tokens
+    # Prompt caching (prompt_cache.py): the Anthropic wire builders mark cache_control breakpoints
+    # (end of tools, end of system, the conversation's tail) with this TTL, "5m" or "1h".
+    prompt_cache: bool = False
+    prompt_cache_ttl: str = DEFAULT_TTL
 
     def __post_init__(self) -> None:
         if self.wire_style not in WIRE_STYLES:
@@ -101,6 +106,7 @@ class AgentSettings:
                 raise ValueError(f"the {self.openai_wire} wire style is planned as the {PLANNED_AS[self.openai_wire]} style")
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        check_ttl(self.prompt_cache_ttl)
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")
         if self.announcement_layout not in ANNOUNCEMENT_LAYOUTS:
@@ -139,6 +145,13 @@ class TokenAccounting:
     baseline_tokens: int  # sending every permitted tool in full
     source: str  # which counter produced the figures
     announcement_tokens: int = 0  # the deferred-tool names announced (the price of deferring)
+    request_tokens: int = 0  # the whole request: tools, system prompt and messages (0: not counted)
+    context_window: int = 0  # the window the request must fit (0: unknown)
+
+    @property
+    def over_window(self) -> bool:
+        """A request larger than the context window: a real model refuses it (the demo agent would not)."""
+        return bool(self.context_window) and self.request_tokens > self.context_window
 
     @property
     def saved_tokens(self) -> int:
@@ -156,6 +169,9 @@ class TokenAccounting:
             "saved_tokens": self.saved_tokens,
             "saved_percent": self.saved_percent,
             "source": self.source,
+            "request_tokens": self.request_tokens,
+            "context_window": self.context_window,
+            "over_window": self.over_window,
         }
 
 
@@ -257,6 +273,12 @@ def permission_filter(catalog: ToolCatalog, policy: PermissionPolicy) -> Permiss
     return policy.filter(own_tools)
 
 
+def _request_tokens(counter: TokenCounter, tool_tokens: int, system: str, messages: Sequence[Message]) -> int:
+    """The whole request as the model reads it: the tools, the system prompt (with a full announcement)
+    and the messages (with a delta announcement)."""
+    return tool_tokens + (counter.count_text(system) if system else 0) + count_messages(counter, list(messages))
+
+
 def build_request(
     catalog: ToolCatalog,
     policy: PermissionPolicy,
@@ -298,7 +320,9 @@ def build_request(
             announcement=None,
             system=settings.system_prompt,
             messages=strip_tool_references(history),
-            tokens=TokenAccounting(baseline, baseline, token_counter.source),
+            tokens=TokenAccounting(baseline, baseline, token_counter.source,
+                                   request_tokens=_request_tokens(token_counter, baseline, settings.system_prompt, history),
+                                   context_window=settings.context_window),
             searchable=ToolCatalog([]),
             wire_style=settings.wire_style,
             model=settings.model,
@@ -346,6 +370,7 @@ def build_request(
         messages = _append_to_last_user_message(messages, announcement.to_block())
         placement = "messages"
 
+    sent_tokens = token_counter.count_tools(tools)
     return RequestPlan(
         tools=tools,
         loaded_tools=[t["name"] for t in tools if not t.get("defer_loading")],
@@ -356,10 +381,12 @@ def build_request(
         system=system,
         messages=messages,
         tokens=TokenAccounting(
-            token_counter.count_tools(tools),
+            sent_tokens,
             baseline,
             token_counter.source,
             announcement_tokens=token_counter.count_text(announcement.text) if announcement is not None else 0,
+            request_tokens=_request_tokens(token_counter, sent_tokens, system, messages),
+            context_window=settings.context_window,
         ),
         searchable=permitted,
         wire_style=settings.wire_style,

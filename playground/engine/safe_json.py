@@ -80,3 +80,38 @@ def loads(text: str | bytes, **kwargs: Any) -> Any:
     if isinstance(text, (bytes, bytearray)):
         text = text.decode("utf-8")
     return json.loads(text, cls=LimitedJSONDecoder, **kwargs)
+
+
+# -- storing what people and peers send -----------------------------------------------------------
+# PostgreSQL keeps no NUL character in text or jsonb ("unsupported Unicode escape sequence"), and a
+# JSON-escaped one (`\u0000`) passes every check of raw bytes. Every text and JSON column of the
+# project stores it as these six visible characters instead: what was sent is shown, escaped, and
+# the save never fails.
+NUL = "\x00"
+NUL_SHOWN = "\\u0000"
+
+
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL character in its strings (dict keys included, at any depth) replaced
+    by the visible escape `\\u0000`; the same object when it holds none."""
+    return _replace_nul(value) if _holds_nul(value) else value
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return NUL in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _replace_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_SHOWN)
+    if isinstance(value, dict):
+        return {_replace_nul(k): _replace_nul(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_replace_nul(item) for item in value)
+    return value

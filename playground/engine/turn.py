@@ -21,6 +21,7 @@ from typing import Any
 from playground.engine.modes import ModeDecision
 from playground.engine.openai_wire import OPENAI_WIRE_REQUEST_BUILDERS, wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
+from playground.engine.prompt_cache import with_cache_breakpoints
 from playground.engine.requests import (
     AgentSettings,
     ConversationState,
@@ -223,10 +224,27 @@ def server_search_wire_request(turn: TurnPlan) -> dict[str, Any]:
 
 
 WireRequestBuilder = Callable[[TurnPlan], dict[str, Any]]
+
+
+def with_anthropic_cache(builder: WireRequestBuilder) -> WireRequestBuilder:
+    """A Messages API builder whose request carries the profile's cache breakpoints when it caches
+    (`prompt_cache.with_cache_breakpoints`: end of tools, end of system, the conversation's tail)."""
+
+    def build(turn: TurnPlan) -> dict[str, Any]:
+        request = builder(turn)
+        if turn.settings.prompt_cache:
+            return with_cache_breakpoints(request, turn.settings.prompt_cache_ttl)
+        return request
+
+    build.__name__ = builder.__name__
+    build.__doc__ = builder.__doc__
+    return build
+
+
 WIRE_REQUEST_BUILDERS: dict[str, WireRequestBuilder] = {
-    NATIVE_STYLE: messages_api_request,
-    CLIENT_STYLE: messages_api_request,
-    SERVER_STYLE: server_search_wire_request,
+    NATIVE_STYLE: with_anthropic_cache(messages_api_request),
+    CLIENT_STYLE: with_anthropic_cache(messages_api_request),
+    SERVER_STYLE: with_anthropic_cache(server_search_wire_request),
     **OPENAI_WIRE_REQUEST_BUILDERS,  # openai-hosted, openai-client, openai-functions (openai_wire.py)
 }
 

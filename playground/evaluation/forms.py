@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from playground.engine.catalog_io import DEMO_TOOLSET
 from playground.engine.search import quality
 from playground.evaluation.selectors import available_toolsets
 from playground.registry import availability, backends, inspector_options
@@ -33,6 +34,7 @@ class EvaluationForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["toolset"].choices = [(t, t) for t in available_toolsets()]
+        self.fields["toolset"].initial = DEMO_TOOLSET
         names = list(getattr(settings, "TOOLSEARCH_BACKENDS", {}))
         self.fields["backends"].choices = [(n, n) for n in names]
         self.fields["backends"].initial = [n for n in ("claude-code", "bm25", "hybrid") if n in names]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 
 class EvaluationRun(models.Model):
@@ -13,23 +14,23 @@ class EvaluationRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    toolset = models.CharField(max_length=50)
-    backends = models.JSONField(default=list)
-    query_style = models.CharField(max_length=10, default="natural")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    toolset = StorableCharField(max_length=50)
+    backends = StorableJSONField(default=list)
+    query_style = StorableCharField(max_length=10, default="natural")
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress = models.FloatField(default=0.0)
-    results = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
+    results = StorableJSONField(default=dict, blank=True)
+    error = StorableTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Added by the evaluation page (0002): which queries, what is happening now, who asked.
-    split = models.CharField(max_length=10, default="test")
+    split = StorableCharField(max_length=10, default="test")
     query_limit = models.PositiveIntegerField(null=True, blank=True, help_text="Evenly sampled queries; empty = all of the split")
-    progress_message = models.CharField(max_length=200, blank=True)
+    progress_message = StorableCharField(max_length=200, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # "dev": the dev split's queries stand in for a log of past searches (learning from usage, 0003).
-    usage_from = models.CharField(max_length=10, default="none")
+    usage_from = StorableCharField(max_length=10, default="none")
     # When the run's task was handed to the broker (its request, or the last re-send) and how often it
     # was sent again because the broker lost it (playground/lost_tasks.py); a worker claims a queued
     # run by setting it running.

@@ -1,22 +1,47 @@
 """Reads for the evaluation page: available toolsets and the chart of a run."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-from playground.engine.catalog_io import toolsets_dir
+from playground.engine.catalog_io import BUNDLED_TOOLSETS, toolset_names, toolsets_dir
 from playground.engine.search import quality
 from playground.evaluation.models import EvaluationRun
 
 
 def available_toolsets() -> list[str]:
-    """Toolsets with labelled queries, in the order of `quality.TOOLSETS`, then any others."""
-    try:
-        root = toolsets_dir()
-        present = sorted(p.name for p in root.iterdir() if (p / "queries.jsonl").is_file() and (p / "catalog.jsonl").is_file())
-    except OSError:
-        return []
-    ordered = [name for name in quality.TOOLSETS if name in present]
-    return ordered + [name for name in present if name not in ordered]
+    """Toolsets with labelled queries: the one that ships with the project (`demo`) first, then those
+    of TOOLSETS_DIR in the order of `quality.TOOLSETS`, then any others."""
+    present = toolset_names()
+    bundled = [name for name in present if name in BUNDLED_TOOLSETS]
+    ordered = [name for name in quality.TOOLSETS if name in present and name not in bundled]
+    return bundled + ordered + [name for name in present if name not in bundled and name not in ordered]
+
+
+@dataclass(frozen=True)
+class ToolsetSource:
+    """Where the page's toolsets come from, said on the page."""
+    bundled: list[tuple[str, int, int]]  # (name, queries, tools) of the sets shipped with the project
+    folder: str  # TOOLSETS_DIR or its default
+    from_folder: list[str]  # the toolsets found there
+    variable_set: bool  # TOOLSETS_DIR set in the environment
+
+
+def toolset_source() -> ToolsetSource:
+    bundled = []
+    for name, folder in BUNDLED_TOOLSETS.items():
+        try:
+            queries = sum(1 for line in (folder / "queries.jsonl").open(encoding="utf-8") if line.strip())
+            tools = sum(1 for line in (folder / "catalog.jsonl").open(encoding="utf-8") if line.strip())
+        except OSError:
+            continue
+        bundled.append((name, queries, tools))
+    root = toolsets_dir()
+    return ToolsetSource(
+        bundled=bundled, folder=str(root),
+        from_folder=[name for name in available_toolsets() if name not in BUNDLED_TOOLSETS],
+        variable_set=bool(os.environ.get("TOOLSETS_DIR")),
+    )
 
 
 def recent_runs(limit: int = 20):

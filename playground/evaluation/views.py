@@ -39,6 +39,7 @@ def index(request):
         "latest": _run_context(latest) if latest else None,
         "can_run": has_role(request.user, EDITOR),
         "dev_buckets": quality.DEV_BUCKETS,
+        "source": selectors.toolset_source(),
     }
     return render(request, "evaluation/index.html", context)
 

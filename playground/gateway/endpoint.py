@@ -27,6 +27,8 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from playground.engine import safe_json
+from playground.gateway.auth_guard import FailedAuthGuard
 from playground.gateway.manager import ResumingSessionManager
 from playground.gateway.ratelimit import RateLimiter
 from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
@@ -75,6 +77,47 @@ async def _respond(send, status: int, message: str, extra_headers: list[tuple[by
     await send({"type": "http.response.body", "body": body})
 
 
+MAX_BODY_BYTES = 4 * 1024 * 1024
+PARSE_ERROR = -32700
+
+
+async def _checked_body(receive, send):
+    """Read a POST's body and check it is JSON within the limits people's JSON gets everywhere
+    (safe_json: no NaN or Infinity — a JSON-RPC id of NaN would pass as a notification —, no
+    integer of 65+ digits, 64 levels at most), at most MAX_BODY_BYTES. A `receive` that hands the
+    SDK the same body, or None when the request was answered here (400 / 413)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None  # the client went away
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY_BYTES:
+            await _respond(send, 413, f"Request body over {MAX_BODY_BYTES // (1024 * 1024)} MB")
+            return None
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    try:
+        safe_json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        await _respond(send, 400, f"Parse error: {reason}", code=PARSE_ERROR)
+        return None
+    delivered = False
+
+    async def replay():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class GatewayEndpoint:
     """The ASGI application behind `/gateway/mcp/<profile id>/`."""
 
@@ -85,6 +128,7 @@ class GatewayEndpoint:
         self._lock: asyncio.Lock | None = None
         self._holder: asyncio.Task | None = None
         self.rate_limiter = RateLimiter()
+        self.auth_guard = FailedAuthGuard()
 
     async def manager(self) -> ResumingSessionManager:
         loop = asyncio.get_running_loop()
@@ -117,6 +161,26 @@ class GatewayEndpoint:
             logger.info("MCP gateway: session manager started")
             return manager
 
+    async def _refuse_token(self, send, client: str, refuse, reason: str) -> None:
+        """401 for a failed token check, counted for the client's address; past the address's limit,
+        429 instead. Only the first few failures of each kind per address and window are logged (auth_guard)."""
+        verdict = await self.auth_guard.check(client)
+        if not verdict.allowed:
+            await _respond(send, 429, f"Too many failed token checks from this address: at most {verdict.limit} per "
+                           f"{settings.GATEWAY_AUTH_FAILURE_WINDOW_SECONDS:g} s. Retry after {verdict.retry_after} s.",
+                           [(b"retry-after", str(verdict.retry_after).encode())], code=RATE_LIMITED,
+                           data={"retry_after_seconds": verdict.retry_after, "limit": verdict.limit})
+            return
+        failures, log_it, reached = await self.auth_guard.failed(client, reason)
+        if log_it:
+            refuse(reason, "token check failed")
+        if reached:
+            logger.warning("MCP gateway: %s reached %s failed token checks within %g s; its further failures are "
+                           "answered 429 and not logged until the window has room", client, failures,
+                           settings.GATEWAY_AUTH_FAILURE_WINDOW_SECONDS)
+        await _respond(send, 401, "Unauthorized: a valid bearer token for this profile is required",
+                       [(b"www-authenticate", b'Bearer realm="toolsearch-gateway"')])
+
     async def __call__(self, scope, receive, send) -> None:
         match = _PATH.match(scope.get("path", ""))
         if scope["type"] != "http" or match is None:
@@ -143,9 +207,7 @@ class GatewayEndpoint:
             return
         token, why = await in_thread(authenticate)(profile_id, headers.get("authorization"))
         if token is None:
-            refuse(f"profile {profile_id}: {why}", "token check failed")
-            await _respond(send, 401, "Unauthorized: a valid bearer token for this profile is required",
-                           [(b"www-authenticate", b'Bearer realm="toolsearch-gateway"')])
+            await self._refuse_token(send, client, refuse, f"profile {profile_id}: {why}")
             return
         verdict = await self.rate_limiter.hit(token.pk)
         if not verdict.allowed:
@@ -165,6 +227,10 @@ class GatewayEndpoint:
                    describe(token))
             await _respond(send, 400, "This gateway serves the session (initialize handshake) protocol versions only")
             return
+        if scope.get("method") == "POST":
+            receive = await _checked_body(receive, send)
+            if receive is None:
+                return
         scope = dict(scope)
         scope[SCOPE_KEY] = {"profile_id": profile_id, "token_id": token.pk, "token": describe(token)}
         # The SDK binds each session to the credential that opened it: another token (or another

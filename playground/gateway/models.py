@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from playground.storage_fields import StorableCharField, StorableJSONField
 
 
 class GatewayToken(models.Model):
@@ -11,10 +12,10 @@ class GatewayToken(models.Model):
     shown once, when it is created."""
 
     profile = models.ForeignKey("registry.AgentProfile", on_delete=models.CASCADE, related_name="gateway_tokens")
-    name = models.CharField(max_length=100, help_text="Who or what uses it, e.g. “Claude Desktop on alice's laptop”.")
-    token_hash = models.CharField(max_length=64, unique=True)
+    name = StorableCharField(max_length=100, help_text="Who or what uses it, e.g. “Claude Desktop on alice's laptop”.")
+    token_hash = StorableCharField(max_length=64, unique=True)
     # The first characters of the token, so a person can tell tokens apart without the secret.
-    prefix = models.CharField(max_length=16)
+    prefix = StorableCharField(max_length=16)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -35,18 +36,18 @@ class GatewaySession(models.Model):
     """One MCP session (Mcp-Session-Id) on a profile's endpoint, with the tools its searches
     discovered: they stay in that session's tools/list for as long as the session lives."""
 
-    session_id = models.CharField(max_length=100, unique=True)
+    session_id = StorableCharField(max_length=100, unique=True)
     profile = models.ForeignKey("registry.AgentProfile", on_delete=models.CASCADE, related_name="gateway_sessions")
     token = models.ForeignKey(GatewayToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
-    client_name = models.CharField(max_length=200, blank=True)
-    client_version = models.CharField(max_length=100, blank=True)
-    protocol_version = models.CharField(max_length=40, blank=True)
-    discovered_tools = models.JSONField(default=list, blank=True)
+    client_name = StorableCharField(max_length=200, blank=True)
+    client_version = StorableCharField(max_length=100, blank=True)
+    protocol_version = StorableCharField(max_length=40, blank=True)
+    discovered_tools = StorableJSONField(default=list, blank=True)
     # The client's initialize params (capabilities, clientInfo) and the version the handshake
     # settled on: with them another web process can take the session over after a reconnect
     # (manager.py), without a new handshake.
-    initialize_params = models.JSONField(default=dict, blank=True)
-    negotiated_version = models.CharField(max_length=40, blank=True)
+    initialize_params = StorableJSONField(default=dict, blank=True)
+    negotiated_version = StorableCharField(max_length=40, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
     next_sequence = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -73,8 +74,8 @@ class GatewayEvent(models.Model):
 
     session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="events")
     sequence = models.PositiveIntegerField()
-    type = models.CharField(max_length=30, choices=Type.choices)
-    payload = models.JSONField(default=dict)
+    type = StorableCharField(max_length=30, choices=Type.choices)
+    payload = StorableJSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -93,10 +94,10 @@ class GatewayPrompt(models.Model):
         TIMEOUT = "timeout", "Nobody answered in time"
 
     session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="prompts")
-    tool_name = models.CharField(max_length=64)
-    arguments = models.JSONField(default=dict, blank=True)
-    reason = models.CharField(max_length=300, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    tool_name = StorableCharField(max_length=64)
+    arguments = StorableJSONField(default=dict, blank=True)
+    reason = StorableCharField(max_length=300, blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from playground.gateway import service
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+from playground.incidents import report_unexpected
 
 logger = logging.getLogger(__name__)
 denials = logging.getLogger("playground.gateway")  # the endpoint's refusals log here too
@@ -205,6 +206,16 @@ async def wait_for_answer(prompt_pk: int) -> str:
 
 
 # -- MCP handlers ------------------------------------------------------------------------------------
+def _unexpected(method: str, exc: Exception) -> MCPError:
+    """An error the client may see: a reference to the log line, never the exception's text (a
+    database error quotes the SQL it failed on)."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, PermissionError):  # ours, with a message meant for the client
+        return MCPError(code=types.INVALID_REQUEST, message=str(exc))
+    return MCPError(code=types.INTERNAL_ERROR, message=report_unexpected(f"the gateway's {method}", exc, log=logger))
+
+
 def _mcp_tool(tool: dict[str, Any]) -> types.Tool:
     return types.Tool(name=tool["name"], description=tool.get("description") or None, input_schema=tool["input_schema"])
 
@@ -225,6 +236,8 @@ async def list_tools(ctx, params) -> types.ListToolsResult:
         tools = await in_thread(_list_tools)(session_id, info, _client_info(ctx))
     except SessionClosed as closed:
         raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
+    except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
+        raise _unexpected("tools/list", exc) from None
     return types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
 
 
@@ -238,6 +251,8 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
     except SessionClosed as closed:
         raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
+    except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
+        raise _unexpected("tools/call", exc) from None
     if waiting is not None:
         session_pk, planned, prompt_pk = waiting
         try:
@@ -247,7 +262,10 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             with anyio.CancelScope(shield=True):
                 await in_thread(service.answer_prompt)(prompt_pk, GatewayPrompt.Status.TIMEOUT)
             raise
-        content, is_error = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
+        try:
+            content, is_error = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
+        except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
+            raise _unexpected("tools/call", exc) from None
     if added:
         # On this request's own stream: it reaches the client before the result, whether or not
         # the client keeps a standalone GET stream open.

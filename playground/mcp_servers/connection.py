@@ -238,19 +238,19 @@ class McpConnection:
                 return await awaitable
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
-                raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe()})") from exc
+                raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
             if exc.code == CONNECTION_CLOSED:
                 self.closed = True
                 raise McpServerGone(self._gone_message(what)) from exc
             raise
         except TimeoutError as exc:
-            raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe()})") from exc
+            raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self.closed = True
             raise McpServerGone(self._gone_message(what)) from exc
 
     def _gone_message(self, what: str) -> str:
-        message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe()})"
+        message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe_briefly()})"
         diagnostics = self.transport.diagnostics()
         return scrub_for(self.config, f"{message}\n{diagnostics}" if diagnostics else message)
 
@@ -397,7 +397,7 @@ async def open_connection(
             if len(leaves) == 1 and leaves[0] is not exc:
                 raise leaves[0] from exc
             raise
-        message = f"could not connect to {config.describe()}: {_connect_message(exc)}"
+        message = f"could not connect to {config.describe_briefly()}: {_connect_message(exc)}"
         if forwarder is not None:
             await forwarder.report_error(message)  # the sink scrubs it; the stderr tail is in the log already
         diagnostics = transport.diagnostics()
@@ -407,7 +407,7 @@ async def open_connection(
 
 def _connected_text(config: ServerConfig, initialized: InitializeResult) -> str:
     info = initialized.server_info
-    return f"connected to {config.describe()}: {info.name} {info.version}, MCP protocol {initialized.protocol_version}"
+    return f"connected to {config.describe_briefly()}: {info.name} {info.version}, MCP protocol {initialized.protocol_version}"
 
 
 def _connect_message(exc: BaseException) -> str:

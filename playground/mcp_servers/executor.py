@@ -6,7 +6,8 @@
 - An MCP tool (`mcp__<server>__<tool>`) whose server is registered goes through the process's
   session pool (`session_pool.py`): one open session per server and worker process, reconnected
   when the server went away, discarded after a timeout or crash.
-- A built-in tool (`builtin_tools.BUILTIN_TOOLS`) runs in-process.
+- A built-in tool (`builtin_tools.BUILTIN_TOOLS`) runs in a helper process with a time and memory
+  limit (`builtin_sandbox.py`), so no argument can stall the web server or worker that called it.
 - Anything else — a catalog-only tool imported without a backend, or an MCP tool whose server is
   not registered — gets a result clearly marked as simulated (`ToolOutcome.simulated`).
 
@@ -24,7 +25,9 @@ from typing import Any
 from playground.engine.execution import CancelSignal, CallCancelled, ToolExecutor, ToolOutcome
 from playground.engine.history import text_block
 from playground.engine.tools import Tool, server_of
-from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS, BuiltinToolError
+from playground.incidents import report_unexpected
+from playground.mcp_servers.builtin_sandbox import SandboxError, builtin_sandbox
+from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.services import note_call_outcome
@@ -138,9 +141,8 @@ class PlaygroundExecutor(ToolExecutor):
                 outcome = self._dispatch(tool, arguments, timeout, cancel)
             except CallCancelled:
                 raise  # not a failure of the tool: the loop records the cancel
-            except Exception as exc:
-                logger.exception("tool %s failed unexpectedly", tool.name)
-                outcome = error_outcome(f"{tool.name} failed: {exc.__class__.__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - logged with a reference; never the text (a database error quotes its SQL)
+                outcome = error_outcome(report_unexpected(f"the call of {tool.name}", exc, log=logger))
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         return outcome
 
@@ -148,13 +150,15 @@ class PlaygroundExecutor(ToolExecutor):
         server_name = tool.server or server_of(tool.name)
         if tool.is_mcp or server_name:
             return self._execute_mcp(tool, server_name or "", arguments, timeout, cancel)
-        builtin = BUILTIN_TOOLS.get(tool.name)
-        if builtin is not None:
+        if tool.name in BUILTIN_TOOLS:
+            # In a helper process with a time and memory limit: never in this (web or worker) process.
             try:
-                text, structured = builtin.call(arguments)
-            except BuiltinToolError as exc:
+                answer = builtin_sandbox().call(tool.name, arguments)
+            except SandboxError as exc:
                 return error_outcome(str(exc))
-            return ToolOutcome(content=[text_block(text)], structured=structured)
+            if "error" in answer:
+                return error_outcome(answer["error"])
+            return ToolOutcome(content=[text_block(answer["text"])], structured=answer["structured"])
         return simulated_outcome(tool, arguments, "it is a catalog-only tool with no backend.")
 
     def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float,

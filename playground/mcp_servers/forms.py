@@ -9,7 +9,7 @@ from django import forms
 from playground.engine import safe_json
 from playground.mcp_servers.models import McpServer
 # SECRET_MASK is shown instead of every env and header value. Submitting it unchanged keeps the
-# stored value, unless the URL (headers) or the command (env) it was stored for changed.
+# stored value, unless the command, arguments, URL or transport it was stored for changed.
 from playground.mcp_servers.secrets import SECRET_MASK
 
 
@@ -96,21 +96,27 @@ class McpServerForm(forms.ModelForm):
         return _unmask(submitted, self.instance.headers or {}, "header", self.kept_headers)
 
     def _refuse_kept_secrets(self, data: dict[str, Any]) -> None:
-        """A stored secret was entered for one destination: it must not follow the server to
-        another (a changed URL, command or transport would get it on the next "Test connection")."""
+        """A stored secret was entered for one program at one place: it follows it only while the
+        command, the arguments, the URL and the transport all stay as they were. A change to any
+        of them is another program (an interpreter given new arguments runs other code) or another
+        destination, which would get it on the next "Test connection": it must be typed again."""
         stored = self.instance
         if not stored.pk:
             return
-        moved_url = (data.get("url") or "") != (stored.url or "") or data.get("transport") != stored.transport
-        moved_command = (data.get("command") or "") != (stored.command or "") or data.get("transport") != stored.transport
-        kept_headers = getattr(self, "kept_headers", [])
-        kept_env = getattr(self, "kept_env", [])
-        if moved_url and kept_headers and "headers_text" not in self.errors:
-            self.add_error("headers_text", f"The URL or transport changed: enter the value of {', '.join(kept_headers)} again "
-                                           f"(a stored value is not sent to a new destination; {SECRET_MASK} keeps it only while the URL stays).")
-        if moved_command and kept_env and "env_text" not in self.errors:
-            self.add_error("env_text", f"The command or transport changed: enter the value of {', '.join(kept_env)} again "
-                                       f"(a stored value is not given to another program; {SECRET_MASK} keeps it only while the command stays).")
+        changed = [label for label, now, before in (
+            ("transport", data.get("transport"), stored.transport),
+            ("command", data.get("command") or "", stored.command or ""),
+            ("arguments", list(data.get("args_text") or []), list(stored.args or [])),
+            ("URL", data.get("url") or "", stored.url or ""),
+        ) if now != before]
+        if not changed:
+            return
+        what = " and ".join(changed) if len(changed) <= 2 else ", ".join(changed[:-1]) + " and " + changed[-1]
+        for field, kept in (("headers_text", getattr(self, "kept_headers", [])), ("env_text", getattr(self, "kept_env", []))):
+            if kept and field not in self.errors:
+                self.add_error(field, f"The {what} changed: enter the value of {', '.join(kept)} again (a stored "
+                                      f"value is not given to another program or destination; {SECRET_MASK} keeps "
+                                      "it only while the command, arguments, URL and transport all stay).")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -6,7 +6,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from playground.mcp_servers.secrets import mask_args, mask_url, scrub_for
+from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, scrub_for, viewer_url
+from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 SERVER_NAME_VALIDATOR = RegexValidator(
     r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$",
@@ -25,27 +26,27 @@ class McpServer(models.Model):
         FAILED = "failed", "Failed"
         DISABLED = "disabled", "Disabled"
 
-    name = models.CharField(max_length=40, unique=True, validators=[SERVER_NAME_VALIDATOR])
-    transport = models.CharField(max_length=10, choices=Transport.choices, default=Transport.STDIO)
+    name = StorableCharField(max_length=40, unique=True, validators=[SERVER_NAME_VALIDATOR])
+    transport = StorableCharField(max_length=10, choices=Transport.choices, default=Transport.STDIO)
     # stdio
-    command = models.CharField(max_length=500, blank=True)
-    args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    command = StorableCharField(max_length=500, blank=True)
+    args = StorableJSONField(default=list, blank=True)
+    env = StorableJSONField(default=dict, blank=True)
     # streamable HTTP
     url = models.URLField(max_length=500, blank=True)
-    headers = models.JSONField(default=dict, blank=True)
+    headers = StorableJSONField(default=dict, blank=True)
 
     enabled = models.BooleanField(default=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    last_error = models.TextField(blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    last_error = StorableTextField(blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
     # Written by services.sync_server: when the last sync (or attempt) ended and what it found.
     last_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_sync_result = models.JSONField(default=dict, blank=True)
-    sync_warnings = models.JSONField(default=list, blank=True)
+    last_sync_result = StorableJSONField(default=dict, blank=True)
+    sync_warnings = StorableJSONField(default=list, blank=True)
     # Registry tool name → {"original": the server's own tool name, "meta_always_load": bool}; the
     # executor calls the original name (it differs when the server's name had to be sanitised).
-    tool_names = models.JSONField(default=dict, blank=True)
+    tool_names = StorableJSONField(default=dict, blank=True)
     # A sync handed to the broker that no worker has started yet (cleared by the worker that starts it),
     # and how often it was sent again because the broker lost its task (playground/lost_tasks.py).
     sync_queued_at = models.DateTimeField(null=True, blank=True)
@@ -63,10 +64,18 @@ class McpServer(models.Model):
         return self.name
 
     # Shown forms of the connection settings and errors: pages and status frames use these, never
-    # the raw fields (credentials travel in URLs, arguments and a server's error output).
+    # the raw fields (credentials travel in URLs, arguments and a server's error output). Viewers
+    # (and the status frames every viewer gets) see only `viewer_location`; admins the masked forms.
     @property
     def shown_url(self) -> str:
         return mask_url(self.url or "")
+
+    @property
+    def viewer_location(self) -> str:
+        """The program's file name (stdio) or the URL's scheme and host, the path masked (HTTP)."""
+        if self.transport == self.Transport.HTTP:
+            return viewer_url(self.url or "")
+        return command_basename(self.command or "")
 
     @property
     def shown_args(self) -> list[str]:
@@ -96,8 +105,8 @@ class McpLogLine(models.Model):
     """
 
     server_id = models.IntegerField(db_index=True)
-    source = models.CharField(max_length=20)  # "stderr", "log:<level>", "session" or "error" (connection.LogSink)
-    text = models.TextField()
+    source = StorableCharField(max_length=20)  # "stderr", "log:<level>", "session" or "error" (connection.LogSink)
+    text = StorableTextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -120,11 +129,11 @@ class McpCallRecord(models.Model):
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="call_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    kind = models.CharField(max_length=10, choices=Kind.choices)
-    name = models.CharField(max_length=500)
-    arguments = models.JSONField(default=dict, blank=True)
+    kind = StorableCharField(max_length=10, choices=Kind.choices)
+    name = StorableCharField(max_length=500)
+    arguments = StorableJSONField(default=dict, blank=True)
     ok = models.BooleanField(default=True)
-    summary = models.TextField(blank=True)  # the result or the error, scrubbed and cut
+    summary = StorableTextField(blank=True)  # the result or the error, scrubbed and cut
     duration_ms = models.FloatField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

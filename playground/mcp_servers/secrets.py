@@ -12,7 +12,8 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from pathlib import PurePath
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 SECRET_MASK = "********"
 
@@ -39,8 +40,28 @@ _NAMED_VALUE_IN_TEXT = re.compile(
 _AUTH_SCHEME_IN_TEXT = re.compile(r"\b(Bearer|bearer|Basic|Token)\s+((?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{6,})")
 
 
+# A URL path segment shown as it is: a short word (`mcp`, `sse`, `api`, `v1`, `gateway`) or a small
+# number (`/gateway/mcp/1/`). Anything else may be a key (hosted MCP servers often put one in the
+# path): it is masked. Judged by where it is, not by what it looks like.
+_PLAIN_SEGMENT = re.compile(r"^(?:@?[A-Za-z][A-Za-z_.-]{0,19}|v?\d{1,6})$")
+
+
+def _plain_segment(segment: str) -> bool:
+    return not segment or bool(_PLAIN_SEGMENT.match(segment))
+
+
+def _masked_path(path: str) -> str:
+    return "/".join(segment if _plain_segment(segment) else SECRET_MASK for segment in path.split("/"))
+
+
+def _secret_path_segments(path: str) -> list[str]:
+    found = [segment for segment in path.split("/") if not _plain_segment(segment)]
+    return found + [unquote(segment) for segment in found if unquote(segment) != segment]
+
+
 def mask_url(url: str) -> str:
-    """The URL with its userinfo and every query value masked (keys and the rest kept)."""
+    """The URL with its userinfo, every query value and every path segment that is not a plain word
+    or small number masked (the scheme, host, port, query keys and plain segments kept)."""
     if not url:
         return url
     try:
@@ -54,56 +75,112 @@ def mask_url(url: str) -> str:
             query = "&".join(f"{key}={SECRET_MASK}" if sep else key
                              for key, sep, _ in (item.partition("=") for item in query.split("&")))
         fragment = SECRET_MASK if parts.fragment and "=" in parts.fragment else parts.fragment
-        return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+        return urlunsplit((parts.scheme, netloc, _masked_path(parts.path), query, fragment))
     except ValueError:  # not parseable as a URL (e.g. a broken IPv6 host): mask all of it after the scheme
         scheme, sep, _ = url.partition("://")
         return f"{scheme}://{SECRET_MASK}" if sep else SECRET_MASK
+
+
+def viewer_url(url: str) -> str:
+    """What a viewer sees of a server's URL: the scheme and host (with its port), the path as one
+    mask when there is one. No userinfo, query or fragment."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+    except ValueError:
+        scheme, sep, _ = url.partition("://")
+        return f"{scheme}://{SECRET_MASK}" if sep else SECRET_MASK
+    path = "/" + SECRET_MASK if parts.path.strip("/") or parts.query or parts.fragment else parts.path
+    return urlunsplit((parts.scheme, host, path, "", ""))
+
+
+def command_basename(command: str) -> str:
+    """What a viewer sees of a stdio server's command: the program's file name, no directory."""
+    return PurePath(str(command or "").strip()).name or str(command or "").strip()
 
 
 def _looks_secret(value: str) -> bool:
     return bool(_TOKEN_SHAPES.search(value) or _LONG_RANDOM.match(value))
 
 
-def mask_args(args: Sequence[str]) -> list[str]:
-    """A stdio server's arguments with secret values masked: the values of secret-named flags
-    (`--token=X`, `--api-key X`), secret-named `KEY=value` pairs, URL credentials, and values that
-    look like tokens (provider prefixes, 32+ random-looking characters)."""
-    masked: list[str] = []
-    secret_next = False
+# Flags whose next argument is a header ("Name: value"): its value is masked, its name kept.
+_HEADER_FLAGS = {"--header", "-H", "--headers"}
+# Short flags that take a credential in common tools (-p password, -u user:password, -k key,
+# -t token, -a auth): the next argument is masked. Other short flags (-y, -m, -v) are left alone.
+_SECRET_SHORT_FLAGS = {"-p", "-P", "-u", "-k", "-K", "-t", "-a"}
+# A header written as one argument: `Authorization: Bearer x`, `X-Api-Key:abc`.
+_HEADER_ARG = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9-]{0,63})\s*:\s*(?P<value>\S.*)$", re.DOTALL)
+
+
+def _mask_header(header: str) -> tuple[str, list[str]]:
+    """A header argument shown (`Name: ********`) and the secrets in it (its value, and the value's
+    token after a scheme such as Bearer)."""
+    match = _HEADER_ARG.match(header)
+    if match is None:
+        return SECRET_MASK, [header]
+    value = match["value"].strip()
+    return f"{match['name']}: {SECRET_MASK}", [value, *value.split()[1:]]
+
+
+def _mask_args_with_secrets(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    shown: list[str] = []
+    secrets_found: list[str] = []
+    expect: str = ""  # "value" after a secret flag, "header" after --header
     for arg in (str(a) for a in args):
-        if secret_next and not arg.startswith("-"):
-            masked.append(SECRET_MASK)
-            secret_next = False
+        if expect and not (arg.startswith("-") and len(arg) > 1):
+            if expect == "header":
+                masked, found = _mask_header(arg)
+            else:
+                masked, found = SECRET_MASK, [arg]
+            shown.append(masked)
+            secrets_found += found
+            expect = ""
             continue
-        secret_next = False
+        expect = ""
         name, sep, value = arg.partition("=")
-        if sep and SECRET_NAME.match(name) and value:
-            masked.append(f"{name}={SECRET_MASK}")
-        elif arg.startswith("-") and SECRET_NAME.match(arg):
-            masked.append(arg)
-            secret_next = True
+        if sep and name in _HEADER_FLAGS:
+            masked, found = _mask_header(value)
+            shown.append(f"{name}={masked}")
+            secrets_found += found
+        elif sep and SECRET_NAME.match(name) and value:
+            shown.append(f"{name}={SECRET_MASK}")
+            secrets_found.append(value)
+        elif arg in _HEADER_FLAGS:
+            shown.append(arg)
+            expect = "header"
+        elif arg in _SECRET_SHORT_FLAGS or (arg.startswith("-") and SECRET_NAME.match(arg)):
+            shown.append(arg)
+            expect = "value"
+        elif len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg[:2] in _SECRET_SHORT_FLAGS:
+            shown.append(arg[:2] + SECRET_MASK)  # -pSECRET
+            secrets_found.append(arg[2:])
         elif "://" in arg:
-            masked.append(mask_url(arg))
+            shown.append(mask_url(arg))
+            secrets_found += _url_secrets(arg)
         elif _looks_secret(arg):
-            masked.append(SECRET_MASK)
+            shown.append(SECRET_MASK)
+            secrets_found.append(arg)
+        elif (match := _HEADER_ARG.match(arg)) and SECRET_NAME.match(match["name"]):
+            masked, found = _mask_header(arg)
+            shown.append(masked)
+            secrets_found += found
         else:
-            masked.append(arg)
-    return masked
+            shown.append(arg)
+    return shown, secrets_found
+
+
+def mask_args(args: Sequence[str]) -> list[str]:
+    """A stdio server's arguments with secret values masked, by position: the argument after a
+    secret-named flag (`--api-key X`) or a credential short flag (`-p X`, `-u X`), the value of a
+    header after `--header` / `-H` (`Authorization: ********`), `--token=X`, secret-named `KEY=value`
+    pairs, URL credentials and path keys, and values that look like tokens."""
+    return _mask_args_with_secrets(args)[0]
 
 
 def _secret_arg_values(args: Sequence[str]) -> list[str]:
-    values = []
-    for arg, shown in zip(args, mask_args(args)):
-        arg = str(arg)
-        if shown == arg:
-            continue
-        if "://" in arg:
-            values.extend(_url_secrets(arg))
-        elif shown.endswith("=" + SECRET_MASK):
-            values.append(arg.partition("=")[2])
-        else:
-            values.append(arg)
-    return values
+    return _mask_args_with_secrets(args)[1]
 
 
 def _url_secrets(url: str) -> list[str]:
@@ -115,19 +192,27 @@ def _url_secrets(url: str) -> list[str]:
         raw_userinfo = parts.netloc.rpartition("@")[0]
         found += raw_userinfo.split(":") if raw_userinfo else []  # the percent-encoded forms too
         found += [item.partition("=")[2] for item in parts.query.split("&")]
+        found += _secret_path_segments(parts.path)
     except ValueError:
         return []
     return found
 
 
 def known_secrets(server: Any) -> list[str]:
-    """Every secret value of a server (an `McpServer` row or a `ServerConfig`): env and header
-    values (and a header's token after its scheme), URL credentials and query values, and the
-    values of secret arguments. Longest first, so a secret inside another is replaced with it."""
+    """Every secret value of a server (an `McpServer` row or a `ServerConfig`): header values (and a
+    header's token after its scheme), env values that are credentials, URL credentials, query values
+    and path keys, and the values of secret arguments. Longest first, so a secret inside another is replaced with it."""
     values: list[str] = []
     env: Mapping[str, Any] = getattr(server, "env", None) or {}
     headers: Mapping[str, Any] = getattr(server, "headers", None) or {}
-    values += [str(v) for v in env.values()]
+    # Env values only when they are credentials: a secret name, a token's shape, or a URL's
+    # credentials. PYTHONPATH, PATH or a port are not masked in every error and log line.
+    for key, value in env.items():
+        value = str(value)
+        if SECRET_NAME.match(str(key)) or _looks_secret(value):
+            values.append(value)
+        elif "://" in value:
+            values += _url_secrets(value)
     for value in (str(v) for v in headers.values()):
         values.append(value)
         values += value.split()[1:]  # "Bearer abc" → also "abc"

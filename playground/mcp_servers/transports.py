@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from playground.mcp_servers.secrets import mask_args, mask_url
+from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, viewer_url
 
 # How much of a stdio server's stderr is quoted in an error message.
 STDERR_TAIL_CHARS = 1500
@@ -61,11 +62,18 @@ class ServerConfig:
         return hashlib.sha1(payload.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """Where the server is, without secrets (env and header values are left out; URL
-        credentials, query values and secret arguments are masked)."""
+        """Where the server is, for admins: env and header values left out; URL credentials, query
+        values, path keys and secret arguments masked."""
         if self.transport == "stdio":
             return "stdio: " + shlex.join([self.command, *mask_args(self.args)])
         return f"streamable HTTP: {mask_url(self.url)}"
+
+    def describe_briefly(self) -> str:
+        """Where the server is, as every role may see it (error messages, logs, conversation
+        events): the program's file name, or the URL's scheme and host."""
+        if self.transport == "stdio":
+            return f"stdio: {command_basename(self.command)}"
+        return f"streamable HTTP: {viewer_url(self.url)}"
 
 
 class McpTransport(ABC):
@@ -176,7 +184,7 @@ class StreamableHttpTransport(McpTransport):
             event_hooks={"response": [self._watch_response]},
         )
         async with client:
-            async with streamable_http_client(self.config.url, http_client=client) as pair:
+            async with streamable_http_client(connect_url(self.config), http_client=client) as pair:
                 yield pair
 
 
@@ -193,6 +201,20 @@ class StreamableHttpTransport(McpTransport):
         if response.status_code >= 400:
             request = response.request
             self.note("error", f"HTTP {response.status_code} {response.reason_phrase} for {request.method} {mask_url(str(request.url))}")
+
+
+def connect_url(config: ServerConfig) -> str:
+    """The URL to connect to. A configured Authorization header wins over credentials in the URL
+    (the HTTP client would otherwise replace the header with Basic auth from the userinfo)."""
+    if not any(str(name).lower() == "authorization" for name in config.headers):
+        return config.url
+    try:
+        parts = urlsplit(config.url)
+    except ValueError:
+        return config.url
+    if "@" not in parts.netloc:
+        return config.url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 TRANSPORTS: dict[str, type[McpTransport]] = {

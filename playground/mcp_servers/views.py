@@ -238,6 +238,7 @@ def _workbench(
     arguments: dict[str, Any] | None,
     operation: Callable[[McpConnection], Awaitable[Any]],
     summary: Callable[[Any], Any] = lambda value: value,
+    measured: Callable[[Any], float] | None = None,
 ) -> dict[str, Any]:
     """Run one workbench operation on the server's pooled session; keep it in the history and keep
     the shown status true (a server that died under the call is Failed). Never raises for server trouble."""
@@ -255,12 +256,16 @@ def _workbench(
             services.note_call_outcome(server, exc)
         except MCPError as exc:  # the server answered with an error (unknown resource, bad arguments)
             error = scrub_for(server, f"the server answered with error {exc.code}: {exc}")
-    duration_ms = (time.perf_counter() - started) * 1000
+    total_ms = (time.perf_counter() - started) * 1000
+    # What the operation measured itself (a ping's round trip), else the whole call: the history row
+    # then shows the figure the result shows, not one that includes opening the session.
+    duration_ms = measured(value) if measured is not None and not error else total_ms
     server_log.record_call(
         server, kind=kind, name=name, arguments=arguments, ok=not error,
         result=error or summary(value), duration_ms=duration_ms, user=request.user,
     )
-    return {"server": server, "value": value, "error": error, "duration_ms": duration_ms, "history": _history(server)}
+    return {"server": server, "value": value, "error": error, "duration_ms": duration_ms, "total_ms": total_ms,
+            "history": _history(server)}
 
 
 @admin_only
@@ -272,7 +277,7 @@ def server_ping(request: HttpRequest, pk: int) -> HttpResponse:
         return await connection.timed_ping()
 
     context = _workbench(request, server, kind=McpCallRecord.Kind.PING, name="ping", arguments=None, operation=ping,
-                         summary=lambda ms: f"round trip {ms:.1f} ms")
+                         summary=lambda ms: f"round trip {ms:.1f} ms", measured=lambda ms: ms)
     return render(request, "mcp_servers/_ping_result.html", context)
 
 

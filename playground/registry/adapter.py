@@ -310,6 +310,9 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "base_url": settings.ANTHROPIC_BASE_URL,
         "system_prompt": profile.system_prompt if profile else "",
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
+        # No profile field yet: the deployment's setting for every profile.
+        "prompt_cache": settings.PROMPT_CACHE,
+        "prompt_cache_ttl": settings.PROMPT_CACHE_TTL,
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
     values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],

@@ -5,7 +5,7 @@ A catalog change (an import, a tool created or edited, a bulk action, an MCP syn
 `SearchIndexBuild` row for the new catalog version and encoder and queues the Celery task
 `registry.build_search_index`, which encodes, in batches, the deferred tools whose text has no
 stored vector yet (`vectors.DatabaseVectorStore`) and records its progress on the row; at the end it
-stores the backend's prebuilt indexes of the catalog (`store_indexes`: BM25 postings, vector keys),
+stores the backend's prebuilt indexes of the catalog (`store_indexes`: BM25 postings, vector keys and vectors),
 which every process then loads instead of analysing 100,000 tools on its first search. One row per
 (catalog version, model id): a second request for the same version finds the row and queues
 nothing, and a second task for it finds the build running or done and does nothing.
@@ -119,7 +119,7 @@ def _embed_missing(row: SearchIndexBuild) -> None:
 
 
 def store_indexes(spec: str = "") -> list[str]:
-    """Store the backend's prebuilt indexes of the current catalog (BM25 postings, vector keys), so
+    """Store the backend's prebuilt indexes of the current catalog (BM25 postings, vector keys and vectors), so
     that every process loads them instead of analysing the catalog on its first search; the keys
     written (none when nothing is built in the background)."""
     store = backends.index_store()

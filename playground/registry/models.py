@@ -8,6 +8,7 @@ from playground.engine import permissions as engine_permissions
 from playground.engine.server_search import SERVER_STYLE
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.registry import tool_fields
+from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 
 class Tool(models.Model):
@@ -19,19 +20,19 @@ class Tool(models.Model):
         IMPORTED = "imported", "Imported"
         MCP = "mcp", "MCP"
 
-    name = models.CharField(max_length=64, unique=True)
-    description = models.TextField(blank=True)
-    input_schema = models.JSONField(default=dict)
-    search_hint = models.CharField(max_length=300, blank=True)
+    name = StorableCharField(max_length=64, unique=True)
+    description = StorableTextField(blank=True)
+    input_schema = StorableJSONField(default=dict)
+    search_hint = StorableCharField(max_length=300, blank=True)
     server = models.ForeignKey(
         "mcp_servers.McpServer", null=True, blank=True, on_delete=models.CASCADE, related_name="tools"
     )
     # Server name for MCP tools whose server is not registered (imported catalogs).
-    server_name = models.CharField(max_length=64, blank=True, db_index=True)
+    server_name = StorableCharField(max_length=64, blank=True, db_index=True)
     should_defer = models.BooleanField(default=False)
     always_load = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True, db_index=True)
-    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    source = StorableCharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
     token_estimate = models.PositiveIntegerField(default=0)
     # Denormalised from the engine's `is_deferred` rule on every save, so lists can filter in SQL
     # without restating the rule here.
@@ -83,27 +84,27 @@ class AgentProfile(models.Model):
         GROUPED = "grouped", "Grouped: one line per MCP server"
         BUDGETED = "budgeted", "Budgeted: grouped, then server summaries within a token budget"
 
-    name = models.CharField(max_length=100, unique=True)
-    system_prompt = models.TextField(blank=True)
-    model = models.CharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
-    tool_search_mode = models.CharField(
+    name = StorableCharField(max_length=100, unique=True)
+    system_prompt = StorableTextField(blank=True)
+    model = StorableCharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
+    tool_search_mode = StorableCharField(
         max_length=10, blank=True, help_text="true, false, auto or auto:N; empty = unset (the environment's default)."
     )
-    wire_style = models.CharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
+    wire_style = StorableCharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
     # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.
-    provider = models.CharField(max_length=40, blank=True)
+    provider = StorableCharField(max_length=40, blank=True)
     # A backend name, or a name with settings (`hybrid:aspect_weight=0`), as the CLI and inspector take them.
-    search_backend = models.CharField(max_length=350, blank=True, help_text="Empty: the default backend.")
+    search_backend = StorableCharField(max_length=350, blank=True, help_text="Empty: the default backend.")
     max_results = models.PositiveSmallIntegerField(default=5)
-    announcement_style = models.CharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)
-    announcement_layout = models.CharField(max_length=10, choices=Layout.choices, default=Layout.FLAT)
+    announcement_style = StorableCharField(max_length=10, choices=Announcement.choices, default=Announcement.FULL)
+    announcement_layout = StorableCharField(max_length=10, choices=Layout.choices, default=Layout.FLAT)
     announcement_budget = models.PositiveIntegerField(
         default=0,
         validators=[MaxValueValidator(1_000_000)],
         help_text="Budgeted layout's token budget: 0 = 2 % of the context window, otherwise at least 100.",
     )
-    allowed_tools = models.JSONField(default=list, blank=True, help_text="Empty: every tool.")
-    disallowed_tools = models.JSONField(default=list, blank=True)
+    allowed_tools = StorableJSONField(default=list, blank=True, help_text="Empty: every tool.")
+    disallowed_tools = StorableJSONField(default=list, blank=True)
     is_subagent = models.BooleanField(default=False, help_text="Subject to the global agent denylist.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -121,13 +122,13 @@ class PermissionRule(models.Model):
         ASK = engine_permissions.ASK, "Ask"
         DENY = engine_permissions.DENY, "Deny"
 
-    effect = models.CharField(max_length=5, choices=Effect.choices)
-    pattern = models.CharField(max_length=80, help_text="Exact tool name, mcp__server, or mcp__server__*")
+    effect = StorableCharField(max_length=5, choices=Effect.choices)
+    pattern = StorableCharField(max_length=80, help_text="Exact tool name, mcp__server, or mcp__server__*")
     profile = models.ForeignKey(
         AgentProfile, null=True, blank=True, on_delete=models.CASCADE, related_name="rules",
         help_text="Empty: a global rule.",
     )
-    note = models.CharField(max_length=300, blank=True)
+    note = StorableCharField(max_length=300, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     changed_at = models.DateTimeField(auto_now=True)
 
@@ -148,9 +149,9 @@ class PermissionChange(models.Model):
         DELETE = "delete", "Deleted"
 
     rule_id = models.PositiveBigIntegerField(null=True)
-    action = models.CharField(max_length=6, choices=Action.choices)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
+    action = StorableCharField(max_length=6, choices=Action.choices)
+    before = StorableJSONField(null=True, blank=True)
+    after = StorableJSONField(null=True, blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     changed_at = models.DateTimeField(auto_now_add=True)
 
@@ -166,11 +167,11 @@ class ToolImport(models.Model):
         COMMITTED = "committed", "Committed"
         REJECTED = "rejected", "Rejected"
 
-    filename = models.CharField(max_length=255, blank=True)
-    server_name = models.CharField(max_length=64, blank=True, help_text="For MCP tools/list results: the server key.")
-    payload = models.TextField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PREVIEWED)
-    summary = models.JSONField(default=dict, blank=True)
+    filename = StorableCharField(max_length=255, blank=True)
+    server_name = StorableCharField(max_length=64, blank=True, help_text="For MCP tools/list results: the server key.")
+    payload = StorableTextField()
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PREVIEWED)
+    summary = StorableJSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     committed_at = models.DateTimeField(null=True, blank=True)
@@ -187,8 +188,8 @@ class ToolEmbedding(models.Model):
     encoding the catalog again). Keyed like the engine's embedding cache: sha1(model id, document),
     so a tool whose text did not change keeps its row, and rows of tools that are gone are harmless."""
 
-    key = models.CharField(max_length=40, unique=True)
-    model_id = models.CharField(max_length=200)
+    key = StorableCharField(max_length=40, unique=True)
+    model_id = StorableCharField(max_length=200)
     dim = models.PositiveSmallIntegerField()
     vector = models.BinaryField()  # float32, little-endian, `dim` values
     created_at = models.DateTimeField(auto_now_add=True)
@@ -209,14 +210,14 @@ class SearchIndexBuild(models.Model):
         FAILED = "failed", "Failed"
         SUPERSEDED = "superseded", "Superseded"  # the catalog changed again; a newer build covers it
 
-    version = models.CharField(max_length=255, unique=True)  # catalog version | model id
-    backend = models.CharField(max_length=350, blank=True)  # the backend spec whose encoder builds it ("" = default)
-    model_id = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    version = StorableCharField(max_length=255, unique=True)  # catalog version | model id
+    backend = StorableCharField(max_length=350, blank=True)  # the backend spec whose encoder builds it ("" = default)
+    model_id = StorableCharField(max_length=200, blank=True)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     total = models.PositiveIntegerField(default=0)  # distinct tool texts of the catalog's deferred tools
     embedded = models.PositiveIntegerField(default=0)  # of them, with a stored vector
     encoded = models.PositiveIntegerField(default=0)  # of them, encoded by this build
-    error = models.TextField(blank=True)
+    error = StorableTextField(blank=True)
     # How often the build's task was sent again because the broker lost it (playground/lost_tasks.py).
     # A queued row is written only when it is queued, so its updated_at is when its task was sent.
     queue_attempts = models.PositiveSmallIntegerField(default=0)
@@ -239,7 +240,7 @@ class StoredSearchIndex(models.Model):
     fingerprint and the backend's settings, so a row is only ever loaded for what it was built from;
     only the newest few are kept (`indexes.DatabaseIndexStore`)."""
 
-    key = models.CharField(max_length=255, unique=True)
+    key = StorableCharField(max_length=255, unique=True)
     data = models.BinaryField()
     size = models.PositiveIntegerField(default=0)  # bytes
     created_at = models.DateTimeField(auto_now_add=True)

@@ -14,6 +14,7 @@ from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLA
 from playground.engine.permissions import PermissionDecision
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
+from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
 from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_tool
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
@@ -93,6 +94,8 @@ class InspectorAnswer:
     columns: list[BackendColumn] = field(default_factory=list)
     rank_gap: int = RANK_GAP
     shared: list[str] = field(default_factory=list)  # tools in every answering backend's top max_results
+    # Results that have same-operation tools on other servers (engine/search/equivalence.py).
+    same_operation: list[SameOperationGroup] = field(default_factory=list)
 
     @property
     def answering(self) -> list[BackendColumn]:
@@ -190,6 +193,7 @@ def inspect_query(
     answer.content = tool_search_user_blocks(INSPECTOR_TOOL_USE_ID, answer.result, wire_style)
     answer.query_notes = search_backend.describe_query(query) if answer.result.reading.kind == "keyword" else []
     answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
+    answer.same_operation = groups_in_results(turn.permitted, answer.result.matches)
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
         decisions = dict(filtered.excluded)

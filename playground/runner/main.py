@@ -30,8 +30,9 @@ STATE_DIR = Path(__file__).resolve().parents[2] / "var"
 
 
 def web_command(host: str, port: int) -> list[str]:
-    """The ASGI server (HTTP + WebSockets); docker-compose's `web` service runs the same."""
-    return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "playground.asgi:application"]
+    """The ASGI server (HTTP + WebSockets): Daphne with the project's limits and access log
+    (runner/web.py); docker-compose's `web` service runs the same."""
+    return [sys.executable, "-m", "playground.runner.web", "-b", host, "-p", str(port), "playground.asgi:application"]
 
 
 def worker_command(pool: str, concurrency: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""`python -m playground.toolsearch search|eval|bench|announce|request`: the engine from a terminal, no database.
+"""`python -m playground.toolsearch search|eval|bench|announce|request|cost`: the engine from a terminal, no database.
 
 Exit codes: 0 done, 2 bad input (unreadable or malformed catalog / query file, unknown backend,
 bad arguments); the message names the file and line.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,10 +15,13 @@ from pathlib import Path
 
 from playground.engine.announcements import announce, estimate_tokens
 from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
+from playground.engine.cache_cost import COST_WIRE_STYLES, SECONDS_BETWEEN_TURNS, conversation_cost, default_model
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
 from playground.engine.permissions import PermissionPolicy
+from playground.engine.pricing import PriceTableError, price_table
+from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
 from playground.engine.requests import AgentSettings, ConversationState, build_request
 from playground.bench import search_speed
 from playground.engine.search import quality
@@ -56,6 +60,17 @@ def _int_at_least(low: int):
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds, at least 0")
+    return value
 
 
 _positive = _int_at_least(1)
@@ -340,6 +355,30 @@ def _default_model(wire: str) -> str:
     return "gpt-5.4" if wire.startswith("openai-") else AgentSettings.model
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args.catalog)
+    try:
+        table = price_table(args.prices or "")
+        report = conversation_cost(catalog, args.wire, turns=args.turns, discover=args.discover, ttl=args.ttl,
+                                   model=args.model, table=table, seconds_between_turns=args.gap)
+    except (ValueError, PriceTableError) as exc:
+        raise BadInput(str(exc)) from None
+    figures = report.figures
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"{args.wire}: {args.turns} turns {args.gap:g} s apart discovering {args.discover} tools, "
+          f"{args.model or default_model(args.wire)}, cache TTL {args.ttl} "
+          f"(input tokens only; estimated as characters ÷ 2.5)")
+    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
+    for row, reason in zip(figures["turns"], report.reasons, strict=True):
+        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
+              f"{row['uncached_tokens']:>9,} {row['cost_usd']:>10.5f}  {reason or '-'}")
+    print(f"total ${figures['total_cost_usd']:.5f}; every tool in full: ${figures['all_tools_cached_total_cost_usd']:.5f} cached, "
+          f"${figures['all_tools_uncached_total_cost_usd']:.5f} uncached")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m playground.toolsearch", description="ToolSearch engine: search a catalog, evaluate a backend, benchmark the scorer.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -406,6 +445,24 @@ def build_parser() -> argparse.ArgumentParser:
     request.add_argument("--model", default="", help="model name in the body (default: claude-sonnet-4-5, or gpt-5.4 for OpenAI styles)")
     request.add_argument("--json", action="store_true", help='one object: {"wire", "request", "tool_tokens"}')
     request.set_defaults(handler=cmd_request)
+
+    cost = commands.add_parser("cost", help="an N-turn conversation's input cost in one wire style, with prompt caching, against every tool in full")
+    cost.add_argument("--catalog", required=True, help="a catalog file (as for search)")
+    cost.add_argument("--wire", required=True, choices=list(COST_WIRE_STYLES))
+    cost.add_argument("--turns", type=_positive, default=6, help="model requests in the conversation")
+    cost.add_argument("--discover", type=_not_negative, default=0, help="deferred tools the conversation's searches load")
+    cost.add_argument("--ttl", choices=list(CACHE_TTLS), default=DEFAULT_TTL, help="the cache breakpoints' TTL")
+    cost.add_argument("--gap", type=_seconds, default=SECONDS_BETWEEN_TURNS,
+                      help="seconds between two requests (a gap above the TTL lets the cache expire)")
+    cost.add_argument("--model", default="", help="model to price (the price table's ids or prefixes; default claude-sonnet-4-5, "
+                                                  "or gpt-5.4 for OpenAI styles, which needs --prices)")
+    cost.add_argument("--prices", default=os.environ.get("PRICE_TABLE", ""),
+                      help="price table overrides: a JSON object or a JSON file (default: $PRICE_TABLE, as the pages price)")
+    cost.add_argument("--json", action="store_true",
+                      help='one object: {"wire", "turns": [{"turn", "input_tokens", "cache_write_tokens", "cache_read_tokens", '
+                           '"uncached_tokens", "cost_usd", "prefix_break"}], "total_cost_usd", "all_tools_cached_total_cost_usd", '
+                           '"all_tools_uncached_total_cost_usd"}')
+    cost.set_defaults(handler=cmd_cost)
     return parser
 
 

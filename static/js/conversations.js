@@ -32,6 +32,10 @@
     Array.prototype.forEach.call(root.querySelectorAll("[data-testid=chart-turn]"), function (label, i) {
       if (!label.textContent) label.textContent = "#" + (i + 1);
     });
+    // The turn headers count the same way: the conversation's top-level turns in order.
+    Array.prototype.forEach.call(root.querySelectorAll("[data-testid=timeline] > .event-turn_started [data-testid=turn-number]"), function (label, i) {
+      if (!label.textContent) label.textContent = String(i + 1);
+    });
     var chat = root.querySelector("[data-testid=chat]");
     if (chat) chat.scrollTop = chat.scrollHeight;
     updateDifference();
@@ -53,6 +57,18 @@
     text.textContent = "left " + totals[0] + ", right " + totals[1] + " — difference " + Math.abs(diff) +
       (diff === 0 ? "" : " (" + (diff > 0 ? "right" : "left") + " sends fewer" +
       (Math.max(totals[0], totals[1]) ? ", " + Math.round(100 * Math.abs(diff) / Math.max(totals[0], totals[1])) + "% less" : "") + ")");
+    // A side whose request did not fit the context window: the demo agent answered, a real model would not.
+    var over = box.querySelector("[data-over-window-text]"), sides = ["left", "right"], flagged = [];
+    Array.prototype.forEach.call(document.querySelectorAll("[data-testid=tokens-total]"), function (el, i) {
+      if (parseInt(el.dataset.overWindow || "0", 10) > 0) {
+        flagged.push("the " + sides[i] + " side sent " + el.dataset.largestRequest + " tokens, over the " +
+          el.dataset.window + "-token context window");
+      }
+    });
+    if (over) {
+      over.hidden = !flagged.length;
+      over.textContent = flagged.length ? flagged.join("; ") + ": a real model would refuse this." : "";
+    }
   }
   document.addEventListener("DOMContentLoaded", updateDifference);
 })();

@@ -27,7 +27,8 @@ def world(db):
     return tool, server
 
 
-NAV = {"conversations:list": "operator", "registry:permissions": "editor", "accounts:users": "admin"}
+NAV = {"conversations:list": "viewer",  # every role watches conversations
+       "registry:permissions": "editor", "accounts:users": "admin"}
 EDIT_TOOL = 'data-testid="edit-tool"'
 ADD_SERVER = 'data-testid="add-server"'
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
@@ -82,3 +83,36 @@ def test_the_role_form_needs_a_csrf_token(admin_user, viewer_user):
     strict.force_login(admin_user)
     assert strict.post(reverse("accounts:set_role", args=[viewer_user.pk]), {"role": "admin"}).status_code == 403
     assert role_of(_fresh(viewer_user)) == "operator"
+
+
+def test_an_admin_creates_a_user_who_starts_as_viewer(admin_client, admin_user, client):
+    # Before: the page could not create a user nor said where, and a new account was an operator.
+    page = admin_client.get(reverse("accounts:users")).content.decode()
+    assert 'data-testid="new-user-form"' in page and '<option value="viewer" selected>' in page
+    response = admin_client.post(reverse("accounts:create_user"),
+                                 {"username": "vic", "password1": "a-long-pass-phrase-1", "password2": "a-long-pass-phrase-1", "role": "viewer"})
+    assert response.status_code == 302
+    vic = get_user_model().objects.get(username="vic")
+    assert role_of(vic) == "viewer" and vic.check_password("a-long-pass-phrase-1")
+    assert RoleChange.objects.filter(user=vic, changed_by=admin_user, before="", after="viewer").exists()
+    client.force_login(vic)
+    assert client.get(reverse("conversations:new")).status_code == 403  # watches, starts nothing
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"username": "alice", "password1": "a-long-pass-phrase-1", "password2": "a-long-pass-phrase-1"}, "already exists"),
+    ({"username": "newbie", "password1": "a-long-pass-phrase-1", "password2": "another-pass-phrase-2"}, "didn"),
+    ({"username": "newbie", "password1": "123", "password2": "123"}, "too short"),
+])
+def test_a_bad_new_user_is_a_form_error(admin_client, fields, message):
+    response = admin_client.post(reverse("accounts:create_user"), {**fields, "role": "viewer"})
+    assert response.status_code == 400 and message in response.content.decode()
+    assert not get_user_model().objects.filter(username="newbie").exists()
+
+
+def test_an_account_made_in_djangos_admin_starts_as_viewer(admin_client):
+    response = admin_client.post(reverse("admin:auth_user_add"),
+                                 {"username": "dora", "password1": "a-long-pass-phrase-1", "password2": "a-long-pass-phrase-1",
+                                  "usable_password": "true"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert role_of(get_user_model().objects.get(username="dora")) == "viewer"

@@ -21,7 +21,7 @@ def test_claude_without_a_key_is_disabled_and_a_server_profile_is_refused(logged
     page.fill("[data-testid=new-conversation-form] [name=message]", "What time is it in Tokyo?")
     page.click("[data-testid=start]")
     page.wait_for_selector("[data-testid=new-conversation-form] .errorlist")
-    assert "the server wire style needs the Claude (Anthropic API) provider" in page.inner_text("[data-testid=new-conversation-form]")
+    assert "the server wire style needs the Claude (Anthropic API) or OpenAI" in page.inner_text("[data-testid=new-conversation-form]")
     assert not Conversation.objects.exists()
     fits = page.locator("[data-testid=new-conversation-form] select[name=provider]").evaluate(
         "s => s.getBoundingClientRect().right <= s.closest('form').getBoundingClientRect().right")

@@ -58,20 +58,25 @@ def test_the_owner_acting_records_no_notice(viewer_client, viewer_user):
     assert _notices(conversation) == []
 
 
-def test_an_editor_cannot_reach_someone_elses_conversation(client, django_user_model, viewer_user):
+def test_an_editor_watches_but_cannot_act_on_someone_elses_conversation(client, django_user_model, viewer_user):
     editor = django_user_model.objects.create_user("ed", is_staff=True)
     editor.groups.add(Group.objects.get(name="editor"))
     client.force_login(editor)
     conversation = services.start_conversation(viewer_user)
-    assert client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 404
+    assert client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 200
     assert client.post(reverse("conversations:send", args=[conversation.pk]), {"text": "x"}).status_code == 404
     assert _notices(conversation) == [] and not conversation.messages.exists()
 
 
-def test_a_viewer_has_no_conversations(client, django_user_model):
+def test_a_viewer_watches_conversations_but_starts_none(client, django_user_model, viewer_user):
+    conversation = services.start_conversation(viewer_user, title="the demo")
     viewer = django_user_model.objects.create_user("vi")
     viewer.groups.add(Group.objects.get(name="viewer"))
     client.force_login(viewer)
-    assert client.get(reverse("conversations:list")).status_code == 403
+    listing = client.get(reverse("conversations:list"))
+    assert listing.status_code == 200 and "the demo" in listing.content.decode()
+    assert 'data-testid="new-conversation-form"' not in listing.content.decode()
+    assert client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 200
     assert client.post(reverse("conversations:new"), {"message": "hi"}).status_code == 403
-    assert 'href="/conversations/"' not in client.get(reverse("home")).content.decode()
+    assert client.post(reverse("conversations:send", args=[conversation.pk]), {"text": "x"}).status_code == 403
+    assert 'href="/conversations/"' in client.get(reverse("home")).content.decode()

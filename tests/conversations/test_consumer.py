@@ -84,11 +84,23 @@ async def test_live_events_arrive_once_saved_and_never_twice(redis, admin_user):
     await communicator.disconnect()
 
 
-async def test_strangers_are_closed_with_4403_and_staff_may_watch(redis, admin_user, viewer_user, django_user_model):
+async def test_anyone_with_a_role_watches_but_only_the_owner_or_staff_act(redis, admin_user, viewer_user, django_user_model):
+    from django.contrib.auth.models import Group
+
     conversation = await conversation_with_events(viewer_user, 1)
-    stranger = await database_sync_to_async(django_user_model.objects.create_user)("carol", "c@example.com", "pw-carol-123")
-    communicator = await connect_as(stranger, conversation.pk)
-    assert (await communicator.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+    watcher = await database_sync_to_async(django_user_model.objects.create_user)("carol", "c@example.com", "pw-carol-123")
+    await database_sync_to_async(lambda: watcher.groups.add(Group.objects.get(name="viewer")))()
+    watching = await connect_as(watcher, conversation.pk)
+    await watching.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    assert frame_sequence(await watching.receive_from(timeout=5)) == 1
+    for action in ({"action": "send", "text": "hi"}, {"action": "cancel"}, {"action": "answer", "prompt": 1, "choice": "once"}):
+        await watching.send_to(text_data=json.dumps(action))
+        assert "only its owner or an admin can send, answer or cancel" in await watching.receive_from(timeout=5)
+    assert not await database_sync_to_async(Message.objects.filter(conversation=conversation).exists)()
+    await watching.disconnect()
+    inactive = await database_sync_to_async(django_user_model.objects.create_user)("dan", "d@example.com", "pw-dan-12345", is_active=False)
+    refused = await connect_as(inactive, conversation.pk)
+    assert (await refused.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
     staff = await connect_as(admin_user, conversation.pk)
     await staff.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
     assert frame_sequence(await staff.receive_from(timeout=5)) == 1

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import sys
+import uuid
 
 import pytest
 from django.core.management import call_command
 
 from playground.conversations.providers.demo import DemoAgentProvider
 from playground.conversations.providers.demo_arguments import clock_times, fill_arguments, find_mentions, missing
+from playground.engine.prompt_cache import account, with_cache_breakpoints
 from playground.engine.search.text import request_terms
 from tests.conversations.conftest import converse, event_types, events_of
 
@@ -66,6 +68,23 @@ def after_search(message: str, loaded: str, schema: dict) -> dict:
         "tools": [{"name": "ToolSearch", "input_schema": {"type": "object"}},
                   {"name": loaded, "description": "Convert time between timezones", "input_schema": schema, "defer_loading": True}],
     }
+
+
+def test_with_breakpoints_the_demo_reports_the_cache_models_split():
+    """PROMPT_CACHE on: the demo's usage is the engine's cache model (write, then read what it wrote);
+    without breakpoints, every input token is uncached as before."""
+    system = f"Demo cache test {uuid.uuid4()}. " + "Answer with care. " * 200  # unique: the cache is per process
+    first = with_cache_breakpoints({**after_search("What time is it in Tokyo?", "mcp__time__get_current_time", TIME_SCHEMA),
+                                    "system": system}, "1h")
+    second = with_cache_breakpoints({**first, "messages": [*first["messages"], {"role": "assistant", "content": "Noon."},
+                                                           {"role": "user", "content": "And in Paris?"}]}, "1h")
+    expected = account([(0, first), (1, second)], ttl="1h")
+    usages = [DemoAgentProvider().create(body).usage for body in (first, second)]
+    assert [(u["input"], u["cache_write"], u["cache_read"]) for u in usages] == [
+        (t.uncached_tokens, t.cache_write_tokens, t.cache_read_tokens) for t in expected]
+    assert usages[0]["cache_write"] > 1024 and usages[1]["cache_read"] == usages[0]["cache_write"]
+    plain = DemoAgentProvider().create(after_search("What time is it in Tokyo?", "mcp__time__get_current_time", TIME_SCHEMA))
+    assert plain.usage["cache_read"] == plain.usage["cache_write"] == 0 and plain.usage["input"] > 0
 
 
 def test_the_agent_asks_for_a_required_value_the_message_does_not_give():
@@ -299,3 +318,22 @@ def test_the_final_answer_says_what_was_called_with_which_arguments():
     ]
     answer = DemoAgentProvider().create(request)
     assert answer.content[0]["text"] == "I called mcp__time__get_current_time with timezone=Asia/Tokyo. It returned:\n09:00 JST"
+
+
+READ = {"name": "Read", "description": "Read a text file . Returns the file's lines with line numbers.",
+        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string", "description": "Path of the file"}},
+                         "required": ["file_path"]}}
+PUSH = "Push files to octo/playground on branch main with the message 'Update docs'"
+
+
+def test_the_announcement_is_read_after_the_profiles_own_system_prompt():
+    # Before: a system prompt ahead of the announcement hid every deferred name, so a loaded tool that
+    # shared one word with the message ("files" in Read's description) won over push_files.
+    request = demo_request(PUSH, [READ, WRITE], ["mcp__github__push_files", "mcp__gitlab__push_files"])
+    request["system"] = "You are a helpful assistant. Use ToolSearch to find tools you do not have yet.\n\n" + request["system"]
+    response = DemoAgentProvider().create(request)
+    assert response.tool_uses()[0]["name"] == "ToolSearch", response.content[0]["text"]
+    assert response.tool_uses()[0]["input"] == {"query": "push files octo playground"}
+    # The same with the system prompt as blocks.
+    request["system"] = [{"type": "text", "text": request["system"]}]
+    assert DemoAgentProvider().create(request).tool_uses()[0]["name"] == "ToolSearch"

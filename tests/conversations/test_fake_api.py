@@ -7,6 +7,7 @@ import anthropic
 import pytest
 
 from playground.conversations.testing.fake_api import ErrorReply, FakeMessagesAPI, server_search_reply, text_reply
+from playground.engine.prompt_cache import account, with_cache_breakpoints
 
 SEARCH = {"name": "ToolSearch", "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
 TIME = {"name": "mcp__time__get_current_time", "input_schema": {"type": "object", "properties": {}}}
@@ -134,3 +135,30 @@ def test_an_image_in_a_tool_result_is_accepted():
 def test_an_image_the_real_api_would_refuse_is_refused(source, message):
     with FakeMessagesAPI() as server:
         assert message in rejected(server, tools=[TIME], messages=image_result(source))
+
+
+def test_with_prompt_caching_it_reports_the_cache_models_split_through_the_sdk():
+    """The double's usage is the engine's cache model, to the token, on a conversation with breakpoints."""
+    now = [0.0]
+    tools = [{**SEARCH, "description": "Find tools. " * 300}, {**TIME, "defer_loading": True}]
+    first = with_cache_breakpoints({"model": "claude-sonnet-4-5", "max_tokens": 100, "tools": tools, "system": "Be brief.",
+                                    "messages": [{"role": "user", "content": "time?"}]})
+    second = with_cache_breakpoints({**first, "messages": search_exchange([{"type": "tool_reference", "tool_name": TIME["name"]}])})
+    expected = account([(0.0, first), (30.0, second)])
+    with FakeMessagesAPI(prompt_cache=True, clock=lambda: now[0]) as server:
+        server.script(text_reply("a", input_tokens=1), text_reply("b", input_tokens=1))
+        usages = []
+        for at, body in ((0.0, first), (30.0, second)):
+            now[0] = at
+            usages.append(client(server).messages.create(**body).usage)
+    assert [(u.input_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens) for u in usages] == [
+        (t.uncached_tokens, t.cache_write_tokens, t.cache_read_tokens) for t in expected]
+    assert expected[0].cache_write_tokens > 1024 and expected[1].cache_read_tokens == expected[0].cache_write_tokens
+
+
+def test_it_rejects_more_than_four_cache_breakpoints():
+    marker = {"type": "ephemeral"}
+    with FakeMessagesAPI() as server:
+        message = rejected(server, tools=[{**SEARCH, "cache_control": marker}], messages=[
+            {"role": "user", "content": [{"type": "text", "text": str(i), "cache_control": marker} for i in range(4)]}])
+    assert message == "A maximum of 4 blocks with cache_control may be provided. Found 5."

@@ -9,6 +9,7 @@ import pytest
 from playground.conversations.models import Conversation
 from playground.conversations.providers.anthropic_api import AnthropicProvider
 from playground.conversations.testing.fake_api import ErrorReply, FakeMessagesAPI, text_reply, tool_use_reply
+from playground.engine.prompt_cache import account, breakpoints_of
 from tests.conversations.conftest import converse, event_types, events_of, make_profile
 
 TIME = "mcp__time__get_current_time"
@@ -214,3 +215,28 @@ def test_agent_max_tokens_reaches_the_api_in_every_wire_style(settings, admin_us
     (request,) = fake_api.message_requests
     assert request.body["max_tokens"] == 1234
     assert events_of(conversation, "model_request")[0].payload["request"]["max_tokens"] == 1234
+
+
+def test_with_prompt_caching_every_request_carries_breakpoints_and_the_reported_split_is_the_models(
+        admin_user, tool_world, settings):
+    """PROMPT_CACHE on: the loop's requests through the real SDK carry the three breakpoints, and the
+    usage the double reports (the engine's cache model) is what the conversation records, turn by turn."""
+    settings.PROMPT_CACHE, settings.PROMPT_CACHE_TTL = True, "5m"
+    profile = make_profile("cached", system_prompt="You are a careful assistant. " * 120)  # above 1,024 tokens
+    with FakeMessagesAPI(prompt_cache=True, clock=lambda: 0.0) as server:
+        server.script(tool_use_reply("ToolSearch", {"query": f"select:{TIME}"}), tool_use_reply(TIME, {"timezone": "UTC"}),
+                      text_reply("Noon."))
+        provider = AnthropicProvider(api_key="sk-test", base_url=server.url, max_retries=0, timeout=5)
+        conversation, outcome = converse(admin_user, "What time is it?", profile=profile, provider=provider)
+        requests = server.message_requests
+    assert outcome.reason == "end_turn" and [r.status for r in requests] == [200, 200, 200]
+    for request in requests:
+        points = breakpoints_of(request.body)
+        assert points[0] == "tools: ToolSearch" and points[1] == "system" and points[2].startswith("messages[")
+    summaries = [e.payload["request"]["cache_breakpoints"] for e in events_of(conversation, "model_request")]
+    assert summaries == [breakpoints_of(r.body) for r in requests]  # the request view lists them
+    expected = account([(0.0, r.body) for r in requests])
+    reported = [e.payload["usage"] for e in events_of(conversation, "model_response")]
+    assert [(u["input"], u["cache_write"], u["cache_read"]) for u in reported] == [
+        (t.uncached_tokens, t.cache_write_tokens, t.cache_read_tokens) for t in expected]
+    assert expected[1].cache_read_tokens > 1024 and expected[1].prefix_break is None  # the discovery kept the prefix

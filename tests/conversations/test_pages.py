@@ -22,14 +22,14 @@ def no_queue(monkeypatch):
     return queued
 
 
-def test_the_list_shows_only_my_conversations_and_the_demo_label(viewer_client, viewer_user, admin_user):
+def test_the_list_shows_everyones_conversations_to_watch_and_the_demo_label(viewer_client, viewer_user, admin_user):
     mine = services.start_conversation(viewer_user, title="mine")
-    services.start_conversation(admin_user, title="someone else's")
+    theirs = services.start_conversation(admin_user, title="someone else's")
     response = viewer_client.get(reverse("conversations:list"))
     assert response.status_code == 200
     body = response.content.decode()
-    assert "mine" in body and "someone else" not in body and "offline demo agent" in body
-    assert f'data-conversation="{mine.pk}"' in body
+    assert "mine" in body and "someone else" in body and "offline demo agent" in body
+    assert f'data-conversation="{mine.pk}"' in body and f'data-conversation="{theirs.pk}"' in body
 
 
 def test_it_needs_a_login(client):
@@ -75,10 +75,18 @@ def test_the_detail_page_renders_every_event_from_the_same_templates(admin_clien
     assert f'id="turn-body-{conversation.pk}-{turn.sequence}"' in body
 
 
-def test_other_peoples_conversations_are_not_found(viewer_client, admin_user):
+def test_other_peoples_conversations_are_watched_read_only(viewer_client, viewer_user, admin_user):
     conversation = services.start_conversation(admin_user)
-    assert viewer_client.get(reverse("conversations:detail", args=[conversation.pk])).status_code == 404
-    assert viewer_client.post(reverse("conversations:send", args=[conversation.pk]), {"text": "hi"}).status_code == 404
+    page = viewer_client.get(reverse("conversations:detail", args=[conversation.pk]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "data-watch-only" in body and 'data-testid="watch-only-note"' in body
+    assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in body  # it updates live
+    for name, data in (("send", {"text": "hi"}), ("cancel", {}), ("answer", {"prompt": 1, "choice": "once"})):
+        assert viewer_client.post(reverse(f"conversations:{name}", args=[conversation.pk]), data).status_code == 404
+    assert not Message.objects.filter(conversation=conversation).exists()
+    own = services.start_conversation(viewer_user)
+    assert "data-watch-only" not in viewer_client.get(reverse("conversations:detail", args=[own.pk])).content.decode()
 
 
 def test_staff_may_look_at_anyones_conversation(admin_client, viewer_user):
@@ -160,6 +168,17 @@ def test_compare_runs_one_message_under_two_profiles(admin_client, admin_user, n
     assert page.count('data-testid="conversation"') == 2 and 'data-testid="token-difference"' in page
     for conversation in pair:
         assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in page
+
+
+def test_compare_defaults_to_tool_search_off_against_on(admin_client):
+    # Before: both sides defaulted to "Default settings", so a first comparison compared nothing.
+    from playground.registry.models import AgentProfile
+
+    make_profile("Client-side", wire_style=AgentProfile.WireStyle.CLIENT)  # first by name, but behind a gateway
+    on, off = make_profile("Tool search on"), make_profile("Tool search off", tool_search_mode="false")
+    page = admin_client.get(reverse("conversations:compare")).content.decode()
+    left, right = page.split('name="profile_a"')[1].split("</select>")[0], page.split('name="profile_b"')[1].split("</select>")[0]
+    assert f'<option value="{off.pk}" selected>' in left and f'<option value="{on.pk}" selected>' in right
 
 
 def test_an_unreachable_broker_fails_the_conversation_with_a_clear_error(viewer_client, viewer_user, monkeypatch,

@@ -55,7 +55,21 @@ def test_frames_go_into_the_containers_the_page_renders(nested, admin_client):
 def test_token_numbers_read_the_engine_accounting():
     numbers = token_numbers(TokenAccounting(sent_tokens=300, baseline_tokens=1200, source="estimate", announcement_tokens=60).to_dict())
     assert numbers == {"sent": 300, "announced": 60, "cost": 360, "baseline": 1200, "sent_pct": 30.0, "baseline_pct": 100.0,
-                       "saved": 840, "saved_pct": 70.0}
+                       "saved": 840, "saved_pct": 70.0, "request": 0, "window": 0, "over_window": False}
+
+
+def test_a_request_over_the_context_window_is_flagged_on_its_turn_and_in_the_totals(nested):
+    conversation, *_ = nested
+    over = TokenAccounting(sent_tokens=226_052, baseline_tokens=226_052, source="estimate", request_tokens=239_016,
+                           context_window=200_000)
+    turn = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire_style="native", tokens=over.to_dict()))
+    frame = render_event_frame(conversation, turn)
+    assert 'data-testid="over-window"' in frame
+    assert "request of 239016 tokens, over the 200000-token context window: a real model would refuse this" in frame
+    assert 'data-over-window="1" data-largest-request="239016" data-window="200000"' in frame
+    fits = TokenAccounting(sent_tokens=1_000, baseline_tokens=226_052, source="estimate", request_tokens=12_000, context_window=200_000)
+    third = record_event(conversation, ev.TurnStarted(turn=3, provider="demo", model="m", wire_style="native", tokens=fits.to_dict()))
+    assert 'data-testid="over-window"' not in render_event_frame(conversation, third).split("tokens-total")[0]
 
 
 def test_the_saving_counts_the_announced_names_as_the_engine_does():

@@ -111,3 +111,12 @@ def test_unknown_layouts_and_missing_budgets_are_errors():
         announce(["a"], [], "full", layout="tree")
     with pytest.raises(ValueError, match="budget"):
         announce(["a"], [], "full", layout="budgeted")
+
+
+def test_budgeted_summaries_name_words_not_letters():
+    # Before: "mcp__notion (3 tools): p, i, page" — an acronym split into single letters.
+    from playground.engine.announcements import summary_lines
+
+    names = ["mcp__notion__API-post-page", "mcp__notion__API-patch-page", "mcp__notion__API-get-page-v2"]
+    (line,) = summary_lines(names)
+    assert line == "mcp__notion (3 tools): api, page"

@@ -60,6 +60,20 @@ def test_deferring_many_large_tools_saves_most_of_their_tokens():
     assert tokens.saved_tokens == tokens.baseline_tokens - tokens.sent_tokens - tokens.announcement_tokens
 
 
+def test_the_whole_request_is_counted_against_the_context_window():
+    catalog = ToolCatalog([Tool(name="Read", description="Read a file."), *(mcp("s", f"tool_{i}", "Does a thing. " * 40) for i in range(40))])
+    messages = [{"role": "user", "content": "hello " * 50}]
+    for mode in ("true", "false"):
+        plan = plan_for(catalog, messages=messages, mode=mode, system_prompt="Be brief.", context_window=2_000)
+        expected = COUNTER.count_tools(plan.tools) + COUNTER.count_text(plan.system) + COUNTER.count_text(json.dumps(plan.messages))
+        assert plan.tokens.request_tokens == expected
+        assert plan.tokens.to_dict()["context_window"] == 2_000
+    # Every tool in full does not fit 2,000 tokens; the deferred request does.
+    assert plan_for(catalog, messages=messages, mode="false", context_window=2_000).tokens.over_window
+    assert not plan_for(catalog, messages=messages, mode="true", context_window=2_000).tokens.over_window
+    assert plan_for(catalog, messages=messages, mode="false", context_window=2_000).tokens.to_dict()["over_window"] is True
+
+
 def test_native_sends_discovered_tools_with_defer_loading_and_keeps_their_references(small_catalog):
     messages = [{"role": "user", "content": "hi"}, *search_turn("t1", ["mcp__github__create_issue"])]
     plan = plan_for(small_catalog, messages=messages)

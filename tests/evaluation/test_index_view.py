@@ -45,6 +45,9 @@ def test_staff_starts_a_run_that_the_task_completes(admin_client, toy_toolsets, 
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
     assert "queued" not in page.lower() and 'data-status="done"' in page  # no stale flash on a finished run
     assert "<svg" in page and "bm25 recall@5 1.000" in page  # the chart's bar titles
+    # recall counting same-operation tools of other servers, beside the strict figure (no such tools here: the same)
+    assert rows[1]["metrics"]["same_op_recall@5"] == rows[1]["metrics"]["recall@5"]
+    assert "recall@5 same-op</th>" in page and '<td class="num same-op">1.000</td>' in page
     assert "hx-trigger" not in page  # finished: no more polling
     index = admin_client.get(reverse("evaluation:index")).content.decode()
     assert "Latest finished run" in index and "<svg" in index
@@ -104,3 +107,34 @@ def test_a_bad_backend_with_settings_is_a_form_error_not_a_failed_run(admin_clie
 def test_a_run_needs_a_backend(admin_client, toy_toolsets):
     response = admin_client.post(reverse("evaluation:index"), {"toolset": "toy", "query_style": "natural", "split": "all"})
     assert "Tick a backend or write one with settings." in response.content.decode() and not EvaluationRun.objects.exists()
+
+
+def test_a_fresh_clone_lists_the_demo_set_and_says_where_more_come_from(admin_client, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLSETS_DIR", str(tmp_path / "absent"))  # no shared toolsets beside the clone
+    body = admin_client.get(reverse("evaluation:index")).content.decode()
+    assert '<option value="demo" selected>demo</option>' in body
+    assert "ships with the project" in body and "TOOLSETS_DIR" in body and "None found" in body
+    assert str(tmp_path / "absent") in body  # staff see the folder that was searched
+
+
+def test_a_viewer_is_told_the_variable_not_the_servers_folder(viewer_client, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLSETS_DIR", str(tmp_path / "absent"))
+    body = viewer_client.get(reverse("evaluation:index")).content.decode()
+    assert "ships with the project" in body and "TOOLSETS_DIR" in body and str(tmp_path / "absent") not in body
+
+
+def test_toolsets_dir_adds_its_toolsets_after_the_demo_set(admin_client, toy_toolsets):
+    body = admin_client.get(reverse("evaluation:index")).content.decode()
+    assert body.index('value="demo"') < body.index('value="toy"')
+    assert "Found there: toy." in body
+
+
+def test_the_demo_set_runs_by_default(admin_client, tmp_path, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setenv("TOOLSETS_DIR", str(tmp_path / "absent"))
+    monkeypatch.setattr(tasks.run_evaluation, "delay", lambda pk: tasks.run_evaluation.apply(args=(pk,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("evaluation:index"), {"toolset": "demo", "backends": ["bm25"], "query_style": "natural",
+                                                       "split": "test", "query_limit": "10"})
+    run = EvaluationRun.objects.get()
+    assert run.status == "done", run.error
+    assert run.results["rows"][0]["toolset"] == "demo" and run.results["rows"][0]["queries"] == 10

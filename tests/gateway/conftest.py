@@ -80,6 +80,29 @@ def second_gateway(django_db_setup, django_db_blocker, tmp_path_factory):
     yield from start_live_gateway(tmp_path_factory, "gateway-node-b")
 
 
+@pytest.fixture(autouse=True)
+def _forget_failed_token_checks(settings):
+    """Failed token checks are counted per client address for a minute, in Redis (auth_guard): each
+    test starts with none, whatever the tests before it sent from the same address."""
+    import redis
+
+    from playground.gateway.auth_guard import key_prefix
+
+    def forget():
+        try:
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+            keys = list(client.scan_iter(f"{key_prefix()}*gateway-auth-failures*"))
+            if keys:
+                client.delete(*keys)
+            client.close()
+        except redis.RedisError:
+            pass  # no Redis: nothing was counted
+
+    forget()
+    yield
+    forget()
+
+
 @pytest.fixture
 def gateway_world(transactional_db, settings):
     """A profile with tool search on, its tools, and a token for it."""

@@ -52,11 +52,13 @@ def wait_for_no_new_children(before: set[int], timeout: float = 10.0) -> set[int
 @pytest.fixture
 def no_stray_processes():
     """Fails the test if it leaves child processes behind (servers it started must be reaped)."""
+    from playground.mcp_servers.builtin_sandbox import close_helpers
     from playground.mcp_servers.session_pool import session_pool
 
     before = child_pids()
     yield before
     session_pool().close_all()  # pooled sessions stay open by design; closing them must reap every child
+    close_helpers()  # so do the built-ins' helper processes
     stray = wait_for_no_new_children(before)
     assert not stray, f"stray child processes left behind: {sorted(stray)}"
 
@@ -130,6 +132,8 @@ def stdio_demo_row(db):
 def _close_pooled_sessions():
     """Tests share one process: close pooled sessions so each test starts (and ends) clean."""
     yield
+    from playground.mcp_servers.builtin_sandbox import close_helpers
     from playground.mcp_servers.session_pool import session_pool
 
     session_pool().close_all()
+    close_helpers()

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import base64
 import sys
+import time
 
 import pytest
 
 from playground.engine.execution import ToolOutcome
 from playground.engine.tools import Tool
 from playground.mcp_servers import services
+from playground.mcp_servers.builtin_sandbox import builtin_sandbox
 from playground.mcp_servers.connection import McpCallResult
 from playground.conversations.testing.fake_api import validate_image_block
 from playground.mcp_servers.executor import MAX_API_IMAGE_BYTES, SIMULATED_PREFIX, PlaygroundExecutor, outcome_from_mcp
@@ -127,11 +129,19 @@ def test_mcp_server_time_answers_through_the_executor(db, executor):
     assert outcome.structured["timezone"] == "Asia/Tokyo"
 
 
-def test_a_builtin_runs_in_process(db, executor):
-    before = child_pids()
+def test_a_builtin_runs_in_a_helper_process_not_in_the_caller(db, executor):
     outcome = executor.execute(Tool(name="calculator"), {"expression": "(2 + 3) * sqrt(16)"})
     assert outcome.structured == {"expression": "(2 + 3) * sqrt(16)", "value": 20.0}
-    assert not outcome.simulated and child_pids() == before
+    assert not outcome.simulated
+    helpers = {helper.process.pid for helper in builtin_sandbox()._idle}
+    assert helpers and helpers <= child_pids()
+
+
+def test_a_runaway_expression_is_a_quick_error_not_a_stall(db, executor):
+    started = time.perf_counter()
+    outcome = executor.execute(Tool(name="calculator"), {"expression": "((9**999)**999)**99"})
+    assert outcome.is_error and "too large" in outcome.text()
+    assert time.perf_counter() - started < 2
 
 
 def test_a_builtin_with_bad_arguments_gives_an_error(db, executor):

@@ -3,8 +3,11 @@ status frames, stored errors and logs; a stored secret does not follow a changed
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import sys
+from html import unescape
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -57,6 +60,13 @@ def leaky_http(db):
     )
 
 
+def location(html: str) -> str:
+    """The server's location as its detail page shows it (command line or URL)."""
+    match = re.search(r'data-testid="server-location">(.*?)</dd>', html, re.DOTALL)
+    assert match, "no server location on the page"
+    return unescape(match.group(1)).strip()
+
+
 def viewer(user) -> Client:
     client = Client()
     client.force_login(user)
@@ -84,7 +94,7 @@ def test_mask_args_hides_the_values_of_secret_flags():
 
 def test_scrub_replaces_known_secrets_and_secret_looking_values():
     server = ServerConfig(name="x", transport="http", url=f"https://bob:{URL_PASSWORD}@h/mcp?api_key={QUERY_SECRET}",
-                          headers={"Authorization": f"Bearer {HEADER_SECRET}"}, env={"A": ENV_SECRET, "SHORT": "1"},
+                          headers={"Authorization": f"Bearer {HEADER_SECRET}"}, env={"API_TOKEN": ENV_SECRET, "SHORT": "1"},
                           args=("--token", ARG_SECRET))
     assert set(SECRETS) - {FLAG_SECRET} <= set(known_secrets(server))
     text = (f"401 for https://bob:{URL_PASSWORD}@h/mcp?api_key={QUERY_SECRET}; sent {HEADER_SECRET}, env {ENV_SECRET}, "
@@ -99,7 +109,7 @@ def test_scrub_replaces_known_secrets_and_secret_looking_values():
 # --- pages, stored errors, logs -----------------------------------------------------------------
 
 @pytest.mark.usefixtures("no_stray_processes")
-def test_a_failed_stdio_sync_stores_and_shows_no_secret(leaky_stdio, viewer_user, caplog):
+def test_a_failed_stdio_sync_stores_and_shows_no_secret(leaky_stdio, viewer_user, admin_user, caplog):
     caplog.set_level(logging.DEBUG)
     result = sync_server_task.run(leaky_stdio.pk)  # what the worker runs, and what Celery logs as the task's result
     assert not result["ok"] and "server stderr" in result["error"] and SECRET_MASK in result["error"]
@@ -113,7 +123,12 @@ def test_a_failed_stdio_sync_stores_and_shows_no_secret(leaky_stdio, viewer_user
                 reverse("mcp_servers:server_sync_progress", args=[leaky_stdio.pk])):
         html = client.get(url).content.decode()
         assert_clean(html, url)
-    assert "--api-key" in client.get(reverse("mcp_servers:server_detail", args=[leaky_stdio.pk])).content.decode()
+    # A viewer sees the program's name, not its arguments; an admin the arguments, masked.
+    viewer_page = client.get(reverse("mcp_servers:server_detail", args=[leaky_stdio.pk])).content.decode()
+    assert location(viewer_page) == Path(sys.executable).name
+    admin_page = viewer(admin_user).get(reverse("mcp_servers:server_detail", args=[leaky_stdio.pk])).content.decode()
+    assert "--api-key" in location(admin_page)
+    assert_clean(admin_page, "the admin's detail page")
     assert_clean(caplog.text, "the log")
 
 
@@ -168,7 +183,7 @@ def test_a_masked_header_is_refused_when_the_url_changes(admin_client, leaky_htt
     url = reverse("mcp_servers:server_edit", args=[leaky_http.pk])
     response = admin_client.post(url, edit_data(leaky_http, url="https://elsewhere.example.net/mcp"))
     assert response.status_code == 200
-    assert "The URL or transport changed: enter the value of Authorization again" in response.content.decode()
+    assert "The URL changed: enter the value of Authorization again" in response.content.decode()
     leaky_http.refresh_from_db()
     assert leaky_http.url.startswith("http://bob:")  # nothing saved
     # Re-entered: saved, with the new value.
@@ -188,7 +203,7 @@ def test_a_masked_header_is_kept_while_the_url_stays(admin_client, leaky_http):
 def test_a_masked_env_value_is_refused_when_the_command_changes(admin_client, leaky_stdio):
     url = reverse("mcp_servers:server_edit", args=[leaky_stdio.pk])
     response = admin_client.post(url, edit_data(leaky_stdio, command="/usr/bin/other-server"))
-    assert response.status_code == 200 and "The command or transport changed: enter the value of API_TOKEN again" in response.content.decode()
+    assert response.status_code == 200 and "The command changed: enter the value of API_TOKEN again" in response.content.decode()
     leaky_stdio.refresh_from_db()
     assert leaky_stdio.command == sys.executable
 
@@ -226,3 +241,189 @@ async def test_status_frames_to_a_plain_user_carry_no_secret(django_user_model, 
     for frame in frames:
         assert_clean(frame, "a status frame")
     assert_clean(caplog.text, "the log")
+
+
+# --- masking by position (issue 32): path keys, --header values, short flags, userinfo + header ---
+
+PATH_KEY = "pathkey8d7f6e5a"
+HEADER_ARG_SECRET = "hdrarg-3141"
+SHORT_FLAG_SECRET = "shortflag-2718"
+USERINFO_SECRET = "userinfo-1618"
+POSITION_SECRETS = [PATH_KEY, HEADER_ARG_SECRET, SHORT_FLAG_SECRET, USERINFO_SECRET]
+
+
+def assert_no_position_secret(text: str, where: str) -> None:
+    leaked = [s for s in POSITION_SECRETS if s in text]
+    assert not leaked, f"{where} shows {leaked}: {text[:2000]}"
+
+
+@pytest.fixture
+def position_servers(db):
+    """The shapes masking by name missed: a key in the URL's path, the mcp-remote style
+    `--header "Authorization: Bearer …"`, a short flag's value, and userinfo beside a header."""
+    path_key = McpServer.objects.create(name="pathkey", transport="http",
+                                        url=f"https://mcp.example.com/v1/{PATH_KEY}/mcp")
+    remote = McpServer.objects.create(
+        name="remote", transport="stdio", command="/usr/local/bin/npx",
+        args=["-y", "mcp-remote", f"https://mcp.example.com/{PATH_KEY}/sse", "--header", f"Authorization: Bearer {HEADER_ARG_SECRET}",
+              "-p", SHORT_FLAG_SECRET],
+    )
+    both = McpServer.objects.create(name="both", transport="http",
+                                    url=f"https://bob:{USERINFO_SECRET}@mcp.example.com/mcp",
+                                    headers={"Authorization": f"Bearer {HEADER_SECRET}"})
+    return path_key, remote, both
+
+
+def test_mask_args_goes_by_position():
+    args = ["-y", "mcp-remote", f"https://h.example/{PATH_KEY}/sse", "--header", f"Authorization: Bearer {HEADER_ARG_SECRET}",
+            f"--header=X-Api-Key:{HEADER_ARG_SECRET}", "-H", "Cookie: a=b", "-p", SHORT_FLAG_SECRET, "-u", "bob:pw",
+            "-m", "module", "--port", "8080"]
+    assert mask_args(args) == [
+        "-y", "mcp-remote", f"https://h.example/{SECRET_MASK}/sse", "--header", f"Authorization: {SECRET_MASK}",
+        f"--header=X-Api-Key: {SECRET_MASK}", "-H", f"Cookie: {SECRET_MASK}", "-p", SECRET_MASK, "-u", SECRET_MASK,
+        "-m", "module", "--port", "8080"]
+    config = ServerConfig(name="r", transport="stdio", command="npx", args=tuple(args))
+    assert {PATH_KEY, HEADER_ARG_SECRET, f"Bearer {HEADER_ARG_SECRET}", SHORT_FLAG_SECRET, "bob:pw"} <= set(known_secrets(config))
+
+
+def test_mask_url_masks_path_keys_and_keeps_plain_segments():
+    assert mask_url(f"https://mcp.example.com/v1/{PATH_KEY}/mcp") == f"https://mcp.example.com/v1/{SECRET_MASK}/mcp"
+    assert mask_url("http://127.0.0.1:8000/gateway/mcp/1/") == "http://127.0.0.1:8000/gateway/mcp/1/"
+    assert mask_url("https://server.smithery.ai/@acme/weather/mcp") == "https://server.smithery.ai/@acme/weather/mcp"
+    assert mask_url("https://h.example/0f3c9a77-1b2c-4d5e-8f90-123456789abc/sse") == f"https://h.example/{SECRET_MASK}/sse"
+
+
+def test_viewers_get_the_program_name_and_the_scheme_and_host():
+    from playground.mcp_servers.secrets import command_basename, viewer_url
+
+    assert viewer_url(f"https://bob:{USERINFO_SECRET}@mcp.example.com:8443/v1/{PATH_KEY}/mcp?k=v") == \
+        f"https://mcp.example.com:8443/{SECRET_MASK}"
+    assert viewer_url("http://127.0.0.1:8765") == "http://127.0.0.1:8765"
+    assert command_basename("/usr/local/bin/npx") == "npx" and command_basename("python") == "python"
+
+
+def test_only_secret_env_values_are_masked_in_free_text():
+    config = ServerConfig(name="x", transport="stdio", command="python", env={
+        "PYTHONPATH": "/srv/app/lib", "PORT": "8080", "API_TOKEN": ENV_SECRET, "GREETING": "sk-abcdefghijklmnopqrstu",
+        "DATABASE_URL": f"postgres://bob:{URL_PASSWORD}@db/x"})
+    secrets_known = known_secrets(config)
+    assert "/srv/app/lib" not in secrets_known and "8080" not in secrets_known
+    assert {ENV_SECRET, "sk-abcdefghijklmnopqrstu", URL_PASSWORD} <= set(secrets_known)
+    scrubbed = scrub_for(config, f"ImportError: no module in /srv/app/lib (port 8080), token {ENV_SECRET}")
+    assert "/srv/app/lib" in scrubbed and "8080" in scrubbed and ENV_SECRET not in scrubbed
+
+
+def test_viewers_see_no_position_secret_on_any_server_page(position_servers, viewer_user, admin_user):
+    path_key, remote, both = position_servers
+    for user in (viewer_user, admin_user):
+        client = viewer(user)
+        pages = [reverse("mcp_servers:server_list")]
+        for server in position_servers:
+            pages += [reverse("mcp_servers:server_detail", args=[server.pk]),
+                      reverse("mcp_servers:server_sync_progress", args=[server.pk]),
+                      reverse("mcp_servers:server_tools", args=[server.pk])]
+        for url in pages:
+            html = client.get(url).content.decode()
+            assert_no_position_secret(html, f"{url} for {user.username}")
+            assert HEADER_SECRET not in html
+    viewer_detail = viewer(viewer_user).get(reverse("mcp_servers:server_detail", args=[remote.pk])).content.decode()
+    assert location(viewer_detail) == "npx"
+    viewer_http = viewer(viewer_user).get(reverse("mcp_servers:server_detail", args=[path_key.pk])).content.decode()
+    assert location(viewer_http) == f"https://mcp.example.com/{SECRET_MASK}"
+    admin_detail = viewer(admin_user).get(reverse("mcp_servers:server_detail", args=[remote.pk])).content.decode()
+    assert "mcp-remote" in location(admin_detail) and "Authorization: " + SECRET_MASK in location(admin_detail)
+    listing = viewer(viewer_user).get(reverse("mcp_servers:server_list")).content.decode()
+    assert "mcp-remote" not in listing and f"https://mcp.example.com/{SECRET_MASK}" in listing
+
+
+def test_the_log_line_of_an_http_request_carries_no_path_key(caplog):
+    """httpx2 (the MCP SDK's HTTP client) logs every request's URL (`HTTP Request: POST https://…`); the log filter masks its path key."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    import httpx2
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass  # the test server's own access log is not the one under test
+
+    server = HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    caplog.set_level(logging.INFO, logger="httpx2")
+    try:
+        httpx2.get(f"http://127.0.0.1:{server.server_port}/v1/{PATH_KEY}/mcp", timeout=5)
+    finally:
+        server.shutdown()
+    assert "HTTP Request: GET" in caplog.text
+    assert PATH_KEY not in caplog.text and f"/v1/{SECRET_MASK}/mcp" in caplog.text
+
+
+@pytest.mark.usefixtures("no_stray_processes")
+def test_a_failed_sync_of_position_servers_stores_no_secret(position_servers, caplog):
+    caplog.set_level(logging.DEBUG)
+    _, remote, both = position_servers
+    for server in (remote, both):
+        McpServer.objects.filter(pk=server.pk).update(command=sys.executable if server.transport == "stdio" else "")
+        server.refresh_from_db()
+        result = services.sync_server(server, timeout=5)
+        assert not result.ok
+        server.refresh_from_db()
+        assert_no_position_secret(server.last_error + repr(server.last_sync_result), "the stored error")
+    assert_no_position_secret(caplog.text, "the log")
+
+
+def test_a_masked_env_value_does_not_follow_an_arguments_only_change(admin_client, leaky_stdio):
+    """With an interpreter as the command, new arguments are a new program."""
+    url = reverse("mcp_servers:server_edit", args=[leaky_stdio.pk])
+    response = admin_client.post(url, edit_data(leaky_stdio, args_text="-c\nimport os; print(os.environ['API_TOKEN'])"))
+    assert response.status_code == 200
+    assert "The arguments changed: enter the value of API_TOKEN again" in response.content.decode()
+    leaky_stdio.refresh_from_db()
+    assert "--verbose" in leaky_stdio.args  # nothing saved
+    response = admin_client.post(url, edit_data(leaky_stdio, args_text="-c\nprint(1)", env_text="API_TOKEN=typed-again-1"))
+    assert response.status_code == 302
+    leaky_stdio.refresh_from_db()
+    assert leaky_stdio.env == {"API_TOKEN": "typed-again-1"}
+
+
+def test_a_masked_header_does_not_follow_a_transport_change(admin_client, leaky_http):
+    url = reverse("mcp_servers:server_edit", args=[leaky_http.pk])
+    response = admin_client.post(url, edit_data(leaky_http, transport="stdio", command=sys.executable))
+    assert response.status_code == 200
+    assert "The transport and command changed: enter the value of Authorization again" in response.content.decode()
+
+
+def test_a_configured_authorization_header_wins_over_url_userinfo():
+    """The HTTP client would replace the header with Basic auth built from the URL's userinfo."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from playground.mcp_servers.connection import McpConnectionError, check_connection
+
+    received: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(self.headers.get("Authorization", ""))
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass  # the test server's own access log is not the one under test
+
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = ServerConfig(name="both", transport="http", url=f"http://bob:{USERINFO_SECRET}@127.0.0.1:{server.server_port}/mcp",
+                          headers={"Authorization": f"Bearer {HEADER_SECRET}"})
+    try:
+        with pytest.raises(McpConnectionError):
+            check_connection(config, timeout=5)
+    finally:
+        server.shutdown()
+    assert received and set(received) == {f"Bearer {HEADER_SECRET}"}

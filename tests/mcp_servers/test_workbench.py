@@ -42,6 +42,13 @@ def test_ping_shows_the_round_trip_and_is_kept_in_the_history(admin_client, stdi
     call = McpCallRecord.objects.get(server=stdio_demo_row)
     assert call.kind == "ping" and call.ok and call.user == admin_user and call.duration_ms > 0
     assert 'data-testid="history-row" data-kind="ping"' in html  # the history card is swapped in with the answer
+    # The first ping also opened the session (a process start): its row shows the round trip the
+    # result shows, not the whole call (before: 1.3 ms on the result, 551.9 ms in the history).
+    import re
+
+    shown = float(re.search(r'data-testid="ping-ms">([0-9.]+)<', html).group(1))
+    assert abs(call.duration_ms - shown) < 0.1, (call.duration_ms, shown)
+    assert 'data-testid="ping-total"' in html and "this ping also opened the session" in html
 
 
 @pytest.mark.django_db
@@ -256,3 +263,37 @@ def test_pooled_operations_answer_through_one_session(no_stray_processes):
 
 async def _caps(connection):
     return connection.capabilities
+
+
+def test_an_unexpected_error_answers_with_a_reference_the_log_carries(admin_client, stdio_demo_row, monkeypatch, caplog):
+    """Never database or stack text: a generic message whose reference finds the log line."""
+    import logging
+    import re
+
+    from playground.mcp_servers import views
+
+    class Broken:
+        def run(self, *args, **kwargs):
+            raise RuntimeError('relation "mcp_servers_secret" does not exist: SELECT token FROM mcp_servers_secret')
+
+    monkeypatch.setattr(views, "session_pool", lambda: Broken())
+    caplog.set_level(logging.ERROR)
+    response = post(admin_client, "server_ping", stdio_demo_row)
+    text = response.content.decode()
+    assert response.status_code == 500 and "SELECT" not in text and "RuntimeError" not in text
+    reference = re.search(r"reference ([0-9a-f]{12})", text)
+    assert reference, text
+    logged = [r for r in caplog.records if reference.group(1) in r.getMessage()]
+    assert logged and logged[0].exc_info and "SELECT token" in str(logged[0].exc_info[1])
+
+
+def test_the_gateway_answers_an_unexpected_error_with_a_reference(caplog):
+    import logging
+
+    from playground.gateway.server import _unexpected
+
+    caplog.set_level(logging.ERROR)
+    error = _unexpected("tools/call", ValueError('duplicate key value violates unique constraint "gateway_x"'))
+    assert "duplicate key" not in error.error.message and "reference" in error.error.message
+    reference = error.error.message.split("reference ")[1].split(")")[0]
+    assert any(reference in r.getMessage() and "duplicate key" in str(r.exc_info[1]) for r in caplog.records)

@@ -4,6 +4,7 @@ import pytest
 from django.test import override_settings
 
 from playground.engine.modes import parse_mode
+from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.search.base import SearchBackend
 from playground.engine.tools import ToolCatalog
 from playground.mcp_servers.models import McpServer
@@ -237,3 +238,13 @@ def test_a_requests_permission_filter_is_kept_per_catalog_and_rules(tools):
     denied = adapter.request_filter(catalog, adapter.permission_policy(None))
     assert denied is not first and "mcp__github__create_issue" in denied.excluded_names
     assert "mcp__github__create_issue" not in denied.permitted
+
+
+def test_the_prompt_cache_setting_reaches_every_profiles_wire_request(profile, settings, tools):
+    assert adapter.agent_settings(profile).prompt_cache is False
+    settings.PROMPT_CACHE, settings.PROMPT_CACHE_TTL = True, "1h"
+    engine_settings = adapter.agent_settings(profile)
+    assert (engine_settings.prompt_cache, engine_settings.prompt_cache_ttl) == (True, "1h")
+    turn = adapter.plan_turn(adapter.engine_catalog(), adapter.permission_policy(profile), engine_settings,
+                             learn_from_usage=False)
+    assert breakpoints_of(turn.wire_request())[0].startswith("tools: ")

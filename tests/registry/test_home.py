@@ -14,6 +14,18 @@ def test_home_counts_enabled_and_deferred_tools(viewer_client, tools):
     assert 'data-testid="home-tool-count" data-count="6"' in response.content.decode()
 
 
+def test_home_does_not_count_a_denied_tool_as_deferred(viewer_client, tools):
+    # Before: 714 deferred on the home card, 712 on every other page (two tools denied by global rules).
+    from playground.registry.models import PermissionRule, Tool
+
+    denied = Tool.objects.filter(enabled=True, deferred=True).order_by("name").first()
+    PermissionRule.objects.create(pattern=denied.name, effect="deny")
+    response = viewer_client.get(reverse("home"))
+    assert response.context["deferred_count"] == 3
+    body = response.content.decode()
+    assert 'data-testid="home-deferred-count">3<' in body and "1 denied by a rule, never sent" in body
+
+
 def test_home_requires_login(client):
     assert client.get(reverse("home")).status_code == 302
 

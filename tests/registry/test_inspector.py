@@ -451,3 +451,23 @@ def test_a_select_query_compares_ranks_without_scores(viewer_client, tools):
             ("Write", None, None, []), ("mcp__slack__post_message", None, None, [])]
     body = response.content.decode()
     assert body.count('data-testid="compare-cell"') == 4 and "None" not in body
+
+
+def test_it_groups_the_same_operation_on_other_servers(viewer_client, tools):
+    from .conftest import make_tool
+
+    from playground.registry.models import Tool
+
+    for server in ("gitlab", "gitea"):
+        make_tool(f"mcp__{server}__create_issue", f"Open a new issue in a {server} project", source=Tool.Source.IMPORTED)
+    response = viewer_client.get(URL, {"q": "create issue", "max_results": 3})
+    answer = response.context["answer"]
+    [group] = answer.same_operation
+    assert group.servers == 3 and group.operation == "create issue"
+    ranks = {name: rank for name, _, rank in group.members}
+    assert set(ranks) == {"mcp__github__create_issue", "mcp__gitlab__create_issue", "mcp__gitea__create_issue"}
+    assert {rank for rank in ranks.values() if rank} <= {1, 2, 3}
+    body = response.content.decode()
+    assert 'data-testid="same-operation-group" data-servers="3"' in body and "same operation on 3 servers" in body
+    # a query whose results have no same-operation tool shows no group
+    assert viewer_client.get(URL, {"q": "post a message to a slack channel", "max_results": 1}).context["answer"].same_operation == []

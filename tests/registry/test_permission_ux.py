@@ -60,3 +60,16 @@ def test_the_tester_names_an_unknown_tool_instead_of_answering_allow(admin_clien
     assert "No tool named &#x27;mcp__github__create_isue&#x27; in the registry" in typo and "allow" not in typo.lower().split("no tool")[0]
     known = admin_client.get(url, {"tool": "mcp__github__create_issue"}).content.decode()
     assert "No tool named" not in known and "allow" in known.lower()
+
+
+def test_the_tester_refreshed_after_a_rule_change_with_nothing_typed_shows_no_error(admin_client):
+    # Before: adding a rule refreshed the empty tester (rulesChanged, with hx-include of its empty
+    # form) and it said "This field is required.".
+    url = reverse("registry:permission_test")
+    body = admin_client.get(url, {"tool": "", "profile": ""}, headers=HTMX).content.decode()
+    assert "This field is required" not in body and 'data-testid="permission-decision"' not in body
+    from tests.registry.conftest import make_tool
+
+    make_tool("mcp__github__create_issue", "Create an issue")
+    typed = admin_client.get(url, {"tool": "mcp__github__create_issue", "profile": ""}, headers=HTMX).content.decode()
+    assert 'data-testid="permission-decision"' in typed

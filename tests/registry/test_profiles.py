@@ -126,7 +126,7 @@ def test_staff_sets_the_provider_and_the_detail_shows_it(admin_client, profile):
 
 
 def test_an_unknown_provider_is_rejected(admin_client, profile):
-    response = admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Native", provider="openai"))
+    response = admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(name="Native", provider="carrier-pigeon"))
     assert response.status_code == 400 and "provider" in response.context["form"].errors
     profile.refresh_from_db()
     assert profile.provider == ""

@@ -47,7 +47,7 @@ def test_a_profile_that_cannot_run_is_refused_before_the_run(admin_client):
     server = AgentProfile.objects.create(name="server-side", wire_style="server")
     claude = AgentProfile.objects.create(name="claude", provider="anthropic")
     postgres = AgentProfile.objects.create(name="pg", search_backend="postgres")
-    for profile, message in ((server, "the server wire style needs the Claude (Anthropic API) provider"),
+    for profile, message in ((server, "the server wire style needs the Claude (Anthropic API) or OpenAI"),
                              (claude, "Claude (Anthropic API) cannot run here (no API key: set ANTHROPIC_API_KEY)"),
                              (postgres, "the search backend &#x27;postgres&#x27; needs PostgreSQL")):
         response = admin_client.post(reverse("conversations:new"), {"profile": profile.pk, "message": "hi"})

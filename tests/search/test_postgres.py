@@ -178,3 +178,23 @@ def test_no_postgres_configured_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "sqlite:///x.sqlite3")
     with pytest.raises(ValueError, match="TOOLSEARCH_PG_DSN"):
         get_backend("postgres")
+
+
+def test_postgres_runs_in_the_evaluation_suite_and_says_what_it_synced(pg_table, tmp_path):
+    """`eval --toolsets … --backends postgres` used to stop with AttributeError ('SyncStats' object
+    has no attribute 'encoded'): the suite read every index's stats as embedding counts."""
+    from playground.engine.search import quality
+    from tests.toolset_fixtures import write_toy_toolsets
+
+    dsn, table = pg_table
+    root = write_toy_toolsets(tmp_path)
+    options = {"postgres": {"dsn": dsn, "table": table, "vectors": False}}
+    results = quality.run_suite(["toy"], ["postgres", "bm25"], split="all", root=root, backend_options=options)
+    postgres = [r for r in results if r.backend == "postgres"]
+    assert [r.style for r in postgres] == ["natural", "keyword"] and all(r.queries == 12 for r in postgres)
+    assert postgres[0].metrics["recall@1"] == 1.0
+    assert "postgres sync: 3 inserted, 0 updated, 0 deleted, 0 unchanged" in postgres[0].notes
+    assert "full text only" in postgres[0].notes and "embeddings:" not in postgres[0].notes
+    # a second run finds the rows in place
+    again = quality.run_suite(["toy"], ["postgres"], split="all", styles=["natural"], root=root, backend_options=options)
+    assert "postgres sync: 0 inserted, 0 updated, 0 deleted, 3 unchanged" in again[0].notes

@@ -102,3 +102,53 @@ def test_pack_keeps_arrays_strings_and_refuses_nul():
     assert texts == {"words": ["a", "é", ""], "none": []} and meta == {"size": 3}
     with pytest.raises(ValueError, match="NUL"):
         stored.pack({}, {"bad": ["a\x00b"]}, {})
+
+
+class _CountingStore(MemoryVectorStore):
+    """A vector store that counts what it is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, int]] = []
+
+    def get_many(self, keys, dim):
+        self.asked.append(("get_many", len(keys)))
+        return super().get_many(keys, dim)
+
+    def missing_keys(self, keys, dim):
+        self.asked.append(("missing_keys", len(keys)))
+        return super().missing_keys(keys, dim)
+
+
+def test_a_stored_index_brings_its_vectors_so_a_fresh_process_never_looks_them_up(small_catalog):
+    """At 100,000 tools, looking each vector up by key in the vector store was most of a fresh
+    process's first search: the stored dense index keeps the matrix it was built with."""
+    catalog = _catalogs(small_catalog)[-1]
+    vectors, index_store = _CountingStore(), stored.MemoryIndexStore()
+    builder = _hybrid(vectors)
+    fresh = _results(builder, catalog)
+    stored.save_indexes(builder, catalog, index_store)
+    vectors.asked.clear()
+    loader = _hybrid(vectors)
+    stored.use_index_store(loader, index_store)
+    wrapped = IndexedOrFallback(loader, ClaudeCodeKeywordBackend(), inline_limit=0)
+    assert _results(wrapped, ToolCatalog(catalog.tools)) == fresh
+    assert vectors.asked == []  # neither "which are missing" nor the vectors themselves
+    assert loader.semantic.index_for(catalog).stats.reused == len(catalog.deferred)
+
+
+def test_a_stored_index_without_vectors_still_loads_them_from_the_vector_store(small_catalog):
+    """Blobs stored before the vectors were kept in them give the keys; the store gives the vectors."""
+    vectors, index_store = _CountingStore(), stored.MemoryIndexStore()
+    builder = _hybrid(vectors)
+    fresh = _results(builder, small_catalog)
+    index = builder.semantic.index_for(small_catalog)
+    index_store.put(builder.semantic.stored_index_key(small_catalog), builder.semantic._pack(index.keys, index.vocabulary))
+    index_store.put(builder.bm25.stored_index_key(small_catalog), builder.bm25.stored_index_data(small_catalog))
+    vectors.asked.clear()
+    loader = _hybrid(vectors)
+    stored.use_index_store(loader, index_store)
+    wrapped = IndexedOrFallback(loader, ClaudeCodeKeywordBackend(), inline_limit=0)
+    assert _results(wrapped, ToolCatalog(small_catalog.tools)) == fresh
+    kinds = [kind for kind, _ in vectors.asked]
+    assert kinds[0] == "missing_keys" and "get_many" in kinds

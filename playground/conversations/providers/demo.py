@@ -23,6 +23,8 @@ person's answer is read together with the message that asked. Each reply says wh
 from __future__ import annotations
 
 import json
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -36,8 +38,9 @@ from playground.conversations.providers.demo_arguments import (
     missing,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME
-from playground.engine.announcements import announced_lines
+from playground.engine.announcements import FULL_CLOSE, FULL_OPEN, announced_lines
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
+from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
 from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
@@ -51,6 +54,11 @@ ARITHMETIC_WORDS = {"calculate", "compute", "evaluate", "solve", "math", "times"
 ASKING = "Tell me, and I will call it."
 
 _ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo reports usage the same way
+# The prompt cache as the API keeps it (by prefix, across conversations), one per process and TTL:
+# a request with breakpoints (PROMPT_CACHE on) reports the engine's cache model's split.
+_PROMPT_CACHES = {ttl: AnthropicCacheModel(ttl=ttl, counter=_ESTIMATE) for ttl in CACHE_TTLS}
+_PROMPT_CACHE_LOCK = threading.Lock()
+_PRUNE_ABOVE = 10_000
 
 
 def tool_score(terms: list[str], name: str, description: str = "") -> int:
@@ -216,7 +224,11 @@ class DemoAgentProvider(ModelProvider):
         system = request_kwargs.get("system") or ""
         if isinstance(system, list):
             system = "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
-        lines = announced_lines([{"role": "user", "content": system}, *request_kwargs.get("messages", [])]) or {}
+        # The full announcement follows the profile's own system prompt: read the block itself (the
+        # engine reads a text that is an announcement, not one that holds one).
+        opening, closing = system.find(FULL_OPEN), system.rfind(FULL_CLOSE)
+        block = system[opening:closing + len(FULL_CLOSE)] if 0 <= opening < closing else ""
+        lines = announced_lines([{"role": "user", "content": block}, *request_kwargs.get("messages", [])]) or {}
         names: list[str] = []
         for key, line in lines.items():
             head, separator, rest = line.partition(": ")
@@ -228,12 +240,16 @@ class DemoAgentProvider(ModelProvider):
 
     @staticmethod
     def _usage(request_kwargs: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
-        return {
-            "input": count_messages(_ESTIMATE, request_kwargs),
-            "output": _ESTIMATE.count_text(json.dumps(content)),
-            "cache_read": 0,
-            "cache_write": 0,
-        }
+        output = _ESTIMATE.count_text(json.dumps(content))
+        if breakpoints_of(request_kwargs):
+            with _PROMPT_CACHE_LOCK:
+                model, now = _PROMPT_CACHES[request_ttl(request_kwargs)], time.monotonic()
+                if len(model.entries) > _PRUNE_ABOVE:
+                    model.prune(now)
+                split = model.send(request_kwargs, now)
+            return {"input": split.uncached_tokens, "output": output, "cache_read": split.cache_read_tokens,
+                    "cache_write": split.cache_write_tokens}
+        return {"input": count_messages(_ESTIMATE, request_kwargs), "output": output, "cache_read": 0, "cache_write": 0}
 
     def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], note: str) -> ProviderResponse:
         all_calls = sum(1 for m in request_kwargs.get("messages", []) if m.get("role") == "assistant"

@@ -15,7 +15,13 @@ regression in request building shows up in a test exactly as it would in product
 - a `tool_result` for a server tool (`srvtoolu_…`) id;
 - tool_use / tool_result blocks in a request that defines no tools.
 
+- more than 4 blocks with `cache_control`.
+
 Scripted replies may also be HTTP errors (429, 529, 500…) to exercise the SDK's retries.
+
+Built with `prompt_cache=True` it reports each reply's `input_tokens` / `cache_creation_input_tokens`
+/ `cache_read_input_tokens` from the engine's cache model (`prompt_cache.AnthropicCacheModel`, one
+per server, requests timed by `clock`) instead of the scripted figures: the same rules the pages use.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from playground.engine.history import blocks_of, text_block
+from playground.engine.prompt_cache import MAX_BREAKPOINTS, AnthropicCacheModel
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SERVER_SEARCH_TOOL_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
@@ -129,11 +137,23 @@ def server_search_reply(query: str, found: list[str], *, then: list[dict[str, An
     return message_reply(content, stop_reason=stop, **kwargs)
 
 
+def _count_breakpoints(value: Any) -> int:
+    if isinstance(value, list):
+        return sum(_count_breakpoints(item) for item in value)
+    if isinstance(value, dict):
+        return int(bool(value.get("cache_control"))) + sum(_count_breakpoints(item) for item in value.values()
+                                                           if isinstance(item, (list, dict)))
+    return 0
+
+
 def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: bool = True) -> None:
     """Raise InvalidRequest with the real API's message for what it would reject."""
     for key in ("model", "max_tokens", "messages"):
         if key not in body:
             raise InvalidRequest(f"{key}: Field required")
+    marked = _count_breakpoints([body.get("tools"), body.get("system"), body.get("messages")])
+    if marked > MAX_BREAKPOINTS:
+        raise InvalidRequest(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {marked}.")
     tools = body.get("tools") or []
     names: set[str] = set()
     custom_deferred: list[bool] = []
@@ -266,8 +286,11 @@ def validate_image_block(block: dict[str, Any], where: str) -> None:
 class FakeMessagesAPI:
     """The server. Use as a context manager; `url` is the SDK's base_url."""
 
-    def __init__(self, *, supports_defer_loading: bool = True, retry_after_ms: int = 5) -> None:
+    def __init__(self, *, supports_defer_loading: bool = True, retry_after_ms: int = 5, prompt_cache: bool = False,
+                 cache_ttl: str = "5m", clock: Callable[[], float] = time.monotonic) -> None:
         self.supports_defer_loading = supports_defer_loading
+        self.cache_model = AnthropicCacheModel(ttl=cache_ttl) if prompt_cache else None
+        self.clock = clock
         self.retry_after_ms = retry_after_ms
         self.replies: deque[Reply] = deque()
         self.requests: list[RecordedRequest] = []
@@ -338,6 +361,12 @@ class FakeMessagesAPI:
             extra = {"retry-after-ms": str(self.retry_after_ms), **reply.headers}
             return reply.status, reply.body(), extra
         record.status = 200
+        if self.cache_model is not None:
+            with self._lock:
+                split = self.cache_model.send(body, self.clock())
+            reply = {**reply, "usage": {**reply.get("usage", {}), "input_tokens": split.uncached_tokens,
+                                        "cache_creation_input_tokens": split.cache_write_tokens,
+                                        "cache_read_input_tokens": split.cache_read_tokens}}
         return 200, reply, {}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

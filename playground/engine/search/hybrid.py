@@ -46,6 +46,7 @@ from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM2
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
+from playground.engine.search.vector_scan import VectorScan, scan_for
 from playground.engine.tools import ToolCatalog
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,12 @@ DEFAULTS: dict[str, Any] = {
     # request: one pass instead of one per piece, about half the search time of a request of
     # several pieces; docs/benchmarks.md, "Speed", has the cost in recall).
     "piece_vectors": "alone",
+    # Catalogs of `scan_int8_tools` tools or more (none of the evaluation's toolsets: the largest
+    # has 2,479) scan an int8 copy of the tool vectors on ONNX Runtime, every query row in one pass,
+    # and score each row's `scan_rescore` best tools again exactly (vector_scan.py): the float32
+    # scan read 150 MB per row at 100,000 tools (docs/benchmarks.md, "Speed").
+    "scan_int8_tools": 20_000,
+    "scan_rescore": 2_000,
     # Capabilities beside topics (capabilities.py): the rank at which the catalog's best tool for a
     # capability the request implies enters the top k (0 = off), how many such slots a request may
     # get, how many of the capability's best tools the request chooses among, and the cosine a
@@ -254,6 +261,8 @@ class HybridBackend(SearchBackend):
         if settings["piece_vectors"] not in ("alone", "pooled"):
             raise ValueError(f"hybrid piece_vectors must be 'alone' or 'pooled', not {settings['piece_vectors']!r}")
         self.piece_vectors: str = settings["piece_vectors"]
+        self.scan_int8_tools = number_option("hybrid scan_int8_tools", settings["scan_int8_tools"], 1, 10**12, integer=True)
+        self.scan_rescore = number_option("hybrid scan_rescore", settings["scan_rescore"], 1, 10**9, integer=True)
         self.capability_rank = number_option("hybrid capability_rank", settings["capability_rank"], 0, 100, integer=True)
         self.capability_slots = number_option("hybrid capability_slots", settings["capability_slots"], 0, 100, integer=True)
         self.capability_pool = number_option("hybrid capability_pool", settings["capability_pool"], 1, 100, integer=True)
@@ -304,10 +313,13 @@ class HybridBackend(SearchBackend):
     def build_index(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> HybridIndex:
         # Each side through its own backend's cache: a new usage log adds the log's postings to
         # the BM25 side's catalog index and reuses the dense side's.
-        return HybridIndex(
+        index = HybridIndex(
             bm25=self.bm25.index_for(catalog, usage),
             semantic=self.semantic.index_for(catalog) if self.semantic is not None else None,
         )
+        if index.semantic is not None and index.semantic.size >= self.scan_int8_tools:
+            self.vector_scan(index)  # start the int8 scanner's build now, not at the first search
+        return index
 
     def side_scores(
         self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, dense: np.ndarray | None,
@@ -532,7 +544,22 @@ class HybridBackend(SearchBackend):
             self.semantic.embed_query(query_text(read_query(sentence))) if vector is None else vector
             for sentence, vector in zip(intents, intent_vectors)
         ]
-        return np.stack(vectors) @ index.semantic.vectors.T
+        return self.scan_rows(index, np.stack(vectors), intents)
+
+    def scan_rows(self, index: HybridIndex, queries: np.ndarray, intents: list[str]) -> np.ndarray:
+        """The cosine of every tool to each query row (row 0: the request, then its sentences): one
+        float32 product below `scan_int8_tools` tools; from there on the int8 scan with each row's
+        best tools rescored exactly, once it is built (vector_scan.py; float32 until then)."""
+        matrix = index.semantic.vectors
+        if matrix.shape[0] < self.scan_int8_tools:
+            return queries @ matrix.T
+        return self.vector_scan(index).rows(queries)
+
+    def vector_scan(self, index: HybridIndex) -> VectorScan:
+        """The dense index's scan (kept on it), its int8 scanner being built in the background."""
+        scan = scan_for(index.semantic, min_tools=self.scan_int8_tools, rescore=self.scan_rescore)
+        scan.prepare()
+        return scan
 
     def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> list[np.ndarray | None]:
         """One entry per span: with piece_vectors "pooled", the piece's vector from one pass over

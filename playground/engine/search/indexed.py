@@ -73,9 +73,10 @@ class IndexedOrFallback(SearchBackend):
     # -- the rule ------------------------------------------------------------------------------------
     def missing_vectors(self, catalog: ToolCatalog) -> int:
         """How many of the catalog's deferred tools have no vector in memory or in the store, asked
-        without reading the vectors (the index build that follows reads them once, into its matrix)."""
+        without reading the vectors (the index build that follows reads them once, into its matrix);
+        none when a stored index holds them all (it is loaded then)."""
         dense = self.semantic
-        if dense is None or dense.has_index(catalog):
+        if dense is None or dense.has_index(catalog) or dense.load_stored_vectors(catalog):
             return 0
         return len(set(dense.cache.missing(dense.tool_keys(catalog))))
 

@@ -57,6 +57,10 @@ class SyncStats:
     unchanged: int = 0
     reembedded: int = 0  # same text, but its vector came from another model (or none): vector rewritten
 
+    def describe(self) -> str:
+        return (f"postgres sync: {self.inserted} inserted, {self.updated} updated, {self.deleted} deleted, "
+                f"{self.unchanged} unchanged, {self.reembedded} re-embedded")
+
 
 def _vector_literal(vector: np.ndarray) -> str:
     return json.dumps([float(x) for x in vector])
@@ -223,6 +227,12 @@ class PostgresIndexHandle:
     positions: dict[str, int]
     required: RequiredTermFilter
     stats: SyncStats
+    fused: bool = False  # pgvector cosine fused with the full-text rank
+
+    def describe(self) -> str:
+        """What an evaluation notes about this index: the rows the sync wrote, and whether pgvector is used."""
+        vectors = "pgvector cosine fused" if self.fused else f"full text only ({self.index.vector_error or 'no vectors asked for'})"
+        return f"{self.stats.describe()}; {vectors}"
 
 
 class PostgresSearchBackend(SearchBackend):
@@ -257,7 +267,8 @@ class PostgresSearchBackend(SearchBackend):
                 return embed_tools(changed, semantic.encoder.encode, semantic.cache, model_id=semantic.encoder.model_id)[0]
 
         stats = index.sync(tools, embed, model_id=self.semantic.encoder.model_id if embed is not None else "")
-        return PostgresIndexHandle(index, tools, {t.name: i for i, t in enumerate(tools)}, RequiredTermFilter(tools), stats)
+        return PostgresIndexHandle(index, tools, {t.name: i for i, t in enumerate(tools)}, RequiredTermFilter(tools), stats,
+                                   fused=embed is not None)
 
     def rank(self, reading: QueryReading, handle: PostgresIndexHandle, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         mask = handle.required.mask(reading.required)

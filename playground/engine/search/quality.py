@@ -30,11 +30,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolsets_dir
+from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolset_folder
 from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
 from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.base import SearchBackend
+from playground.engine.search.embedding_cache import EmbedStats
+from playground.engine.search.equivalence import SameOperation
 from playground.engine.search.semantic import dense_side
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
@@ -83,9 +85,12 @@ def labelled_query(item: LabelledQuery | Mapping[str, Any]) -> LabelledQuery:
     )
 
 
-def score_query(top: Sequence[str], query: LabelledQuery) -> dict[str, float]:
+def score_query(top: Sequence[str], query: LabelledQuery, same_operation: SameOperation | None = None) -> dict[str, float]:
     """recall@k, complete@k for k in K_VALUES and the reciprocal rank, for one ranked list
-    (the same counting as the CLI's `eval`: `evaluate.hits` and `evaluate.reciprocal_rank`)."""
+    (the same counting as the CLI's `eval`: `evaluate.hits` and `evaluate.reciprocal_rank`).
+    With `same_operation`, also `same_op_recall@k` and `same_op_complete@k`: a gold tool also
+    counts as found when a same-operation tool of another server is (`equivalence.py`) — reported
+    beside the strict figures, never instead of them."""
     gold = len(query.expected_tool_names)
     scores: dict[str, float] = {}
     for k in K_VALUES:
@@ -93,6 +98,16 @@ def score_query(top: Sequence[str], query: LabelledQuery) -> dict[str, float]:
         scores[f"recall@{k}"] = hit / gold
         scores[f"complete@{k}"] = float(hit == gold)
     scores["rr"] = reciprocal_rank(query, top[:RANKED_DEPTH])
+    if same_operation is not None:
+        widened = [
+            accepted.union(*(same_operation.others(name) for name in accepted))
+            for accepted in (query.accepted_names(g) for g in query.expected_tool_names)
+        ]
+        for k in K_VALUES:
+            shown = set(top[:k])
+            hit = sum(1 for accepted in widened if accepted & shown)
+            scores[f"same_op_recall@{k}"] = hit / gold
+            scores[f"same_op_complete@{k}"] = float(hit == gold)
     return scores
 
 
@@ -115,6 +130,18 @@ class RunResult:
         return asdict(self)
 
 
+def index_notes(index: Any) -> list[str]:
+    """What an index says about its build: a dense side's embeddings (encoded now / from the
+    cache), or an index that describes itself (the postgres backend: the rows its sync wrote)."""
+    describe = getattr(index, "describe", None)
+    if callable(describe):
+        return [describe()]
+    stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
+    if isinstance(stats, EmbedStats):
+        return [f"embeddings: {stats.encoded} encoded, {stats.reused} from cache"]
+    return []
+
+
 def evaluate_backend(
     backend: SearchBackend,
     catalog: ToolCatalog,
@@ -134,9 +161,7 @@ def evaluate_backend(
     index_mb = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
     notes = []
-    stats = getattr(index, "stats", None) or getattr(getattr(index, "semantic", None), "stats", None)
-    if stats is not None:
-        notes.append(f"embeddings: {stats.encoded} encoded, {stats.reused} from cache")
+    notes.extend(index_notes(index))
     dense = dense_side(backend)
     if dense is not None:  # which vectors these figures are of (int8 and float differ a little)
         notes.append(f"encoder: {dense.encoder.model_id} on {dense.encoder.runtime}")
@@ -150,6 +175,9 @@ def evaluate_backend(
     embedder = getattr(getattr(backend, "semantic", None) or backend, "embed_query", None)
     if embedder is not None and hasattr(embedder, "clear"):
         embedder.clear()
+    same_operation = SameOperation(catalog.deferred)
+    if same_operation:
+        notes.append(f"same operation on other servers: {len(same_operation)} tools in {len(same_operation.groups())} groups")
     totals: dict[str, float] = {}
     latencies: list[float] = []
     for n, query in enumerate(labelled, start=1):
@@ -157,7 +185,7 @@ def evaluate_backend(
         started = time.perf_counter()
         result = backend.search(text_, catalog, max_results=10, usage=usage)
         latencies.append((time.perf_counter() - started) * 1000)
-        for key, value in score_query(result.matches, query).items():
+        for key, value in score_query(result.matches, query, same_operation).items():
             totals[key] = totals.get(key, 0.0) + value
         if progress and (n % 25 == 0 or n == len(labelled)):
             progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
@@ -188,7 +216,7 @@ def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: Usage
 
 
 def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:
-    folder = (root or toolsets_dir()) / name
+    folder = toolset_folder(name, root)
     if not (folder / "catalog.jsonl").is_file():
         raise ValueError(f"toolset {name!r} not found in {folder.parent} (set TOOLSETS_DIR)")
     if not (folder / "queries.jsonl").is_file():
@@ -271,12 +299,14 @@ TABLE_COLUMNS = ("recall@5", "recall@10", "complete@5", "mrr")
 
 def format_table(results: Sequence[RunResult]) -> str:
     """A Markdown table: one row per toolset × style × backend."""
-    header = "| toolset | style | backend | queries | recall@5 | recall@10 | full@5 | MRR | p50 ms | p95 ms | build s | index MB |"
-    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    header = ("| toolset | style | backend | queries | recall@5 | recall@5 same-op | recall@10 | full@5 | MRR | p50 ms | p95 ms "
+              "| build s | index MB |")
+    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         m = r.metrics
+        same_op = m.get("same_op_recall@5", m["recall@5"])
         lines.append(
-            f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | "
+            f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m['recall@5']:.3f} | {same_op:.3f} | {m['recall@10']:.3f} | "
             f"{m['complete@5']:.3f} | {m['mrr']:.3f} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.build_s:.2f} | {r.index_mb:.1f} |"
         )
     return "\n".join(lines)

@@ -62,6 +62,7 @@ class SemanticIndex:
     stats: EmbedStats
     vocabulary: frozenset[str]  # every stem of every field of every tool (the lexical-evidence test)
     keys: list[str] = field(default_factory=list)  # the tools' vector keys (what a stored index keeps)
+    scan: Any = field(default=None, repr=False, compare=False)  # hybrid's VectorScan of `vectors` (vector_scan.py)
 
     @property
     def size(self) -> int:
@@ -218,7 +219,8 @@ class SemanticBackend(SearchBackend):
                     self._stored_vocabulary.popitem(last=False)
 
     def _read_stored(self, catalog: ToolCatalog) -> bool:
-        """Take the catalog's keys and vocabulary from the stored index, if there is one."""
+        """Take the catalog's keys and vocabulary from the stored index, if there is one; when it
+        holds the vectors too, the whole index (kept as if built: `has_index` is then true)."""
         store = self.index_store
         if store is None:
             return False
@@ -226,19 +228,40 @@ class SemanticBackend(SearchBackend):
             data = store.get(self.stored_index_key(catalog))
             if data is None:
                 return False
-            self._accept_stored(data, catalog)
+            index = self._index_with_stored_vectors(data, catalog)
+            if index is not None:
+                with self._lock:
+                    self._indexes[catalog.fingerprint] = index
+                    while len(self._indexes) > self._index_cache_size:
+                        self._indexes.popitem(last=False)
             return True
         except Exception:
             logger.exception("%s: could not read the stored index of %s", self.name, catalog.fingerprint)
             return False
 
-    def _accept_stored(self, data: bytes, catalog: ToolCatalog) -> tuple[list[str], frozenset[str]]:
-        _, texts, meta = stored.unpack(data)
+    def load_stored_vectors(self, catalog: ToolCatalog) -> bool:
+        """Whether the catalog's index is in memory now, loaded from a stored index that holds its
+        vectors (nothing to ask the vector store, nothing to encode)."""
+        if self.has_index(catalog):
+            return True
+        with self._keys_lock:
+            known = catalog.fingerprint in self._keys
+        return not known and self._read_stored(catalog) and self.has_index(catalog)
+
+    def _index_with_stored_vectors(self, data: bytes, catalog: ToolCatalog) -> SemanticIndex | None:
+        """The index a stored blob holds when it has the vectors (stored since they were kept in
+        it); else None, having taken its keys and vocabulary."""
+        arrays, texts, meta = stored.unpack(data)
         keys, vocabulary = texts["keys"], frozenset(texts["vocabulary"])
         if meta["size"] != len(catalog.deferred) or len(keys) != len(catalog.deferred):
             raise ValueError(f"stored index of {meta['size']} tools, catalog of {len(catalog.deferred)}")
         self._remember(catalog.fingerprint, keys, vocabulary)
-        return keys, vocabulary
+        vectors = arrays.get("vectors")
+        if vectors is None or vectors.shape != (len(keys), self.encoder.dim):
+            return None
+        tools = tuple(catalog.deferred)
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools),
+                             stats=EmbedStats(reused=len(tools)), vocabulary=vocabulary, keys=keys)
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
         tools = tuple(catalog.deferred)
@@ -255,29 +278,28 @@ class SemanticBackend(SearchBackend):
         return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats,
                              vocabulary=vocabulary, keys=keys)
 
-    # -- a stored index (stored.py): the vector keys and the vocabulary; the vectors stay in the
-    # vector store, which every process reads anyway
+    # -- a stored index (stored.py): the vector keys, the vocabulary and the vectors themselves
+    # (float32, as built), so that a fresh process reads one blob instead of looking 100,000
+    # vectors up by key in the vector store (docs/benchmarks.md, "Speed"). A blob stored without
+    # vectors (older ones) still gives the keys, and the vectors come from the store.
     def stored_index_key(self, catalog: ToolCatalog) -> str | None:
         return f"dense.{stored.FORMAT}.{self.encoder.model_id}.{catalog.fingerprint}"
 
     def dump_index(self, index: SemanticIndex) -> bytes:
-        return self._pack(index.keys, index.vocabulary)
-
-    def stored_index_data(self, catalog: ToolCatalog) -> bytes:
-        # Keys and vocabulary only: no need to read the catalog's vectors to store them.
-        vocabulary = frozenset(stem for tool in catalog.deferred for stems in analyzed_fields(tool).values() for stem in stems)
-        return self._pack(self.tool_keys(catalog), vocabulary)
+        return self._pack(index.keys, index.vocabulary, index.vectors)
 
     @staticmethod
-    def _pack(keys: list[str], vocabulary: frozenset[str]) -> bytes:
-        return stored.pack({}, {"keys": keys, "vocabulary": sorted(vocabulary)}, {"size": len(keys)})
+    def _pack(keys: list[str], vocabulary: frozenset[str], vectors: np.ndarray | None = None) -> bytes:
+        arrays = {} if vectors is None else {"vectors": np.asarray(vectors, dtype=np.float32)}
+        return stored.pack(arrays, {"keys": keys, "vocabulary": sorted(vocabulary)}, {"size": len(keys)})
 
     def load_index(self, data: bytes, catalog: ToolCatalog) -> SemanticIndex:
+        index = self._index_with_stored_vectors(data, catalog)
+        if index is not None:
+            return index
         with self._keys_lock:
-            keys = self._keys.get(catalog.fingerprint)
-            vocabulary = self._stored_vocabulary.get(catalog.fingerprint)
-        if keys is None or vocabulary is None:
-            keys, vocabulary = self._accept_stored(data, catalog)
+            keys = self._keys[catalog.fingerprint]
+            vocabulary = self._stored_vocabulary[catalog.fingerprint]
         return self._index(catalog, keys, vocabulary)
 
     def reads_as_language(self, reading: QueryReading) -> bool:

@@ -5,7 +5,7 @@ Building the BM25 index of 100,000 tools means analysing every tool's fields (se
 expressions and stemming) and making the tool documents behind the vector keys; every web process
 and worker used to do it again on its first search. A backend that can store its index
 (`SearchBackend.stored_index_key`, `dump_index`, `load_index`: the BM25 postings; the dense side's
-vector keys and vocabulary) is handed an `IndexStore`; `index_for` then asks the store before
+vector keys, vocabulary and vectors) is handed an `IndexStore`; `index_for` then asks the store before
 building. Whoever builds the catalog's index anyway (the web app's background index build) calls
 `save_indexes`. A stored index is keyed by the catalog's fingerprint and the backend's settings,
 so it is only ever loaded for the very catalog and settings it was built from; loading gives the

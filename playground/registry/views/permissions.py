@@ -105,7 +105,9 @@ def rule_delete(request, pk: int):
 @role_required(EDITOR)
 @require_safe
 def permission_test(request):
-    form = PermissionTestForm(request.GET or None)
+    # The box refreshes itself after every rule change (rulesChanged), also while nothing is typed in
+    # it: an empty name is "nothing to test yet", not a missing field.
+    form = PermissionTestForm(request.GET if request.GET.get("tool", "").strip() else None)
     decision = None
     if form.is_valid():
         profile = form.cleaned_data["profile"]

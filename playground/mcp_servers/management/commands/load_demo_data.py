@@ -30,6 +30,15 @@ PROFILES: list[dict[str, Any]] = [
         "system_prompt": "You are a helpful assistant. Use ToolSearch to find tools you do not have yet.",
     },
     {
+        # Deferred names announced within a token budget (grouped, then server summaries): the third
+        # profile of the agent evaluation's worked example (docs/agent-eval.md).
+        "name": "Tool search on (budgeted)",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "announcement_layout": AgentProfile.Layout.BUDGETED,
+        "system_prompt": "You are a helpful assistant. Use ToolSearch to find tools you do not have yet.",
+    },
+    {
         "name": "Tool search off",
         "tool_search_mode": "false",
         "wire_style": AgentProfile.WireStyle.NATIVE,

@@ -1,0 +1,5 @@
+import sys
+
+from playground.agenteval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""`ws/agenteval/runs/<pk>/`: a task run's progress panel, pushed after each step (viewers and up)."""
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from playground.access import VIEWER, has_role
+from playground.agenteval.broadcast import progress_html, run_group
+from playground.agenteval.models import TaskRun
+from playground.realtime import LoopDispatch, arefuse_socket, socket_refusal
+
+
+def _current_panel(run_id: int) -> str | None:
+    run = TaskRun.objects.filter(pk=run_id).first()
+    return progress_html(run) if run is not None else None
+
+
+class TaskRunConsumer(LoopDispatch, AsyncWebsocketConsumer):
+    group = ""
+
+    async def connect(self) -> None:
+        refusal = await database_sync_to_async(socket_refusal)(self.scope.get("user"), lambda user: has_role(user, VIEWER))
+        if refusal is not None:
+            await arefuse_socket(self, refusal)
+            return
+        run_id = int(self.scope["url_route"]["kwargs"]["pk"])
+        self.group = run_group(run_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        # What changed between the page's render and this socket's join is sent now.
+        panel = await database_sync_to_async(_current_panel)(run_id)
+        if panel is not None:
+            await self.send(text_data=panel)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The page only listens."""
+
+    async def progress_update(self, event: dict) -> None:
+        await self.send(text_data=event["html"])

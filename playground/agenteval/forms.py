@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from django import forms
+
+from playground.agenteval.models import TaskRun, TaskSet
+from playground.agenteval.services import MAX_CONCURRENCY
+from playground.evaluation.selectors import available_toolsets
+from playground.registry.models import AgentProfile
+
+
+class TaskRunForm(forms.Form):
+    task_set = forms.ModelChoiceField(queryset=TaskSet.objects.order_by("name"), empty_label=None)
+    profiles = forms.ModelMultipleChoiceField(queryset=AgentProfile.objects.filter(is_subagent=False).order_by("name"),
+                                              widget=forms.CheckboxSelectMultiple,
+                                              help_text="Each task runs once under every profile ticked.")
+    split = forms.ChoiceField(choices=[("all", "all"), ("test", "test"), ("dev", "dev")], initial="all")
+    limit = forms.IntegerField(min_value=1, max_value=5000, required=False, initial=20, label="Tasks",
+                               help_text="Evenly sampled tasks of the split; empty = all.")
+    permission_policy = forms.ChoiceField(choices=TaskRun.Policy.choices, initial=TaskRun.Policy.ALLOW,
+                                          label="Permission prompts", help_text="How an ask rule's prompt is answered: nobody waits.")
+    concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=2,
+                                     help_text="Conversations of this run at once.")
+
+
+class ToolsetTaskSetForm(forms.Form):
+    toolset = forms.ChoiceField()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["toolset"].choices = [(t, t) for t in available_toolsets()]
+
+
+class UploadTaskSetForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    file = forms.FileField(help_text="JSONL: id, query, expected_tool_names, optional equivalent_names and category.")
+    catalog = forms.ChoiceField(required=False, label="Labelled on",
+                                help_text="The toolset whose catalog the tasks name; empty = this registry's own tools.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["catalog"].choices = [("", "this registry")] + [(t, t) for t in available_toolsets()]

@@ -1,0 +1,189 @@
+"""Reads for the task run pages and exports: per-profile rows, paired tests, the per-task grid, the chart."""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from playground.agenteval.models import TaskRun, TaskRunItem
+from playground.engine.agent_measures import paired_comparison, profile_summary
+
+PROVIDER_LABELS = {"demo": "offline demo agent", "anthropic": "Claude (Messages API)"}
+
+
+def items_of(run: TaskRun) -> list[TaskRunItem]:
+    return list(run.items.select_related("task", "conversation").order_by("position", "id"))
+
+
+def provider_of(run: TaskRun, profile_name: str, items: list[TaskRunItem]) -> str:
+    """The provider the profile's conversations used (read from a conversation's first turn), else its setting."""
+    for item in items:
+        if item.profile_name == profile_name and item.measures and item.measures.get("provider"):
+            return item.measures["provider"]
+    chosen = next((p.get("provider") for p in run.profiles if p.get("name") == profile_name), "")
+    return chosen or "auto"
+
+
+def report(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, Any]:
+    """The command's JSON shape: {"tasks", "profiles": [...], "pairs": [...]} (plus a few page extras)."""
+    items = items if items is not None else items_of(run)
+    names = [p["name"] for p in run.profiles]
+    by_profile: dict[str, list[TaskRunItem]] = {name: [] for name in names}
+    for item in items:
+        by_profile.setdefault(item.profile_name, []).append(item)
+    rows = []
+    outcomes: dict[str, dict[int, bool]] = {}
+    for name, own in by_profile.items():
+        rows.append(profile_summary(name, provider_of(run, name, items),
+                                    [{"status": i.status, "measures": i.measures} for i in own]))
+        outcomes[name] = {i.task_id: bool(i.measures["success"]) for i in own
+                          if i.status == TaskRunItem.Status.DONE and i.measures and "success" in i.measures}
+    pairs = [paired_comparison(a, b, outcomes[a], outcomes[b]) for a, b in combinations(by_profile, 2)]
+    return {"tasks": len({i.task_id for i in items}), "profiles": rows, "pairs": pairs}
+
+
+def progress(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, int]:
+    items = items if items is not None else items_of(run)
+    counts = {status: 0 for status in TaskRunItem.Status.values}
+    for item in items:
+        counts[item.status] += 1
+    counts["total"] = len(items)
+    counts["finished"] = counts["done"] + counts["cancelled"]
+    counts["percent"] = int(round(100 * counts["finished"] / len(items))) if items else 0
+    return counts
+
+
+@dataclass
+class GridRow:
+    task_id: int
+    external_id: str
+    query: str
+    expected: list[str]
+    cells: list[TaskRunItem | None]
+    disagree: bool  # the profiles that finished it do not all agree on success
+    failed: bool  # some profile finished it without success
+
+    @property
+    def passed_all(self) -> bool:
+        return not self.failed
+
+
+def grid(run: TaskRun, items: list[TaskRunItem], *, only: str = "") -> list[GridRow]:
+    """One row per task, one cell per profile (in the run's order); `only` = failed | disagree."""
+    names = [p["name"] for p in run.profiles]
+    rows: dict[int, GridRow] = {}
+    for item in items:
+        row = rows.get(item.task_id)
+        if row is None:
+            row = rows[item.task_id] = GridRow(item.task_id, item.task.external_id, item.task.query, item.task.expected_tools,
+                                               [None] * len(names), False, False)
+        if item.profile_name in names:
+            row.cells[names.index(item.profile_name)] = item
+    for row in rows.values():
+        outcomes = [bool(c.measures.get("success")) for c in row.cells
+                    if c is not None and c.status == TaskRunItem.Status.DONE and c.measures]
+        row.disagree = len(set(outcomes)) > 1
+        row.failed = any(not o for o in outcomes)
+    chosen = list(rows.values())
+    if only == "failed":
+        chosen = [r for r in chosen if r.failed]
+    elif only == "disagree":
+        chosen = [r for r in chosen if r.disagree]
+    return chosen
+
+
+CSV_FIELDS = ("task_id", "query", "expected_tools", "profile", "status", "conversation", "success", "first_call_success",
+              "first_tool", "searches", "turns", "input_tokens", "output_tokens", "tokens_estimated", "cost_usd", "wall_s",
+              "errors", "end_reason", "simulated_calls")
+
+
+def csv_text(items: list[TaskRunItem]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_FIELDS)
+    for item in items:
+        m = item.measures or {}
+        writer.writerow([
+            item.task.external_id, item.task.query, " ".join(item.task.expected_tools), item.profile_name, item.status,
+            item.conversation_id or "", m.get("success", ""), m.get("first_call_success", ""), m.get("first_tool", ""),
+            m.get("searches", ""), m.get("turns", ""), m.get("input_tokens", ""), m.get("output_tokens", ""),
+            m.get("tokens_estimated", ""), "" if m.get("cost_usd") is None else m["cost_usd"], m.get("wall_s", ""),
+            ";".join(f"{k}={v}" for k, v in (m.get("errors") or {}).items()), m.get("end_reason", ""),
+            m.get("simulated_calls", ""),
+        ])
+    return out.getvalue()
+
+
+def task_json(items: list[TaskRunItem]) -> list[dict[str, Any]]:
+    return [{"task_id": i.task.external_id, "query": i.task.query, "expected_tools": i.task.expected_tools,
+             "profile": i.profile_name, "status": i.status, "conversation": i.conversation_id, "measures": i.measures}
+            for i in items]
+
+
+# -- the chart: success against tokens (or cost) per profile ----------------------------------------------
+@dataclass
+class Point:
+    label: str
+    x: float
+    y: float
+    y_low: float
+    y_high: float
+    value_x: float
+    value_y: float
+    colour: int
+
+
+@dataclass
+class Chart:
+    width: int
+    height: int
+    points: list[Point]
+    x_label: str
+    x_ticks: list[tuple[float, str]]
+    y_ticks: list[tuple[float, str]]
+    left: int
+    top: int
+    plot_w: int
+    plot_h: int
+
+
+def success_chart(rows: list[dict[str, Any]], *, by: str = "tokens", width: int = 560, height: int = 260) -> Chart | None:
+    """Each profile a point: success (with its 95 % interval as a whisker) against input tokens or
+    dollars per task, both axes from zero so a point's distance is its size."""
+    key = "cost_usd_per_task" if by == "cost" else "input_tokens_per_task"
+    shown = [r for r in rows if r["completed"] and (r.get(key) is not None)]
+    if not shown:
+        return None
+    left, top, right, bottom = 56, 24, 90, 40  # room for the labels above and right of the points
+    plot_w, plot_h = width - left - right, height - top - bottom
+    top_x = max(float(r[key]) for r in shown) or 1.0
+    top_x *= 1.1
+
+    def fmt(value: float) -> str:
+        return f"${value:.4f}" if by == "cost" else f"{value:,.0f}"
+
+    points = []
+    for index, row in enumerate(shown):
+        value_x = float(row[key])
+        low, high = row["success_ci"]
+        points.append(Point(
+            label=row["profile"], x=left + plot_w * value_x / top_x, y=top + plot_h * (1 - row["success"]),
+            y_low=top + plot_h * (1 - low), y_high=top + plot_h * (1 - high), value_x=value_x, value_y=row["success"],
+            colour=index % 6,
+        ))
+    x_ticks = [(left + plot_w * f, fmt(top_x * f)) for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    y_ticks = [(top + plot_h * (1 - v), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    label = "dollars per task" if by == "cost" else "input tokens per task"
+    return Chart(width, height, points, label, x_ticks, y_ticks, left, top, plot_w, plot_h)
+
+
+def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, Any]:
+    """What the live panel shows (the page and each pushed frame render it alike): status, progress,
+    the table per profile, the paired tests and the chart."""
+    items = items if items is not None else items_of(run)
+    data = report(run, items)
+    charts = [chart for chart in (success_chart(data["profiles"], by="tokens"), success_chart(data["profiles"], by="cost"))
+              if chart is not None]
+    return {"run": run, "progress": progress(run, items), "report": data, "charts": charts}

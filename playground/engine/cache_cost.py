@@ -1,0 +1,195 @@
+"""What an N-turn conversation that discovers K tools costs in one wire style, cached and not.
+
+The `cost` command's engine: the conversation is planned turn by turn with `plan_turn` (the wire
+request each style really sends, with the profile's cache breakpoints), each assistant reply is
+made up (a ToolSearch that loads the next tools, or a call of a tool found earlier), and the
+requests go through the vendor's cache model (`prompt_cache`) and the price table (`pricing`).
+The all-tools baselines send every tool in full and call the same tools without searching.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
+from playground.engine.permissions import PermissionPolicy
+from playground.engine.pricing import PriceTable
+from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account
+from playground.engine.requests import AgentSettings, ConversationState
+from playground.engine.search.backends import get_backend
+from playground.engine.tokens import CharEstimateCounter, TokenCounter
+from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, tool_search_user_blocks
+from playground.engine.turn import plan_turn
+
+ALL_TOOLS = "all-tools"
+# The cost command's styles (named as `toolsearch request` names them): the AgentSettings fields each sets.
+COST_WIRE_STYLES: dict[str, dict[str, Any]] = {
+    "anthropic-native": {"wire_style": NATIVE_STYLE, "mode": "true"},
+    "anthropic-client": {"wire_style": CLIENT_STYLE, "mode": "true"},
+    "anthropic-server": {"wire_style": NATIVE_STYLE, "server_search": "bm25", "mode": "true"},
+    **{style: {"wire_style": PLANNED_AS[style], "openai_wire": style, "mode": "true"} for style in OPENAI_WIRE_STYLES},
+    ALL_TOOLS: {"wire_style": NATIVE_STYLE, "mode": "false"},
+}
+DEFAULT_MODEL = "claude-sonnet-4-5"
+OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it; not in the default price table: pass --prices
+SECONDS_BETWEEN_TURNS = 30.0  # a tool call and a model reply; well inside either TTL
+FIRST_USER_MESSAGE = "Please help me with this task."
+
+
+@dataclass(frozen=True)
+class Simulated:
+    wire: str
+    requests: list[tuple[float, dict[str, Any]]]
+    discovered: list[str]
+
+
+def vendor_of(wire: str) -> str:
+    return "openai" if wire.startswith("openai-") else "anthropic"
+
+
+def default_model(wire: str) -> str:
+    return OPENAI_DEFAULT_MODEL if vendor_of(wire) == "openai" else DEFAULT_MODEL
+
+
+def all_tools_style(wire: str) -> dict[str, Any]:
+    """The baseline in the wire style's own request shape: every permitted tool in full."""
+    fields = {**COST_WIRE_STYLES[wire], "mode": "false"}
+    fields.pop("server_search", None)
+    return fields
+
+
+def tools_to_discover(catalog: ToolCatalog, count: int) -> list[str]:
+    """The first `count` deferred tools in catalog order: what the made-up searches load."""
+    deferred = [tool.name for tool in catalog.deferred if tool.name != TOOL_SEARCH_NAME]
+    if count > len(deferred):
+        raise ValueError(f"--discover {count}: the catalog has only {len(deferred)} deferred tools")
+    return deferred[:count]
+
+
+def discovery_schedule(names: Sequence[str], turns: int) -> list[list[str]]:
+    """Which tools each reply loads: spread round-robin over the replies that a later turn reads
+    (turns 1 … N-1); the last reply loads nothing anyone sees."""
+    replies = max(turns - 1, 0)
+    schedule: list[list[str]] = [[] for _ in range(turns)]
+    if replies:
+        for index, name in enumerate(names):
+            schedule[index % replies].append(name)
+    return schedule
+
+
+def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl: str = DEFAULT_TTL,
+             model: str = "", prompt_cache: bool = True, counter: TokenCounter | None = None,
+             seconds_between_turns: float = SECONDS_BETWEEN_TURNS, baseline: bool = False) -> Simulated:
+    """The conversation's requests as sent, with their times. `baseline`: the all-tools conversation
+    in `wire`'s request shape (every tool in full, the same tools called without searching)."""
+    if wire not in COST_WIRE_STYLES:
+        raise ValueError(f"unknown wire style {wire!r} (expected one of {', '.join(COST_WIRE_STYLES)})")
+    counter = counter or CharEstimateCounter()
+    fields = all_tools_style(wire) if baseline else COST_WIRE_STYLES[wire]
+    settings = AgentSettings(model=model or default_model(wire), prompt_cache=prompt_cache, prompt_cache_ttl=ttl, **fields)
+    hosted = settings.openai_wire == OPENAI_HOSTED
+    names = tools_to_discover(catalog, discover)
+    schedule = discovery_schedule(names, turns)
+    backend = get_backend("default")
+    policy = PermissionPolicy()
+    history: list[dict[str, Any]] = [{"role": "user", "content": FIRST_USER_MESSAGE}]
+    requests: list[tuple[float, dict[str, Any]]] = []
+    found: list[str] = []
+    for turn in range(turns):
+        plan = plan_turn(catalog, policy, settings, ConversationState(history), token_counter=counter, backend=backend)
+        requests.append((turn * seconds_between_turns, plan.wire_request()))
+        call_id = f"toolu_sim_{turn:03d}"
+        batch = schedule[turn]
+        if (baseline or wire == ALL_TOOLS) and (batch or found):  # every tool is there: call it, no search
+            name = batch[0] if batch else found[-1]
+            found.extend(batch)
+            history += _tool_call(call_id, name)
+        elif batch and hosted:  # OpenAI searched: its own items, as the history holds them
+            found.extend(batch)
+            history += hosted_search_items(f"call_sim_{turn:03d}", batch, catalog.get)
+            history += _tool_call(call_id, batch[0])
+        elif batch and settings.server_search:
+            found.extend(batch)
+            server_id = f"srvtoolu_sim_{turn:03d}"
+            history.append({"role": "assistant", "content": [
+                {"type": "server_tool_use", "id": server_id, "name": "tool_search_tool_bm25",
+                 "input": {"query": f"select:{','.join(batch)}"}},
+                {"type": "tool_search_tool_result", "tool_use_id": server_id, "content": {
+                    "type": "tool_search_tool_search_result",
+                    "tool_references": [{"type": "tool_reference", "tool_name": n} for n in batch]}},
+                {"type": "tool_use", "id": call_id, "name": batch[0], "input": {}},
+            ]})
+            history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "done"}]})
+        elif batch:
+            arguments = {"query": f"select:{','.join(batch)}", "max_results": max(len(batch), 1)}
+            result = plan.run_tool_search(arguments)
+            found.extend(result.matches)
+            history.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": call_id, "name": TOOL_SEARCH_NAME, "input": arguments}]})
+            history.append({"role": "user", "content": tool_search_user_blocks(call_id, result, settings.wire_style)})
+        elif found:
+            history += _tool_call(call_id, found[-1])
+        else:
+            history.append({"role": "assistant", "content": [{"type": "text", "text": "Working on it."}]})
+            history.append({"role": "user", "content": "Go on."})
+    return Simulated(wire, requests, found)
+
+
+def _tool_call(call_id: str, name: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "done"}]},
+    ]
+
+
+def priced_turns(turns: Sequence[TurnCache], model: str, ttl: str, table: PriceTable) -> list[dict[str, Any]]:
+    rows = []
+    for turn in turns:
+        cost = table.cost_usd(model, turn.uncached_tokens, 0, turn.cache_write_tokens, turn.cache_read_tokens, ttl=ttl)
+        row = turn.to_dict()
+        prefix = row.pop("prefix_break")
+        rows.append({**row, "cost_usd": cost, "prefix_break": prefix})
+    return rows
+
+
+def _total(rows: Sequence[dict[str, Any]]) -> float | None:
+    costs = [row["cost_usd"] for row in rows]
+    return None if any(c is None for c in costs) else round(sum(costs), 8)
+
+
+@dataclass(frozen=True)
+class CostReport:
+    figures: dict[str, Any]  # the cost command's JSON
+    reasons: list[str]  # per turn: why the prefix broke ("" where it did not)
+
+
+def conversation_cost(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl: str = DEFAULT_TTL,
+                      model: str = "", table: PriceTable | None = None, counter: TokenCounter | None = None,
+                      seconds_between_turns: float = SECONDS_BETWEEN_TURNS) -> CostReport:
+    """The cost command's answer: the style's turns priced with caching on, and the all-tools
+    conversation's total cached and uncached (input tokens only: the replies are made up)."""
+    table = table or PriceTable()
+    counter = counter or CharEstimateCounter()
+    model = model or default_model(wire)
+    if table.price(model) is None:
+        raise ValueError(f"no price for model {model!r} in the price table: pass one, e.g. --prices "
+                         f"'{{\"{model}\": {{\"input\": 1.25, \"output\": 10, \"cache_read\": 0.125}}}}' (or set PRICE_TABLE)")
+    vendor = vendor_of(wire)
+
+    def run(cached: bool, baseline: bool) -> list[TurnCache]:
+        simulated = simulate(catalog, wire, turns=turns, discover=discover, ttl=ttl, model=model, prompt_cache=cached,
+                             counter=counter, seconds_between_turns=seconds_between_turns, baseline=baseline)
+        return account(simulated.requests, vendor, ttl=ttl, enabled=cached, counter=counter)
+
+    turns_cached = run(True, baseline=False)
+    rows = priced_turns(turns_cached, model, ttl, table)
+    figures = {
+        "wire": wire,
+        "turns": rows,
+        "total_cost_usd": _total(rows),
+        "all_tools_cached_total_cost_usd": _total(priced_turns(run(True, baseline=True), model, ttl, table)),
+        "all_tools_uncached_total_cost_usd": _total(priced_turns(run(False, baseline=True), model, ttl, table)),
+    }
+    return CostReport(figures, [t.prefix_break.reason if t.prefix_break else "" for t in turns_cached])

@@ -1,0 +1,129 @@
+"""The cosine scan of a large catalog: an int8 copy of the tool vectors, scanned by ONNX Runtime.
+
+At 100,000 tools the float32 matrix is 150 MB, and a scan (one matrix-vector product per query
+row: the request, then each of its sentences) is bound by memory bandwidth: 20–60 ms a row on the
+2-core development machine, several times that when the machine is busy. An int8 copy (one scale
+per tool, symmetric) is 38 MB, and ONNX Runtime's `DynamicQuantizeMatMul` (the kernel the int8
+encoder already runs, VNNI where the CPU has it) scores every row of a request in one pass over
+it. Its cosines are within ~0.003 of the float32 ones, so each row's `rescore` best tools are then
+scored again exactly from the float32 matrix: the tools that can reach the top of a ranking get
+their exact cosine, the others an approximation far below them. Below `MIN_TOOLS` tools the float32
+scan is already cheap and is kept (every evaluation toolset ranks exactly as before).
+
+The scanner is built in a background thread when an index is built or loaded (quantizing and
+ONNX Runtime's weight pre-packing take a second or two at 100,000 tools): searches scan the float32
+matrix until it is ready, so a fresh process's first search does not wait for it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+MIN_TOOLS = 20_000
+RESCORE = 2_000  # per query row, the best tools by the int8 scan that are scored again exactly
+
+
+class QuantizedScan:
+    """An int8 copy of a (n, dim) matrix of unit rows and an ONNX Runtime session that scores
+    query rows against it."""
+
+    def __init__(self, matrix: np.ndarray) -> None:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+
+        n, dim = matrix.shape
+        scale = np.abs(matrix).max(axis=1) / 127.0
+        scale[scale == 0] = 1.0
+        quantized = np.round(matrix / scale[:, None]).astype(np.int8)
+        node = helper.make_node("DynamicQuantizeMatMul", ["queries", "tools", "scales"], ["cosines"], domain="com.microsoft")
+        graph = helper.make_graph(
+            [node], "tool_scan",
+            [helper.make_tensor_value_info("queries", TensorProto.FLOAT, ["rows", dim])],
+            [helper.make_tensor_value_info("cosines", TensorProto.FLOAT, ["rows", n])],
+            initializer=[numpy_helper.from_array(np.ascontiguousarray(quantized.T), "tools"),
+                         numpy_helper.from_array(scale.astype(np.float32), "scales")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1  # as the encoder: a busy machine's other core stays free
+        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self.size = n
+
+    def cosines(self, queries: np.ndarray) -> np.ndarray:
+        """(rows, n) approximate cosines of each query row to every tool."""
+        return self.session.run(None, {"queries": np.ascontiguousarray(queries, dtype=np.float32)})[0]
+
+
+class VectorScan:
+    """Scores query rows against one index's matrix: float32 until the int8 scanner is ready
+    (built in the background on `prepare`), then int8 with the top rescored exactly."""
+
+    def __init__(self, matrix: np.ndarray, *, min_tools: int = MIN_TOOLS, rescore: int = RESCORE) -> None:
+        self.matrix = matrix
+        self.settings = {"min_tools": min_tools, "rescore": rescore}
+        self.rescore = rescore
+        self.wanted = matrix.shape[0] >= min_tools
+        self._scanner: QuantizedScan | None = None
+        self._ready = threading.Event()
+        self._started = False
+        self._lock = threading.Lock()
+        if not self.wanted:
+            self._ready.set()
+
+    def prepare(self) -> None:
+        """Start building the int8 scanner (once) in a background thread."""
+        with self._lock:
+            if self._started or not self.wanted:
+                return
+            self._started = True
+        threading.Thread(target=self._build, name="toolsearch-int8-scan", daemon=True).start()
+
+    def _build(self) -> None:
+        try:
+            self._scanner = QuantizedScan(self.matrix)
+        except Exception:  # no ONNX Runtime, or no memory: the float32 scan still answers (logged)
+            logger.exception("int8 tool scan unavailable; scanning the float32 vectors")
+        finally:
+            self._ready.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the scanner is built (or has failed); whether it is ready."""
+        return self._ready.wait(timeout)
+
+    @property
+    def quantized(self) -> bool:
+        return self._scanner is not None
+
+    def rows(self, queries: np.ndarray) -> np.ndarray:
+        """(rows, n) cosines: exact for each row's best tools, approximate (int8) for the rest;
+        all exact before the scanner is ready and for small matrices."""
+        scanner = self._scanner
+        if scanner is None:
+            if len(queries) == 1:  # a matrix-vector product reads the matrix faster than a 1-row matrix product
+                return (self.matrix @ queries[0])[None, :]
+            return queries @ self.matrix.T
+        rows = scanner.cosines(queries)
+        keep = min(self.rescore, rows.shape[1])
+        for row, query in zip(rows, queries):
+            best = np.argpartition(row, rows.shape[1] - keep)[rows.shape[1] - keep:] if keep < rows.shape[1] else np.arange(rows.shape[1])
+            row[best] = self.matrix[best] @ query
+        return rows
+
+
+def scan_for(index: Any, **options: Any) -> VectorScan:
+    """The `VectorScan` of a dense index (a SemanticIndex), made once and kept on it."""
+    wanted = {"min_tools": options.get("min_tools", MIN_TOOLS), "rescore": options.get("rescore", RESCORE)}
+    with _scan_lock:  # two searches of a fresh index must not build two scanners
+        scan = getattr(index, "scan", None)
+        if scan is None or scan.matrix is not index.vectors or scan.settings != wanted:
+            scan = VectorScan(index.vectors, **wanted)
+            index.scan = scan
+    return scan
+
+
+_scan_lock = threading.Lock()

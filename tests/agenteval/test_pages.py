@@ -1,0 +1,156 @@
+"""The task run pages: task sets from a toolset, an upload and a conversation; the wrong-catalog refusal
+and its import offer; a run's table, chart, grid, filters and exports; the conversations list by run."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from playground.agenteval import services
+from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
+from playground.conversations import runs as conversation_runs
+from playground.conversations import services as conversation_services
+from playground.conversations.events import ChatMessage, ToolCall, ToolResult, TurnFinished, record_event
+from playground.conversations.models import Conversation
+from playground.registry.models import Tool
+from tests.agenteval.conftest import TIME, WEATHER
+from tests.toolset_fixtures import write_toy_toolsets
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def toy_toolsets(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLSETS_DIR", str(write_toy_toolsets(tmp_path)))
+
+
+@pytest.fixture
+def no_queue(monkeypatch):
+    """Nothing leaves the process: the run's task and conversations' runs are not sent."""
+    monkeypatch.setattr(services, "queue_advance", lambda run_id: None)
+    monkeypatch.setattr(conversation_runs, "queue_run", lambda *args, **kwargs: None)
+
+
+def finished_run(admin_user, claude_profiles) -> TaskRun:
+    """A run of two tasks × two profiles whose conversations ended with known events."""
+    on, off = claude_profiles
+    task_set = TaskSet.objects.create(name="known", source=TaskSet.Source.UPLOAD)
+    tokyo = task_set.tasks.create(external_id="tokyo", query="What time is it in Tokyo?", expected_tools=[TIME], position=1)
+    paris = task_set.tasks.create(external_id="paris", query="Weather in Paris", expected_tools=[WEATHER], position=2)
+    run = TaskRun.objects.create(task_set=task_set, status="done", created_by=admin_user,
+                                 profiles=[{"id": on.pk, "name": "on", "provider": "anthropic"},
+                                           {"id": off.pk, "name": "off", "provider": "anthropic"}])
+    outcomes = {("tokyo", "on"): True, ("tokyo", "off"): True, ("paris", "on"): True, ("paris", "off"): False}
+    for position, ((task_key, profile_name), success) in enumerate(outcomes.items()):
+        task = tokyo if task_key == "tokyo" else paris
+        conversation = conversation_services.start_conversation(admin_user, profile=on if profile_name == "on" else off)
+        called = task.expected_tools[0] if success else "echo"
+        record_event(conversation, ChatMessage(role="user", text=task.query))
+        record_event(conversation, ToolCall(tool_use_id="t1", name=called))
+        record_event(conversation, ToolResult(tool_use_id="t1", name=called))
+        record_event(conversation, TurnFinished(turn=1, stop_reason="end_turn", status="idle", final=True, reason="end_turn"),
+                     status=Conversation.Status.IDLE)
+        item = TaskRunItem.objects.create(run=run, task=task, profile_name=profile_name, position=position,
+                                          conversation=conversation, status="running")
+        item.measures = services.measure_item(item)
+        item.status = "done"
+        item.save()
+    return run
+
+
+def test_index_lists_and_a_toolset_becomes_a_task_set(admin_client, toy_toolsets):
+    assert admin_client.get(reverse("agenteval:index")).status_code == 200
+    response = admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "toy"})
+    task_set = TaskSet.objects.get(name="toy")
+    assert response.status_code == 302 and task_set.catalog == "toy" and task_set.tasks.count() == 12
+    assert {t.split for t in task_set.tasks.all()} <= {"dev", "test"}
+    page = admin_client.get(reverse("agenteval:taskset_detail", args=[task_set.pk])).content.decode()
+    assert 'data-testid="missing-tools"' in page and 'data-testid="import-catalog"' in page  # the registry is empty
+    export = admin_client.get(reverse("agenteval:taskset_detail", args=[task_set.pk]) + "?format=jsonl").content.decode()
+    assert len(export.splitlines()) == 12 and json.loads(export.splitlines()[0])["expected_tool_names"]
+
+
+def test_a_run_on_the_wrong_catalog_is_refused_then_the_catalog_is_imported(admin_client, toy_toolsets, claude_profiles, no_queue):
+    admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "toy"})
+    task_set = TaskSet.objects.get(name="toy")
+    form = {"task_set": task_set.pk, "profiles": [claude_profiles[0].pk], "split": "all", "limit": 3,
+            "permission_policy": "allow", "concurrency": 1}
+    response = admin_client.post(reverse("agenteval:index"), form)
+    body = response.content.decode()
+    assert response.status_code == 400 and "wrong catalog" in body and 'data-testid="catalog-offer"' in body
+    assert not TaskRun.objects.exists()
+
+    admin_client.post(reverse("agenteval:taskset_import_catalog", args=[task_set.pk]))
+    assert Tool.objects.filter(name="mcp__mail__send_email", server=None).exists()  # catalog-only: calls simulated
+    response = admin_client.post(reverse("agenteval:index"), form)
+    run = TaskRun.objects.get()
+    assert response.status_code == 302 and run.items.count() == 3 and run.permission_policy == "allow"
+
+
+def test_an_uploaded_jsonl_and_bad_uploads(admin_client):
+    good = b'{"id": "a", "query": "Weather in Rome", "expected_tool_names": ["mcp__weather__get_forecast"]}\n'
+    admin_client.post(reverse("agenteval:taskset_add"),
+                      {"source": "upload", "name": "mine", "file": SimpleUploadedFile("q.jsonl", good)})
+    assert TaskSet.objects.get(name="mine").tasks.get().query == "Weather in Rome"
+    for payload in (b"not json\n", b"\xff\xfe", b'{"id": "a", "query": "x"}\n'):
+        response = admin_client.post(reverse("agenteval:taskset_add"), {"source": "upload", "name": f"bad{len(payload)}",
+                                                                        "file": SimpleUploadedFile("q.jsonl", payload)}, follow=True)
+        assert response.status_code == 200 and "Not a labelled query file" in response.content.decode()
+    assert TaskSet.objects.count() == 1
+
+
+def test_a_finished_conversation_saved_as_a_task(admin_client, admin_user, tool_world):
+    conversation = conversation_services.start_conversation(admin_user)
+    record_event(conversation, ChatMessage(role="user", text="What time is it in Tokyo?"))
+    record_event(conversation, ToolCall(tool_use_id="a", name="echo"))
+    record_event(conversation, ToolResult(tool_use_id="a", name="echo", is_error=True, error="boom"))
+    record_event(conversation, ToolCall(tool_use_id="b", name=TIME))
+    record_event(conversation, ToolResult(tool_use_id="b", name=TIME), status=Conversation.Status.IDLE)
+    assert 'data-testid="save-as-task"' in admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    admin_client.post(reverse("agenteval:save_conversation", args=[conversation.pk]))
+    task = TaskSet.objects.get(name="Saved conversations").tasks.get()
+    assert (task.query, task.expected_tools, task.source_conversation_id) == ("What time is it in Tokyo?", [TIME], conversation.pk)
+
+
+def test_the_run_page_table_chart_grid_filters_and_exports(admin_client, admin_user, claude_profiles):
+    run = finished_run(admin_user, claude_profiles)
+    page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert 'data-testid="profile-table"' in page and page.count('data-testid="chart-point"') == 4  # 2 profiles × 2 charts
+    assert f'ws-connect="/ws/agenteval/runs/{run.pk}/"' in page
+    assert page.count('data-outcome="success"') == 3 and page.count('data-outcome="failure"') == 1
+    assert "demo-note" not in page  # Claude ran these: no heuristic-agent label
+    failed = admin_client.get(reverse("agenteval:run_detail", args=[run.pk]) + "?only=failed").content.decode()
+    assert 'data-task="paris"' in failed and 'data-task="tokyo"' not in failed
+    disagree = admin_client.get(reverse("agenteval:run_detail", args=[run.pk]) + "?only=disagree").content.decode()
+    assert 'data-task="paris"' in disagree and 'data-task="tokyo"' not in disagree
+
+    rows = list(csv.DictReader(io.StringIO(admin_client.get(reverse("agenteval:run_export", args=[run.pk]) + "?format=csv").content.decode())))
+    assert len(rows) == 4 and {(r["task_id"], r["profile"], r["success"]) for r in rows} >= {("paris", "off", "False")}
+    data = json.loads(admin_client.get(reverse("agenteval:run_export", args=[run.pk]) + "?format=json").content)
+    rows_by = {p["profile"]: p for p in data["profiles"]}
+    assert rows_by["on"]["success"] == 1.0 and rows_by["off"]["success"] == 0.5 and len(data["items"]) == 4
+    assert data["pairs"][0]["only_a"] == 1 and data["pairs"][0]["p_value"] == 1.0
+
+    conversation_services.start_conversation(admin_user, title="not in the run")
+    assert "not in the run" in admin_client.get(reverse("conversations:list")).content.decode()
+    listed = admin_client.get(reverse("conversations:list") + f"?task_run={run.pk}").content.decode()
+    assert f"/conversations/{run.items.first().conversation_id}/" in listed and "not in the run" not in listed
+
+
+def test_the_demo_agent_is_labelled_for_what_it_measures(admin_client, admin_user, claude_profiles):
+    run = finished_run(admin_user, claude_profiles)
+    for item in run.items.all():
+        item.measures = {**item.measures, "provider": "demo", "tokens_estimated": True}
+        item.save()
+    page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert 'data-testid="demo-note"' in page and "heuristic" in page and "est.</abbr>" in page
+
+
+def test_cancel_needs_an_active_run(admin_client, admin_user, claude_profiles):
+    run = finished_run(admin_user, claude_profiles)
+    response = admin_client.post(reverse("agenteval:run_cancel", args=[run.pk]), follow=True)
+    assert "already ended" in response.content.decode()

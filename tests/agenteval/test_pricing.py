@@ -1,0 +1,68 @@
+"""The one price table: dated defaults, prefix lookup, cache prices, overrides from the setting."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground.engine import pricing
+from playground.engine.pricing import PriceTable, PriceTableError, cost_usd, load_overrides, price_table
+
+
+def test_known_models_are_priced_per_million_tokens_with_cache_multipliers():
+    # Sonnet 4.5: $3 input, $15 output, writes 1.25x / 2x, reads 0.1x (pricing page, dated in the module).
+    assert cost_usd("claude-sonnet-4-5", 1_000_000, 0) == pytest.approx(3.0)
+    assert cost_usd("claude-sonnet-4-5", 0, 1_000_000) == pytest.approx(15.0)
+    assert cost_usd("claude-sonnet-4-5", 0, 0, cache_write=1_000_000) == pytest.approx(3.75)
+    assert cost_usd("claude-sonnet-4-5", 0, 0, cache_write=1_000_000, ttl="1h") == pytest.approx(6.0)
+    assert cost_usd("claude-sonnet-4-5", 0, 0, cache_read=1_000_000) == pytest.approx(0.3)
+    # 1,000 in + 200 out on Haiku 4.5 ($1 / $5): 0.001 + 0.001.
+    assert cost_usd("claude-haiku-4-5", 1000, 200) == pytest.approx(0.002)
+    assert pricing.PRICES_AS_OF and all(p.as_of == pricing.PRICES_AS_OF for p in pricing.DEFAULT_PRICES.values())
+
+
+def test_the_longest_prefix_wins_and_dated_ids_match():
+    table = PriceTable()
+    assert table.price("claude-opus-4-1-20250805").input == 15.0
+    assert table.price("claude-opus-4-5-20251101").input == 5.0
+    assert table.price("claude-sonnet-4-5-20250929").output == 15.0
+    assert table.price("gpt-4o") is None
+    assert cost_usd("claude-test", 100, 20) is None  # no price: None, never a made-up zero
+
+
+def test_overrides_change_add_and_keep_the_rest():
+    table = price_table(json.dumps({"claude-sonnet-4-5": {"input": 1, "output": 2}, "my-model": {"input": 10, "output": 20, "cache_read": 0}}))
+    assert table.price("claude-sonnet-4-5").cache_write_5m == pytest.approx(1.25)  # standard multipliers on the new input
+    assert table.cost_usd("my-model", 1_000_000, 1_000_000, cache_read=5) == pytest.approx(30.0)
+    assert table.price("claude-haiku-4-5").input == 1.0  # untouched defaults stay
+    assert table.price("my-model").as_of == "override"
+
+
+def test_the_setting_may_name_a_file(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"claude-haiku-4-5": {"input": 2, "output": 4, "as_of": "2027-01-01"}}))
+    table = price_table(str(path))
+    assert table.cost_usd("claude-haiku-4-5", 1_000_000, 0) == pytest.approx(2.0)
+    assert table.price("claude-haiku-4-5").as_of == "2027-01-01"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "must be a JSON object"),
+    ('{"x": {"input": 1}}', "needs at least input and output"),
+    ('{"claude-sonnet-4-5": {"input": -1}}', "non-negative"),
+    ('{"claude-sonnet-4-5": {"inptu": 1}}', "unknown field"),
+    ("/no/such/prices.json", "could not read"),
+])
+def test_a_malformed_table_is_a_clear_error(text, message):
+    with pytest.raises(PriceTableError, match=message):
+        load_overrides(text)
+
+
+def test_the_deployment_table_reads_the_setting(settings):
+    from playground.registry.prices import current_price_table
+
+    settings.PRICE_TABLE = '{"claude-sonnet-4-5": {"input": 9, "output": 9}}'
+    assert current_price_table().price("claude-sonnet-4-5").input == 9
+    settings.PRICE_TABLE = ""
+    assert current_price_table().price("claude-sonnet-4-5").input == 3

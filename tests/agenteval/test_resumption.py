@@ -1,0 +1,69 @@
+"""A run goes on after a worker dies: the conversation it held is released by the conversations' lease
+(its measures say worker_lost), the next task starts, and no task is started twice — whichever
+caller advances the run (a conversation's end, the run's task, every worker's watch)."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from playground import lost_tasks
+from playground.agenteval import selectors, services
+from playground.agenteval import tasks as agenteval_tasks  # what a worker imports: registers the sweep
+from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
+from playground.conversations import runs as conversation_runs
+from playground.conversations import services as conversation_services
+from playground.conversations.models import Conversation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_queue(monkeypatch):
+    monkeypatch.setattr(services, "queue_advance", lambda run_id: None)
+    monkeypatch.setattr(conversation_runs, "queue_run", lambda *args, **kwargs: None)
+
+
+def test_a_dead_workers_task_ends_as_worker_lost_and_the_run_goes_on(tool_world, claude_profiles, no_queue, admin_user, settings):
+    task_set = TaskSet.objects.create(name="two", source=TaskSet.Source.UPLOAD)
+    task_set.tasks.create(external_id="a", query="What time is it in Tokyo?", expected_tools=["mcp__time__get_current_time"])
+    task_set.tasks.create(external_id="b", query="Weather forecast for Paris", expected_tools=["mcp__weather__get_forecast"])
+    run = services.start_run(task_set, [claude_profiles[0]], concurrency=1, user=admin_user)
+
+    services.advance(run.pk)
+    services.advance(run.pk)  # a second caller at once: the concurrency holds, nothing starts twice
+    first = run.items.get(status=TaskRunItem.Status.RUNNING)
+    assert run.items.filter(status=TaskRunItem.Status.PENDING).count() == 1
+    # A worker claimed the conversation, then died: its heartbeat stops.
+    Conversation.objects.filter(pk=first.conversation_id).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=settings.AGENT_LOST_SECONDS * 2))
+
+    assert lost_tasks.SWEEPS["task runs"] is agenteval_tasks.RUNS  # every worker's watch runs it each round
+    lost_tasks.run_sweeps([agenteval_tasks.RUNS])
+    first.refresh_from_db()
+    assert first.status == TaskRunItem.Status.DONE and first.measures["errors"] == {"worker_lost": 1}
+    assert first.measures["success"] is False
+    second = run.items.get(status=TaskRunItem.Status.RUNNING)
+    assert second.task.external_id == "b" and second.conversation_id != first.conversation_id
+
+    services.advance(run.pk)
+    assert run.items.get(pk=second.pk).conversation_id == second.conversation_id  # still the one conversation
+    assert Conversation.objects.count() == 2
+    Conversation.objects.filter(pk=second.conversation_id).update(status=Conversation.Status.IDLE)
+    services.advance(run.pk)
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.DONE
+
+
+def test_a_conversation_a_person_cancelled_is_not_a_completed_task(tool_world, claude_profiles, no_queue, admin_user):
+    task_set = TaskSet.objects.create(name="one", source=TaskSet.Source.UPLOAD)
+    task_set.tasks.create(external_id="a", query="What time is it in Tokyo?", expected_tools=["mcp__time__get_current_time"])
+    run = services.start_run(task_set, [claude_profiles[0]], user=admin_user)
+    services.advance(run.pk)
+    item = run.items.get()
+    assert conversation_services.request_cancel(item.conversation, user=admin_user)  # queued, no worker: ends at once
+    services.advance(run.pk)
+    item.refresh_from_db()
+    assert item.status == TaskRunItem.Status.CANCELLED and item.measures["errors"] == {"cancelled": 1}
+    row = selectors.report(TaskRun.objects.get(pk=run.pk))["profiles"][0]
+    assert (row["tasks"], row["completed"], row["success"]) == (1, 0, 0.0)

@@ -1,0 +1,25 @@
+"""The evaluation page works out of the box: the labelled set that ships with the project is chosen
+by default and runs, whether or not TOOLSETS_DIR finds the shared toolsets."""
+from __future__ import annotations
+
+from tests.browser.conftest import screenshot
+
+
+def test_the_shipped_demo_set_is_the_default_and_runs(logged_in_page):
+    page = logged_in_page
+    page.goto("/evaluation/")
+    source = page.inner_text("#toolset-source")
+    assert "demo ships with the project" in source and "TOOLSETS_DIR" in source
+    form = page.locator("form:has([name=toolset])")
+    assert form.locator("select[name=toolset]").input_value() == "demo"
+    screenshot(page, "evaluation-index")
+    for box in form.locator("input[name=backends]").all():
+        if box.is_checked():
+            box.uncheck()
+    form.locator("input[name=backends][value=bm25]").check()
+    form.locator("input[name=query_limit]").fill("12")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("body[data-page=evaluation-run]")
+    page.wait_for_selector("[data-status=done]", timeout=120_000)
+    assert "demo" in page.inner_text("main")
+    screenshot(page, "evaluation-demo-set-done")

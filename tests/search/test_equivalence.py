@@ -1,0 +1,79 @@
+"""Same operation on other servers (engine/search/equivalence.py) and the evaluation's figure that counts it."""
+from __future__ import annotations
+
+from playground.engine.catalog_io import LabelledQuery
+from playground.engine.search import quality
+from playground.engine.search.equivalence import SameOperation, groups_in_results, operation_key
+from playground.engine.tools import ToolCatalog
+from tests.search.conftest import mcp
+
+BROWSE = "Navigate the browser to a URL and wait for the page to load"
+
+
+def browser_catalog() -> ToolCatalog:
+    return ToolCatalog([
+        mcp("playwright", "playwright_navigate", BROWSE),
+        mcp("puppeteer", "puppeteer_navigate", "Navigate to a URL in the browser page"),
+        mcp("filesystem", "read_file", "Read the complete contents of a file from the file system."),
+        mcp("desktop-commander", "read_file", "Read a file or a URL; returns its text content with line numbers."),
+        mcp("weather", "get_weather", "Get the current weather for a city"),
+        mcp("youtube-transcript", "get_transcript", "Get the transcript of a YouTube video"),
+        mcp("mirror-a", "fetch_page", "Fetches a web page and returns it as markdown text"),
+        mcp("mirror-b", "download", "Fetches a web page and returns it as markdown text"),
+        mcp("filesystem", "write_file", "Write a file"),
+        mcp("desktop-commander", "write_file_alt", "Write a file"),
+    ])
+
+
+def test_server_words_are_dropped_from_the_tool_part():
+    catalog = browser_catalog()
+    assert operation_key(catalog.get("mcp__playwright__playwright_navigate")) == "navigate"
+    assert operation_key(catalog.get("mcp__filesystem__read_file")) == "read file"
+
+
+def test_groups_come_from_the_tool_part_or_the_description_and_span_servers():
+    same = SameOperation(browser_catalog().deferred)
+    assert same.group("mcp__playwright__playwright_navigate") == ("mcp__playwright__playwright_navigate", "mcp__puppeteer__puppeteer_navigate")
+    assert same.others("mcp__filesystem__read_file") == {"mcp__desktop-commander__read_file"}
+    assert same.others("mcp__mirror-a__fetch_page") == {"mcp__mirror-b__download"}  # same description
+    # one word left ("get") and descriptions that do not agree: different operations
+    assert same.group("mcp__weather__get_weather") == () and same.group("mcp__youtube-transcript__get_transcript") == ()
+    # a description too short to tell ("Write a file") groups nothing by itself
+    assert same.group("mcp__desktop-commander__write_file_alt") == ()
+    assert len(same.groups()) == 3 and len(same) == 6
+
+
+def test_same_operation_recall_is_reported_beside_the_strict_figure():
+    same = SameOperation(browser_catalog().deferred)
+    query = LabelledQuery(id="q", query="open example.com and save a page",
+                          expected_tool_names=("mcp__playwright__playwright_navigate", "mcp__filesystem__write_file"))
+    ranked = ["mcp__puppeteer__puppeteer_navigate", "mcp__weather__get_weather"]
+    scores = quality.score_query(ranked, query, same)
+    assert scores["recall@5"] == 0.0  # strict: neither gold tool
+    assert scores["same_op_recall@5"] == 0.5 and scores["same_op_recall@1"] == 0.5 and scores["same_op_complete@5"] == 0.0
+    assert "same_op_recall@5" not in quality.score_query(ranked, query)
+
+
+def test_the_suite_prints_both_figures(tmp_path):
+    import json
+
+    folder = tmp_path / "browsers"
+    folder.mkdir()
+    catalog = browser_catalog()
+    (folder / "catalog.jsonl").write_text("\n".join(json.dumps({"name": t.name, "description": t.description, "server": t.server,
+                                                                "input_schema": t.input_schema}) for t in catalog) + "\n")
+    queries = [{"id": f"q{i}", "query": "navigate to the puppeteer page", "expected_tool_names": ["mcp__playwright__playwright_navigate"]}
+               for i in range(3)]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    [result] = quality.run_suite(["browsers"], ["claude-code"], styles=["natural"], split="all", root=tmp_path)
+    m = result.metrics
+    assert m["same_op_recall@1"] == 1.0 and m["recall@1"] == 0.0  # puppeteer's navigate ranks first
+    assert "same operation on other servers: 6 tools in 3 groups" in result.notes
+    assert "| recall@5 same-op |" in quality.format_table([result])
+
+
+def test_the_inspector_groups_list_the_members_with_their_ranks():
+    catalog = browser_catalog()
+    [group] = groups_in_results(catalog, ["mcp__puppeteer__puppeteer_navigate", "mcp__weather__get_weather"])
+    assert group.operation == "navigate" and group.servers == 2
+    assert group.members == (("mcp__playwright__playwright_navigate", "playwright", None), ("mcp__puppeteer__puppeteer_navigate", "puppeteer", 1))
