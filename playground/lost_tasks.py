@@ -15,39 +15,46 @@ Each app declares what it queues as a `Kind` (`watch(kind)`):
   fail it with a reason its page shows once AGENT_QUEUE_ATTEMPTS re-sends are used up; returns
   "requeued", "failed" or "" (claimed or changed meanwhile).
 A `sweep` is a check that needs no broker, run every round: a permission prompt past its deadline is
-denied by one (a countdown task would be lost with Redis, and takes its worker down with it).
+denied by one (a countdown task would be lost with Redis, and takes its worker down with it); work
+whose worker died (its heartbeat went stale: conversations/lease.py, playground/heartbeat.py) is
+ended by others.
 
-The watch: every worker runs one thread (started when the worker is ready, stopped at its shutdown)
-that, every half AGENT_QUEUE_GRACE_SECONDS, collects the unclaimed rows of every kind and, when there
-are some, asks the broker which tasks it still holds: in the queue, or fetched by a worker within the
-grace (workers fetch only what they start at once: CELERY_WORKER_DISABLE_PREFETCH). A task the broker
-holds is only waiting for a free worker and is left alone. A row missing from the broker in two
-rounds running (a worker acknowledges or fetches a task a moment before it claims the row) is handed
-to its kind's `lost`. While the broker does not answer nothing is decided; once it is back, lost work
-is handed over within two rounds (one grace). Several workers' watches may act on the same row: the
-row lock in `lost` makes one of them do it.
+The rounds run on Celery beat: `make run` starts a beat process beside the worker (compose: the
+`beat` service), which sends `background_round` every half AGENT_QUEUE_GRACE_SECONDS to any worker.
+A round collects the unclaimed rows of every kind and, when there are some, asks the broker which
+tasks it still holds: in the queue, or fetched by a worker within the grace (workers fetch only what
+they start at once: CELERY_WORKER_DISABLE_PREFETCH). A task the broker holds is only waiting for a free
+worker and is left alone. A row missing from the broker in two rounds running (a worker acknowledges
+or fetches a task a moment before it claims the row) is handed to its kind's `lost`; what a round
+found missing is kept in Redis for the next one, which may run on another worker. While the broker
+does not answer nothing is decided (and beat cannot send rounds); once it is back, lost work is handed
+over within two rounds (one grace). The row lock in `lost` makes one round act on a row, should two
+overlap.
 
-Only the default queue (CELERY_TASK_DEFAULT_QUEUE, where every task is sent) and kombu's Redis layout
-are read: the queue is a list of JSON messages, tasks fetched but not yet acknowledged are in the
-`unacked` hash, with their fetch time in `unacked_index`.
+Why the broker is still read with Redis persistence on (AOF, appendfsync everysec: a restart delivers
+what was queued): a Redis brought through REDIS_URL may keep nothing, fakeredis (the embedded fallback)
+keeps nothing, a crash loses up to the last second, and only the broker can tell a task waiting for a
+free worker from one that is gone. The one place that reads kombu's private layout is
+`messages_the_broker_holds`: the default queue (CELERY_TASK_DEFAULT_QUEUE, where every task is sent)
+is a list of JSON messages, tasks fetched but not yet acknowledged are in the `unacked` hash, with
+their fetch time in `unacked_index` (kombu's Redis transport, 5.x).
 """
 from __future__ import annotations
 
 import base64
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, transaction
 
 from playground.celery_app import app
+from playground.queueing import queue_task
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +111,12 @@ def lost_reason(waited_seconds: float, attempts: int) -> str:
             f"within {int(waited_seconds)} s{tries}")
 
 
-def send_again(task: Any, *args: Any, what: str) -> None:
-    """Hand `task` to the broker again once the caller's transaction commits (the row says it was
-    re-sent first). A broker that went away again is logged: the watch's next round sends it once more."""
+def send_again(task: str, *args: Any, what: str) -> None:
+    """Hand the task named `task` to the broker again once the caller's transaction commits (the row
+    says it was re-sent first). A broker that went away again is logged: the next round sends it once more."""
     def send() -> None:
         try:
-            task.delay(*args)
+            queue_task(task, *args)
         except Exception:
             logger.exception("could not send %s again", what)
 
@@ -228,57 +235,64 @@ def run_sweeps(sweeps: Iterable[Sweep] | None = None) -> int:
     return settled
 
 
-class LostTaskWatch:
-    """The worker's thread running `lost_round` and the sweeps every half grace until `stop()`."""
-
-    def __init__(self, interval: float | None = None) -> None:
-        self.interval = interval if interval is not None else max(0.5, grace_seconds() / 2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="lost-task-watch", daemon=True)
-        self.rounds = 0
-
-    def start(self) -> LostTaskWatch:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=timeout)
-
-    def _watch(self) -> None:
-        try:
-            missing: Missing = {}
-            while True:
-                try:
-                    _, missing = lost_round(missing)
-                except BrokerUnavailable as exc:
-                    missing = {}  # nothing is known about the broker's queue now: look twice again
-                    logger.info("work no worker took: the broker does not answer (%s); looking again soon", exc)
-                except DatabaseError:
-                    logger.warning("work no worker took: could not read the database", exc_info=True)
-                except Exception:
-                    logger.exception("work no worker took: the round failed")
-                run_sweeps()
-                self.rounds += 1
-                connections.close_all()  # this thread's own connections, fresh each round
-                if self._stop.wait(self.interval):
-                    return
-        finally:
-            connections.close_all()
+# -- the round on Celery beat ---------------------------------------------------------------------
+ROUND_TASK = "playground.background_round"
 
 
-_watch: list[LostTaskWatch] = []  # this worker process's watch, while it runs
+def round_interval() -> float:
+    """Seconds between rounds: half AGENT_QUEUE_GRACE_SECONDS (Celery beat's schedule, settings.py)."""
+    return float(settings.BACKGROUND_ROUND_SECONDS)
 
 
-@worker_ready.connect
-def start_watching(**_: object) -> None:
-    """The first round runs at once, so a worker starting after an outage picks lost work up straight away."""
-    if not _watch:
-        _watch.append(LostTaskWatch().start())
+def _state_key() -> str:
+    return f"playground:lost-work:{app.conf.task_default_queue}"
 
 
-@worker_shutdown.connect
-def stop_watching(**_: object) -> None:
-    while _watch:
-        _watch.pop().stop()
+def _broker_client() -> redis.Redis:
+    return redis.Redis.from_url(app.conf.broker_url, socket_connect_timeout=3, socket_timeout=10)
+
+
+def remembered_missing() -> Missing:
+    """The rows the previous round found missing (kept in the broker's Redis: any worker runs the next round)."""
+    client = _broker_client()
+    try:
+        raw = client.get(_state_key())
+    finally:
+        client.close()
+    try:
+        return {(name, row): key for name, row, key in json.loads(raw)} if raw else {}
+    except (ValueError, TypeError):
+        return {}
+
+
+def remember_missing(missing: Missing) -> None:
+    client = _broker_client()
+    try:
+        # Forgotten after a few rounds without one: a row must be missing in two rounds close together.
+        client.set(_state_key(), json.dumps([[name, row, key] for (name, row), key in missing.items()]),
+                   ex=max(5, int(4 * round_interval())))
+    finally:
+        client.close()
+
+
+def run_round() -> dict[str, int]:
+    """One round: lost work (with the previous round's findings) and every sweep. What was done."""
+    outcome = {REQUEUED: 0, FAILED: 0}
+    try:
+        outcome, missing = lost_round(remembered_missing())
+        remember_missing(missing)
+    except (BrokerUnavailable, redis.RedisError, OSError) as exc:
+        logger.info("work no worker took: the broker does not answer (%s); looking again next round", exc)
+    except DatabaseError:
+        logger.warning("work no worker took: could not read the database", exc_info=True)
+    except Exception:
+        logger.exception("work no worker took: the round failed")
+    outcome["settled"] = run_sweeps()
+    return outcome
+
+
+@app.task(name=ROUND_TASK, acks_late=False, ignore_result=True)
+def background_round() -> dict[str, int]:
+    """Sent by Celery beat every half AGENT_QUEUE_GRACE_SECONDS (settings.CELERY_BEAT_SCHEDULE); any
+    worker runs it. Rounds are short: a few indexed reads, and the broker read only when a row is late."""
+    return run_round()

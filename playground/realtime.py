@@ -3,11 +3,11 @@
 Sending. Celery tasks and views are sync code. `async_to_sync(layer.group_send)` there runs a
 fresh event loop per call, and channels_redis binds its Redis connections to the loop that opened
 them: a layer kept across calls then fails with "Event loop is closed", and a layer made per call
-pays a new loop, a new layer and a new Redis connection for every event. Instead each process owns
-one background thread running one event loop, which owns one channel layer (and so one Redis
-connection pool) for the life of the process. `send_to_group` hands the coroutine to that loop and
-waits for it with a timeout. After a fork (Celery's prefork pool) the child starts its own thread
-and layer on first use: the parent's thread does not exist in the child.
+pays a new loop, a new layer and a new Redis connection for every event. Instead each process keeps
+one channel layer (and so one Redis connection pool) on the process's one event loop, an anyio
+portal on a daemon thread that the MCP client shares (`per_process.portal()`). `send_to_group` hands
+the coroutine to that loop and waits for it with a timeout. After a fork (Celery's prefork pool) the
+child starts its own portal and layer on first use: the parent's thread does not exist in the child.
 
 Dispatching on the event loop. channels' `AsyncConsumer.dispatch` awaits `aclose_old_connections()`
 before every message: a hop to the one thread that every socket's `database_sync_to_async` work
@@ -29,7 +29,6 @@ import asyncio
 import json
 import concurrent.futures
 import os
-import threading
 from typing import Any, Callable
 
 from channels.consumer import get_handler_name
@@ -37,7 +36,7 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
 
 from playground.engine import safe_json
-from playground.per_process import PerProcess
+from playground.per_process import PerProcess, portal
 
 SEND_TIMEOUT_SECONDS = 5.0
 CLOSE_UNAUTHENTICATED = 4401
@@ -45,21 +44,11 @@ CLOSE_FORBIDDEN = 4403
 
 
 class _Sender:
-    """One event loop in a daemon thread, owning one channel layer for this process."""
+    """This process's channel layer, used only on the process's portal loop (per_process.portal())."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
         self.layer: Any = None
-        ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(ready,), name="realtime-sender", daemon=True)
-        self.thread.start()
-        ready.wait()
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(ready.set)
-        self.loop.run_forever()
 
     async def _group_send(self, group: str, message: dict) -> None:
         if self.layer is None:
@@ -73,7 +62,7 @@ class _Sender:
             await close_layer(layer)
 
     def submit(self, coroutine: Any, timeout: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        future = portal().submit(coroutine)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:

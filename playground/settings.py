@@ -291,12 +291,25 @@ if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_S
 # Work no worker claimed within AGENT_QUEUE_GRACE_SECONDS of its request (a conversation's run, an
 # evaluation, an MCP sync, a search index build), whose task the broker no longer holds (Redis
 # restarted, a connection dropped), is handed to the broker again, at most AGENT_QUEUE_ATTEMPTS times;
-# then it fails with a reason its page shows (lost_tasks.py). The workers' watch looks every half grace;
-# it also denies permission prompts past their PERMISSION_PROMPT_TIMEOUT_SECONDS.
+# then it fails with a reason its page shows (lost_tasks.py). A round looks every half grace; it also
+# denies permission prompts past their PERMISSION_PROMPT_TIMEOUT_SECONDS and ends the work of workers
+# that died (a heartbeat older than AGENT_LOST_SECONDS).
 AGENT_QUEUE_GRACE_SECONDS = float(os.environ.get("AGENT_QUEUE_GRACE_SECONDS") or 15)
 AGENT_QUEUE_ATTEMPTS = envint("AGENT_QUEUE_ATTEMPTS", 3)
 if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:
     raise RuntimeError("AGENT_QUEUE_GRACE_SECONDS must be above 0 and AGENT_QUEUE_ATTEMPTS at least 0")
+# Celery beat (`make run`'s beat process, compose's `beat` service) sends that round to any worker.
+# A round that waited longer than two intervals for a free worker is dropped: the next one does its work.
+BACKGROUND_ROUND_SECONDS = max(0.5, AGENT_QUEUE_GRACE_SECONDS / 2)
+CELERY_BEAT_SCHEDULE = {
+    "background-round": {
+        "task": "playground.background_round",
+        "schedule": BACKGROUND_ROUND_SECONDS,
+        "options": {"expires": 2 * BACKGROUND_ROUND_SECONDS},
+    },
+}
+# Beat's record of when each entry last ran, in the project's state folder (var/, ignored by git).
+CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get("CELERY_BEAT_SCHEDULE_FILENAME") or str(BASE_DIR / "var" / "celerybeat-schedule")
 # Compact older messages when the conversation passes this share of the context window.
 COMPACTION_THRESHOLD = float(os.environ.get("COMPACTION_THRESHOLD") or 0.8)
 # Profiles with wire style "server" use Anthropic's own search tool: bm25 or regex.

@@ -34,7 +34,7 @@ async def scenario(stack: EmbeddedStack, node_a: Session, node_b: Session) -> di
     deadline = time.monotonic() + DEADLINE_SECONDS
     conversation_id = await asyncio.to_thread(node_a.new_conversation)
     watch = await open_socket(node_b, f"/ws/conversations/{conversation_id}/")
-    watch.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
+    await watch.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
     await asyncio.to_thread(node_a.send_message, conversation_id, QUESTION)
     prompt_pattern = re.compile(rf'id="prompt-{conversation_id}-(\d+)"')
     received: list[int] = []
@@ -63,7 +63,7 @@ async def scenario(stack: EmbeddedStack, node_a: Session, node_b: Session) -> di
 
     # A reload through node A replays the same rows from the database.
     replay_socket = await open_socket(node_a, f"/ws/conversations/{conversation_id}/")
-    replay_socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
+    await replay_socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
     replayed: list[int] = []
     try:
         while not replayed or replayed[-1] < received[-1]:

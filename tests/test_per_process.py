@@ -44,3 +44,72 @@ def test_a_forked_child_makes_its_own_and_does_not_close_the_parents():
     assert things.get() is parent and closed == []
     things._close(closed.append)
     assert closed == [parent]
+
+
+def test_one_portal_runs_the_realtime_sender_and_the_mcp_client():
+    """Both sync-to-async bridges use the process's one portal thread, not a loop thread each."""
+    import threading
+
+    from playground import per_process
+    from playground.mcp_servers.connection import background_loop
+
+    async def where() -> int:
+        return threading.get_ident()
+
+    portal = per_process.portal()
+    assert per_process.portal() is portal
+    assert background_loop().run(where(), timeout=10) == portal.thread_id
+    assert portal.submit(where()).result(10) == portal.thread_id
+    assert [t.name for t in threading.enumerate()].count("playground-portal") <= 1
+    names = {t.name for t in threading.enumerate()}
+    assert "mcp-client-loop" not in names and "realtime-sender" not in names
+
+
+def test_the_portal_refuses_to_wait_on_itself():
+    import pytest
+
+    from playground import per_process
+
+    async def nested() -> None:
+        per_process.portal().submit(asyncio_sleep())
+
+    async def asyncio_sleep() -> None:
+        return None
+
+    with pytest.raises(RuntimeError, match="own thread"):
+        per_process.portal().submit(nested()).result(10)
+
+
+def test_a_forked_child_of_a_process_with_a_portal_gets_its_own_and_does_not_hang():
+    """The parent's portal is abandoned in the child, never finalised: its close would wait forever on
+    a loop thread that does not exist after the fork (as in a Celery prefork child)."""
+    import gc
+    import time
+
+    from playground import per_process
+
+    async def answer() -> int:
+        return os.getpid()
+
+    assert per_process.portal().submit(answer()).result(10) == os.getpid()
+    parent_thread = per_process.portal().thread_id  # no reference to the parent's portal held here
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            gc.collect()  # would run the parent's portal's finaliser if it were dropped
+            code = 0 if per_process.portal().submit(answer()).result(10) == os.getpid() else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert per_process.portal().thread_id == parent_thread

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from playground import realtime
+from playground import per_process, realtime
 from tests.conversations.conftest import redis  # noqa: F401 (fixture: this run's Redis channel layer)
 
 
@@ -40,16 +40,17 @@ def test_sends_reach_the_group_through_one_layer_kept_for_the_process(redis):  #
         realtime.send_to_group("realtime-test", {"type": "test.message", "n": n})
     listener.join(15)
     assert [m["n"] for m in box] == [0, 1, 2]
-    sender = realtime._get_sender()
+    sender, loop = realtime._get_sender(), per_process.portal()
     layer = sender.layer
     realtime.send_to_group("realtime-test", {"type": "test.message"})
-    assert realtime._get_sender() is sender and sender.layer is layer  # no new loop, layer or pool per send
-    assert sender.thread.is_alive()
+    # No new loop, layer or pool per send: the process's portal thread keeps them.
+    assert realtime._get_sender() is sender and sender.layer is layer and per_process.portal() is loop
+    assert loop.thread_id in {thread.ident for thread in threading.enumerate() if thread.is_alive()}
 
 
 def test_a_forked_child_gets_its_own_sender(redis):  # noqa: F811
     realtime.send_to_group("realtime-test", {"type": "test.message"})
-    parent = realtime._get_sender()
+    parent, parent_loop = realtime._get_sender(), per_process.portal()
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: it must not use the parent's (absent) thread
@@ -57,7 +58,8 @@ def test_a_forked_child_gets_its_own_sender(redis):  # noqa: F811
         try:
             child = realtime._get_sender()
             realtime.send_to_group("realtime-test", {"type": "test.message"}, timeout=5)
-            code = 0 if child is not parent and child.pid == os.getpid() else 2
+            own_loop = per_process.portal() is not parent_loop
+            code = 0 if child is not parent and child.pid == os.getpid() and own_loop else 2
         finally:
             os.write(write, bytes([code]))
             os._exit(0)
@@ -67,7 +69,7 @@ def test_a_forked_child_gets_its_own_sender(redis):  # noqa: F811
     finally:
         os.close(read)
         os.waitpid(pid, 0)
-    assert realtime._get_sender() is parent
+    assert realtime._get_sender() is parent and per_process.portal() is parent_loop
 
 
 def test_send_to_group_refuses_to_block_an_event_loop():

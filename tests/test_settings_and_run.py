@@ -20,11 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
 
 from playground.realtime import close_layer
 from playground.runner.embedded_redis import free_port, redis_answers, start_embedded_redis, with_address
-from playground.runner.main import web_command, worker_command
+from playground.runner.main import beat_command, web_command, worker_command
 from playground.runner.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +96,7 @@ def _is_environ(node: ast.AST) -> bool:
 # --- docker-compose.yml and Dockerfile -------------------------------------------------------------
 
 def test_compose_has_the_production_services(compose):
-    assert set(compose["services"]) == {"db", "redis", "migrate", "web", "worker"}
+    assert set(compose["services"]) == {"db", "redis", "migrate", "web", "worker", "beat"}
     assert compose["services"]["db"]["image"].startswith("postgres:")
     assert compose["services"]["redis"]["image"].startswith("redis:")
     assert "pgdata:/var/lib/postgresql/data" in compose["services"]["db"]["volumes"]
@@ -106,8 +107,24 @@ def test_compose_runs_what_make_run_runs(compose):
     services = compose["services"]
     assert services["web"]["command"] == as_container_argv(web_command("0.0.0.0", 8000))
     assert services["worker"]["command"] == as_container_argv(worker_command("prefork", 2))
+    assert services["beat"]["command"] == as_container_argv(beat_command())
     assert services["migrate"]["command"] == ["python", "-m", "playground.run", "--prepare-only"]
     assert services["migrate"]["restart"] == "no"
+
+
+def test_compose_redis_keeps_queued_tasks_across_a_restart(compose):
+    redis_service = compose["services"]["redis"]
+    command = redis_service["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert "redisdata:/data" in redis_service["volumes"] and "redisdata" in compose["volumes"]
+
+
+def test_compose_runs_one_beat_after_migrate(compose):
+    beat = compose["services"]["beat"]
+    assert beat["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert beat["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert beat["environment"]["REDIS_URL"] == "redis://redis:6379/0"
 
 
 def test_compose_orders_start_up_and_checks_health(compose):
@@ -299,6 +316,28 @@ def test_embedded_redis_serves_celery_and_the_channel_layer(kind, backend):
     assert not os.path.exists(embedded.workdir)
 
 
+def test_embedded_redis_server_keeps_what_was_queued_across_a_restart(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server binary on PATH")
+    data_dir = tmp_path / "redis"
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    first = start_embedded_redis(url, prefer="redis-server", data_dir=data_dir)
+    try:
+        client = redis.Redis.from_url(first.url)
+        client.lpush("celery", b"a queued task")
+        client.close()
+    finally:
+        first.stop()  # SIGTERM: redis-server flushes its append-only file
+    assert data_dir.is_dir() and any(data_dir.rglob("*.aof"))
+    again = start_embedded_redis(first.url, prefer="redis-server", data_dir=data_dir)
+    try:
+        client = redis.Redis.from_url(again.url)
+        assert client.lrange("celery", 0, -1) == [b"a queued task"]
+        client.close()
+    finally:
+        again.stop()
+
+
 def test_embedded_redis_moves_to_a_free_port_when_the_wanted_one_is_taken():
     first = start_embedded_redis(f"redis://127.0.0.1:{free_port()}/0", prefer="fakeredis")
     try:
@@ -387,7 +426,7 @@ def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, byte
 def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
     """`python -m playground.run` in production mode with no Redis at REDIS_URL: it embeds one
     (fakeredis here; the redis-server case is covered above), migrates a fresh SQLite database,
-    collects static files for WhiteNoise, starts daphne and a Celery worker, prints the address,
+    collects static files for WhiteNoise, starts daphne, a Celery worker and Celery beat, prints the address,
     and stops every child on SIGTERM."""
     port = free_port()
     redis_port = free_port()
@@ -402,6 +441,7 @@ def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
         "SECRET_KEY": "test-only-" + "x" * 40,
         "STATIC_ROOT": str(tmp_path / "static"),
         "CELERY_POOL": "solo",
+        "CELERY_BEAT_SCHEDULE_FILENAME": str(tmp_path / "beat" / "schedule"),
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("CI", None)  # the run command does not care; keep the child's output plain
@@ -418,6 +458,7 @@ def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
         assert f"http://127.0.0.1:{port}/" in log
         assert "started an embedded fakeredis" in log
         assert "Celery worker answers" in log
+        assert re.search(r"started beat \(pid \d+\)", log)  # the periodic background round
         assert (tmp_path / "run.sqlite3").exists()
 
         # Production security: plain http is redirected to https; behind the TLS proxy it answers.

@@ -2,12 +2,12 @@
 
 A run that a worker claimed has a heartbeat (lease.py); one that none claimed has `heartbeat_at`
 empty and `queued_at` set: the person's request, the answer to a prompt (a resumption), or the last
-re-send — never a later event. The worker's watch (playground/lost_tasks.py) asks the broker about
+re-send — never a later event. The background round (playground/lost_tasks.py) asks the broker about
 runs still unclaimed AGENT_QUEUE_GRACE_SECONDS after that; one whose task the broker lost is handed
 over again under a new run token (`runs.requeue_unclaimed_run`: a resumption is sent again as a
 resumption), at most AGENT_QUEUE_ATTEMPTS times, and then failed with an error the page shows.
 
-A prompt's timeout is the watch's sweep `expire_overdue_prompts`: every round it denies the prompts
+A prompt's timeout is the round's sweep `expire_overdue_prompts`: every round it denies the prompts
 still open past their deadline (`runs.expire_prompt`, the first answer wins), so a prompt is
 denied at most half a grace late. Why not a task with the timeout as countdown: Redis loses it on a
 restart, and the worker holding it until it is due (kombu's Redis transport hands ETA tasks out at
@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from playground import lost_tasks
 from playground.conversations.models import Conversation, Event
-from playground.conversations.runs import expire_prompt, pending_answer, requeue_unclaimed_run
+from playground.conversations.runs import expire_prompt, pending_answer, release_lost_runs, requeue_unclaimed_run
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +77,16 @@ def overdue_prompts() -> list[tuple[int, int]]:
 
 def expire_overdue_prompts() -> int:
     """Deny the overdue prompts; the resumption, should the broker be down right now, is left queued
-    for the watch to hand over once it is back. How many it denied."""
+    for the round to hand over once it is back. How many it denied."""
     expired = 0
     for conversation_id, sequence in overdue_prompts():
-        if expire_prompt(conversation_id, sequence, fail_unsent=False):
+        if expire_prompt(conversation_id, sequence):
             expired += 1
             logger.info("conversation %s: prompt #%s unanswered past its deadline: denied", conversation_id, sequence)
     return expired
 
 
 PROMPTS = lost_tasks.sweep("permission prompts", expire_overdue_prompts)
+
+# Conversations whose worker died (lease.py): released by every round, whoever opens the page or not.
+LOST_WORKERS = lost_tasks.sweep("conversations whose worker died", release_lost_runs)

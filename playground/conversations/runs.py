@@ -72,17 +72,20 @@ def queue_run(conversation_id: int, run_token: str = "", *, fail_unsent: bool = 
                                                  kind="queue"), status=Conversation.Status.FAILED)
 
 
-def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, fail_unsent: bool = True) -> None:
-    """Hand a run paused on `prompt_sequence` (now answered) back to a worker. With `fail_unsent=False`
-    a failed send leaves the resumption queued (running, unclaimed): the watch hands it over (requeue.py)."""
+def queue_resume(conversation_id: int, run_token: str, prompt_sequence: int, *, resend: bool = False) -> None:
+    """Hand a run paused on `prompt_sequence` (now answered) back to a worker. The answer is recorded
+    already, so a failed send (the broker down) never loses it: the resumption stays queued (running,
+    unclaimed) and the background round hands it over once the broker is back (requeue.py). The
+    first failed send tells the page so; a re-send that fails is tried again by the next round."""
     try:
         queue_task("conversations.resume_conversation", conversation_id, run_token, prompt_sequence)
-    except Exception as exc:
+    except Exception:
         logger.exception("could not queue the resumption of conversation %s", conversation_id)
-        if not fail_unsent:
-            return
-        record_event(conversation_id, ErrorEvent(message=f"Could not hand the answer to a worker (is Redis running?): {exc}",
-                                                 kind="queue"), status=Conversation.Status.FAILED)
+        if not resend:
+            record_event(conversation_id, StatusChanged(
+                status=Conversation.Status.RUNNING,
+                note="the answer is kept: the message broker (Redis) does not answer right now, and the run "
+                     "goes on once it is back"))
 
 
 # -- pause / resume: runs paused on a permission prompt (loop.AgentRun.pause) ----------------------
@@ -91,13 +94,14 @@ CANCELLED_WAITING_SUBAGENT = "Cancelled by the person while it ran: its subagent
 
 
 def answer_prompt(conversation: Conversation | int, prompt_sequence: int, choice: str, *, answered_by: str = "",
-                  note: str = "", resume: bool = True, fail_unsent: bool = True) -> tuple[Event, Event]:
+                  note: str = "", resume: bool = True) -> tuple[Event, Event]:
     """Record the answer to a permission prompt; the first answer wins (the scheduled timeout included).
     Returns (the prompt, the answer); raises ConversationError for an unknown prompt or choice, or one answered.
 
     `always` also remembers the tool for this conversation, so later calls do not ask again. A waiting
     conversation goes back to running, unless `resume=False` (the run is ending: its caller sets the status).
-    When the run is paused on this prompt (no worker holds it), a worker is asked to resume it after commit.
+    When the run is paused on this prompt (no worker holds it), a worker is asked to resume it after
+    commit; with the broker down the answer waits for it (`queue_resume`).
     """
     if choice not in (*PERSON_ANSWERS, *LOOP_ANSWERS):
         raise ConversationError(f"Unknown answer {choice!r}: choose once, always or deny.")
@@ -125,7 +129,7 @@ def answer_prompt(conversation: Conversation | int, prompt_sequence: int, choice
         if resume and paused.get("prompt_sequence") == prompt_sequence:
             run_token = locked.run_token
             Conversation.objects.filter(pk=locked.pk).update(queued_at=timezone.now(), queue_attempts=0)
-            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence, fail_unsent=fail_unsent))
+            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, prompt_sequence))
         return prompt, answer
 
 
@@ -137,18 +141,16 @@ def pending_answer(conversation_id: int, prompt_sequence: int) -> Event | None:
     )
 
 
-def expire_prompt(conversation_id: int, prompt_sequence: int, *, fail_unsent: bool = True) -> bool:
+def expire_prompt(conversation_id: int, prompt_sequence: int) -> bool:
     """Deny a prompt nobody answered in time; False when it was answered (or is gone) meanwhile.
-    Called by the workers' deadline sweep (requeue.py), which passes `fail_unsent=False` (see
-    `queue_resume`), and by `expire_permission_prompt_task`."""
+    Called by the deadline sweep (requeue.py) and by `expire_permission_prompt_task`."""
     conversation = Conversation.objects.filter(pk=conversation_id).first()
     prompt = Event.objects.filter(conversation_id=conversation_id, sequence=prompt_sequence, type="permission_prompt").first()
     if conversation is None or prompt is None:
         return False
     timeout = float(prompt.payload.get("timeout_seconds") or settings.PERMISSION_PROMPT_TIMEOUT_SECONDS)
     try:
-        answer_prompt(conversation, prompt_sequence, "timeout", note=f"no answer within {timeout:g} s: denied",
-                      fail_unsent=fail_unsent)
+        answer_prompt(conversation, prompt_sequence, "timeout", note=f"no answer within {timeout:g} s: denied")
     except ConversationError:
         return False  # answered first: theirs wins
     return True
@@ -270,7 +272,7 @@ def requeue_unclaimed_run(conversation_id: int, seen_token: str) -> str:
                  f"({locked.queue_attempts + 1} of {settings.AGENT_QUEUE_ATTEMPTS})"))
         # Sent unless the broker went away again since it was asked; then the next round tries again.
         if paused.get("prompt_sequence"):
-            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, paused["prompt_sequence"], fail_unsent=False))
+            transaction.on_commit(lambda: queue_resume(locked.pk, run_token, paused["prompt_sequence"], resend=True))
         else:
             transaction.on_commit(lambda: queue_run(locked.pk, run_token, fail_unsent=False))
     return "requeued"

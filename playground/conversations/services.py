@@ -99,12 +99,12 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
 
 
 def answer_permission(conversation: Conversation, prompt_sequence: int, choice: str, *, user=None, note: str = "",
-                      resume: bool = True, fail_unsent: bool = True) -> Event:
+                      resume: bool = True) -> Event:
     """A person's answer to a permission prompt (`runs.answer_prompt`: the first answer wins, `always`
     is remembered, a paused run is resumed), and who answered when it is not the owner."""
     with transaction.atomic():
         prompt, answer = runs.answer_prompt(conversation, prompt_sequence, choice, answered_by=getattr(user, "username", ""),
-                                            note=note, resume=resume, fail_unsent=fail_unsent)
+                                            note=note, resume=resume)
         record_acting_for_owner(lock_conversation(conversation.pk), user, "answered your permission prompt",
                                 f"#{prompt_sequence} {prompt.payload.get('name', '')}: {PERMISSION_CHOICES.get(choice, choice)}")
     return answer

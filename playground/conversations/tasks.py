@@ -2,7 +2,7 @@
 its resumption after a permission prompt is answered, and the prompt's timeout.
 
 A run that meets an "ask" rule saves where it is and ends its task (loop.AgentRun.pause): an open
-prompt holds no worker. The answer — from the page, or the timeout the workers' watch gives a prompt
+prompt holds no worker. The answer — from the page, or the timeout the background round gives a prompt
 past its deadline (requeue.py) — queues `resume_conversation_task`, which goes on from the saved state
 under the same run token.
 """
@@ -13,7 +13,7 @@ import logging
 from celery.signals import worker_ready
 
 from playground.celery_app import app
-from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the worker's watch
+from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the background round
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
 from playground.conversations.runs import expire_prompt, release_lost_runs
@@ -48,7 +48,7 @@ def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequen
 
 @app.task(name="conversations.expire_permission_prompt")
 def expire_permission_prompt_task(conversation_id: int, prompt_sequence: int) -> bool:
-    """Deny the prompt if it is still open. Nothing schedules it any more (the watch's deadline sweep
+    """Deny the prompt if it is still open. Nothing schedules it any more (the round's deadline sweep
     does this, requeue.py); it stays for messages a persistent Redis still holds from before, and
     does nothing to a prompt the sweep already answered."""
     return expire_prompt(conversation_id, prompt_sequence)

@@ -36,6 +36,9 @@ class EvaluationRun(models.Model):
     # run by setting it running.
     queued_at = models.DateTimeField(null=True, blank=True)
     queue_attempts = models.PositiveSmallIntegerField(default=0)
+    # Written every AGENT_HEARTBEAT_SECONDS by the worker running it (playground/heartbeat.py): a run
+    # whose heartbeat is older than AGENT_LOST_SECONDS lost its worker and is failed by the sweep.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

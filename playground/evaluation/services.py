@@ -2,7 +2,8 @@
 
 A run is queued (its task handed to the broker) and claimed by the one worker that turns it from
 queued to running. A queued run whose task the broker lost (a Redis restart) is sent again by the
-worker's watch, a few times, then failed with a reason the page shows (playground/lost_tasks.py).
+background round (Celery beat), a few times, then failed with a reason the page shows (playground/lost_tasks.py);
+a running run whose worker died (its heartbeat went stale) is failed by the same round.
 """
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from playground import lost_tasks
+from playground.heartbeat import Heartbeat, stale_before, worker_lost_reason
+from playground.queueing import queue_task
 from playground.engine.search import quality
-from playground.evaluation import tasks  # a module object: the task calls back into this module
 from playground.evaluation.models import EvaluationRun
 
 logger = logging.getLogger(__name__)
 
+RUN_TASK = "evaluation.run_evaluation"  # tasks.py; queued by name (tasks.py imports this module)
 PROGRESS_SAVE_INTERVAL_S = 0.5  # do not write the row on every query
 
 
@@ -46,7 +49,7 @@ def start_run(*, toolset: str, backends: list[str], query_style: str, split: str
 
 def _send(run_id: int) -> None:
     try:
-        tasks.run_evaluation.delay(run_id)
+        queue_task(RUN_TASK, run_id)
     except Exception as exc:
         logger.exception("could not queue the evaluation run %s", run_id)
         EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
@@ -59,7 +62,7 @@ def execute_run(run_id: int) -> EvaluationRun:
     # The claim: only the worker that turns the run from queued to running runs it. A second task for
     # the same run (one the broker redelivered, or one thought lost and sent again) does nothing.
     claimed = EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
-        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(),
+        status=EvaluationRun.Status.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now(),
         progress_message="loading the toolset and building indexes")
     run = EvaluationRun.objects.get(pk=run_id)
     if not claimed:
@@ -77,32 +80,57 @@ def execute_run(run_id: int) -> EvaluationRun:
 
     registry = getattr(settings, "TOOLSEARCH_BACKENDS", None)
     try:
-        results = quality.run_suite(
-            [run.toolset],
-            run.backends,
-            [run.query_style],
-            split=run.split,
-            limit=run.query_limit,
-            progress=progress,
-            registry=registry,
-            usage_from=run.usage_from,
-        )
+        with Heartbeat(lambda: touch_run(run_id), what=f"evaluation run {run_id}"):
+            results = quality.run_suite(
+                [run.toolset],
+                run.backends,
+                [run.query_style],
+                split=run.split,
+                limit=run.query_limit,
+                progress=progress,
+                registry=registry,
+                usage_from=run.usage_from,
+            )
     except Exception as exc:  # the page shows what went wrong; the worker keeps going
         logger.exception("evaluation run %s failed", run_id)
-        run.refresh_from_db()
-        run.status = EvaluationRun.Status.FAILED
-        run.error = f"{type(exc).__name__}: {exc}"
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "finished_at"])
-        return run
-    run.refresh_from_db()
-    run.results = {"rows": [r.to_dict() for r in results]}
-    run.status = EvaluationRun.Status.DONE
-    run.progress = 1.0
-    run.progress_message = f"done: {sum(r.queries for r in results)} searches"
-    run.finished_at = timezone.now()
-    run.save(update_fields=["results", "status", "progress", "progress_message", "finished_at"])
-    return run
+        _finish(run_id, status=EvaluationRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        return EvaluationRun.objects.get(pk=run_id)
+    _finish(run_id, status=EvaluationRun.Status.DONE, results={"rows": [r.to_dict() for r in results]}, progress=1.0,
+            progress_message=f"done: {sum(r.queries for r in results)} searches")
+    return EvaluationRun.objects.get(pk=run_id)
+
+
+def _finish(run_id: int, **fields) -> None:
+    """End a running run; a run the sweep already failed (its heartbeat went stale) keeps that ending."""
+    EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING).update(finished_at=timezone.now(), **fields)
+
+
+# -- runs whose worker died (playground/heartbeat.py) -------------------------------------------------
+def touch_run(run_id: int) -> bool:
+    """The running worker's heartbeat; False once the run is no longer running (done, failed, released)."""
+    return bool(EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.RUNNING)
+                .update(heartbeat_at=timezone.now()))
+
+
+def fail_runs_of_lost_workers() -> int:
+    """Fail the running runs whose heartbeat went stale (the sweep, every round); how many."""
+    failed = 0
+    for run_id in EvaluationRun.objects.filter(status=EvaluationRun.Status.RUNNING,
+                                               heartbeat_at__lt=stale_before()).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = EvaluationRun.objects.select_for_update().filter(
+                pk=run_id, status=EvaluationRun.Status.RUNNING, heartbeat_at__lt=stale_before()).first()
+            if run is None:
+                continue  # it beat meanwhile, or finished
+            EvaluationRun.objects.filter(pk=run_id).update(
+                status=EvaluationRun.Status.FAILED, finished_at=timezone.now(), progress_message="",
+                error=f"{worker_lost_reason('evaluation', run.heartbeat_at)}. Start the evaluation again.")
+        logger.warning("evaluation run %s: its worker stopped answering; the run failed", run_id)
+        failed += 1
+    return failed
+
+
+LOST_WORKERS = lost_tasks.sweep("evaluation runs whose worker died", fail_runs_of_lost_workers)
 
 
 # -- runs whose task the broker lost (playground/lost_tasks.py) ------------------------------------
@@ -134,10 +162,10 @@ def requeue_lost_run(run_id: int, key: str) -> str:
             queued_at=timezone.now(), queue_attempts=F("queue_attempts") + 1,
             progress_message=f"queued again: the message broker lost its task (was Redis restarted?) "
                              f"({attempt} of {settings.AGENT_QUEUE_ATTEMPTS})")
-        lost_tasks.send_again(tasks.run_evaluation, run_id, what=f"the evaluation run {run_id}")
+        lost_tasks.send_again(RUN_TASK, run_id, what=f"the evaluation run {run_id}")
     return lost_tasks.REQUEUED
 
 
 LOST_RUNS = lost_tasks.watch(lost_tasks.Kind(
-    name="evaluation run", tasks=frozenset({"evaluation.run_evaluation"}), key_of=lost_tasks.first_arg,
+    name="evaluation run", tasks=frozenset({RUN_TASK}), key_of=lost_tasks.first_arg,
     unclaimed=unclaimed_runs, lost=requeue_lost_run))

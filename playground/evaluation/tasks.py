@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from playground.celery_app import app
-from playground.evaluation import services  # a module object: services queues this task
+from playground.evaluation import services
 
 
 @app.task(name="evaluation.run_evaluation")

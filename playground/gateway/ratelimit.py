@@ -1,14 +1,13 @@
 """Requests per token, counted in Redis so every web process behind a balancer shares the count.
 
-A sliding window, counted in two fixed ones: a key per token and window number (`INCR` and
-`EXPIRE` of the current window, `GET` of the previous, one round trip in a pipeline). The estimate
-is the current count plus the previous window's count weighted by how much of it still lies inside
-the last `GATEWAY_RATE_LIMIT_WINDOW_SECONDS`. A plain fixed window would let a client send twice the
-limit across a window boundary; this one keeps any window's count at the limit give or take the
-unevenness inside the previous window. Over `GATEWAY_RATE_LIMIT_REQUESTS` the endpoint answers 429
-with `Retry-After`: the seconds until the estimate is under the limit again if the client waits.
-A refused request is taken back out of the count, so a client that waits as told gets through. Keys carry the Channels
-prefix, so test runs sharing a Redis never count each other's requests.
+The `limits` package's sliding window counter (`SlidingWindowCounterRateLimiter` on its async Redis
+storage): the count of the current fixed window plus the previous window's count weighted by how much
+of it still lies inside the last `GATEWAY_RATE_LIMIT_WINDOW_SECONDS`, checked and counted in one Lua
+script (a refused request is not counted, so a client that waits as told gets through). A plain fixed
+window would let a client send twice the limit across a window boundary; this one does not. Over
+`GATEWAY_RATE_LIMIT_REQUESTS` the endpoint answers 429 with `Retry-After`: the seconds until the
+library's estimate leaves room for one more request. Keys carry the Channels prefix, so test runs
+sharing a Redis never count each other's requests.
 
 If Redis does not answer, requests are let through and the failure is logged (at most once a
 minute): the limit protects the servers behind the gateway from a runaway client, it is not the
@@ -22,8 +21,12 @@ import math
 import time
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
 from django.conf import settings
+from limits import RateLimitItemPerSecond
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
+from limits.errors import StorageError
+from redis.exceptions import RedisError
 
 logger = logging.getLogger("playground.gateway")
 
@@ -36,7 +39,7 @@ class Verdict:
     allowed: bool
     count: int = 0
     limit: int = 0
-    retry_after: int = 0  # whole seconds until the window ends (only when refused)
+    retry_after: int = 0  # whole seconds until one more request fits (only when refused)
 
 
 def key_prefix() -> str:
@@ -44,23 +47,29 @@ def key_prefix() -> str:
     return f"{channels}:gateway-rate"
 
 
+def storage_uri(redis_url: str) -> str:
+    """`limits`' name for the same server: its async storages take `async+redis://…`."""
+    return f"async+{redis_url}"
+
+
 class RateLimiter:
-    """One per event loop (a redis.asyncio client belongs to the loop that opened it)."""
+    """One limiter per event loop (an asyncio Redis client belongs to the loop that opened it)."""
 
     def __init__(self) -> None:
-        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+        self._limiters: dict[asyncio.AbstractEventLoop, SlidingWindowCounterRateLimiter] = {}
         self._last_outage_log = -math.inf
 
-    def _client(self) -> aioredis.Redis:
+    def _limiter(self) -> SlidingWindowCounterRateLimiter:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [known for known in self._clients if known.is_closed()]:
-                self._clients.pop(old, None)
-            client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                             socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
-            self._clients[loop] = client
-        return client
+        limiter = self._limiters.get(loop)
+        if limiter is None:
+            for old in [known for known in self._limiters if known.is_closed()]:
+                self._limiters.pop(old, None)
+            storage = RedisStorage(storage_uri(settings.REDIS_URL), implementation="redispy", wrap_exceptions=True,
+                                   key_prefix=key_prefix(), socket_timeout=REDIS_TIMEOUT_SECONDS,
+                                   socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
+            limiter = self._limiters[loop] = SlidingWindowCounterRateLimiter(storage)
+        return limiter
 
     async def hit(self, token_id: int) -> Verdict:
         """Count one request of `token_id`; whether it stays within the limit."""
@@ -68,44 +77,16 @@ class RateLimiter:
         window = float(settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS)
         if limit <= 0 or window <= 0:
             return Verdict(True)
-        now = time.time()
-        number = int(now // window)
-        current, previous = f"{key_prefix()}:{token_id}:{number}", f"{key_prefix()}:{token_id}:{number - 1}"
+        item = RateLimitItemPerSecond(limit, max(1, round(window)))
         try:
-            pipe = self._client().pipeline(transaction=False)
-            pipe.incr(current)
-            pipe.expire(current, math.ceil(2 * window) + 1)  # it is the next window's "previous"
-            pipe.get(previous)
-            count, _, before = await pipe.execute()
-        except (aioredis.RedisError, OSError) as exc:
+            limiter = self._limiter()
+            if await limiter.hit(item, str(token_id)):
+                return Verdict(True, limit=limit)
+            stats = await limiter.get_window_stats(item, str(token_id))
+        except (StorageError, RedisError, OSError) as exc:
             if time.monotonic() - self._last_outage_log > OUTAGE_LOG_EVERY_SECONDS:
                 self._last_outage_log = time.monotonic()
                 logger.warning("MCP gateway: rate limit not checked, Redis did not answer (%s); requests are let through", exc)
             return Verdict(True)
-        elapsed = now - number * window
-        estimate = sliding_estimate(int(before or 0), int(count), elapsed, window)
-        if estimate <= limit:
-            return Verdict(True, math.ceil(estimate), limit)
-        try:
-            await self._client().decr(current)
-        except (aioredis.RedisError, OSError):
-            pass  # the count stays one high until the window ends: errs on the safe side
-        count -= 1
-        return Verdict(False, math.ceil(estimate), limit, retry_after(int(before or 0), int(count), elapsed, window, limit))
-
-
-def sliding_estimate(previous: int, current: int, elapsed: float, window: float) -> float:
-    """Requests in the last `window` seconds, the previous window's assumed spread evenly."""
-    return previous * (1 - elapsed / window) + current
-
-
-def retry_after(previous: int, current: int, elapsed: float, window: float, limit: int) -> int:
-    """Whole seconds until one more request would be allowed, if none is sent meanwhile."""
-    room = limit - 1  # the estimate must reach this for the next request to fit
-    if current <= room and previous > 0:
-        # Within this window the previous one's share fades until it leaves room.
-        wait = window * (1 - (room - current) / previous) - elapsed
-    else:
-        # Only in the next window, as this window's count fades in turn.
-        wait = (window - elapsed) + (window * (1 - room / current) if current > 0 else 0.0)
-    return max(1, math.ceil(wait - 1e-9))  # no extra second from float rounding
+        retry_after = max(1, math.ceil(stats.reset_time - time.time() - 1e-9))  # no extra second from rounding
+        return Verdict(False, limit - stats.remaining, limit, retry_after)

@@ -1,32 +1,30 @@
 """What a browser does, through the real endpoints: log in, start a conversation, watch its socket.
 
 HTTP goes through urllib (in threads, so the event loop keeps reading sockets); the socket through
-a small client on asyncio streams (`Socket`), so no new dependency. The client never
+the `websockets` client (`Socket`; autobahn cannot be used here: daphne's Twisted side selects
+txaio's Twisted flavour as soon as Django loads its app in this process). The client never
 follows a redirect: it reads the new conversation's id from the Location header instead of loading
 the page, so the measured web work is the form post, the socket and its frames.
 """
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import http.cookiejar
 import json
-import os
 import re
-import ssl
-import struct
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from playground.loadtest.stats import ConversationResult, read_frame
 
 HTTP_TIMEOUT_SECONDS = 30
 CONNECT_TIMEOUT_SECONDS = 30
 CONVERSATION_URL = re.compile(r"/conversations/(\d+)/?$")
-WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
@@ -100,94 +98,46 @@ class Session:
 
 
 class Socket:
-    """A minimal RFC 6455 client over asyncio streams: text frames out (masked), frames in.
+    """The conversation socket, on the `websockets` client (masking and framing in its C extension,
+    not in Python on the cores being measured). `receive()` returns the next text message, or None
+    once the server closed (its code in `close_code`)."""
 
-    Written here rather than taken from autobahn: daphne's Twisted side selects txaio's Twisted
-    flavour as soon as Django loads its app in this process, and autobahn's asyncio client then
-    refuses to start. Enough for the conversation socket: text, continuation, ping/pong, close.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
         self.close_code: int | None = None
 
-    def send_text(self, text: str) -> None:
-        self._send(0x1, text.encode())
-
-    def _send(self, opcode: int, payload: bytes) -> None:
-        header = bytearray([0x80 | opcode])
-        length = len(payload)
-        if length < 126:
-            header.append(0x80 | length)
-        elif length < 1 << 16:
-            header += bytes([0x80 | 126]) + struct.pack("!H", length)
-        else:
-            header += bytes([0x80 | 127]) + struct.pack("!Q", length)
-        mask = os.urandom(4)
-        header += mask
-        self.writer.write(bytes(header) + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    async def send_text(self, text: str) -> None:
+        await self.connection.send(text)
 
     async def receive(self) -> str | None:
-        """The next text message (fragments joined), or None once the server closes."""
-        parts: list[bytes] = []
-        while True:
-            try:
-                first, second = await self.reader.readexactly(2)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return None
-            opcode, length = first & 0x0F, second & 0x7F
-            if length == 126:
-                (length,) = struct.unpack("!H", await self.reader.readexactly(2))
-            elif length == 127:
-                (length,) = struct.unpack("!Q", await self.reader.readexactly(8))
-            mask = await self.reader.readexactly(4) if second & 0x80 else b""
-            payload = await self.reader.readexactly(length)
-            if mask:
-                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-            if opcode == 0x8:  # close
-                self.close_code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else 1005
-                return None
-            if opcode == 0x9:  # ping
-                self._send(0xA, payload)
-                continue
-            if opcode == 0xA:
-                continue
-            parts.append(payload)
-            if first & 0x80:  # FIN
-                return b"".join(parts).decode("utf-8", "replace")
+        try:
+            message = await self.connection.recv()
+        except ConnectionClosed as closed:
+            self.close_code = closed.rcvd.code if closed.rcvd is not None else 1006
+            return None
+        return message if isinstance(message, str) else message.decode("utf-8", "replace")
 
     async def close(self) -> None:
         try:
-            self._send(0x8, struct.pack("!H", 1000))
-            await asyncio.wait_for(self.writer.drain(), 5)
+            await asyncio.wait_for(self.connection.close(), 5)
         except (ConnectionError, asyncio.TimeoutError):
             pass
-        self.writer.close()
 
 
 async def open_socket(session: Session, path: str) -> Socket:
     """Connect and complete the opening handshake with the session's cookie and our Origin (the
     server checks it against ALLOWED_HOSTS)."""
     parts = urllib.parse.urlsplit(session.base_url)
-    secure = parts.scheme == "https"
-    port = parts.port or (443 if secure else 80)
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(parts.hostname, port, ssl=ssl.create_default_context() if secure else None, limit=2**24),
-        CONNECT_TIMEOUT_SECONDS,
-    )
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write((
-        f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {session.base_url}\r\n"
-        f"Cookie: {session.cookie_header()}\r\n\r\n"
-    ).encode())
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT_SECONDS)
-    status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-    accept = base64.b64encode(hashlib.sha1((key + WEBSOCKET_GUID).encode()).digest()).decode()
-    if " 101 " not in status_line + " " or accept.encode() not in head:
-        writer.close()
-        raise LoadTestError(f"socket {path} refused: {head.decode('latin-1')!r}")
-    return Socket(reader, writer)
+    url = f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}{path}"
+    try:
+        connection = await connect(url, origin=session.base_url, additional_headers={"Cookie": session.cookie_header()},
+                                   open_timeout=CONNECT_TIMEOUT_SECONDS, max_size=2**24, ping_interval=None,
+                                   compression=None)
+    except InvalidStatus as refused:
+        raise LoadTestError(f"socket {path} refused: HTTP {refused.response.status_code}") from refused
+    except (InvalidHandshake, InvalidURI) as error:
+        raise LoadTestError(f"socket {path}: {error}") from error
+    return Socket(connection)
 
 
 async def run_conversation(session: Session, message: str, deadline: float, result: ConversationResult,
@@ -201,10 +151,10 @@ async def run_conversation(session: Session, message: str, deadline: float, resu
         result.conversation_id = await asyncio.wait_for(asyncio.to_thread(session.new_conversation), _left(deadline))
         watching = watcher or session
         socket = await asyncio.wait_for(open_socket(watching, f"/ws/conversations/{result.conversation_id}/"), _left(deadline))
-        socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
+        await socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
         result.sent_at = time.time()
         if watcher is None:
-            socket.send_text(json.dumps({"action": "send", "text": message}))
+            await socket.send_text(json.dumps({"action": "send", "text": message}))
         else:
             await asyncio.wait_for(asyncio.to_thread(session.send_message, result.conversation_id, message), _left(deadline))
         while True:
@@ -235,7 +185,7 @@ async def run_conversation(session: Session, message: str, deadline: float, resu
     except asyncio.TimeoutError:
         result.error = "timed out before the conversation's socket was open"
         return result
-    except (LoadTestError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as error:
+    except (LoadTestError, OSError) as error:
         result.error = result.error or f"{error.__class__.__name__}: {error}"
         return result
     finally:

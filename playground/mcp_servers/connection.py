@@ -1,8 +1,8 @@
 """Connections to MCP servers with the official `mcp` SDK: connect, initialize, list, call, close.
 
 The SDK is async (anyio). `open_connection(config)` is the async core; the sync wrappers
-(`list_server_tools`, `call_server_tool`, `check_connection`) run it on one background event-loop
-thread per process (`background_loop()`), so Celery tasks and Django views — sync code, possibly
+(`list_server_tools`, `call_server_tool`, `check_connection`) run it on the process's one event loop
+(`background_loop()`: the anyio portal of `per_process.portal()`, which the realtime sender shares), so Celery tasks and Django views — sync code, possibly
 inside a thread that already has a loop — can use it without `asyncio.run` clashes.
 
 Closing is the transport's job and happens on every exit path: a stdio child is stopped and
@@ -14,7 +14,6 @@ import asyncio
 import base64
 import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -36,7 +35,7 @@ from mcp.types import (
 from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
-from playground.per_process import PerProcess
+from playground.per_process import portal
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -420,28 +419,17 @@ def _connect_message(exc: BaseException) -> str:
     return describe_error(exc)
 
 
-# --- one event loop per process, in a daemon thread --------------------------------------------
+# --- the process's event loop (per_process.portal(), shared with the realtime sender) -----------------
 
 
 class BackgroundLoop:
-    """An asyncio loop on a daemon thread; `run(coro)` waits for the result from any sync code."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="mcp-client-loop", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+    """`run(coro)` runs a coroutine on the process's portal loop and waits for it from sync code."""
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, cancel: CancelSignal | None = None) -> T:
         """Run `coro` on the loop and wait for its result. With `cancel`: once it is set, the task is
         cancelled (the SDK then sends the server `notifications/cancelled` for a request in flight)
         and CallCancelled raised here at once."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("BackgroundLoop.run called from the loop's own thread (would deadlock)")
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        future = portal().submit(coro)
         if cancel is None:
             return future.result(timeout)
         with cancel.while_running(future.cancel):
@@ -450,18 +438,13 @@ class BackgroundLoop:
             except concurrent.futures.CancelledError:
                 raise CallCancelled() from None
 
-    def stop(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=5)
 
-
-_loops: PerProcess[BackgroundLoop] = PerProcess(BackgroundLoop, close=BackgroundLoop.stop)
+_loop = BackgroundLoop()
 
 
 def background_loop() -> BackgroundLoop:
-    """This process's loop (a forked Celery child gets its own: threads do not survive fork)."""
-    return _loops.get()
+    """Runs coroutines on this process's loop (a forked Celery child starts its own: threads do not survive fork)."""
+    return _loop
 
 
 # --- sync wrappers: one connection per operation ------------------------------------------------

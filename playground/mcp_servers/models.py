@@ -51,6 +51,9 @@ class McpServer(models.Model):
     # and how often it was sent again because the broker lost its task (playground/lost_tasks.py).
     sync_queued_at = models.DateTimeField(null=True, blank=True)
     sync_attempts = models.PositiveSmallIntegerField(default=0)
+    # Written every AGENT_HEARTBEAT_SECONDS by the worker running the sync (playground/heartbeat.py):
+    # a sync whose heartbeat is older than AGENT_LOST_SECONDS lost its worker and is failed by the sweep.
+    sync_heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

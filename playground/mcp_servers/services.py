@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground import lost_tasks
+from playground.heartbeat import stale_before, worker_lost_reason
 from playground.engine.tools import (
     ALWAYS_LOAD_META_KEY,
     MCP_PREFIX,
@@ -38,7 +39,6 @@ from playground.engine.tools import (
     ToolDefinitionError,
     mcp_tool_name,
 )
-from playground.mcp_servers import tasks  # a module object: the tasks call back into this module
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
     McpCallTimeout,
@@ -53,6 +53,7 @@ from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
 from playground.registry import indexing
+from playground.queueing import queue_task
 from playground.registry.models import Tool
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ DEMO_SERVER_NAME = "demo"
 TIME_SERVER_NAME = "time"
 DEMO_HTTP_SERVER_NAME = "demo-http"
 NAME_HASH_DIGITS = 8
+SYNC_TASK = "mcp_servers.sync_server"  # tasks.py; queued by name (tasks.py imports this module)
 
 
 @dataclass
@@ -264,11 +266,11 @@ def request_sync(server: McpServer) -> None:
     """Mark the server pending and queue the Celery sync once this transaction commits."""
     set_status(server, McpServer.Status.PENDING)
     server_id = server.pk
-    McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=0)
+    McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=0, sync_heartbeat_at=None)
 
     def enqueue() -> None:
         try:
-            tasks.sync_server_task.delay(server_id)
+            queue_task(SYNC_TASK, server_id)
         except Exception as exc:
             logger.exception("could not queue the sync of MCP server %s", server_id)
             McpServer.objects.filter(pk=server_id).update(
@@ -281,8 +283,41 @@ def request_sync(server: McpServer) -> None:
 
 
 def claim_sync(server_id: int) -> None:
-    """The worker starting a sync task: the sync is no longer waiting in the broker."""
+    """The worker starting a sync task: the sync is no longer waiting in the broker, and has a heartbeat."""
     McpServer.objects.filter(pk=server_id, sync_queued_at__isnull=False).update(sync_queued_at=None)
+    McpServer.objects.filter(pk=server_id).update(sync_heartbeat_at=timezone.now())
+
+
+def touch_sync(server_id: int) -> bool:
+    """The syncing worker's heartbeat; False once the sync is no longer running (its status left pending)."""
+    return bool(McpServer.objects.filter(pk=server_id, status=McpServer.Status.PENDING, sync_heartbeat_at__isnull=False)
+                .update(sync_heartbeat_at=timezone.now()))
+
+
+def end_sync_heartbeat(server_id: int) -> None:
+    McpServer.objects.filter(pk=server_id).update(sync_heartbeat_at=None)
+
+
+# -- syncs whose worker died (playground/heartbeat.py) ----------------------------------------------
+def fail_syncs_of_lost_workers() -> int:
+    """Fail the syncs whose heartbeat went stale (the sweep, every round); how many."""
+    failed = 0
+    for server_id in McpServer.objects.filter(status=McpServer.Status.PENDING,
+                                              sync_heartbeat_at__lt=stale_before()).values_list("pk", flat=True):
+        with transaction.atomic():
+            server = McpServer.objects.select_for_update().filter(
+                pk=server_id, status=McpServer.Status.PENDING, sync_heartbeat_at__lt=stale_before()).first()
+            if server is None:
+                continue  # it beat meanwhile, finished, or a new sync was requested
+            reason = worker_lost_reason("sync", server.sync_heartbeat_at)
+            McpServer.objects.filter(pk=server_id).update(sync_heartbeat_at=None)
+            _record_failure(server, f"{reason}. Sync again to retry.", time.perf_counter())
+        logger.warning("MCP server %s: the worker syncing it stopped answering; the sync failed", server_id)
+        failed += 1
+    return failed
+
+
+LOST_WORKERS = lost_tasks.sweep("MCP syncs whose worker died", fail_syncs_of_lost_workers)
 
 
 # -- syncs whose task the broker lost (playground/lost_tasks.py) ------------------------------------
@@ -309,12 +344,12 @@ def requeue_lost_sync(server_id: int, key: str) -> str:
             _record_failure(server, f"No worker ran this sync: {reason}. Sync again to retry.", time.perf_counter())
             return lost_tasks.FAILED
         McpServer.objects.filter(pk=server_id).update(sync_queued_at=timezone.now(), sync_attempts=server.sync_attempts + 1)
-        lost_tasks.send_again(tasks.sync_server_task, server_id, what=f"the sync of MCP server {server_id}")
+        lost_tasks.send_again(SYNC_TASK, server_id, what=f"the sync of MCP server {server_id}")
     return lost_tasks.REQUEUED
 
 
 LOST_SYNCS = lost_tasks.watch(lost_tasks.Kind(
-    name="MCP server sync", tasks=frozenset({"mcp_servers.sync_server"}), key_of=lost_tasks.first_arg,
+    name="MCP server sync", tasks=frozenset({SYNC_TASK}), key_of=lost_tasks.first_arg,
     unclaimed=unclaimed_syncs, lost=requeue_lost_sync))
 
 

@@ -6,7 +6,8 @@ from typing import Any
 from celery.signals import worker_process_shutdown
 
 from playground.celery_app import app
-from playground.mcp_servers import services  # a module object: services queues these tasks
+from playground.heartbeat import Heartbeat
+from playground.mcp_servers import services
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.session_pool import session_pool
 
@@ -17,7 +18,12 @@ def sync_server_task(server_id: int) -> dict[str, Any]:
     server = McpServer.objects.filter(pk=server_id).first()
     if server is None:
         return {"ok": False, "error": f"MCP server {server_id} no longer exists"}
-    return services.sync_server(server).to_dict()
+    try:
+        # A killed worker's sync is failed by the sweep once this heartbeat goes stale.
+        with Heartbeat(lambda: services.touch_sync(server_id), what=f"sync of MCP server {server_id}"):
+            return services.sync_server(server).to_dict()
+    finally:
+        services.end_sync_heartbeat(server_id)
 
 
 @worker_process_shutdown.connect

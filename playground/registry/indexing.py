@@ -33,7 +33,6 @@ from playground.engine.search import stored
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
 from playground.engine.search.text import tool_document
-from playground.queueing import task_named
 from playground.registry import adapter, backends
 from playground.registry.index_builds import BUILD_TASK, builds_in_background, index_version, is_stale, schedule_build
 from playground.registry.models import SearchIndexBuild
@@ -166,7 +165,7 @@ def requeue_lost_build(row_id: int, version: str) -> str:
             return lost_tasks.FAILED
         row.queue_attempts += 1
         row.save(update_fields=["queue_attempts", "updated_at"])  # the next grace counts from the re-send
-        lost_tasks.send_again(task_named(BUILD_TASK), version, what=f"the search index build {version}")
+        lost_tasks.send_again(BUILD_TASK, version, what=f"the search index build {version}")
     return lost_tasks.REQUEUED
 
 

@@ -1,7 +1,8 @@
 """A Redis for development and tests when none answers at REDIS_URL.
 
-Most faithful first: a `redis-server` binary on PATH (no persistence, in a temporary directory);
-otherwise fakeredis' TCP server (with Lua through `lupa`, which channels-redis needs for EVAL)
+Most faithful first: a `redis-server` binary on PATH, with its append-only file on (appendfsync
+everysec, so a restart delivers what was queued) in `data_dir` (`make run`: the project's `var/redis`)
+or a temporary directory; otherwise fakeredis' TCP server (which keeps nothing) (with Lua through `lupa`, which channels-redis needs for EVAL)
 in a child process. Both are real processes speaking RESP on a TCP port, so the web server, the
 Celery worker and the tests all reach the same one through an ordinary `redis://` URL.
 """
@@ -71,6 +72,7 @@ class EmbeddedRedis:
     process: subprocess.Popen
     workdir: str
     description: str = field(default="")
+    keep_workdir: bool = False  # a data directory given by the caller outlives the server
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.process.poll() is None:
@@ -80,30 +82,35 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=timeout)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_embedded_redis(url: str = DEFAULT_REDIS_URL, *, prefer: str | None = None, timeout: float = 15.0) -> EmbeddedRedis:
+def start_embedded_redis(url: str = DEFAULT_REDIS_URL, *, prefer: str | None = None, timeout: float = 15.0,
+                         data_dir: str | os.PathLike | None = None) -> EmbeddedRedis:
     """Start a Redis on the URL's port when it is local and free, else on a free port.
 
     `prefer` ("redis-server" or "fakeredis") overrides the choice, e.g. for tests; the environment
-    variable EMBEDDED_REDIS does the same for `make run`.
+    variable EMBEDDED_REDIS does the same for `make run`. `data_dir` keeps redis-server's data across
+    restarts (created if missing, left in place by `stop()`); without it a temporary directory is used.
     """
     parts = urlsplit(url)
     host = "127.0.0.1"
     wanted_port = parts.port or 6379
     port = wanted_port if (parts.hostname or "") in LOCAL_HOSTS and port_is_free(host, wanted_port) else free_port(host)
     kind = prefer or os.environ.get("EMBEDDED_REDIS", "") or ("redis-server" if shutil.which("redis-server") else "fakeredis")
-    workdir = tempfile.mkdtemp(prefix="playground-redis-")
+    if data_dir is not None:
+        os.makedirs(data_dir, exist_ok=True)
+    workdir = str(data_dir) if data_dir is not None else tempfile.mkdtemp(prefix="playground-redis-")
     if kind == "redis-server":
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("EMBEDDED_REDIS=redis-server but no redis-server binary is on PATH")
         argv = [
-            binary, "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no",
-            "--dir", workdir, "--daemonize", "no", "--loglevel", "warning",
+            binary, "--bind", host, "--port", str(port), "--save", "", "--appendonly", "yes",
+            "--appendfsync", "everysec", "--dir", workdir, "--daemonize", "no", "--loglevel", "warning",
         ]
-        description = f"redis-server ({binary}) on {host}:{port}, no persistence"
+        description = f"redis-server ({binary}) on {host}:{port}, append-only file in {workdir}"
     elif kind == "fakeredis":
         argv = [sys.executable, "-m", "playground.runner.fake_redis_server", "--host", host, "--port", str(port)]
         description = f"fakeredis TcpFakeServer (pure Python, Lua via lupa) on {host}:{port}"
@@ -112,7 +119,8 @@ def start_embedded_redis(url: str = DEFAULT_REDIS_URL, *, prefer: str | None = N
     log_file = open(os.path.join(workdir, "server.log"), "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(argv, cwd=workdir, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     log_file.close()
-    embedded = EmbeddedRedis(kind=kind, url=with_address(url, host, port), process=process, workdir=workdir, description=description)
+    embedded = EmbeddedRedis(kind=kind, url=with_address(url, host, port), process=process, workdir=workdir,
+                             description=description, keep_workdir=data_dir is not None)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -135,11 +143,11 @@ def _read_log(workdir: str) -> str:
         return "(no output)"
 
 
-def ensure_redis(url: str) -> tuple[str, EmbeddedRedis | None]:
+def ensure_redis(url: str, *, data_dir: str | os.PathLike | None = None) -> tuple[str, EmbeddedRedis | None]:
     """The URL to use and the embedded server started for it (None when a Redis already answered)."""
     if redis_answers(url):
         return url, None
-    embedded = start_embedded_redis(url)
+    embedded = start_embedded_redis(url, data_dir=data_dir)
     return embedded.url, embedded
 
 

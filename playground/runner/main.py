@@ -1,4 +1,4 @@
-"""`python -m playground.run`: migrate, load the demo data once, then run web + worker (+ Redis).
+"""`python -m playground.run`: migrate, load the demo data once, then run web + worker + beat (+ Redis).
 
 Order matters: Redis is settled first (settings read REDIS_URL when Django starts), then Django
 is set up in this process for migrate / demo data / admin, then the children start with the same
@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from contextlib import redirect_stdout
+from pathlib import Path
 
 from playground.runner.embedded_redis import DEFAULT_REDIS_URL, EmbeddedRedis, ensure_redis
 from playground.runner.health import healthz_status
@@ -24,6 +25,8 @@ log = logging.getLogger("playground.run")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 READY_TIMEOUT_SECONDS = 90
+# The run's state folder (ignored by git, as in the image's /app/var): the embedded Redis's data.
+STATE_DIR = Path(__file__).resolve().parents[2] / "var"
 
 
 def web_command(host: str, port: int) -> list[str]:
@@ -39,6 +42,12 @@ def worker_command(pool: str, concurrency: int) -> list[str]:
     if pool == "prefork":
         argv += ["--concurrency", str(concurrency)]
     return argv
+
+
+def beat_command() -> list[str]:
+    """Celery beat: sends the periodic background round (settings.CELERY_BEAT_SCHEDULE) to the workers;
+    docker-compose's `beat` service runs the same. One per deployment: two would double the rounds."""
+    return [sys.executable, "-m", "celery", "-A", "playground.celery_app", "beat", "--loglevel", "INFO"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -58,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
     embedded: EmbeddedRedis | None = None
     try:
-        redis_url, embedded = ensure_redis(redis_url)
+        redis_url, embedded = ensure_redis(redis_url, data_dir=STATE_DIR / "redis")
     except RuntimeError as error:
         out.say(f"[run] no Redis answers at {redis_url} and none could be embedded: {error}")
         return 1
@@ -131,6 +140,10 @@ def serve(out: Supervisor, host: str, port: int, login: str) -> int:
     try:
         web = out.start("web", web_command(host, port), env=env)
         out.start("worker", worker_command(pool, concurrency), env=env)
+        from django.conf import settings
+
+        Path(settings.CELERY_BEAT_SCHEDULE_FILENAME).parent.mkdir(parents=True, exist_ok=True)
+        out.start("beat", beat_command(), env=env)
         shown_host = f"[{host}]" if ":" in host else host
         probe_host = "127.0.0.1" if host in {"0.0.0.0", ""} else ("[::1]" if host == "::" else shown_host)
         if not wait_until_ready(out, f"http://{probe_host}:{port}"):

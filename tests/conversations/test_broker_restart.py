@@ -26,7 +26,7 @@ from playground.conversations.models import Conversation
 from playground.conversations.requeue import run_token_of
 from playground.conversations.tasks import run_conversation_task
 from playground.conversations.testing.fake_api import text_reply
-from playground.lost_tasks import task_of
+from playground.lost_tasks import ROUND_TASK, task_of
 from playground.registry.models import PermissionRule
 from playground.runner.embedded_redis import EmbeddedRedis, free_port, port_is_free, start_embedded_redis
 from tests.conversations.conftest import events_of, make_profile
@@ -104,7 +104,8 @@ def private_redis():
 
 class PreforkWorker(WorkerProcess):
     """A worker with one child process: its main process keeps fetching while the child runs a task
-    (a solo worker fetches nothing while it runs one, so it could never have a task prefetched)."""
+    (a solo worker fetches nothing while it runs one, so it could never have a task prefetched).
+    No beat in it: a background round would take the one task it fetches ahead."""
 
     def __init__(self, env: dict[str, str], queue: str, log: Path) -> None:
         self.log = log
@@ -151,7 +152,7 @@ def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worke
     private_redis.start()
     assert private_redis.queued_tokens(queue) == []
 
-    worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log)
+    worker = WorkerProcess(worker_env(private_redis.url, queue, fake_api), queue, log, beat=True)
     try:
         wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the run handed over again", 90, details=log.read_text)
         conversation.refresh_from_db()
@@ -173,7 +174,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         prefetch, private_redis, admin_user, tool_world, native_profile, fake_api, tmp_path):
     """The worker is busy with another run while Redis restarts. With prefetch disabled (the setting)
     the second run's task waits in the queue; with prefetch enabled the worker has already fetched it
-    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the worker's watch hands it over."""
+    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the background round (beat) hands it over."""
     queue = f"requeue-busy-{prefetch}-{os.getpid()}"
     busy, let_go = threading.Event(), threading.Event()
 
@@ -186,7 +187,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
     log = tmp_path / "worker.log"
     env = worker_env(private_redis.url, queue, fake_api,
                      CELERY_WORKER_DISABLE_PREFETCH="true" if prefetch == "disabled" else "false")
-    worker = PreforkWorker(env, queue, log)
+    worker, beat = PreforkWorker(env, queue, log), None
     try:
         first = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
         services.send_message(first, "Take your time.", user=admin_user, enqueue=False)
@@ -211,6 +212,7 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         private_redis.stop()
         private_redis.start()
         assert private_redis.queued_tokens(queue) == []  # both the queue and `unacked` went with Redis
+        beat = WorkerProcess(env, queue, log, beat=True)  # Celery beat and its rounds, from now on
         let_go.set()
 
         wait_until(lambda: status_of(first) == Conversation.Status.IDLE, "the first run", 90, details=log.read_text)
@@ -227,6 +229,8 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
     finally:
         let_go.set()
         worker.stop()
+        if beat is not None:
+            beat.stop()
 
 
 def test_an_open_prompt_survives_a_redis_restart_and_is_denied_at_its_deadline(private_redis, admin_user, tool_world, tmp_path):
@@ -244,14 +248,15 @@ def test_an_open_prompt_survives_a_redis_restart_and_is_denied_at_its_deadline(p
     env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": private_redis.url,
            "CELERY_BROKER_URL": private_redis.url, "CELERY_TASK_DEFAULT_QUEUE": queue,
            "AGENT_QUEUE_GRACE_SECONDS": str(GRACE), "PERMISSION_PROMPT_TIMEOUT_SECONDS": str(timeout)}
-    worker = WorkerProcess(env, queue, log)
+    worker = WorkerProcess(env, queue, log, beat=True)
     try:
         publish_run(conversation, private_redis.url, queue)
         wait_until(lambda: (lambda c: c.status == Conversation.Status.WAITING and c.paused_run is not None
                             and c.heartbeat_at is None)(Conversation.objects.get(pk=conversation.pk)),
-                   "the run paused on the prompt", 90, log)
+                   "the run paused on the prompt", 90, details=log.read_text)
         prompt = events_of(conversation, "permission_prompt")[0]
-        assert private_redis.held_tasks(queue) == []  # the prompt's timeout is no message at all
+        # The prompt's timeout is no message at all (beat's background rounds are the only ones).
+        assert [task for task, _ in private_redis.held_tasks(queue) if task != ROUND_TASK] == []
 
         private_redis.stop()
         private_redis.start()

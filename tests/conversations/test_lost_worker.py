@@ -6,6 +6,7 @@ its own, against this test's database and the fake Messages API served from this
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,12 +40,17 @@ def database_url() -> str:
 
 
 class WorkerProcess:
-    def __init__(self, env: dict[str, str], queue: str, log: Path) -> None:
+    """A Celery worker child process on `queue`; with `beat`, Celery beat runs inside it (-B) and sends
+    the background round (playground/lost_tasks.py) to the env's CELERY_TASK_DEFAULT_QUEUE."""
+
+    def __init__(self, env: dict[str, str], queue: str, log: Path, *, beat: bool = False) -> None:
         self.log = log
+        argv = [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--pool", "solo", "-Q", queue,
+                "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+        if beat:
+            argv += ["-B", "-s", str(log.parent / f"beat-{uuid.uuid4().hex[:6]}")]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--pool", "solo", "-Q", queue,
-             "-n", f"{queue}-{uuid.uuid4().hex[:6]}@%h", "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
-            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+            argv, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
         )
 
     def kill(self) -> None:
@@ -116,6 +122,51 @@ def test_a_killed_worker_is_noticed_and_the_next_worker_frees_its_conversation(
         run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
         wait_until(lambda: status_of(conversation) == Conversation.Status.IDLE, "the second run", 90, details=worker_log(log))
         assert [e.payload["text"] for e in events_of(conversation, "message")][-1] == "Back again."
+    finally:
+        let_go.set()
+        for worker in workers:
+            worker.stop()
+        app.conf.broker_url, app.conf.task_always_eager = previous
+
+
+def test_a_killed_workers_conversation_is_released_by_the_round_without_anyone_looking(
+        redis, settings, admin_user, tool_world, native_profile, fake_api, tmp_path):
+    """Celery beat's background round (playground/lost_tasks.py) releases it within a bounded time:
+    no page is opened, no message sent, no worker starts after the kill."""
+    queue, round_queue = f"lease-sweep-{os.getpid()}", f"lease-rounds-{os.getpid()}"
+    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": redis, "ANTHROPIC_API_KEY": "sk-test",
+           "ANTHROPIC_BASE_URL": fake_api.url, "AGENT_HEARTBEAT_SECONDS": str(HEARTBEAT), "AGENT_LOST_SECONDS": str(LOST),
+           "CELERY_TASK_DEFAULT_QUEUE": round_queue, "AGENT_QUEUE_GRACE_SECONDS": "1"}
+    previous = app.conf.broker_url, app.conf.task_always_eager
+    app.conf.broker_url, app.conf.task_always_eager = redis, False
+    model_called, let_go = threading.Event(), threading.Event()
+
+    def never_answers_in_time(body):
+        model_called.set()
+        let_go.wait(60)
+        return text_reply("too late")
+
+    fake_api.script(never_answers_in_time)
+    log = tmp_path / "worker.log"
+    workers: list[WorkerProcess] = []
+    try:
+        conversation = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+        services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
+        run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
+        workers.append(WorkerProcess(env, queue, log))
+        wait_until(model_called.is_set, "the worker's model request", 90, details=log.read_text)
+        # Beat starts once the run is claimed: its rounds watch only the default queue, so a run sent to
+        # another queue and not yet claimed would look lost to them.
+        workers.append(WorkerProcess(env, round_queue, log, beat=True))
+        wait_until(lambda: re.search(r"background_round\[[^\]]+\] succeeded", log.read_text()),
+                   "a first background round", 90, details=log.read_text)
+        workers[0].kill()
+        killed = time.monotonic()
+        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release by the round", 60, details=log.read_text)
+        took = time.monotonic() - killed
+        assert took < LOST + 5.0, f"released {took:.1f} s after the kill"
+        error = [e.payload for e in events_of(conversation, "error")][-1]
+        assert error["kind"] == "worker_lost" and "stopped answering" in error["message"]
     finally:
         let_go.set()
         for worker in workers:

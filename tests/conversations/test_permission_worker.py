@@ -12,12 +12,13 @@ import threading
 import pytest
 from celery.contrib.testing.worker import start_worker
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+from django.db import connections
 
 from playground.celery_app import app
 from playground.conversations import services
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.models import Conversation, Event
-from playground.lost_tasks import LostTaskWatch
+from playground import lost_tasks
 from playground.realtime import close_layer
 from playground.registry.models import PermissionRule
 from tests.conversations.conftest import events_of, make_profile
@@ -97,13 +98,24 @@ def test_denying_resumes_the_run_with_a_denial(celery_worker, admin_user, tool_w
 def test_an_unanswered_prompt_is_denied_at_its_deadline_by_the_watch(celery_worker, admin_user, tool_world, asking_profile,
                                                                      settings):
     settings.PERMISSION_PROMPT_TIMEOUT_SECONDS = 1
-    # A worker process starts the watch when it is ready; this in-process test worker does not.
-    watch = LostTaskWatch(interval=0.2).start()
+    # Celery beat sends the round to a worker; here a thread runs it every 0.2 s instead.
+    stop = threading.Event()
+
+    def rounds() -> None:
+        try:
+            while not stop.wait(0.2):
+                lost_tasks.run_round()
+        finally:
+            connections.close_all()  # this thread's own
+
+    beat = threading.Thread(target=rounds, daemon=True)
+    beat.start()
     try:
         conversation, prompt = ask(admin_user, asking_profile)
         conversation = wait_idle(conversation)
     finally:
-        watch.stop()
+        stop.set()
+        beat.join(timeout=10)
     answer = events_of(conversation, "permission_answer")[0].payload
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "timeout"
     assert "nobody answered within 1 seconds" in time_result(conversation)["error"]

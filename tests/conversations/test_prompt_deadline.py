@@ -139,3 +139,33 @@ def test_the_sweep_and_the_timeout_task_at_the_same_moment_one_answer(admin_user
         racer.join(30)
     assert sorted([bool(results["task"]), bool(results["sweep"])]) == [False, True]
     assert len(answers(conversation)) == 1 and len(sent) == 1
+
+
+def test_a_persons_answer_given_while_the_broker_is_down_is_kept_and_handed_over_when_it_is_back(
+        admin_user, admin_client, tool_world, native_profile, fake_api, claude, monkeypatch,
+        django_capture_on_commit_callbacks):
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(tasks.resume_conversation_task, "delay", broker_down)
+    conversation, prompt = paused(admin_user, native_profile, fake_api, claude, age=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.answer_permission(conversation, prompt.sequence, "once", user=admin_user)
+    conversation.refresh_from_db()
+    # Not failed: the answer is recorded, the run waits for a worker, and the page says why.
+    assert conversation.status == Conversation.Status.RUNNING and events_of(conversation, "error") == []
+    assert [a["choice"] for a in answers(conversation)] == ["once"]
+    notes = [e.payload["note"] for e in events_of(conversation, "status")]
+    assert any("the answer is kept" in note for note in notes)
+    assert "the answer is kept" in admin_client.get(f"/conversations/{conversation.pk}/").content.decode()
+    # Redis is back: the round hands the resumption over (twice missing from the broker), with the answer.
+    resumed: list[tuple] = []
+    monkeypatch.setattr(tasks.resume_conversation_task, "delay", lambda pk, token, seq: resumed.append((pk, token, seq)))
+    monkeypatch.setattr(lost_tasks, "messages_the_broker_holds", lambda url, queue, grace: [])
+    Conversation.objects.filter(pk=conversation.pk).update(queued_at=timezone.now() - timedelta(seconds=GRACE + 1))
+    with django_capture_on_commit_callbacks(execute=True):
+        _, missing = lost_tasks.lost_round({}, [requeue.RUNS])
+        outcome, _ = lost_tasks.lost_round(missing, [requeue.RUNS])
+    conversation.refresh_from_db()
+    assert outcome["requeued"] == 1 and resumed == [(conversation.pk, conversation.run_token, prompt.sequence)]
+    assert conversation.paused_run["prompt_sequence"] == prompt.sequence  # the resumption goes on from the prompt

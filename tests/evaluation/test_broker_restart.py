@@ -1,4 +1,4 @@
-"""A real Redis restarts under a queued evaluation run; the worker's watch sends it again and it
+"""A real Redis restarts under a queued evaluation run; the background round (on beat) sends it again and it
 completes (playground/lost_tasks.py). A private `redis-server` and a real worker process, as in
 tests/conversations/test_broker_restart.py; the shared Redis is not used."""
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_an_evaluation_queued_when_redis_restarts_is_sent_again_and_completes(pr
     env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": private_redis.url,
            "CELERY_BROKER_URL": private_redis.url, "CELERY_TASK_DEFAULT_QUEUE": queue,
            "AGENT_QUEUE_GRACE_SECONDS": str(GRACE)}
-    worker = WorkerProcess(env, queue, log)
+    worker = WorkerProcess(env, queue, log, beat=True)
     try:
         wait_until(lambda: EvaluationRun.objects.get(pk=run.pk).status == EvaluationRun.Status.DONE,
                    "the evaluation sent again and done", 90, details=log.read_text)

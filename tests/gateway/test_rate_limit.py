@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
+import os
 
 import anyio
 import pytest
@@ -13,6 +13,8 @@ import redis
 from mcp.shared.exceptions import MCPError
 
 from playground.gateway.endpoint import RATE_LIMITED, GatewayEndpoint
+from limits import RateLimitItemPerSecond
+
 from playground.gateway.ratelimit import RateLimiter, key_prefix
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +38,13 @@ def call(endpoint: GatewayEndpoint, profile_id: int, headers: dict[str, str]) ->
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, json.loads(body or b"{}")
+
+
+def window_keys(token_id: int, limit: int, window: int) -> tuple[str, str]:
+    """(current, previous) Redis keys of a token's sliding window, as the `limits` package names them
+    (what another web process counting this token would have written)."""
+    current = f"{key_prefix()}:{{{RateLimitItemPerSecond(limit, window).key_for(str(token_id))}}}"
+    return current, f"{current}/-1"
 
 
 # The sessionless protocol version is refused right after the rate limit is counted: requests that
@@ -69,19 +78,48 @@ def test_a_token_over_its_limit_gets_429_with_retry_after_and_a_json_rpc_error(g
 
 
 def test_the_count_is_shared_through_redis_by_every_process(gateway_world, settings):
-    """Another web process counted first (here: the key written straight into Redis)."""
+    """Another web process counted first (here: another limiter, with its own Redis client and loop)."""
     settings.GATEWAY_RATE_LIMIT_REQUESTS = 5
     settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS = 3600
     row = gateway_world["token_row"]
     client = redis.Redis.from_url(settings.REDIS_URL)
-    number = int(time.time() // 3600)
-    keys = [f"{key_prefix()}:{row.pk}:{n}" for n in (number, number + 1)]
     try:
-        for key in keys:
-            client.set(key, 5, ex=60)
+        elsewhere = RateLimiter()
+        assert all(asyncio.run(elsewhere.hit(row.pk)).allowed for _ in range(5))
         status, _, _ = call(GatewayEndpoint(), gateway_world["profile"].pk,
                             {"Authorization": f"Bearer {gateway_world['token']}", **SESSIONLESS})
         assert status == 429
+    finally:
+        client.delete(*window_keys(row.pk, 5, 3600))
+        client.close()
+
+
+def test_waiting_as_told_lets_the_next_request_through(settings):
+    """Time is moved on by taking the told seconds off the window keys' time to live, as waiting would."""
+    settings.GATEWAY_RATE_LIMIT_REQUESTS = 3
+    settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS = 60
+    token_id = 10**9 + os.getpid()  # no token row needed: the limiter counts ids
+    limiter = RateLimiter()
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    keys = window_keys(token_id, 3, 60)
+
+    def wait(seconds: float) -> None:
+        for key in keys:
+            ttl = client.pttl(key)
+            if ttl > 0:
+                client.pexpire(key, max(1, ttl - int(seconds * 1000)))
+
+    try:
+        assert [asyncio.run(limiter.hit(token_id)).allowed for _ in range(3)] == [True, True, True]
+        refused = asyncio.run(limiter.hit(token_id))
+        assert not refused.allowed and 1 <= refused.retry_after <= 2 * 60
+        wait(refused.retry_after)
+        assert asyncio.run(limiter.hit(token_id)).allowed
+        # Refused again at once, told to wait again, and let through after that wait.
+        again = asyncio.run(limiter.hit(token_id))
+        assert not again.allowed and again.retry_after >= 1
+        wait(again.retry_after)
+        assert asyncio.run(limiter.hit(token_id)).allowed
     finally:
         client.delete(*keys)
         client.close()
@@ -121,14 +159,11 @@ def test_the_sdk_client_surfaces_the_rate_limit_error(live_gateway, gateway_worl
 
     row = gateway_world["token_row"]
     client = redis.Redis.from_url(__import__("django.conf").conf.settings.REDIS_URL)
-    window = 60  # the live server's default window
-    number = int(time.time() // window)
-    keys = [f"{key_prefix()}:{row.pk}:{n}" for n in (number, number + 1)]
+    keys = window_keys(row.pk, 600, 60)  # the live server's default limit and window
 
     async def flow():
         async with connect(live_gateway.endpoint(gateway_world["profile"].pk), gateway_world["token"]) as session:
-            for key in keys:
-                client.set(key, 10**6, ex=120)
+            client.set(keys[0], 10**6, px=120_000)  # the current window, as the library sets it (twice the window)
             with pytest.raises(MCPError) as refused:
                 await session.list_tools()
             return refused.value
@@ -142,23 +177,6 @@ def test_the_sdk_client_surfaces_the_rate_limit_error(live_gateway, gateway_worl
     assert f"token #{row.pk}" in live_gateway.logs() and "rate limit" in live_gateway.logs()
 
 
-def test_the_window_slides_so_a_boundary_does_not_double_the_limit():
-    """A fixed window would allow `limit` just before its end and `limit` again just after."""
-    from playground.gateway.ratelimit import retry_after, sliding_estimate
-    # 10 requests late in the previous 60 s window; 1 s into the new one nearly all still count.
-    assert sliding_estimate(10, 1, elapsed=1, window=60) > 10
-    # Halfway through, half of the previous window's count remains.
-    assert sliding_estimate(10, 3, elapsed=30, window=60) == pytest.approx(8.0)
-    # Waiting as told makes the next request fit.
-    wait = retry_after(10, 2, elapsed=1, window=60, limit=10)
-    assert sliding_estimate(10, 2, elapsed=1 + wait, window=60) + 1 <= 10 + 1e-9
-    assert sliding_estimate(10, 2, elapsed=wait, window=60) + 1 > 10  # one second less would not
-    # Over the limit inside this window alone: the wait runs into the next window.
-    wait = retry_after(0, 12, elapsed=10, window=60, limit=10)
-    assert wait > 50
-    assert sliding_estimate(12, 0, elapsed=wait - 50, window=60) + 1 <= 10 + 1e-9
-
-
 def test_a_burst_across_the_boundary_is_refused(gateway_world, settings):
     """The previous window's requests (written straight into Redis, as another process would)
     still count just after the boundary."""
@@ -166,13 +184,10 @@ def test_a_burst_across_the_boundary_is_refused(gateway_world, settings):
     settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS = 3600
     row = gateway_world["token_row"]
     client = redis.Redis.from_url(settings.REDIS_URL)
-    number = int(time.time() // 3600)
-    previous = f"{key_prefix()}:{row.pk}:{number - 1}"
-    current = f"{key_prefix()}:{row.pk}:{number}"
-    elapsed_share = (time.time() % 3600) / 3600
+    current, previous = window_keys(row.pk, 5, 3600)
     try:
-        # Enough in the previous window that its remaining share alone fills the limit.
-        client.set(previous, int(5 / max(1e-3, 1 - elapsed_share)) + 2, ex=60)
+        # The previous window ended a second ago: nearly all of its 6 requests still count.
+        client.set(previous, 6, px=3_599_000)
         status, headers, _ = call(GatewayEndpoint(), gateway_world["profile"].pk,
                                   {"Authorization": f"Bearer {gateway_world['token']}", **SESSIONLESS})
         assert status == 429 and int(headers["retry-after"]) >= 1
