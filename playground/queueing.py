@@ -7,10 +7,16 @@ eager mode and a test's double of `.delay` apply exactly as to a direct call.
 """
 from __future__ import annotations
 
+import threading
+
 from celery import Task
 from celery.result import AsyncResult
 
 from playground.celery_app import app
+
+# Two requests of one web process may both find the tasks not yet imported: the second must wait for
+# the first's imports to register every task, not look in the registry half-way (NotRegistered).
+_discovering = threading.Lock()
 
 
 def queue_task(name: str, *args, **kwargs) -> AsyncResult:
@@ -21,6 +27,8 @@ def queue_task(name: str, *args, **kwargs) -> AsyncResult:
 def task_named(name: str) -> Task:
     """The task registered as `name`, for a caller that hands the task on (a KeyError names an unknown task)."""
     if name not in app.tasks:
-        # A web process has imported no tasks module yet: Celery's autodiscovery runs on this signal.
-        app.loader.import_default_modules()
+        with _discovering:
+            if name not in app.tasks:
+                # A web process has imported no tasks module yet: Celery's autodiscovery runs on this signal.
+                app.loader.import_default_modules()
     return app.tasks[name]
