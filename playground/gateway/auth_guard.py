@@ -17,7 +17,6 @@ logged, and the outage once a minute.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -25,8 +24,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from limits import RateLimitItemPerSecond
-from limits.aio.storage import RedisStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
+
+from playground.gateway.ratelimit import LoopLimiters, channels_key_prefix
 
 logger = logging.getLogger("playground.gateway")
 
@@ -59,27 +59,18 @@ def _item(namespace: str = NAMESPACE, amount: int | None = None) -> RateLimitIte
 
 
 def key_prefix() -> str:
-    channels = settings.CHANNEL_LAYERS.get("default", {}).get("CONFIG", {}).get("prefix") or "asgi"
-    return f"{channels}:limits"
+    return channels_key_prefix("limits")
 
 
 class FailedAuthGuard:
     """One per process; a limiter (its Redis client) per event loop."""
 
     def __init__(self) -> None:
-        self._limiters: dict[asyncio.AbstractEventLoop, SlidingWindowCounterRateLimiter] = {}
+        self._limiters = LoopLimiters(key_prefix)
         self._last_outage_log = -math.inf
 
     def _limiter(self) -> SlidingWindowCounterRateLimiter:
-        loop = asyncio.get_running_loop()
-        limiter = self._limiters.get(loop)
-        if limiter is None:
-            for old in [known for known in self._limiters if known.is_closed()]:
-                self._limiters.pop(old, None)
-            storage = RedisStorage(f"async+{settings.REDIS_URL}", implementation="redispy", wrap_exceptions=True,
-                                   key_prefix=key_prefix(), socket_timeout=0.5, socket_connect_timeout=0.5)
-            limiter = self._limiters[loop] = SlidingWindowCounterRateLimiter(storage)
-        return limiter
+        return self._limiters.current()
 
     def _outage(self, exc: Exception) -> None:
         if time.monotonic() - self._last_outage_log > OUTAGE_LOG_EVERY_SECONDS:

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -42,9 +43,14 @@ class Verdict:
     retry_after: int = 0  # whole seconds until one more request fits (only when refused)
 
 
-def key_prefix() -> str:
+def channels_key_prefix(name: str) -> str:
+    """Redis keys under the Channels prefix, so test runs sharing a Redis never count each other's."""
     channels = settings.CHANNEL_LAYERS.get("default", {}).get("CONFIG", {}).get("prefix") or "asgi"
-    return f"{channels}:gateway-rate"
+    return f"{channels}:{name}"
+
+
+def key_prefix() -> str:
+    return channels_key_prefix("gateway-rate")
 
 
 def storage_uri(redis_url: str) -> str:
@@ -52,24 +58,36 @@ def storage_uri(redis_url: str) -> str:
     return f"async+{redis_url}"
 
 
-class RateLimiter:
-    """One limiter per event loop (an asyncio Redis client belongs to the loop that opened it)."""
+class LoopLimiters:
+    """A sliding-window limiter on Redis per event loop (an asyncio Redis client belongs to the loop
+    that opened it); the gateway's request limit and its failed-auth guard each keep one."""
 
-    def __init__(self) -> None:
+    def __init__(self, key_prefix: Callable[[], str]) -> None:
+        self._key_prefix = key_prefix
         self._limiters: dict[asyncio.AbstractEventLoop, SlidingWindowCounterRateLimiter] = {}
-        self._last_outage_log = -math.inf
 
-    def _limiter(self) -> SlidingWindowCounterRateLimiter:
+    def current(self) -> SlidingWindowCounterRateLimiter:
         loop = asyncio.get_running_loop()
         limiter = self._limiters.get(loop)
         if limiter is None:
             for old in [known for known in self._limiters if known.is_closed()]:
                 self._limiters.pop(old, None)
             storage = RedisStorage(storage_uri(settings.REDIS_URL), implementation="redispy", wrap_exceptions=True,
-                                   key_prefix=key_prefix(), socket_timeout=REDIS_TIMEOUT_SECONDS,
+                                   key_prefix=self._key_prefix(), socket_timeout=REDIS_TIMEOUT_SECONDS,
                                    socket_connect_timeout=REDIS_TIMEOUT_SECONDS)
             limiter = self._limiters[loop] = SlidingWindowCounterRateLimiter(storage)
         return limiter
+
+
+class RateLimiter:
+    """Requests per token; one per process."""
+
+    def __init__(self) -> None:
+        self._limiters = LoopLimiters(key_prefix)
+        self._last_outage_log = -math.inf
+
+    def _limiter(self) -> SlidingWindowCounterRateLimiter:
+        return self._limiters.current()
 
     async def hit(self, token_id: int) -> Verdict:
         """Count one request of `token_id`; whether it stays within the limit."""
