@@ -181,6 +181,8 @@ class BuiltinSandbox:
     def close(self) -> None:
         with self._available:
             helpers, self._idle = self._idle, []
+            self._started -= len(helpers)  # their slots are free again: the next call starts a new helper
+            self._available.notify_all()
         for helper in helpers:
             helper.kill()
 

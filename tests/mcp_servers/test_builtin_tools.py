@@ -151,6 +151,19 @@ def test_built_ins_run_in_a_helper_process_with_a_memory_limit():
         sandbox.close()
 
 
+def test_closing_the_idle_helpers_frees_their_places_for_new_ones():
+    # The suite closes a process's helpers between modules; the places they held must come back, or
+    # after a few closes every call waits for a helper that no longer exists ("every helper is busy").
+    sandbox = BuiltinSandbox(max_helpers=1)
+    try:
+        for round_ in range(3):
+            assert sandbox.call("echo", {"text": f"round {round_}"}, timeout=5)["text"] == f"round {round_}"
+            sandbox.close()
+            assert sandbox._started == 0 and not sandbox._idle
+    finally:
+        sandbox.close()
+
+
 def test_a_runaway_helper_is_stopped_and_replaced():
     # A stand-in helper that says it is ready and then never answers: what a runaway looks like.
     stuck = [sys.executable, "-c", "import sys,time; print('ready', flush=True); sys.stdin.readline(); time.sleep(60)"]
