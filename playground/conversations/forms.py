@@ -93,10 +93,11 @@ class CompareForm(StartsRuns):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # What a comparison is for: every tool loaded on the left, tool search on the right (the native
-        # wire style first, the one a model gets without a gateway). The first such profile by name; a
-        # side with no such profile keeps the default settings.
+        # wire style and the plain flat announcement first: what a model gets without a gateway or
+        # tuning). The first such profile by name; a side with no such profile keeps the default settings.
         profiles = sorted(self.fields["profile_a"].queryset,
-                          key=lambda p: (p.wire_style != AgentProfile.WireStyle.NATIVE, p.name))
+                          key=lambda p: (p.wire_style != AgentProfile.WireStyle.NATIVE,
+                                         p.announcement_layout != AgentProfile.Layout.FLAT, p.name))
         self.fields["profile_a"].initial = next((p.pk for p in profiles if p.tool_search_mode == "false"), None)
         self.fields["profile_b"].initial = next((p.pk for p in profiles if p.tool_search_mode == "true"), None)
 

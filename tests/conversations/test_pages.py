@@ -175,6 +175,7 @@ def test_compare_defaults_to_tool_search_off_against_on(admin_client):
     from playground.registry.models import AgentProfile
 
     make_profile("Client-side", wire_style=AgentProfile.WireStyle.CLIENT)  # first by name, but behind a gateway
+    make_profile("Tool search budgeted", announcement_layout=AgentProfile.Layout.BUDGETED)  # before "on", but tuned
     on, off = make_profile("Tool search on"), make_profile("Tool search off", tool_search_mode="false")
     page = admin_client.get(reverse("conversations:compare")).content.decode()
     left, right = page.split('name="profile_a"')[1].split("</select>")[0], page.split('name="profile_b"')[1].split("</select>")[0]
