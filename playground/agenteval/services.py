@@ -2,7 +2,7 @@
 
 The run is advanced (`advance`) under its row lock — by a conversation's task ending (a Celery
 `task_postrun` handler, tasks.py), by the run's own task when it is started or cancelled, and by
-every worker's watch each round (playground/lost_tasks.py), which also carries a run past a worker that
+the background round on Celery beat (playground/lost_tasks.py), which also carries a run past a worker that
 died. Advancing: a conversation paused on a permission prompt gets the run's policy as its answer
 (so nothing waits on a person); a conversation that ended gets its measures; pending tasks start while
 fewer than `concurrency` run; the run ends when none is left. Each task's conversation is created,
@@ -106,8 +106,8 @@ def start_run(task_set: TaskSet, profiles: Sequence[AgentProfile], *, split: str
 def queue_advance(run_id: int) -> None:
     try:
         queue_task("agenteval.advance_run", run_id)
-    except Exception:  # the broker is down: the workers' watch advances the run once it is back
-        logger.exception("could not queue task run %s; the workers' watch will advance it", run_id)
+    except Exception:  # the broker is down: the background round (beat) advances the run once it is back
+        logger.exception("could not queue task run %s; the background round will advance it", run_id)
 
 
 def cancel_run(run: TaskRun) -> bool:
@@ -222,7 +222,7 @@ def measure_item(item: TaskRunItem) -> dict:
 
 
 def advance_active_runs() -> int:
-    """Every active run one step (the workers' watch, each round); how many were advanced."""
+    """Every active run one step (the background round on beat); how many were advanced."""
     advanced = 0
     for run_id in TaskRun.objects.filter(status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING,
                                                      TaskRun.Status.CANCELLING]).values_list("pk", flat=True):

@@ -1,5 +1,5 @@
 """Celery side of task runs: the run's own step task, the hook that advances a run when one of its
-conversations' tasks ends, and the watch's sweep that keeps every active run moving (a lost task,
+conversations' tasks ends, and the background round's sweep that keeps every active run moving (a lost task,
 a worker that died mid-conversation)."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def advance_after_conversation(sender=None, args=None, **_: object) -> None:
         return
     try:
         services.advance_run_of_conversation(int(args[0]))
-    except Exception:  # the watch's sweep advances the run next round
+    except Exception:  # the background round's sweep advances the run
         logger.exception("could not advance the task run of conversation %s", args[0])
 
 

@@ -75,6 +75,7 @@ class LiveServer:
     url: str
     worker_name: str
     log_dir: Path
+    queue: str = ""  # the live worker's own Celery queue (a task the test itself sends must go there)
 
     def logs(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}" for path in sorted(self.log_dir.glob("*.log")))
@@ -111,7 +112,8 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):  # conversations run the offline demo agent
         env.pop(name, None)
     processes: list[subprocess.Popen] = []
-    server = LiveServer(url=f"http://127.0.0.1:{port}", worker_name=worker_name.replace("%h", os.uname().nodename), log_dir=log_dir)
+    server = LiveServer(url=f"http://127.0.0.1:{port}", worker_name=worker_name.replace("%h", os.uname().nodename), log_dir=log_dir,
+                        queue=f"browser-{run_id}")
     try:
         for name, argv in (
             ("web", web_command("127.0.0.1", port)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from playground.agenteval import services
+from playground.queueing import task_named
 from playground.agenteval.models import TaskSet
 from playground.registry.models import AgentProfile
 from tests.agenteval.conftest import TIME, WEATHER
@@ -17,13 +18,12 @@ PANEL = "[data-testid=task-run-panel]"
 
 
 @pytest.mark.usefixtures("tool_world")
-def test_the_run_page_updates_live_and_draws_the_chart(logged_in_page, admin_user, monkeypatch):
+def test_the_run_page_updates_live_and_draws_the_chart(logged_in_page, asgi_server, admin_user, monkeypatch):
     on = AgentProfile.objects.create(name="Demo on", tool_search_mode="true", wire_style="native", provider="demo")
     off = AgentProfile.objects.create(name="Demo off", tool_search_mode="false", wire_style="native", provider="demo")
     task_set = TaskSet.objects.create(name="browser tasks", source=TaskSet.Source.UPLOAD)
     task_set.tasks.create(external_id="tokyo", query="What time is it in Tokyo?", expected_tools=[TIME], position=1)
     task_set.tasks.create(external_id="paris", query="What is the weather forecast for Paris?", expected_tools=[WEATHER], position=2)
-    queue_advance = services.queue_advance
     with monkeypatch.context() as held:
         held.setattr(services, "queue_advance", lambda run_id: None)  # held back until the page watches
         run = services.start_run(task_set, [on, off], concurrency=2, user=admin_user)
@@ -34,7 +34,8 @@ def test_the_run_page_updates_live_and_draws_the_chart(logged_in_page, admin_use
     assert page.locator("[data-testid=cancel-run]").is_visible()
     assert page.locator("[data-testid=no-chart]").count() == 1
     page.evaluate("window.__notReloaded = true")
-    queue_advance(run.pk)  # the live worker takes it from here
+    # The live worker takes it from here (sent to its queue: this test process's default queue is its own).
+    task_named("agenteval.advance_run").apply_async(args=(run.pk,), queue=asgi_server.queue)
 
     page.wait_for_selector(f"{PANEL}[data-status=done]", timeout=90_000)
     assert page.evaluate("window.__notReloaded") is True  # the panel changed over the socket, not by a reload
