@@ -17,6 +17,14 @@ PUSH = "Push files to octo/playground on branch main with the message 'Update do
 def demo_data(transactional_db):
     # What `make run` loads (the MCP demo servers aside: the catalog's tools answer as simulated results).
     call_command("load_demo_data", "--skip-servers", verbosity=0)
+    # And its search index, built here: `make run`'s worker builds it before anyone types. Without it, a
+    # live server that already searched another test's catalog answers from that older index (as it
+    # should, saying so) and the demo's first search finds none of the demo's tools.
+    from playground.registry import indexing
+
+    row = indexing.schedule_index_build()  # queued on this test process's own queue, which no worker reads
+    if row is not None:
+        assert indexing.build_index(row.version).status == "done"
 
 
 def start_conversation(page, profile: str, message: str) -> str:
