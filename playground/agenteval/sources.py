@@ -15,7 +15,7 @@ from django.db.models import Max
 
 from playground.agenteval.models import Task, TaskSet
 from playground.conversations.models import Conversation, Event
-from playground.engine.catalog_io import CatalogFormatError, LabelledQuery, load_queries, toolsets_dir
+from playground.engine.catalog_io import CatalogFormatError, LabelledQuery, load_queries, toolset_folder
 from playground.engine.search.quality import split_of
 from playground.engine.tools import TOOL_SEARCH_NAME
 from playground.evaluation.selectors import available_toolsets
@@ -56,7 +56,7 @@ def task_set_from_toolset(name: str, *, user=None) -> TaskSet:
                              "description": f"The labelled queries of the {name} toolset."})
     if created or not task_set.tasks.exists():
         try:
-            _store(task_set, load_queries(toolsets_dir() / name / "queries.jsonl"))
+            _store(task_set, load_queries(toolset_folder(name) / "queries.jsonl"))
         except (OSError, CatalogFormatError) as exc:
             raise TaskSourceError(f"Could not read the queries of {name}: {exc}") from None
     return task_set
@@ -70,7 +70,7 @@ def task_set_from_upload(name: str, payload: bytes | str, *, catalog: str = "", 
         raise TaskSourceError("Give the task set a name.")
     if TaskSet.objects.filter(name=name).exists():
         raise TaskSourceError(f"A task set named {name!r} exists already.")
-    if catalog and catalog not in available_toolsets() and not (toolsets_dir() / catalog / "catalog.jsonl").is_file():
+    if catalog and catalog not in available_toolsets() and not (toolset_folder(catalog) / "catalog.jsonl").is_file():
         raise TaskSourceError(f"No toolset catalog named {catalog!r}: leave it empty when the tasks are for this registry.")
     data = payload.encode("utf-8") if isinstance(payload, str) else payload
     if len(data) > MAX_UPLOAD_BYTES:
@@ -145,7 +145,7 @@ def missing_tools(task_set: TaskSet, tasks=None) -> list[str]:
 
 
 def importable_catalog(task_set: TaskSet) -> Path | None:
-    path = toolsets_dir() / task_set.catalog / "catalog.jsonl" if task_set.catalog else None
+    path = toolset_folder(task_set.catalog) / "catalog.jsonl" if task_set.catalog else None
     return path if path is not None and path.is_file() else None
 
 

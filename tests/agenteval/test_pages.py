@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from playground.agenteval import services
 from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
+from playground.agenteval.sources import importable_catalog
 from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.events import ChatMessage, ToolCall, ToolResult, TurnFinished, record_event
@@ -72,6 +73,14 @@ def test_index_lists_and_a_toolset_becomes_a_task_set(admin_client, toy_toolsets
     assert 'data-testid="missing-tools"' in page and 'data-testid="import-catalog"' in page  # the registry is empty
     export = admin_client.get(reverse("agenteval:taskset_detail", args=[task_set.pk]) + "?format=jsonl").content.decode()
     assert len(export.splitlines()) == 12 and json.loads(export.splitlines()[0])["expected_tool_names"]
+
+
+def test_the_demo_set_that_ships_with_the_project_becomes_a_task_set_whatever_toolsets_dir_holds(admin_client, toy_toolsets):
+    # TOOLSETS_DIR holds only "toy": the shipped "demo" set is found in the project, as the evaluation page finds it.
+    response = admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "demo"})
+    task_set = TaskSet.objects.get(name="demo")
+    assert response.status_code == 302 and task_set.tasks.count() > 50
+    assert importable_catalog(task_set) is not None and importable_catalog(task_set).parent.name == "demo_data"
 
 
 def test_a_run_on_the_wrong_catalog_is_refused_then_the_catalog_is_imported(admin_client, toy_toolsets, claude_profiles, no_queue):
