@@ -29,14 +29,13 @@ import base64
 import itertools
 import json
 import re
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from playground.conversations.testing.local_double import LocalAPIDouble
 from playground.engine.history import blocks_of, text_block
 from playground.engine.prompt_cache import MAX_BREAKPOINTS, AnthropicCacheModel
 
@@ -283,8 +282,11 @@ def validate_image_block(block: dict[str, Any], where: str) -> None:
         raise InvalidRequest(f"{where}.image.source.base64: image exceeds 5 MB maximum: {size} bytes > {MAX_IMAGE_BYTES} bytes")
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(LocalAPIDouble):
     """The server. Use as a context manager; `url` is the SDK's base_url."""
+
+    thread_name = "fake-messages-api"
+    request_id_header = "request-id"
 
     def __init__(self, *, supports_defer_loading: bool = True, retry_after_ms: int = 5, prompt_cache: bool = False,
                  cache_ttl: str = "5m", clock: Callable[[], float] = time.monotonic) -> None:
@@ -292,45 +294,13 @@ class FakeMessagesAPI:
         self.cache_model = AnthropicCacheModel(ttl=cache_ttl) if prompt_cache else None
         self.clock = clock
         self.retry_after_ms = retry_after_ms
-        self.replies: deque[Reply] = deque()
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    # -- scripting -----------------------------------------------------------------------------
-    def script(self, *replies: Reply) -> FakeMessagesAPI:
-        with self._lock:
-            self.replies.extend(replies)
-        return self
+        super().__init__()
+        self.replies: deque[Reply]
+        self.requests: list[RecordedRequest]
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path.endswith("/v1/messages")]
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> FakeMessagesAPI:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-messages-api", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeMessagesAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- HTTP ----------------------------------------------------------------------------------
     def _answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -369,32 +339,8 @@ class FakeMessagesAPI:
                                         "cache_read_input_tokens": split.cache_read_tokens}}
         return 200, reply, {}
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        api = self
+    def _invalid_json(self) -> dict[str, Any]:
+        return ErrorReply(400, "There was an issue with your request body: invalid JSON").body()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b"{}"
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    status, payload, extra = 400, ErrorReply(400, "There was an issue with your request body: invalid JSON").body(), {}
-                else:
-                    status, payload, extra = api._answer(self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()}, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", f"req_fake_{next(_ids):04d}")
-                for key, value in extra.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def _request_id(self) -> str:
+        return f"req_fake_{next(_ids):04d}"

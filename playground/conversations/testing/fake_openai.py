@@ -25,14 +25,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from playground.conversations.testing.local_double import LocalAPIDouble
 from playground.engine.history import search_output_tool_names
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -351,44 +350,18 @@ VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
 }
 
 
-class FakeOpenAIAPI:
+class FakeOpenAIAPI(LocalAPIDouble):
     """The server. Use as a context manager; `url` is the SDK's base_url (it ends in /v1)."""
+
+    base_path = "/v1"
+    thread_name = "fake-openai-api"
+    request_id_header = "x-request-id"
 
     def __init__(self, *, retry_after_ms: int = 5) -> None:
         self.retry_after_ms = retry_after_ms
-        self.replies: deque[Reply] = deque()
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    def script(self, *replies: Reply) -> FakeOpenAIAPI:
-        with self._lock:
-            self.replies.extend(replies)
-        return self
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def start(self) -> FakeOpenAIAPI:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai-api", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeOpenAIAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__()
+        self.replies: deque[Reply]
+        self.requests: list[RecordedRequest]
 
     def _answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
         record = RecordedRequest(path=path, headers=headers, body=body)
@@ -416,32 +389,8 @@ class FakeOpenAIAPI:
         record.status = 200
         return 200, reply, {}
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        api = self
+    def _invalid_json(self) -> dict[str, Any]:
+        return ErrorReply(400, "We could not parse the JSON body of your request.").body()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b"{}"
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
-                    status, payload, extra = 400, ErrorReply(400, "We could not parse the JSON body of your request.").body(), {}
-                else:
-                    status, payload, extra = api._answer(self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()}, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("x-request-id", _id("req"))
-                for key, value in extra.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
+    def _request_id(self) -> str:
+        return _id("req")

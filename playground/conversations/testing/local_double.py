@@ -1,0 +1,101 @@
+"""A vendor API played by a local HTTP server, for the real SDKs in tests (fake_api.py: Anthropic's
+Messages API; fake_openai.py: OpenAI's Responses and Chat Completions).
+
+The server, its thread, the scripted replies and the recorded requests are the same for every
+vendor; a subclass says how it validates and answers a request (`_answer`), what its API says to a
+body that is not JSON, and how it names its request-id header.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+class LocalAPIDouble:
+    """Use as a context manager; `url` is the SDK's base_url (`base_path` appended)."""
+
+    base_path = ""
+    thread_name = "api-double"
+    request_id_header = "request-id"
+
+    def __init__(self) -> None:
+        self.replies: deque = deque()
+        self.requests: list = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -----------------------------------------------------------------------------
+    def script(self, *replies: Any) -> Self:
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}{self.base_path}"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self._server.serve_forever, name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what a vendor's double says -------------------------------------------------------------
+    def _answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        raise NotImplementedError
+
+    def _invalid_json(self) -> dict[str, Any]:
+        """The error body for a request whose body is not JSON (status 400)."""
+        raise NotImplementedError
+
+    def _request_id(self) -> str:
+        raise NotImplementedError
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    status, payload, extra = 400, api._invalid_json(), {}
+                else:
+                    status, payload, extra = api._answer(self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()}, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header(api.request_id_header, api._request_id())
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
