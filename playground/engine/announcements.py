@@ -119,7 +119,10 @@ def _common_words(short_names: Iterable[str]) -> list[str]:
     word: `API-post-page` → api, post, page), without verbs, numbers and one-letter scraps."""
     counts: Counter[str] = Counter()
     for short in short_names:
-        counts.update({w for w in split_identifier(short) if len(w) > 1 and not w.isdigit()} - _COMMON_VERBS)
+        # Each word once per name, in the name's order (not a set's): ties keep the order words first
+        # appear in, so the announcement is the same text in every process (and its prompt cache holds).
+        counts.update(list(dict.fromkeys(w for w in split_identifier(short)
+                                         if len(w) > 1 and not w.isdigit() and w not in _COMMON_VERBS)))
     return [word for word, _ in counts.most_common(_SUMMARY_WORDS)]
 
 

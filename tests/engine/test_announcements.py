@@ -120,3 +120,18 @@ def test_budgeted_summaries_name_words_not_letters():
     names = ["mcp__notion__API-post-page", "mcp__notion__API-patch-page", "mcp__notion__API-get-page-v2"]
     (line,) = summary_lines(names)
     assert line == "mcp__notion (3 tools): api, page"
+
+
+def test_budgeted_summaries_are_the_same_text_in_every_process():
+    # Ties between common words were ordered by a set's iteration, which changes with each process's
+    # string hashing: the announcement (and so the cached prompt prefix) differed between processes.
+    import os
+    import subprocess
+    import sys
+
+    code = ("from playground.engine.announcements import summary_lines;"
+            "print(summary_lines(['mcp__notion__API-post-page', 'mcp__notion__API-patch-page', 'mcp__notion__API-get-page-v2',"
+            " 'mcp__notion__search-blocks-comments', 'mcp__notion__query-database-rows']))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                              env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(8)}
+    assert len(outputs) == 1, outputs
