@@ -81,3 +81,43 @@ def test_a_profile_naming_openai_runs_with_the_demo_agent_without_a_key(admin_us
     assert panel["offline"] and "demo" in panel["provider_label"]
     settings.OPENAI_API_KEY = "sk-set"  # with a key the profile's own provider answers
     assert conversation_provider_key(conversation) == "openai"
+
+
+@pytest.mark.parametrize("profile_style", list(STYLES))
+def test_an_ask_rule_pauses_every_openai_style_and_the_answer_runs_the_call(admin_user, tool_world, profile_style):
+    from playground.conversations import services
+    from tests.conversations.conftest import run_as_the_task
+
+    demo = RecordingDemo()
+    profile = make_profile(f"ask-{profile_style}", wire_style=profile_style, provider="openai")
+    PermissionRule.objects.create(profile=profile, effect="ask", pattern=TIME)
+    conversation, outcome = converse(admin_user, "What time is it in Tokyo?", profile=profile, provider=demo)
+    assert outcome.reason == "waiting"
+    prompt = events_of(conversation, "permission_prompt")[0]
+    assert prompt.payload["name"] == TIME
+
+    services.answer_permission(conversation, prompt.sequence, "once", user=admin_user, resume=False)
+    outcome = run_as_the_task(conversation.pk, provider=demo, resume_prompt=prompt.sequence)
+    conversation.refresh_from_db()
+    assert outcome.reason == "end_turn"
+    assert not events_of(conversation, "tool_result")[0].payload["is_error"]
+    assert all(valid(body) for body in demo.bodies)
+
+
+@pytest.mark.parametrize("profile_style", list(STYLES))
+def test_compaction_carries_what_an_openai_style_search_found(admin_user, tool_world, settings, profile_style):
+    demo = RecordingDemo()
+    profile = make_profile(f"compact-{profile_style}", wire_style=profile_style, provider="openai")
+    conversation, _ = converse(admin_user, "What time is it in Tokyo?", profile=profile, provider=demo)
+    searches = len(events_of(conversation, "toolsearch_query"))
+    settings.COMPACTION_THRESHOLD = 0.0001  # the next turn compacts
+    conversation, outcome = converse(admin_user, "What time is it in Paris?", conversation=conversation, provider=demo)
+
+    assert outcome.reason == "end_turn"
+    assert TIME in events_of(conversation, "compaction")[0].payload["carried_tools"]
+    # The carried tool is loaded after the compaction: called again without a new search.
+    assert len(events_of(conversation, "toolsearch_query")) == searches
+    last_call = events_of(conversation, "tool_call")[-1].payload
+    assert last_call["name"] == TIME and last_call["arguments"] == {"timezone": "Europe/Paris"}
+    assert TIME in events_of(conversation, "turn_started")[-1].payload["discovered_tools"]
+    assert all(valid(body) for body in demo.bodies)

@@ -24,6 +24,7 @@ cache as the engine models it (`prompt_cache.OpenAICacheModel`).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -100,6 +101,24 @@ def _text(content: Any) -> str:
     return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
+# A tagged section the engine puts in a user's text (a summary, an announcement): its own block, as
+# the Messages API history holds it; Chat Completions joins a message's texts into one string.
+_TAGGED = re.compile(r"(<([a-z][\w-]*)>.*?</\2>)", re.S)
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    texts = [content] if isinstance(content, str) else [
+        p["text"] for p in content or [] if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    blocks = []
+    for text in texts:
+        for index, part in enumerate(_TAGGED.split(text)):
+            if index % 3 == 2:
+                continue  # the tag's name, captured for the back reference
+            if part.strip():
+                blocks.append({"type": "text", "text": part.strip()})
+    return blocks
+
+
 def _arguments(value: Any) -> dict[str, Any]:
     try:
         parsed = json.loads(value) if isinstance(value, str) else value
@@ -148,9 +167,8 @@ def responses_view(body: dict[str, Any]) -> WireView:
     for item in [{"type": "message", "role": "user", "content": items}] if isinstance(items, str) else items:
         kind = item.get("type", "message")
         if kind == "message" and item.get("role") in ("user", "assistant"):
-            text = _text(item.get("content"))
-            if text:
-                history.add(item["role"], {"type": "text", "text": text})
+            for block in _text_blocks(item.get("content")):
+                history.add(item["role"], block)
         elif kind == "function_call":
             history.add("assistant", {"type": "tool_use", "id": item.get("call_id", ""), "name": called_tool_name(item),
                                       "input": _arguments(item.get("arguments"))})
@@ -187,7 +205,8 @@ def chat_view(body: dict[str, Any]) -> WireView:
         if role in ("system", "developer"):
             system.append(_text(message.get("content")))
         elif role == "user":
-            history.add("user", {"type": "text", "text": _text(message.get("content"))})
+            for block in _text_blocks(message.get("content")):
+                history.add("user", block)
         elif role == "assistant":
             if message.get("content"):
                 history.add("assistant", {"type": "text", "text": _text(message["content"])})
