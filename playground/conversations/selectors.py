@@ -14,6 +14,7 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
+from playground.registry.prices import PriceTableError, current_price_table
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled")
@@ -246,3 +247,57 @@ def _is_offline(conversation: Conversation) -> bool:
         return bool(provider_class(key).offline)
     except (ProviderError, ImportError):
         return False
+
+
+# -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------
+USAGE_SOURCES = {
+    "reported": "as the API reported it",
+    "estimate": "the engine's estimate (the offline demo agent reports no usage)",
+    "": "not labelled (recorded before usage was labelled)",
+}
+
+
+def accounting_figures(conversation: Conversation) -> dict[str, Any]:
+    """One side of a comparison by one accounting for both vendors: the wire style, the tool tokens
+    per turn (`TurnPlan.wire_tokens`: what the model sees of the tools, the same counter for every
+    wire), the usage of every model response (input as the uncached part, cache reads and writes
+    beside it, output; the API's when it reported one, the engine's estimate otherwise, labelled) and
+    its price in the one price table, by the model each request named."""
+    events = list(conversation.events.filter(type__in=("turn_started", "model_request", "model_response")).order_by("sequence"))
+    models = {e.turn_sequence: (e.payload or {}).get("model", "") for e in events if e.type == "model_request"}
+    usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    sources: dict[str, None] = {}
+    cost, unpriced = 0.0, {}
+    try:
+        table = current_price_table()
+    except PriceTableError as exc:
+        table, unpriced = None, {str(exc): None}
+    for event in (e for e in events if e.type == "model_response"):
+        payload = event.payload or {}
+        counts = {key: int((payload.get("usage") or {}).get(key) or 0) for key in usage}
+        for key, value in counts.items():
+            usage[key] += value
+        sources.setdefault(payload.get("usage_source", ""), None)
+        model = models.get(event.turn_sequence, "")
+        dollars = table.cost_usd(model, counts["input"], counts["output"], counts["cache_write"], counts["cache_read"]) if table else None
+        if dollars is None:
+            if table is not None:
+                unpriced.setdefault(f"no price for {model or 'an unnamed model'} in the price table (PRICE_TABLE)", None)
+        else:
+            cost += dollars
+    turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
+    wires = list(dict.fromkeys((e.payload or {}).get("wire") or (e.payload or {}).get("wire_style", "") for e in turns))
+    return {
+        "conv": conversation,
+        "provider_label": provider_label(conversation),
+        "offline": _is_offline(conversation),
+        "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
+        "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
+        "tool_tokens": tokens_total(turns),
+        "usage": usage,
+        "input_total": usage["input"] + usage["cache_read"] + usage["cache_write"],
+        "usage_source": "; ".join(USAGE_SOURCES.get(s, s) for s in sources) or "no model response yet",
+        "cost_usd": round(cost, 6),
+        "unpriced": list(unpriced),
+        "responses": sum(1 for e in events if e.type == "model_response"),
+    }
