@@ -462,6 +462,20 @@ def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     return seen
 
 
+def chat_functions(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages API tool dicts as Chat Completions function tools: what an OpenAI model is sent when
+    a client (an MCP client, a gateway) passes the same tools on."""
+    return [{"type": "function", "function": {"name": t.get("name", ""), "description": t.get("description", ""),
+                                              "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
+            for t in tools]
+
+
+def tool_tokens_by_vendor(tools: Sequence[dict[str, Any]], counter: TokenCounter) -> dict[str, int]:
+    """The same tools' tokens as each vendor's model gets them (Messages API tools; OpenAI function
+    tools), by one counter: what the gateway's tools/list costs whichever model the client runs."""
+    return {"anthropic": counter.count_tools(list(tools)), "openai": counter.count_tools(chat_functions(tools))}
+
+
 def tool_tokens(body: dict[str, Any], counter: TokenCounter, *, announcement: str = "") -> int:
     """Tokens of the tools the model sees (`visible_tools`) plus the deferred-tools announcement
     the request carries (empty for the hosted style, whose namespaces replace it)."""
