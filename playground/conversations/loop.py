@@ -355,7 +355,7 @@ class AgentRun:
             subagent=self.subagent,
             server_search=self.agent_settings.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
-        announcement = plan.announcement
+        announcement = turn_plan.wire_announcement  # none where the wire sends none (OpenAI's hosted namespaces)
         if announcement is not None:
             self.emit(ev.AnnouncementSent(style=announcement.kind, text=announcement.text,
                                           added=list(announcement.added), removed=list(announcement.removed),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_REQUEST_BUILDERS, visible_tools, wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
@@ -134,9 +135,15 @@ class TurnPlan:
         tokens = self.request.tokens
         if not self.settings.openai_wire:
             return tokens
-        announced = 0 if self.settings.openai_wire == OPENAI_HOSTED else tokens.announcement_tokens
+        announced = tokens.announcement_tokens if self.wire_announcement is not None else 0
         return replace(tokens, sent_tokens=self.token_counter.count_tools(visible_tools(self._wire_request)),
                        announcement_tokens=announced)
+
+    @property
+    def wire_announcement(self) -> Announcement | None:
+        """The plan's announcement as far as the wire sends it: none in OpenAI's hosted style, whose
+        namespaces (names and descriptions) tell the model what it can search."""
+        return None if self.settings.openai_wire == OPENAI_HOSTED else self.request.announcement
 
     @property
     def searchable(self) -> ToolCatalog:

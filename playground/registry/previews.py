@@ -280,6 +280,8 @@ class ModelPreview:
     # The wire request, as the conversations loop sends it (`TurnPlan.wire_request`).
     request: dict[str, Any] = field(default_factory=dict)
     server_search: str = ""  # "bm25" / "regex" when Anthropic's server-side search replaces ToolSearch
+    # The turn's token accounting for the request on the wire (`TurnPlan.wire_tokens`: one for both vendors).
+    tokens: Any = None
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -384,4 +386,5 @@ def model_preview(
     turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
     plan = turn.request
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
-                        request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "")
+                        request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
+                        tokens=turn.wire_tokens)

@@ -1,11 +1,12 @@
-// The compare view's figures by one accounting: fetched again (at most twice a second) after the
-// sides' sockets deliver events, so they follow the runs without polling.
+// The compare view's figures by one accounting: fetched again once the sides' sockets have been
+// quiet for a moment after delivering events (so the last event of a run is always counted), without polling.
 (function () {
   "use strict";
-  var pending = null;
+  var timer = null;
   document.addEventListener("htmx:wsAfterMessage", function () {
     var box = document.getElementById("compare-figures");
-    if (!box || pending) return;
-    pending = setTimeout(function () { pending = null; htmx.trigger(box, "compare-refresh"); }, 500);
+    if (!box) return;
+    clearTimeout(timer);
+    timer = setTimeout(function () { htmx.trigger(box, "compare-refresh"); }, 400);
   });
 })();
