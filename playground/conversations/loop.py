@@ -46,7 +46,7 @@ from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
-from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, discovered_tool_names, text_block
+from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
 from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.prompt_cache import breakpoints_of
@@ -564,7 +564,7 @@ class AgentRun:
         if keep_from <= 0:
             return messages, boundary  # nothing older than the current request to fold away
         older = messages[:keep_from]
-        carried = discovered_tool_names(messages, boundary=boundary)
+        carried = carried_tool_names(messages, boundary=boundary)
         previous = f"Earlier summary:\n{boundary.summary}\n\n" if boundary is not None and boundary.summary else ""
         summary = previous + self.provider.summarise(older, model=self.agent_settings.model)
         announced = list(boundary.announced_tools) if boundary is not None else []
