@@ -13,7 +13,7 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.models import Conversation, Event
-from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
+from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
 from playground.registry.prices import PriceTableError, current_price_table
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
@@ -63,7 +63,9 @@ def provider_is(key: str) -> Q:
     the one their profile's snapshot kept, else their profile's, else the API key rule."""
     automatic = Q(provider="")
     no_snapshot_choice = automatic & ~Q(profile_snapshot__has_key="provider")
-    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider=key)) | (no_snapshot_choice & Q(profile__provider=key))
+    # A profile's choice that resolves to `key`: `key` itself, or a provider it stands in for here.
+    chosen = [k for k in settings.MODEL_PROVIDERS if stand_in_for(k) == key]
+    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider__in=chosen)) | (no_snapshot_choice & Q(profile__provider__in=chosen))
     if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
         match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
     return match

@@ -121,3 +121,15 @@ def test_compaction_carries_what_an_openai_style_search_found(admin_user, tool_w
     assert last_call["name"] == TIME and last_call["arguments"] == {"timezone": "Europe/Paris"}
     assert TIME in events_of(conversation, "turn_started")[-1].payload["discovered_tools"]
     assert all(valid(body) for body in demo.bodies)
+
+
+def test_the_list_filter_finds_a_profile_naming_openai_under_the_provider_that_answers(admin_user, tool_world, settings):
+    from playground.conversations import services
+    from playground.conversations.models import Conversation
+    from playground.conversations.selectors import provider_is
+
+    conversation = services.start_conversation(admin_user, profile=make_profile("openai-profile", provider="openai"))
+    assert list(Conversation.objects.filter(provider_is("demo-openai"))) == [conversation]
+    assert not Conversation.objects.filter(provider_is("openai")).exists()
+    settings.OPENAI_API_KEY = "sk-set"
+    assert list(Conversation.objects.filter(provider_is("openai"))) == [conversation]
