@@ -60,6 +60,8 @@ def test_every_openai_style_searches_loads_and_calls_offline(admin_user, tool_wo
     assert call["name"] == TIME and call["arguments"] == {"timezone": "Asia/Tokyo"}
     assert not events_of(conversation, "tool_result")[0].payload["is_error"]
     assert {e.payload["usage_source"] for e in events_of(conversation, "model_response")} == {"estimate"}
+    # The hosted style sends no announcement (its namespaces say what is searchable): none is shown.
+    assert bool(events_of(conversation, "announcement_sent")) is (profile_style != "server")
     if profile_style == "client":
         assert "max_completion_tokens" in demo.bodies[0]  # Chat Completions
     else:

@@ -158,3 +158,12 @@ def test_the_same_profile_and_query_find_the_same_tools_whoever_asks(admin_user,
 
     assert searched(by_gpt) == searched(by_claude)
     assert searched(by_gpt)["loaded"]
+
+
+def test_openai_usage_is_put_in_the_loops_one_accounting(admin_user, tool_world, native_profile, openai_api, gpt):
+    # OpenAI's input tokens include the cached ones; the loop's `input` is the uncached part (as Anthropic reports it).
+    openai_api.script(response_reply([message_item("Hi.")], input_tokens=1000, output_tokens=7, cached_tokens=600))
+    conversation, _ = converse(admin_user, "hello", profile=native_profile, provider=gpt)
+    response = events_of(conversation, "model_response")[0].payload
+    assert response["usage"] == {"input": 400, "output": 7, "cache_read": 600, "cache_write": 0}
+    assert response["usage_source"] == "reported"
