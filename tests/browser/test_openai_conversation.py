@@ -68,6 +68,7 @@ def test_compare_openai_hosted_search_against_claude_on_one_profile(logged_in_pa
     page.select_option("[name=wire_b]", "anthropic-native")
     assert page.locator("[name=wire_a] option[value=anthropic-server]").is_disabled()  # no key: the demo cannot play it
     page.fill("[name=message]", "What is the weather forecast for Paris?")
+    screenshot(page, "compare-vendors-form")
     page.click("[data-testid=start-compare]")
     page.wait_for_selector("body[data-page=compare-view]")
     panels = page.locator("[data-testid=conversation]")
