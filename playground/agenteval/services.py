@@ -6,19 +6,23 @@ the background round on Celery beat (playground/lost_tasks.py), which also carri
 died. Advancing: a conversation paused on a permission prompt gets the run's policy as its answer
 (so nothing waits on a person); a conversation that ended gets its measures; pending tasks start while
 fewer than `concurrency` run; the run ends when none is left. Each task's conversation is created,
-and its message queued, in the same transaction that marks the task running: a task starts once,
-and one whose worker died ends as the conversations' lease releases it ("worker_lost"), never twice.
+and its message queued, in the same transaction that marks the task running: a task starts once.
+A task whose worker died is released by the conversations' lease ("worker_lost") and then goes on in
+the same conversation from what it stored (`conversation_runs.continue_lost_run`, under a new run
+token), at most AGENT_QUEUE_ATTEMPTS times: never lost, never run twice, one conversation per task.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.agenteval import broadcast, sources
 from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
 from playground.conversations import runs as conversation_runs
@@ -161,10 +165,16 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
         return True
     conversation.refresh_from_db()
     conversation_runs.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
+    if conversation.status == Conversation.Status.FAILED and run.status != TaskRun.Status.CANCELLING:
+        if _continue_after_lost_worker(run, conversation) == "queued":
+            return False
+        conversation.refresh_from_db()
     if conversation.status in FINISHED:
         item.measures = measure_item(item)
-        # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete.
-        cancelled = conversation.status == Conversation.Status.CANCELLED
+        # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete;
+        # nor did one whose worker died while the run was being cancelled (it is not continued then).
+        cancelled = conversation.status == Conversation.Status.CANCELLED or (
+            run.status == TaskRun.Status.CANCELLING and conversation_runs.WORKER_LOST in item.measures["errors"])
         item.status = TaskRunItem.Status.CANCELLED if cancelled else TaskRunItem.Status.DONE
         item.finished_at = timezone.now()
         item.save(update_fields=["status", "finished_at", "measures"])
@@ -191,6 +201,18 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
     return False
 
 
+def _continue_after_lost_worker(run: TaskRun, conversation: Conversation) -> str:
+    """A task whose worker died goes on from its conversation's saved state, in the same conversation
+    (so the task has one conversation and one result), at most AGENT_QUEUE_ATTEMPTS times; after that,
+    or when its run ended otherwise, nothing is done and the task ends with the error it got."""
+    losses = conversation_runs.worker_losses(conversation.pk)
+    if not losses or lost_tasks.attempts_used(losses - 1):
+        return ""
+    return conversation_runs.continue_lost_run(
+        conversation.pk, note=f"its worker stopped answering: task run {run.pk} goes on from the saved conversation "
+                              f"({losses} of {settings.AGENT_QUEUE_ATTEMPTS})")
+
+
 def _start(run: TaskRun, item: TaskRunItem) -> None:
     owner = run.created_by or system_user()
     conversation = conversation_services.start_conversation(
@@ -201,7 +223,7 @@ def _start(run: TaskRun, item: TaskRunItem) -> None:
     conversation_services.send_message(conversation, item.task.query, user=owner)
 
 
-MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "error", "cancelled",
+MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "error", "cancelled", "status",
                    "turn_finished")
 
 
