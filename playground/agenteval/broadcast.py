@@ -1,6 +1,7 @@
-"""Live progress of a task run: after each step commits, the run's panel is rendered (the same
-template the page includes) and pushed to the sockets watching it. Nothing to replay: a socket that
-connects is sent the current panel, a reload renders it again.
+"""Live progress of a task run: after each step commits, the run's panel and the per-task grid's
+cells that changed are rendered (the same templates the page includes) and pushed to the sockets
+watching it. Nothing to replay: a socket that connects is sent the current panel and every cell, a
+reload renders them again.
 
 The step usually runs on a worker right after one of the run's conversations (a Celery
 `task_postrun` hook), and that worker process takes no task until the hook returns: rendering and
@@ -27,14 +28,23 @@ from playground.realtime import send_to_group
 logger = logging.getLogger(__name__)
 
 FRAME_INTERVAL_SECONDS = 0.5  # at most two frames a second per process: the steps between are coalesced
+# A frame carries the grid cells of tasks running or ended this recently: wide enough for the frames
+# coalesced meanwhile, a frame another process sent, and clocks a little apart; a socket that joins
+# (or joins again) gets every cell.
+CELL_SECONDS = 10.0
 
 
 def run_group(run_id: int) -> str:
     return f"agenteval-run-{run_id}"
 
 
-def progress_html(run: TaskRun) -> str:
-    return render_to_string("agenteval/_panel.html", {**selectors.panel_context(run), "oob": True})
+def progress_html(run: TaskRun, *, every_cell: bool = False) -> str:
+    """The panel, and the per-task grid's cells that changed lately (every cell for a socket that just
+    joined), each rendered by the template the page renders it with and swapped in by its id."""
+    items = selectors.items_of(run)
+    html = render_to_string("agenteval/_panel.html", {**selectors.panel_context(run, items), "oob": True})
+    cells = items if every_cell else selectors.changed_lately(items, CELL_SECONDS)
+    return html + "".join(render_to_string("agenteval/_grid_cell.html", {"cell": cell, "oob": True}) for cell in cells)
 
 
 def send_progress(run_id: int) -> None:

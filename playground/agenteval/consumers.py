@@ -1,4 +1,4 @@
-"""`ws/agenteval/runs/<pk>/`: a task run's progress panel, pushed after each step (viewers and up)."""
+"""`ws/agenteval/runs/<pk>/`: a task run's progress panel and grid cells, pushed after each step (viewers and up)."""
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
@@ -12,7 +12,7 @@ from playground.realtime import LoopDispatch, arefuse_socket, socket_refusal
 
 def _current_panel(run_id: int) -> str | None:
     run = TaskRun.objects.filter(pk=run_id).first()
-    return progress_html(run) if run is not None else None
+    return progress_html(run, every_cell=True) if run is not None else None
 
 
 class TaskRunConsumer(LoopDispatch, AsyncWebsocketConsumer):

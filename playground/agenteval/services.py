@@ -115,12 +115,21 @@ def queue_advance(run_id: int) -> None:
 
 
 def cancel_run(run: TaskRun) -> bool:
-    """Stop a run: tasks not started are cancelled, running conversations are asked to cancel."""
-    changed = TaskRun.objects.filter(pk=run.pk, status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]).update(
-        status=TaskRun.Status.CANCELLING)
-    if changed:
+    """Stop a run: running conversations are asked to cancel here and now (their workers' leases
+    interrupt the call in flight), and the run's next step cancels the tasks not started. Asked here,
+    not in that step: the step is a Celery task, and while every worker process runs one of the run's
+    conversations (a slow tool call) it would wait for one of them to end."""
+    with transaction.atomic():
+        changed = TaskRun.objects.filter(pk=run.pk, status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]).update(
+            status=TaskRun.Status.CANCELLING)
+        if not changed:
+            return False
+        running = TaskRunItem.objects.filter(run_id=run.pk, status=TaskRunItem.Status.RUNNING,
+                                             conversation__isnull=False).select_related("conversation")
+        for item in running:
+            conversation_services.request_cancel(item.conversation)
         transaction.on_commit(lambda: queue_advance(run.pk))
-    return bool(changed)
+    return True
 
 
 # -- advancing -------------------------------------------------------------------------------------------
