@@ -1,8 +1,8 @@
 """A task run's overhead over plain conversations, side by side on one embedded stack (the load command's).
 
-    .venv/bin/python scripts/bench_agenteval.py [--tasks 30] [--rounds 3] [--concurrency 2] [--database-url URL]
+    .venv/bin/python scripts/bench_agenteval.py [--tasks 30] [--rounds 3] [--concurrency 2] [--toolset demo] [--database-url URL]
 
-Each round runs the same N requests of the demo catalog's labelled set (mcp-combined) under one
+Each round runs the same N requests of a labelled set (default: `demo`, the one that ships) under one
 profile twice, alternating which goes first: as plain conversations (started and sent through the
 conversations' services, at most `--concurrency` at once, the next one sent as soon as one ends, a
 permission prompt approved once as soon as it shows — what a person or the load command does), and as a task run of the same tasks at the same concurrency.
@@ -85,6 +85,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--profile", default="Tool search on (native)")
+    parser.add_argument("--toolset", default="demo", help="the labelled set whose requests run (default demo)")
     parser.add_argument("--database-url", default="")
     args = parser.parse_args()
     stack = EmbeddedStack(workers=args.concurrency, pool="prefork", database_url=args.database_url, log=say)
@@ -101,7 +102,7 @@ def main() -> int:
 
         owner = get_user_model().objects.get(username=stack.username)
         profile = AgentProfile.objects.get(name=args.profile)
-        task_set = sources.task_set_from_toolset("mcp-combined")
+        task_set = sources.task_set_from_toolset(args.toolset)
         queries = [task.query for task in services.select_tasks(task_set, "all", args.tasks)]
         plain_batch(queries[:2], profile, owner, args.concurrency)  # warm-up: each worker process loads its index
         rows = []

@@ -9,7 +9,9 @@ sending there (some 50 ms) would delay the run's next conversation every time. S
 notes the run (`send_progress_soon`) and one thread per process renders and sends, at most every
 half second, coalescing the steps of a run that came meanwhile into one frame of the newest state
 (rendering the panel reads every task of the run: once per conversation, it competed with the
-conversations for the workers' CPU).
+conversations for the workers' CPU). And only while a socket watches the run (a count in Redis the
+consumer keeps): a run from the command line, or one nobody has open, renders no frame at all —
+profiled, the frames were about a third of a task run's own work on the workers.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ import os
 import threading
 import time
 
+import redis
+from django.conf import settings
 from django.db import connections
 from django.template.loader import render_to_string
 
@@ -32,6 +36,9 @@ FRAME_INTERVAL_SECONDS = 0.5  # at most two frames a second per process: the ste
 # coalesced meanwhile, a frame another process sent, and clocks a little apart; a socket that joins
 # (or joins again) gets every cell.
 CELL_SECONDS = 10.0
+# A count left by a web process that died with sockets open goes after a day (its frames are rendered
+# for nobody until then, as they always were).
+WATCHERS_TTL_SECONDS = 24 * 3600
 
 
 def run_group(run_id: int) -> str:
@@ -47,8 +54,52 @@ def progress_html(run: TaskRun, *, every_cell: bool = False) -> str:
     return html + "".join(render_to_string("agenteval/_grid_cell.html", {"cell": cell, "oob": True}) for cell in cells)
 
 
+# -- who watches: a frame nobody would receive is not rendered -------------------------------------------
+def _watchers_key(run_id: int) -> str:
+    return f"{settings.CHANNEL_LAYERS['default']['CONFIG'].get('prefix', 'asgi')}:agenteval-watchers:{run_id}"
+
+
+_redis_clients: dict[str, redis.Redis] = {}
+
+
+def _redis() -> redis.Redis:
+    """One pool per process and Redis (redis-py starts it again in a forked child)."""
+    client = _redis_clients.get(settings.REDIS_URL)
+    if client is None:
+        client = _redis_clients[settings.REDIS_URL] = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2,
+                                                                           socket_timeout=2)
+    return client
+
+
+def add_watcher(run_id: int) -> None:
+    """A socket joined the run's group (consumers.py); counted in Redis, which every process reads."""
+    try:
+        with _redis().pipeline() as pipe:
+            pipe.incr(_watchers_key(run_id)).expire(_watchers_key(run_id), WATCHERS_TTL_SECONDS).execute()
+    except (redis.RedisError, OSError):
+        logger.warning("task run %s: could not count a watcher; its frames are rendered anyway", run_id, exc_info=True)
+
+
+def remove_watcher(run_id: int) -> None:
+    try:
+        _redis().decr(_watchers_key(run_id))
+    except (redis.RedisError, OSError):
+        logger.warning("task run %s: could not uncount a watcher", run_id, exc_info=True)
+
+
+def watched(run_id: int) -> bool:
+    """Whether a socket watches the run. When Redis cannot say, yes: a frame too many costs less than
+    a page that stops following."""
+    try:
+        return int(_redis().get(_watchers_key(run_id)) or 0) > 0
+    except (redis.RedisError, OSError, ValueError):
+        return True
+
+
 def send_progress(run_id: int) -> None:
-    """Render the run's panel now and send it to the run's sockets."""
+    """Render the run's panel now and send it to the run's sockets (when some socket watches)."""
+    if not watched(run_id):
+        return
     run = TaskRun.objects.filter(pk=run_id).first()
     if run is None:
         return

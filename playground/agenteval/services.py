@@ -172,7 +172,7 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
         item.measures = {"errors": {"conversation_deleted": 1}}
         item.save(update_fields=["status", "finished_at", "measures"])
         return True
-    conversation.refresh_from_db()
+    # Read a moment ago with the running items, in this transaction: no second read.
     conversation_runs.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
     if conversation.status == Conversation.Status.FAILED and run.status != TaskRun.Status.CANCELLING:
         if _continue_after_lost_worker(run, conversation) == "queued":
