@@ -133,8 +133,15 @@ def cancel_run(run: TaskRun) -> bool:
 
 
 # -- advancing -------------------------------------------------------------------------------------------
-def advance(run_id: int) -> TaskRun | None:
-    """One step of the run under its row lock (see the module's docstring); broadcasts its progress."""
+def advance(run_id: int, *, measure: bool = True) -> TaskRun | None:
+    """One step of the run under its row lock (see the module's docstring); broadcasts its progress.
+
+    `measure=False` is the quick step on a worker right after one of the run's conversations ended:
+    the ended tasks free their places and the next conversations are queued, but their measures
+    (reading each ended conversation's events) are left for a full step, which also ends the run.
+    So the worker, whose next task is likely one of those conversations, is not held by the reading
+    (profiled: starting the next conversation and measuring the last one on that path were the run's
+    overhead over plain conversations)."""
     with transaction.atomic():
         run = TaskRun.objects.select_for_update().filter(pk=run_id).first()
         if run is None or not run.is_active:
@@ -143,10 +150,13 @@ def advance(run_id: int) -> TaskRun | None:
             run.status, run.started_at = TaskRun.Status.RUNNING, timezone.now()
             run.save(update_fields=["status", "started_at"])
         running = list(run.items.filter(status=TaskRunItem.Status.RUNNING).select_related("conversation", "task"))
-        still_running = 0
+        still_running = unmeasured = 0
         for item in running:
-            if not _settle(run, item):
+            ended = _settle(run, item, measure=measure)
+            if not ended:
                 still_running += 1
+            elif item.status == TaskRunItem.Status.RUNNING:
+                unmeasured += 1  # ended, its measures left for a full step
         if run.status == TaskRun.Status.CANCELLING:
             run.items.filter(status=TaskRunItem.Status.PENDING).update(status=TaskRunItem.Status.CANCELLED,
                                                                        finished_at=timezone.now())
@@ -155,7 +165,7 @@ def advance(run_id: int) -> TaskRun | None:
             for item in list(run.items.filter(status=TaskRunItem.Status.PENDING).select_related("task", "profile")[:free]):
                 _start(run, item)
                 still_running += 1
-        if still_running == 0 and not run.items.filter(status=TaskRunItem.Status.PENDING).exists():
+        if still_running == unmeasured == 0 and not run.items.filter(status=TaskRunItem.Status.PENDING).exists():
             run.status = TaskRun.Status.CANCELLED if run.status == TaskRun.Status.CANCELLING else TaskRun.Status.DONE
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "finished_at"])
@@ -163,9 +173,10 @@ def advance(run_id: int) -> TaskRun | None:
     return run
 
 
-def _settle(run: TaskRun, item: TaskRunItem) -> bool:
-    """Look at a running task's conversation: answer its prompt, cancel it, or record its end. True
-    when the task has ended."""
+def _settle(run: TaskRun, item: TaskRunItem, *, measure: bool = True) -> bool:
+    """Look at a running task's conversation: answer its prompt, cancel it, or record its end (with
+    `measure=False`, leave the ended task running for a step that measures it). True when the task's
+    conversation has ended."""
     conversation = item.conversation
     if conversation is None:  # deleted under the run: nothing to measure
         item.status, item.finished_at = TaskRunItem.Status.CANCELLED, timezone.now()
@@ -179,6 +190,8 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
             return False
         conversation.refresh_from_db()
     if conversation.status in FINISHED:
+        if not measure:
+            return True
         item.measures = measure_item(item)
         # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete;
         # nor did one whose worker died while the run was being cancelled (it is not continued then).
@@ -265,8 +278,10 @@ def advance_active_runs() -> int:
     return advanced
 
 
-def advance_run_of_conversation(conversation_id: int) -> None:
-    """A conversation's task ended: advance the run it belongs to, if any (one indexed read otherwise)."""
+def advance_run_of_conversation(conversation_id: int, *, measure: bool = True) -> int | None:
+    """A conversation's task ended: advance the run it belongs to, if any (one indexed read otherwise).
+    Returns the run's id."""
     run_id = TaskRunItem.objects.filter(conversation_id=conversation_id).values_list("run_id", flat=True).first()
     if run_id is not None:
-        advance(run_id)
+        advance(run_id, measure=measure)
+    return run_id

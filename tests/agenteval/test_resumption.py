@@ -123,3 +123,28 @@ def test_a_conversation_a_person_cancelled_is_not_a_completed_task(tool_world, c
     assert item.status == TaskRunItem.Status.CANCELLED and item.measures["errors"] == {"cancelled": 1}
     row = selectors.report(TaskRun.objects.get(pk=run.pk))["profiles"][0]
     assert (row["tasks"], row["completed"], row["success"]) == (1, 0, 0.0)
+
+
+def test_the_quick_step_starts_the_next_task_and_leaves_the_measures_to_a_full_step(tool_world, claude_profiles,
+                                                                                    no_queue, admin_user):
+    task_set = TaskSet.objects.create(name="two", source=TaskSet.Source.UPLOAD)
+    task_set.tasks.create(external_id="a", query="What time is it in Tokyo?", expected_tools=["mcp__time__get_current_time"])
+    task_set.tasks.create(external_id="b", query="Weather forecast for Paris", expected_tools=["mcp__weather__get_forecast"])
+    run = services.start_run(task_set, [claude_profiles[0]], concurrency=1, user=admin_user)
+    services.advance(run.pk)
+    first = run.items.get(status=TaskRunItem.Status.RUNNING)
+    Conversation.objects.filter(pk=first.conversation_id).update(status=Conversation.Status.IDLE)
+
+    services.advance_run_of_conversation(first.conversation_id, measure=False)
+    first.refresh_from_db()
+    assert first.status == TaskRunItem.Status.RUNNING and first.measures is None  # its measures wait
+    second = run.items.get(task__external_id="b")
+    assert second.status == TaskRunItem.Status.RUNNING and second.conversation_id  # its place went to the next task
+    Conversation.objects.filter(pk=second.conversation_id).update(status=Conversation.Status.IDLE)
+    services.advance(run.pk, measure=False)
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.RUNNING  # not ended with measures missing
+
+    services.advance(run.pk)  # the full step (the worker's measuring thread, or the round)
+    assert {i.status for i in run.items.all()} == {TaskRunItem.Status.DONE}
+    assert all(i.measures is not None for i in run.items.all())
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.DONE
