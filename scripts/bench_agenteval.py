@@ -60,7 +60,10 @@ def plain_batch(queries: list[str], profile, owner, concurrency: int) -> float:
 def task_run_batch(task_set, profile, owner, limit: int, concurrency: int) -> float:
     from django.db import close_old_connections
 
+    from django.db.models import Max
+
     from playground.agenteval import services
+    from playground.conversations.models import Event
 
     started = time.monotonic()
     run = services.start_run(task_set, [profile], limit=limit, concurrency=concurrency, user=owner)
@@ -69,11 +72,14 @@ def task_run_batch(task_set, profile, owner, limit: int, concurrency: int) -> fl
         run.refresh_from_db()
         if not run.is_active:
             wall = time.monotonic() - started
-            items = list(run.items.order_by("started_at").values_list("started_at", "finished_at"))
-            ends = sorted(f for _, f in items)
+            items = list(run.items.order_by("started_at").values_list("started_at", "conversation_id"))
+            # A conversation's end is its last event (its task's measures are recorded a moment later).
+            last = dict(Event.objects.filter(conversation_id__in=[c for _, c in items]).values("conversation_id")
+                        .annotate(end=Max("created_at")).values_list("conversation_id", "end"))
+            ends = sorted(last[c] for _, c in items)
             # How long each start waited after the end that freed its place (the scheduler's own latency).
-            waits = [(start - end).total_seconds() for (start, _), end in zip(items[2:], ends, strict=False)]
-            say(f"  task run: start after a free place, median {statistics.median(waits) * 1000:.0f} ms, "
+            waits = [(start - end).total_seconds() for (start, _), end in zip(items[concurrency:], ends, strict=False)]
+            say(f"  task run: start after a conversation's end freed its place, median {statistics.median(waits) * 1000:.0f} ms, "
                 f"max {max(waits) * 1000:.0f} ms, over 1 s: {sum(1 for w in waits if w > 1)}")
             return wall
         time.sleep(0.05)
