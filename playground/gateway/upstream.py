@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # A server's lists are kept this long per process: a read finds the server that offers a URI
 # without listing every server again.
 LISTING_TTL_SECONDS = 30.0
-KINDS = ("resources", "resource_templates", "prompts")
+MAX_URI_CHARS = 2000
 
 
 class UpstreamError(Exception):
@@ -138,6 +138,10 @@ def template_matches(template: str, uri: str) -> bool:
 
 def owner_of(servers: list[McpServer], uri: str) -> McpServer:
     """The offered server that lists `uri`, else the first whose template matches it."""
+    if len(uri) > MAX_URI_CHARS:
+        # Matched against templates by regular expression: a client's endless URI must not hold a thread.
+        raise UpstreamError(f"A resource URI may have at most {MAX_URI_CHARS} characters; this one has {len(uri)}.",
+                            not_offered=True)
     listings = [(server, listing(server)) for server in servers]
     for server, found in listings:
         if found and any(item.get("uri") == uri for item in found.resources):

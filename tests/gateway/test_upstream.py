@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground.gateway.upstream import template_matches
+from playground.gateway.upstream import MAX_URI_CHARS, UpstreamError, owner_of, template_matches
 
 
 @pytest.mark.parametrize(("template", "uri", "expected"), [
@@ -17,3 +17,9 @@ from playground.gateway.upstream import template_matches
 ])
 def test_a_uri_matches_the_templates_it_expands(template, uri, expected):
     assert template_matches(template, uri) is expected
+
+
+def test_an_endless_uri_is_refused_before_any_template_sees_it():
+    with pytest.raises(UpstreamError, match="at most 2000 characters") as refused:
+        owner_of([], "demo://city/" + "a" * MAX_URI_CHARS)
+    assert refused.value.not_offered
