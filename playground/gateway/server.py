@@ -247,9 +247,14 @@ async def ask_the_client(ctx, planned: service.PlannedCall, prompt_pk: int, answ
         logger.info("MCP gateway: the client did not answer the elicitation for %s: %s", planned.name, exc)
         return
     status = ELICITATION_ANSWERS.get(result.action)
-    if status is not None:
+    if status is None:
+        return
+    try:
         await in_thread(service.answer_prompt)(prompt_pk, status, by=ELICITATION_BY)
-        answered.set()
+    except Exception as exc:  # noqa: BLE001 - the dashboard's prompt still stands; logged with a reference
+        report_unexpected("recording the client's answer to a permission question", exc, log=logger)
+        return
+    answered.set()
 
 
 async def wait_for_a_person(ctx, planned: service.PlannedCall, prompt_pk: int, ask_client: bool) -> str:
