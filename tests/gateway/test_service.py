@@ -129,3 +129,25 @@ def test_a_call_reads_the_session_and_its_profile_in_one_statement(gateway_world
     session_reads = [sql for sql in reads if GatewaySession._meta.db_table in sql.split("WHERE")[0]]
     assert len(session_reads) == 1 and profile_table in session_reads[0]  # joined, not read again
     assert not [sql for sql in reads if sql.split("WHERE")[0].rstrip().endswith(f'FROM "{profile_table}"')]
+
+
+def test_found_tools_are_remembered_per_token_and_client_name_until_they_expire(gateway_world, settings):
+    from django.utils import timezone
+
+    from playground.gateway.models import GatewayDiscovery
+
+    token = gateway_world["token_row"]
+    service.remember(token.pk, "cli", ["word_count", "calculator", "word_count"])
+    assert service.remembered_tools(token.pk, "cli") == ["word_count", "calculator"]
+    assert service.remembered_tools(token.pk, "another client") == []
+    assert service.remembered_tools(None, "cli") == []  # a session without a token remembers nothing
+
+    long_ago = timezone.now() - timezone.timedelta(seconds=settings.GATEWAY_DISCOVERY_TTL_SECONDS + 1)
+    GatewayDiscovery.objects.filter(tool_name="calculator").update(found_at=long_ago)
+    assert service.remembered_tools(token.pk, "cli") == ["word_count"]
+    service.remember(token.pk, "cli", ["word_count"])  # found again: kept longer; the expired row goes
+    assert list(GatewayDiscovery.objects.values_list("tool_name", flat=True)) == ["word_count"]
+
+    settings.GATEWAY_DISCOVERY_TTL_SECONDS = 0
+    service.remember(token.pk, "cli", ["calculator"])
+    assert service.remembered_tools(token.pk, "cli") == []
