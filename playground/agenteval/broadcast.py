@@ -56,7 +56,8 @@ def progress_html(run: TaskRun, *, every_cell: bool = False) -> str:
 
 # -- who watches: a frame nobody would receive is not rendered -------------------------------------------
 def _watchers_key(run_id: int) -> str:
-    return f"{settings.CHANNEL_LAYERS['default']['CONFIG'].get('prefix', 'asgi')}:agenteval-watchers:{run_id}"
+    prefix = settings.CHANNEL_LAYERS.get("default", {}).get("CONFIG", {}).get("prefix", "asgi")  # the in-memory layer has none
+    return f"{prefix}:agenteval-watchers:{run_id}"
 
 
 _redis_clients: dict[str, redis.Redis] = {}
