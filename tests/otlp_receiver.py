@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from playground import telemetry
+from playground.per_process import PerProcess
 
 
 def attribute_value(value) -> Any:
@@ -90,3 +94,25 @@ class OtlpReceiver:
     def received(self) -> list[ReceivedSpan]:
         with self._lock:
             return list(self.spans)
+
+
+@pytest.fixture
+def fresh_provider(monkeypatch):
+    """A tracer provider of this test's own, made on first use from the environment the test set."""
+    providers = PerProcess(telemetry.make_provider)
+    monkeypatch.setattr(telemetry, "_providers", providers)
+    yield providers
+    made = providers.made()
+    if made is not None:
+        made.shutdown()
+
+
+@pytest.fixture
+def receiver(settings, monkeypatch, fresh_provider):
+    """Traces on, sent to a local receiver (through the SDK's own OTEL_EXPORTER_OTLP_ENDPOINT)."""
+    with OtlpReceiver() as server:
+        settings.OTEL_TRACES_ENABLED = True
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "playground-test")
+        yield server

@@ -12,33 +12,11 @@ from playground import telemetry
 from playground.conversations.models import Event
 from playground.conversations.providers.demo import DemoAgentProvider
 from playground.conversations.traces import export_run
-from playground.per_process import PerProcess
 from tests.conversations.conftest import converse
 from tests.otlp_receiver import OtlpReceiver
 from tests.polling import wait_until
 
 MESSAGE = "What is the weather forecast for Paris?"
-
-
-@pytest.fixture
-def fresh_provider(monkeypatch):
-    """A tracer provider of this test's own, made on first use from the environment the test set."""
-    providers = PerProcess(telemetry.make_provider)
-    monkeypatch.setattr(telemetry, "_providers", providers)
-    yield providers
-    made = providers.made()
-    if made is not None:
-        made.shutdown()
-
-
-@pytest.fixture
-def receiver(settings, monkeypatch, fresh_provider):
-    with OtlpReceiver() as server:
-        settings.OTEL_TRACES_ENABLED = True
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
-        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-        monkeypatch.setenv("OTEL_SERVICE_NAME", "playground-test")
-        yield server
 
 
 def spans_of_trace(server: OtlpReceiver, count: int):
