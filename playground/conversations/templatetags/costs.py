@@ -18,3 +18,9 @@ def usd(value) -> str:
     if abs(amount) >= 0.01:
         return f"${amount:.4f}"
     return f"${amount:.6f}"
+
+
+@register.filter
+def get_cell(mapping, key):
+    """`{{ totals|get_cell:profile_id }}`: a dict's value by a key a template cannot spell (None, an int)."""
+    return mapping.get(key)
