@@ -14,7 +14,7 @@ from playground.conversations import runs, services
 from playground.conversations.forms import (
     AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm,
 )
-from playground.conversations.overview import METRICS, overview
+from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation
 from playground.conversations.selectors import (
@@ -184,11 +184,12 @@ def compare_view(request, group: str):
 def usage_overview(request):
     """Tokens, dollars, model-call latency and errors over time per profile (docs/traces.md, "The overview").
     Every role sees it: it shows counts, tokens, models and durations, nothing of what was said or sent."""
-    filters = OverviewFilterForm(request.GET or None)
+    filters = OverviewFilterForm(request.GET or None, initial={"period": DEFAULT_PERIOD, "metric": "cost"})
     period, profile_id, metric = filters.choices()
     figures = overview(period, profile_id)
     return render(request, "conversations/overview.html", {
         "filters": filters, "figures": figures, "rows": figures.rows(), "metric": metric, "metric_label": METRICS[metric],
+        "period_label": dict(filters.fields["period"].choices)[period],
         "chart": overview_chart(figures, metric),
     })
 
@@ -206,6 +207,8 @@ def overview_chart(figures, metric: str) -> dict:
     for index, entry in enumerate(series):
         points = []
         for position, (bucket, value) in enumerate(zip(figures.buckets, entry["values"])):
+            if value is None and metric == "p95_ms":
+                continue  # no call, no latency: a gap, not a zero
             x = CHART_PAD + (CHART_WIDTH - 2 * CHART_PAD) * position / count
             y = CHART_HEIGHT - CHART_PAD - (CHART_HEIGHT - 2 * CHART_PAD) * (value or 0) / peak
             points.append({"x": round(x, 1), "y": round(y, 1), "value": value, "bucket": bucket})
@@ -213,4 +216,4 @@ def overview_chart(figures, metric: str) -> dict:
                       "path": " ".join(f"{p['x']},{p['y']}" for p in points)})
     return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "peak": peak, "lines": lines,
             "first": figures.buckets[0] if figures.buckets else None, "last": figures.buckets[-1] if figures.buckets else None,
-            "axis_y": CHART_HEIGHT - CHART_PAD}
+            "axis_y": CHART_HEIGHT - CHART_PAD, "right": CHART_WIDTH - CHART_PAD}
