@@ -115,3 +115,15 @@ def test_a_dead_endpoint_is_logged_once_and_the_run_goes_on(settings, monkeypatc
     warnings = [r for r in caplog.records if r.name == "playground.telemetry"]
     assert len(warnings) == 1 and "failed" in warnings[0].getMessage() and refusing.url in warnings[0].getMessage()
     assert not [r for r in caplog.records if r.name.startswith("opentelemetry") and r.levelno >= logging.WARNING]
+
+
+def test_a_trace_that_cannot_be_built_leaves_the_run_alone(receiver, monkeypatch, tool_world, native_profile, admin_user, caplog):
+    from playground.conversations import traces
+
+    def broken(conversation_id):
+        raise ValueError("a payload nobody expected")
+
+    monkeypatch.setattr(traces, "run_trace", broken)
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn" and conversation.status == "idle"
+    assert any("building or queueing its trace failed" in r.getMessage() for r in caplog.records)
