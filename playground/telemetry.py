@@ -25,7 +25,6 @@ from typing import Any
 
 from django.conf import settings
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -177,6 +176,9 @@ def traces_endpoint() -> str:
 
 
 def make_provider() -> TracerProvider:
+    # Imported here: a process with traces off never loads the exporter (nor its HTTP client).
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
     resource = Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME})
     provider = TracerProvider(resource=resource, id_generator=KeyedIdGenerator(), shutdown_on_exit=False)
     # The SDK's exporter logs each failed batch (and each retry) itself; LogOnceExporter says it once.
