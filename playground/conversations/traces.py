@@ -99,6 +99,7 @@ class RunTrace:
         root = self.agent_span(name, self.by_parent[None], self.events[0].created_at, self.events[-1].created_at)
         root.attributes.update({
             "gen_ai.conversation.id": str(self.conversation.pk),
+            "session.id": f"conversation-{self.conversation.pk}",  # OTel's session attribute: Langfuse groups traces by it
             "gen_ai.agent.id": str(self.conversation.profile_id or ""),
             "playground.conversation.url": f"/conversations/{self.conversation.pk}/",
             "playground.profile.tool_search_mode": str(snapshot.get("tool_search_mode") or ""),

@@ -56,6 +56,7 @@ def _ns(moment) -> int:
 def _common(session: GatewaySession) -> dict[str, Any]:
     return {
         "mcp.session.id": f"gateway-{session.pk}",
+        "session.id": f"gateway-{session.pk}",
         "mcp.protocol.version": session.negotiated_version or session.protocol_version or None,
         "gen_ai.agent.name": session.profile.name,
         "gen_ai.agent.id": str(session.profile_id),

@@ -40,6 +40,8 @@ def test_a_demo_conversation_reaches_the_receiver_as_one_trace(receiver, tool_wo
     assert {s.trace_id for s in spans} == {root.trace_id}
     assert all(s.parent_span_id == root.span_id for s in spans if s is not root)
     assert root.resource["service.name"] == "playground-test"
+    assert root.attributes["session.id"] == f"conversation-{conversation.pk}"
+    assert root.attributes["gen_ai.conversation.id"] == str(conversation.pk) and root.attributes["gen_ai.operation.name"] == "invoke_agent"
     names = sorted(s.name for s in spans if s is not root)
     assert names == sorted([f"chat {model}"] * len(responses) + ["execute_tool ToolSearch",
                                                                                  "execute_tool mcp__weather__get_forecast"])
