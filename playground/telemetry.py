@@ -198,3 +198,10 @@ def flush(timeout_millis: int = 10_000) -> bool:
     """Send what this process has queued now (tests; a command that exits right after exporting)."""
     provider = _providers.made()
     return provider.force_flush(timeout_millis) if provider is not None else True
+
+
+def shutdown() -> None:
+    """Send what is queued and stop this process's exporter (a worker process that ends)."""
+    provider = _providers.made()
+    if provider is not None:
+        provider.shutdown()

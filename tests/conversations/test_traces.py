@@ -129,3 +129,12 @@ def test_a_trace_that_cannot_be_built_leaves_the_run_alone(receiver, monkeypatch
     conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
     assert outcome.reason == "end_turn" and conversation.status == "idle"
     assert any("building or queueing its trace failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_process_that_stops_sends_what_it_still_holds(receiver, tool_world, native_profile, admin_user):
+    from celery.signals import worker_process_shutdown
+
+    converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert not receiver.received()  # queued: the batch processor sends every 5 s
+    worker_process_shutdown.send(sender=None, pid=0, exitcode=0)
+    assert any(not s.parent_span_id for s in receiver.received())  # sent before the process would exit
