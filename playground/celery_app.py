@@ -6,6 +6,8 @@ import os
 from celery import Celery
 from celery.signals import worker_process_shutdown
 
+from playground import telemetry
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "playground.settings")
 
 app = Celery("playground")
@@ -17,6 +19,4 @@ app.autodiscover_tasks()
 def send_queued_spans(**_kwargs) -> None:
     """A worker process that stops sends the spans its batch processor still holds (docs/traces.md):
     a prefork child ends without running atexit handlers. Nothing when traces are off."""
-    from playground import telemetry
-
     telemetry.shutdown()
