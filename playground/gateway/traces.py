@@ -25,7 +25,8 @@ from playground.gateway.models import GatewayEvent, GatewaySession
 
 logger = logging.getLogger(__name__)
 
-TRACED_TYPES = (GatewayEvent.Type.TOOL_SEARCH, GatewayEvent.Type.TOOL_CALL, GatewayEvent.Type.SESSION_CLOSED)
+TRACED_TYPES = (GatewayEvent.Type.TOOL_SEARCH, GatewayEvent.Type.TOOL_CALL, GatewayEvent.Type.RESOURCE_READ,
+                GatewayEvent.Type.PROMPT_GOT, GatewayEvent.Type.SESSION_CLOSED)
 TOOL_SEARCH = "ToolSearch"
 
 
@@ -79,6 +80,8 @@ def call_span(session: GatewaySession, event: GatewayEvent) -> telemetry.SpanRec
     payload = event.payload or {}
     end = _ns(event.created_at)
     start = _ns(event.created_at - timedelta(milliseconds=float(payload.get("duration_ms") or 0)))
+    if event.type in (GatewayEvent.Type.RESOURCE_READ, GatewayEvent.Type.PROMPT_GOT):
+        return upstream_span(session, event, start, end)
     attributes: dict[str, Any] = {**_common(session), "mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool"}
     if event.type == GatewayEvent.Type.TOOL_SEARCH:
         name, error = TOOL_SEARCH, "tool_error" if payload.get("error") else ""
@@ -103,3 +106,20 @@ def call_span(session: GatewaySession, event: GatewayEvent) -> telemetry.SpanRec
         })
     return telemetry.SpanRecord(name=f"tools/call {name}", kind=SpanKind.SERVER, start_ns=start, end_ns=end,
                                 attributes=attributes, error=error)
+
+
+def upstream_span(session: GatewaySession, event: GatewayEvent, start: int, end: int) -> telemetry.SpanRecord:
+    """A resource read or a prompt got from an upstream server. The resource's URI (a path, perhaps) and
+    the prompt's arguments stay out; the prompt's name is the span's target, as MCP's conventions name it."""
+    payload = event.payload or {}
+    attributes: dict[str, Any] = {**_common(session), "playground.upstream.server": str(payload.get("server") or "") or None}
+    if event.type == GatewayEvent.Type.RESOURCE_READ:
+        name = "resources/read"
+        attributes.update({"mcp.method.name": name, "playground.resource.contents": len(payload.get("contents") or [])})
+    else:
+        prompt = str(payload.get("name") or "")
+        name = f"prompts/get {prompt}"
+        attributes.update({"mcp.method.name": "prompts/get", "gen_ai.prompt.name": prompt,
+                           "playground.prompt.messages": int(payload.get("messages") or 0)})
+    return telemetry.SpanRecord(name=name, kind=SpanKind.SERVER, start_ns=start, end_ns=end, attributes=attributes,
+                                error="upstream_error" if payload.get("error") else "")

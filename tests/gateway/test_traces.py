@@ -46,3 +46,22 @@ def test_nothing_is_sent_when_traces_are_off(gateway_world, fresh_provider):
     _call("trace-off", info, ("pytest", "1", "2025-11-25"), "echo", {"text": "hi"})
     record_session_closed("trace-off")
     assert fresh_provider.made() is None
+
+
+def test_resource_reads_and_prompts_are_spans_without_their_uri_or_arguments(gateway_world):
+    from playground.gateway.models import GatewayEvent
+    from playground.gateway.traces import call_span
+
+    session = GatewaySession.objects.create(session_id="trace-up", profile=gateway_world["profile"])
+    read = GatewayEvent.objects.create(session=session, sequence=1, type=GatewayEvent.Type.RESOURCE_READ, payload={
+        "uri": "file:///home/alice/secret-plan.txt", "server": "demo", "contents": [{"mime_type": "text/plain", "chars": 5}],
+        "duration_ms": 4.0})
+    failed = GatewayEvent.objects.create(session=session, sequence=2, type=GatewayEvent.Type.PROMPT_GOT, payload={
+        "name": "summarise", "arguments": {"text": "private words"}, "server": "demo", "error": "boom", "duration_ms": 1.0})
+    span = call_span(session, read)
+    assert span.name == "resources/read" and span.attributes["mcp.method.name"] == "resources/read"
+    assert abs(span.end_ns - span.start_ns - 4_000_000) < 2_000 and not span.error  # to the microsecond
+    prompt = call_span(session, failed)
+    assert prompt.name == "prompts/get summarise" and prompt.attributes["gen_ai.prompt.name"] == "summarise"
+    assert prompt.error == "upstream_error"
+    assert "secret-plan" not in repr(span.attributes) and "private words" not in repr(prompt.attributes)
