@@ -210,3 +210,17 @@ def add_vendor_wire_fields(form: forms.Form) -> None:
             help_text="Claude vs OpenAI on one profile, or OpenAI's hosted search vs our backend: the side runs the "
                       "profile with this wire style.")
         availability.mark_unavailable(form.fields[name], reasons)
+class OverviewFilterForm(forms.Form):
+    """The overview's filters (GET, bookmarkable): a period, one profile or all, the charted figure."""
+
+    period = forms.ChoiceField(choices=[("24h", "Last 24 hours (hourly)"), ("7d", "Last 7 days (daily)"),
+                                        ("30d", "Last 30 days (daily)"), ("90d", "Last 90 days (weekly)")], required=False)
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), required=False, empty_label="All profiles")
+    metric = forms.ChoiceField(choices=[("cost", "Dollars"), ("tokens", "Tokens"), ("p95_ms", "Model call p95"),
+                                        ("errors", "Errors")], required=False)
+
+    def choices(self) -> tuple[str, int | None, str]:
+        """(period, profile id, metric); a bad value falls back to the default instead of failing."""
+        data = self.cleaned_data if self.is_valid() else {}
+        profile = data.get("profile")
+        return data.get("period") or "7d", (profile.pk if profile is not None else None), data.get("metric") or "cost"

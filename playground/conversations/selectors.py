@@ -12,9 +12,9 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
-from playground.registry.prices import PriceTableError, current_price_table
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled")
@@ -141,8 +141,11 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_view(event: Event) -> dict[str, Any]:
-    """Template data derived from one event's payload (score bars, token bars)."""
+def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
+    """Template data derived from one event's payload (score bars, token bars, a call's dollars).
+
+    `turn_model`: the model of the turn a model response belongs to, for older responses that do not
+    name it."""
     payload = event.payload or {}
     view: dict[str, Any] = {}
     if event.type == "turn_started":
@@ -158,6 +161,8 @@ def event_view(event: Event) -> dict[str, Any]:
         view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
     elif event.type == "model_response":
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
+        model = str(payload.get("model") or turn_model or "")
+        view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
     return view
 
 
@@ -178,7 +183,9 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     for event in events:
         if event.type == "message":
             continue  # the chat side shows these
-        node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        turn = nodes.get(event.turn_sequence) if event.turn_sequence else None
+        turn_model = str(turn.event.payload.get("model") or "") if turn is not None else ""
+        node = EventNode(event, event_view(event, turn_model=turn_model), answer=answers.get(event.sequence))
         if event.type == "turn_started" and not event.parent_sequence:
             turns += 1
             node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
@@ -234,6 +241,7 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "chat": chat_items(events),
         "chart": turn_rows(events),
         "total": tokens_total(events),
+        "cost": cost_of_events(events),
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),
@@ -264,29 +272,17 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
     per turn (`TurnPlan.wire_tokens`: what the model sees of the tools, the same counter for every
     wire), the usage of every model response (input as the uncached part, cache reads and writes
     beside it, output; the API's when it reported one, the engine's estimate otherwise, labelled) and
-    its price in the one price table, by the model each request named."""
+    its dollars as the conversation page prices them (`costs.cost_of_events`: the one price table)."""
     events = list(conversation.events.filter(type__in=("turn_started", "model_request", "model_response")).order_by("sequence"))
     models = {e.turn_sequence: (e.payload or {}).get("model", "") for e in events if e.type == "model_request"}
     usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
     sources: dict[str, None] = {}
-    cost, unpriced = 0.0, {}
-    try:
-        table = current_price_table()
-    except PriceTableError as exc:
-        table, unpriced = None, {str(exc): None}
     for event in (e for e in events if e.type == "model_response"):
         payload = event.payload or {}
-        counts = {key: int((payload.get("usage") or {}).get(key) or 0) for key in usage}
-        for key, value in counts.items():
-            usage[key] += value
+        for key in usage:
+            usage[key] += int((payload.get("usage") or {}).get(key) or 0)
         sources.setdefault(payload.get("usage_source", ""), None)
-        model = models.get(event.turn_sequence, "")
-        dollars = table.cost_usd(model, counts["input"], counts["output"], counts["cache_write"], counts["cache_read"]) if table else None
-        if dollars is None:
-            if table is not None:
-                unpriced.setdefault(f"no price for {model or 'an unnamed model'} in the price table (PRICE_TABLE)", None)
-        else:
-            cost += dollars
+    cost = cost_of_events(events)
     turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
     wires = list(dict.fromkeys((e.payload or {}).get("wire") or (e.payload or {}).get("wire_style", "") for e in turns))
     return {
@@ -299,7 +295,7 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         "usage": usage,
         "input_total": usage["input"] + usage["cache_read"] + usage["cache_write"],
         "usage_source": "; ".join(USAGE_SOURCES.get(s, s) for s in sources) or "no model response yet",
-        "cost_usd": round(cost, 6),
-        "unpriced": list(unpriced),
+        "cost_usd": round(cost.usd, 6),
+        "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],
         "responses": sum(1 for e in events if e.type == "model_response"),
     }

@@ -20,6 +20,7 @@ access_rules = {
     "compare": allow(get=OPERATOR, post=OPERATOR),
     "compare_view": allow(get=VIEWER),
     "compare_figures": allow(get=VIEWER),
+    "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -32,4 +33,5 @@ urlpatterns: list = [
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
     path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
+    path("overview/", views.usage_overview, name="overview"),
 ]
