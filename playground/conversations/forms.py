@@ -167,7 +167,7 @@ VENDOR_WIRE_LABELS: dict[str, str] = {
     "anthropic-native": "Claude · native (defer_loading + tool_reference)",
     "anthropic-client": "Claude · client-side list (ToolSearch returns JSON)",
     "anthropic-server": "Claude · Anthropic's server-side search tool",
-    **{style: f"OpenAI · {label}" for style, label in OPENAI_STYLE_LABELS.items()},
+    **{style: f"OpenAI · {label.removeprefix('OpenAI ')}" for style, label in OPENAI_STYLE_LABELS.items()},
 }
 PROFILE_WIRE = ""
 
@@ -204,11 +204,10 @@ def add_vendor_wire_fields(form: forms.Form) -> None:
         reasons[wire] = availability.wire_style_unavailable(profile_style, key)
         offline = key != vendor and not reasons[wire]
         choices.append((wire, f"{label} — offline demo agent ({provider_label(vendor)} has no API key here)" if offline else label))
+    help_text = "Claude vs OpenAI on one profile, or OpenAI's hosted search vs our backend: the side runs its profile with this wire style."
     for name, label in (("wire_a", "Left: vendor and wire style"), ("wire_b", "Right: vendor and wire style")):
-        form.fields[name] = forms.ChoiceField(
-            choices=choices, required=False, label=label,
-            help_text="Claude vs OpenAI on one profile, or OpenAI's hosted search vs our backend: the side runs the "
-                      "profile with this wire style.")
+        form.fields[name] = forms.ChoiceField(choices=choices, required=False, label=label,
+                                              help_text=help_text if name == "wire_b" else "")
         availability.mark_unavailable(form.fields[name], reasons)
 class OverviewFilterForm(forms.Form):
     """The overview's filters (GET, bookmarkable): a period, one profile or all, the charted figure."""
