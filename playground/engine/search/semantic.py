@@ -37,8 +37,8 @@ _REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
 DENSE_ONLY_MIN_SIMILARITY = language_gate.DENSE_ONLY_MIN_SIMILARITY
 
 
-def dense_may_answer(sims: np.ndarray, lexical_hit: bool, language: bool = False) -> bool:
-    return lexical_hit or (sims.size > 0 and language_gate.dense_may_answer(float(sims.max()), lexical_hit, language))
+def dense_may_answer(sims: np.ndarray, lexical_hit: bool, language: bool = False, words: bool = True) -> bool:
+    return lexical_hit or (sims.size > 0 and language_gate.dense_may_answer(float(sims.max()), lexical_hit, language, words))
 
 
 def query_text(reading: QueryReading) -> str:
@@ -313,7 +313,8 @@ class SemanticBackend(SearchBackend):
 
     def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         sims = self.similarities(reading, index)
-        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading))), self.reads_as_language(reading)):
+        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading))), self.reads_as_language(reading),
+                                language_gate.has_words(query_text(reading))):
             return []
         scores = sims
         mask = index.required.mask(reading.required)
