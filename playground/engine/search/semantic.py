@@ -93,7 +93,9 @@ class QueryEmbedder:
                 else:
                     missing.append(text_)
         if missing:
-            self._remember(missing, self.encoder.encode(missing))
+            # A request's own texts: several runs at once (the same vectors; encoder.QUERY_THREADS_ENV).
+            threads = getattr(self.encoder, "query_threads", 1)
+            self._remember(missing, self.encoder.encode(missing, concurrent_runs=threads) if threads > 1 else self.encoder.encode(missing))
 
     def pooled(self, text: str, spans: tuple[tuple[int, int], ...]) -> np.ndarray:
         """`encoder.encode_pooled(text, spans)`, cached under (text, spans): a piece's pooled vector
