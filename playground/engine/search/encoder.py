@@ -39,10 +39,11 @@ MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
 THREADS_ENV = "TOOLSEARCH_EMBEDDING_THREADS"
 # How many ONNX runs a request's own texts (the request, its sentences and clauses, one int8 run
-# each) take at once, on threads: the same vectors, a long request's encoding in about half the
-# time on two idle cores. 1: one after another.
+# each) take at once, on threads: the same vectors. Off (1) by default: on the shared 2-core
+# development machine under a load average of 12 it made encoding slower (p50 36 → 50 ms), not
+# faster (docs/benchmarks.md); a deployment with idle cores may set 2.
 QUERY_THREADS_ENV = "TOOLSEARCH_QUERY_THREADS"
-DEFAULT_QUERY_THREADS = 2
+DEFAULT_QUERY_THREADS = 1
 RUNTIME_ENV = "TOOLSEARCH_EMBEDDING_RUNTIME"
 RUNTIMES = ("auto", "onnx", "onnx-int8")
 
