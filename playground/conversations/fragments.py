@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
+from playground.conversations.costs import conversation_cost
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import CHAT_TYPES, EventNode, event_view, token_numbers, tokens_total_for
 
@@ -35,6 +36,8 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "chart_row": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
+        # A model call changes the conversation's dollars: the total is read again (usage only, no content).
+        "cost": conversation_cost(conversation.pk) if event.type == "model_response" else None,
         # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page
         # load renders the POST fallbacks with a real token. Django's own "no token" value.
         "csrf_token": "NOTPROVIDED",
