@@ -21,6 +21,7 @@ from typing import Any
 
 from playground.engine.pricing import PriceTable
 
+WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
 ESTIMATING_PROVIDERS = frozenset({"demo"})  # providers whose usage is the engine's estimate, not an API's report
 Z_95 = 1.959963984540054
 
@@ -44,6 +45,7 @@ class TaskMeasures:
     wall_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     end_reason: str = ""  # end_turn, max_turns, error, cancelled, worker_lost …
+    resumed: int = 0  # times its worker died and the run went on from the saved conversation (not an error)
     simulated_calls: int = 0  # calls a catalog-only tool answered with a simulated result
     provider: str = ""  # the provider and model of the run's first turn
     model: str = ""
@@ -73,7 +75,11 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     model, provider = "", ""
     cost = 0.0
     unpriced: set[str] = set()
+    lost_workers = 0  # worker_lost errors not (yet) followed by the run going on
     for kind, payload in events:
+        went_on = kind in ("turn_started", "status") and (kind == "turn_started" or payload.get("status") == "running")
+        if lost_workers and (went_on or (kind == "turn_finished" and payload.get("final"))):
+            measures.resumed, lost_workers = measures.resumed + lost_workers, 0
         if kind == "turn_started":
             model, provider = str(payload.get("model") or ""), str(payload.get("provider") or "")
             measures.provider, measures.model = measures.provider or provider, measures.model or model
@@ -115,12 +121,16 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
                 unpriced.add(model or "(no model)")
             else:
                 cost += priced
+        elif kind == "error" and payload.get("kind") == WORKER_LOST:
+            lost_workers += 1
         elif kind == "error":
             errors[str(payload.get("kind") or "error")] += 1
         elif kind == "cancelled":
             errors["cancelled"] += 1
         elif kind == "turn_finished" and payload.get("final"):
             measures.end_reason = str(payload.get("reason") or payload.get("stop_reason") or "")
+    if lost_workers:
+        errors[WORKER_LOST] += lost_workers
     measures.success = bool(measures.gold_called)
     measures.errors = dict(sorted(errors.items()))
     measures.unpriced_models = sorted(unpriced)
