@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playground.engine.announcements import announce, estimate_tokens
 from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
-from playground.engine.cache_cost import COST_WIRE_STYLES, SECONDS_BETWEEN_TURNS, conversation_cost, default_model
+from playground.engine.cache_cost import COST_WIRE_STYLES, SECONDS_BETWEEN_TURNS, conversation_cost, default_model, recorded_cost
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
@@ -356,6 +356,10 @@ def _default_model(wire: str) -> str:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    if args.export:
+        return _cost_of_export(args)
+    if not (args.catalog and args.wire):
+        raise BadInput("cost needs --catalog and --wire (a simulated conversation) or --export (one that ran)")
     catalog = load_catalog(args.catalog)
     try:
         table = price_table(args.prices or "")
@@ -376,6 +380,36 @@ def cmd_cost(args: argparse.Namespace) -> int:
               f"{row['uncached_tokens']:>9,} {row['cost_usd']:>10.5f}  {reason or '-'}")
     print(f"total ${figures['total_cost_usd']:.5f}; every tool in full: ${figures['all_tools_cached_total_cost_usd']:.5f} cached, "
           f"${figures['all_tools_uncached_total_cost_usd']:.5f} uncached")
+    return 0
+
+
+def _cost_of_export(args: argparse.Namespace) -> int:
+    """The figures of a conversation that ran, from its export: what its page's strips and header show."""
+    try:
+        export = json.loads(Path(args.export).expanduser().read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInput(f"could not read {args.export}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{args.export} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(export, dict) or not isinstance(export.get("events"), list):
+        raise BadInput(f"{args.export} is not a conversation export (/conversations/<id>/export.json)")
+    try:
+        report = recorded_cost(export, price_table(args.prices or ""))
+    except (ValueError, PriceTableError) as exc:
+        raise BadInput(str(exc)) from None
+    figures = report.figures
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"conversation {figures['conversation']}: {len(figures['turns'])} requests as recorded (input tokens only; "
+          "estimated as characters ÷ 2.5)")
+    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
+    for row, reason in zip(figures["turns"], report.reasons, strict=True):
+        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.5f}"
+        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
+              f"{row['uncached_tokens']:>9,} {cost:>10}  {reason or '-'}")
+    total = figures["total_cost_usd"]
+    print("total " + ("no price for a model in the price table" if total is None else f"${total:.5f}"))
     return 0
 
 
@@ -447,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     request.set_defaults(handler=cmd_request)
 
     cost = commands.add_parser("cost", help="an N-turn conversation's input cost in one wire style, with prompt caching, against every tool in full")
-    cost.add_argument("--catalog", required=True, help="a catalog file (as for search)")
-    cost.add_argument("--wire", required=True, choices=list(COST_WIRE_STYLES))
+    cost.add_argument("--catalog", help="a catalog file (as for search)")
+    cost.add_argument("--wire", choices=list(COST_WIRE_STYLES))
+    cost.add_argument("--export", help="instead: a conversation export (/conversations/<id>/export.json) whose requests are replayed")
     cost.add_argument("--turns", type=_positive, default=6, help="model requests in the conversation")
     cost.add_argument("--discover", type=_not_negative, default=0, help="deferred tools the conversation's searches load")
     cost.add_argument("--ttl", choices=list(CACHE_TTLS), default=DEFAULT_TTL, help="the cache breakpoints' TTL")
