@@ -21,7 +21,7 @@ from playground.engine.search.backends import get_backend
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, tool_search_user_blocks
-from playground.engine.turn import plan_turn
+from playground.engine.turn import TurnPlan, plan_turn
 
 ALL_TOOLS = "all-tools"
 # The cost command's styles (named as `toolsearch request` names them): the AgentSettings fields each sets.
@@ -228,3 +228,20 @@ def recorded_cost(export: dict[str, Any], table: PriceTable | None = None,
                "total_cost_usd": _total(rows), "all_tools_cached_total_cost_usd": None,
                "all_tools_uncached_total_cost_usd": None}
     return CostReport(figures, reasons)
+
+
+def first_and_steady(turn: TurnPlan, table: PriceTable, counter: TokenCounter | None = None) -> dict[str, Any]:
+    """"What the model sees", cache-aware: this turn's request and its all-tools baseline (cached), each
+    as a conversation's first request (nothing cached yet) and in the steady state (the same prefix sent
+    again within the TTL), split and priced by the cache model and the price table."""
+    counter = counter or CharEstimateCounter()
+    model, ttl = turn.settings.model, turn.settings.prompt_cache_ttl
+    figures: dict[str, Any] = {"model": model, "ttl": ttl, "vendor": turn.cache_vendor, "enabled": turn.caches_prompt}
+    for name, request, cached in (("request", turn.wire_request(), None), ("all_tools", turn.all_tools_request(), True)):
+        cache = turn.prompt_cache_model(counter, cached=cached)
+        first, steady = cache.send(request, 0.0), cache.send(request, SECONDS_BETWEEN_TURNS)
+        figures[name] = {label: {**split.to_dict(), "cost_usd": table.cost_usd(model, split.uncached_tokens, 0, split.cache_write_tokens,
+                                                                                split.cache_read_tokens, ttl=ttl),
+                                 "uncached_cost_usd": table.cost_usd(model, split.input_tokens, 0)}
+                         for label, split in (("first", first), ("steady", steady))}
+    return figures
