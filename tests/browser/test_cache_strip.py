@@ -8,7 +8,9 @@ import uuid
 import pytest
 
 from playground.conversations.models import Event
-from tests.browser.conftest import screenshot
+from playground.engine.cache_cost import recorded_cost
+from playground.engine.pricing import PriceTable
+from tests.browser.conftest import doc_screenshot, screenshot
 from tests.browser.test_conversation_pages import wait_for_runs_finished
 from tests.browser.test_registry_pages import seed_catalog
 
@@ -65,6 +67,17 @@ def test_the_cache_strip_arrives_live_on_every_turn_and_survives_a_reload(logged
     assert int(total.get_attribute("data-input-tokens")) == sum(p["input_tokens"] for p in saved)
     assert int(total.get_attribute("data-cache-read")) == sum(p["cache_read_tokens"] for p in saved)
     screenshot(page, "cache-strip-live")
+    # docs/conversations.md's picture (UPDATE_DOC_SCREENSHOTS=1): the header and turn 2's strip, turn 1 folded.
+    page.locator("[data-testid=turn]").first.evaluate("e => { e.open = false; }")
+    doc_screenshot(page, "cache-strip", scroll_to="[data-testid=cache-total]")
+    page.locator("[data-testid=turn]").first.evaluate("e => { e.open = true; }")
+
+    # The cost command's replay of this conversation's export gives the header's figures.
+    export = page.request.get(f"/conversations/{conversation_id}/export.json")
+    replayed = recorded_cost(export.json(), PriceTable())
+    assert sum(r["input_tokens"] for r in replayed.figures["turns"]) == int(total.get_attribute("data-input-tokens"))
+    assert sum(r["cache_write_tokens"] for r in replayed.figures["turns"]) == int(total.get_attribute("data-cache-write"))
+    assert replayed.figures["total_cost_usd"] == pytest.approx(float(total.get_attribute("data-cost")), abs=1e-6)
 
     page.reload()
     page.wait_for_selector("body[data-page=conversation] [data-testid=conversation][data-status=idle]")
