@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from playground.conversations import selectors
 from playground.conversations.fragments import render_event_frame
@@ -193,3 +194,21 @@ def test_a_six_turn_demo_conversation_agrees_with_the_cost_command_to_the_token(
     assert f'data-input-tokens="{total["input_tokens"]}"' in page
     assert f'data-cache-read="{total["cache_read_tokens"]}"' in page
     assert page.count('data-testid="cache-strip"') == 6
+
+    # The compare view reads the same totals (its script puts them side by side: the browser test).
+    conversation.compare_group = "cache-six"
+    conversation.save(update_fields=["compare_group"])
+    compared = client.get(reverse("conversations:compare_view", args=["cache-six"])).content.decode()
+    assert 'data-testid="compare-cache"' in compared and 'data-testid="compare-priced"' in compared
+    assert f'data-input-tokens="{total["input_tokens"]}"' in compared and f'data-cost="{total["cost_usd"]}"' in compared
+
+
+def test_caching_off_every_token_is_uncached_and_the_demo_reports_the_same_blocks(admin_user, tool_world, settings):
+    settings.PROMPT_CACHE = True  # the profile's own "off" wins
+    conversation, outcome = converse(admin_user, "What time is it in Tokyo?", profile=make_profile("off", prompt_cache="off"),
+                                     provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn"
+    found = strips(conversation)
+    assert found and all(not s["enabled"] and s["uncached_tokens"] == s["input_tokens"] > 0 for s in found)
+    assert all(s["reported"]["input_tokens"] == s["input_tokens"] for s in found)  # the demo counts the model's blocks
+    assert found[0]["cost_usd"] == found[0]["uncached_cost_usd"]
