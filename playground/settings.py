@@ -329,6 +329,10 @@ GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECOND
 # A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
 # request stays open meanwhile); 0 refuses such calls at once.
 GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)
+# Tools a client's searches found are remembered per token and client name this long after the last
+# search that found them: the client's next sessions start with them (a client that opens a session
+# per request can search in one and call in the next). 0 remembers nothing beyond the session.
+GATEWAY_DISCOVERY_TTL_SECONDS = float(os.environ.get("GATEWAY_DISCOVERY_TTL_SECONDS") or 3600)
 # Requests per token and window, counted in Redis (shared by every web process); over it, 429 with
 # Retry-After. 0 turns the limit off.
 GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)

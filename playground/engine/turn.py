@@ -39,7 +39,7 @@ from playground.engine.toolsearch_tool import (
     NATIVE_STYLE,
     run_tool_search,
 )
-from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog, server_of
 
 # A call's verdict (`TurnPlan.check_call`).
 REFUSE, ASK, ALLOW = "refuse", "ask", "allow"
@@ -109,6 +109,13 @@ class TurnPlan:
         if self._filtered is not None:
             return self._filtered.permitted
         return self.request.permitted
+
+    @cached_property
+    def permitted_servers(self) -> tuple[str, ...]:
+        """The MCP servers this turn may use, in name order: those with at least one permitted tool
+        (a server whose every tool is denied or outside the profile's tool lists is not among them).
+        Whose resources and prompts a client of this turn may see."""
+        return tuple(sorted({server for tool in self.permitted if (server := tool.server or server_of(tool.name))}))
 
     @cached_property
     def decision(self) -> ModeDecision:
