@@ -84,6 +84,25 @@ def test_every_turn_has_a_strip_equal_to_the_doubles_reported_split(admin_user, 
     assert found[1]["cost_usd"] < found[1]["uncached_cost_usd"]
 
 
+def test_the_server_style_strip_keeps_the_prefix_across_anthropics_own_search(admin_user, tool_world):
+    """Anthropic's server-side search: every deferred tool goes with defer_loading, the found one arrives
+    as a tool_reference in the history: the prefix holds and the double's split is the model's."""
+    from playground.conversations.testing.fake_api import server_search_reply
+
+    profile = make_profile("cached-server", wire_style="server", prompt_cache="on", system_prompt=LONG_PROMPT)
+    with FakeMessagesAPI(prompt_cache=True) as server:
+        server.script(server_search_reply("time", [TIME], then=[{"type": "tool_use", "id": "toolu_s1", "name": TIME,
+                                                                  "input": {"timezone": "UTC"}}]),
+                      text_reply("Noon."))
+        provider = AnthropicProvider(api_key="sk-test", base_url=server.url, max_retries=0, timeout=5)
+        conversation, outcome = converse(admin_user, "What time is it?", profile=profile, provider=provider)
+    assert outcome.reason == "end_turn"
+    first, second = strips(conversation)
+    assert first["vendor"] == "anthropic" and second["prefix_break"] == {}
+    assert second["cache_read_tokens"] >= first["cache_write_tokens"] > 1024
+    assert all(not selectors.cache_strip_view(s)["differences"] for s in (first, second))
+
+
 def test_the_client_style_strip_names_the_block_and_the_discovered_tool(admin_user, tool_world):
     """The client-side list style rewrites its tools array on a discovery: the strip says where and why,
     and what it cost (the tools after the new one, the system prompt and the messages written again)."""
