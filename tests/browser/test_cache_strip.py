@@ -122,3 +122,25 @@ def test_compare_shows_raw_tokens_and_cache_priced_cost_side_by_side(logged_in_p
     assert baseline == [e[2] for e in expected]
     assert "left" in page.inner_text("[data-testid=compare-raw]") and "$" in page.inner_text("[data-testid=compare-priced]")
     screenshot(page, "compare-cache")
+
+
+def test_what_the_model_sees_shows_the_first_turn_and_steady_state_cache_figures(logged_in_page):
+    from playground.registry import adapter, previews
+    from playground.registry.models import AgentProfile
+
+    seed_catalog()
+    profile = AgentProfile.objects.create(name="Cached native", tool_search_mode="true", prompt_cache="on",
+                                          system_prompt=long_prompt())
+    adapter.reset_caches()
+    expected = previews.model_preview(profile).cache
+    page = logged_in_page
+    page.goto(f"/model/?profile={profile.pk}")
+    card = page.wait_for_selector("body[data-page=model-view] [data-testid=model-view-cache]")
+    assert float(card.get_attribute("data-first-cost")) == pytest.approx(expected["request"]["first"]["cost_usd"])
+    assert float(card.get_attribute("data-steady-cost")) == pytest.approx(expected["request"]["steady"]["cost_usd"])
+    assert float(card.get_attribute("data-all-tools-steady-cost")) == pytest.approx(expected["all_tools"]["steady"]["cost_usd"])
+    assert int(card.get_attribute("data-input-tokens")) == expected["request"]["first"]["input_tokens"]
+    steady = expected["request"]["steady"]
+    assert f"{steady['cache_read_tokens']} / {steady['uncached_tokens']}" in page.inner_text("[data-testid=cache-row-request]")
+    page.locator("[data-testid=model-view-cache]").scroll_into_view_if_needed()
+    screenshot(page, "model-view-cache")
