@@ -185,6 +185,10 @@ class ModelResponse(LoopEvent):
     usage: dict[str, int] = field(default_factory=dict)  # input / output / cache_read / cache_write
     content: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    # The model asked and the cache TTL its breakpoints asked for: what prices the call (registry/prices.py).
+    # Older events lack them: their turn's model is read instead (selectors.call_cost).
+    model: str = ""
+    cache_ttl: str = ""
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
+from playground.conversations.costs import conversation_cost
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import (
     CHAT_TYPES,
@@ -42,6 +43,8 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "chart_row": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
+        # A model call changes the conversation's dollars: the total is read again (usage only, no content).
+        "cost": conversation_cost(conversation.pk) if event.type == "model_response" else None,
         # A strip changes the conversation's cache figures (the header, and the compare view's).
         "cache": cache_total_for(conversation.pk) if event.type == "cache_strip" else None,
         # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page

@@ -44,6 +44,7 @@ from playground.conversations.runs import (
     take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
+from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
@@ -258,7 +259,9 @@ class AgentRun:
                                           reason="error"), turn_sequence=turn_seq)
                 return RunOutcome("error", exc.message, turn)
             self.emit(ev.ModelResponse(stop_reason=response.stop_reason, usage=response.usage, content=response.content,
-                                       duration_ms=round((time.perf_counter() - started) * 1000, 1)), turn_sequence=turn_seq)
+                                       duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                                       model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl),
+                      turn_sequence=turn_seq)
             self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
                 self.store.append("assistant", response.content)
@@ -676,6 +679,7 @@ def run_conversation(conversation_id: int, *, provider: ModelProvider | None = N
         return RunOutcome("released")
     if outcome.reason not in ("waiting", "superseded"):
         record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+        export_run(conversation_id)  # the run's trace, from its saved events (OTEL_TRACES_ENABLED; never raises)
     return outcome
 
 

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
@@ -138,8 +139,11 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_view(event: Event) -> dict[str, Any]:
-    """Template data derived from one event's payload (score bars, token bars)."""
+def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
+    """Template data derived from one event's payload (score bars, token bars, a call's dollars).
+
+    `turn_model`: the model of the turn a model response belongs to, for older responses that do not
+    name it."""
     payload = event.payload or {}
     view: dict[str, Any] = {}
     if event.type == "turn_started":
@@ -155,6 +159,8 @@ def event_view(event: Event) -> dict[str, Any]:
         view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
     elif event.type == "model_response":
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
+        model = str(payload.get("model") or turn_model or "")
+        view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
     elif event.type == "cache_strip":
         view.update(cache_strip_view(payload))
     return view
@@ -222,7 +228,9 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     for event in events:
         if event.type == "message":
             continue  # the chat side shows these
-        node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        turn = nodes.get(event.turn_sequence) if event.turn_sequence else None
+        turn_model = str(turn.event.payload.get("model") or "") if turn is not None else ""
+        node = EventNode(event, event_view(event, turn_model=turn_model), answer=answers.get(event.sequence))
         if event.type == "turn_started" and not event.parent_sequence:
             turns += 1
             node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
@@ -278,6 +286,7 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "chat": chat_items(events),
         "chart": turn_rows(events),
         "total": tokens_total(events),
+        "cost": cost_of_events(events),
         "cache": cache_total([e for e in events if e.type == "cache_strip"]),
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
