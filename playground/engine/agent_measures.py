@@ -22,6 +22,7 @@ from typing import Any
 from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import reported_split
 
+WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
 ESTIMATING_PROVIDERS = frozenset({"demo"})  # providers whose usage is the engine's estimate, not an API's report
 Z_95 = 1.959963984540054
 
@@ -46,6 +47,7 @@ class TaskMeasures:
     wall_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     end_reason: str = ""  # end_turn, max_turns, error, cancelled, worker_lost …
+    resumed: int = 0  # times its worker died and the run went on from the saved conversation (not an error)
     simulated_calls: int = 0  # calls a catalog-only tool answered with a simulated result
     provider: str = ""  # the provider and model of the run's first turn
     model: str = ""
@@ -75,6 +77,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     model, provider = "", ""
     cost = uncached_cost = 0.0
     unpriced: set[str] = set()
+    lost_workers = 0  # worker_lost errors not (yet) followed by the run going on
     pending: tuple[str, dict[str, Any]] | None = None  # a response's (model, usage), priced when its strip comes
 
     def settle(strip: Mapping[str, Any] | None) -> None:
@@ -101,6 +104,9 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             cost, uncached_cost = cost + priced, uncached_cost + plain
 
     for kind, payload in events:
+        went_on = kind in ("turn_started", "status") and (kind == "turn_started" or payload.get("status") == "running")
+        if lost_workers and (went_on or (kind == "turn_finished" and payload.get("final"))):
+            measures.resumed, lost_workers = measures.resumed + lost_workers, 0
         if kind == "turn_started":
             model, provider = str(payload.get("model") or ""), str(payload.get("provider") or "")
             measures.provider, measures.model = measures.provider or provider, measures.model or model
@@ -134,6 +140,8 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
                 measures.tokens_estimated = True
         elif kind == "cache_strip":
             settle(payload)  # its vendor says how the usage splits, its TTL what a write costs
+        elif kind == "error" and payload.get("kind") == WORKER_LOST:
+            lost_workers += 1
         elif kind == "error":
             errors[str(payload.get("kind") or "error")] += 1
         elif kind == "cancelled":
@@ -141,6 +149,8 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
         elif kind == "turn_finished" and payload.get("final"):
             measures.end_reason = str(payload.get("reason") or payload.get("stop_reason") or "")
     settle(None)
+    if lost_workers:
+        errors[WORKER_LOST] += lost_workers
     measures.success = bool(measures.gold_called)
     measures.errors = dict(sorted(errors.items()))
     measures.unpriced_models = sorted(unpriced)

@@ -119,3 +119,16 @@ def test_profile_summary_and_pairs_count_completed_tasks_only():
     assert row["errors"] == {"tool_error": 1} and row["success_ci"] == pytest.approx([0.0945, 0.9055], abs=1e-4)
     pair = paired_comparison("on", "off", {1: True, 2: True, 3: False}, {1: False, 2: True, 4: True})
     assert pair == {"a": "on", "b": "off", "tasks": 2, "only_a": 1, "only_b": 0, "success_diff": 0.5, "p_value": 1.0}
+
+
+def test_a_worker_lost_is_an_error_only_when_the_run_did_not_go_on():
+    lost = ("error", {"kind": "worker_lost"})
+    went_on = ("status", {"status": "running", "note": "its worker stopped answering: task run 1 goes on"})
+    resumed = measure_task([turn(), lost, went_on, turn(), response(), call(GOLD, "t1"), result(GOLD, "t1"),
+                            ("turn_finished", {"final": True, "reason": "end_turn"})], [GOLD])
+    assert (resumed.resumed, resumed.errors, resumed.success, resumed.turns) == (1, {}, True, 2)
+    given_up = measure_task([turn(), lost, went_on, turn(), lost], [GOLD])
+    assert (given_up.resumed, given_up.errors, given_up.success) == (1, {"worker_lost": 1}, False)
+    # Another status (a cancel asked for) is not the run going on.
+    cancelled = measure_task([turn(), lost, ("status", {"status": "cancelling"})], [GOLD])
+    assert (cancelled.resumed, cancelled.errors) == (0, {"worker_lost": 1})
