@@ -245,8 +245,8 @@ def _start(run: TaskRun, item: TaskRunItem) -> None:
     conversation_services.send_message(conversation, item.task.query, user=owner)
 
 
-MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "error", "cancelled", "status",
-                   "turn_finished")
+MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "cache_strip", "error",
+                   "cancelled", "status", "turn_finished")
 
 
 def measure_item(item: TaskRunItem) -> dict:

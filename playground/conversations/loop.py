@@ -26,6 +26,7 @@ from django.db.models import Max
 
 from playground.conversations import events as ev
 from playground.conversations.events import RunReleased, lock_conversation, record_event
+from playground.conversations.cache_strips import ConversationCache, cache_strip
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import (
     ModelProvider,
@@ -50,6 +51,7 @@ from playground.engine import toolsearch_tool as ts
 from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
 from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
+from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
@@ -59,6 +61,7 @@ from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
+from playground.registry.prices import PriceTableError, current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -182,12 +185,23 @@ class AgentRun:
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
     # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
     cancel: CancelSignal = field(default_factory=CancelSignal)
+    _cache: ConversationCache | None = field(default=None, repr=False)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
         row = record_event(self.conversation, event, parent_sequence=self.parent_sequence,
                            turn_sequence=turn_sequence, status=status, run_token=self.conversation.run_token)
         return row.sequence
+
+    def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
+        """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
+        if self._cache is None:
+            try:
+                table = current_price_table()
+            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
+                table = PriceTable({})
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+        return self._cache
 
     def check_cancel(self) -> None:
         """Stop here if the person cancelled, or if this run no longer owns the conversation (lease.py)."""
@@ -229,6 +243,7 @@ class AgentRun:
                 self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
@@ -249,6 +264,7 @@ class AgentRun:
                                        model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl,
                                        usage_source=response.usage_source),
                       turn_sequence=turn_seq)
+            self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
                 self.store.append("assistant", response.content)
             self.emit_server_searches(response, turn_seq)

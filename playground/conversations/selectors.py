@@ -163,7 +163,54 @@ def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
         model = str(payload.get("model") or turn_model or "")
         view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
+    elif event.type == "cache_strip":
+        view.update(cache_strip_view(payload))
     return view
+
+
+CACHE_PARTS = ("cache_write_tokens", "cache_read_tokens", "uncached_tokens")
+
+
+def cache_strip_view(payload: dict[str, Any]) -> dict[str, Any]:
+    """A strip's bar widths, and how the API's reported split differs from the model's (per part)."""
+    total = max(int(payload.get("input_tokens") or 0), 1)
+    reported = payload.get("reported") or {}
+    differences = {part: int(reported.get(part, 0)) - int(payload.get(part) or 0) for part in ("input_tokens", *CACHE_PARTS)} if reported else {}
+    return {
+        "bar": {part: round(100 * int(payload.get(part) or 0) / total, 1) for part in CACHE_PARTS},
+        "differences": {part.removesuffix("_tokens").replace("cache_", ""): diff for part, diff in differences.items() if diff},
+    }
+
+
+def cache_total(strips: list[Event]) -> dict[str, Any]:
+    """The conversation's prompt-cache figures: every strip's split summed (subagents' requests are
+    billed too), the cache-priced cost, the same input uncached, and the all-tools baseline cached."""
+    payloads = [e.payload or {} for e in strips]
+
+    def tokens(key: str, of: str = "") -> int:
+        return sum(int(((p.get(of) or {}) if of else p).get(key) or 0) for p in payloads)
+
+    def dollars(key: str, of: str = "") -> float | None:
+        values = [((p.get(of) or {}) if of else p).get(key) for p in payloads]
+        return None if not values or any(v is None for v in values) else round(sum(values), 6)
+
+    total = {"requests": len(payloads), **{part: tokens(part) for part in ("input_tokens", *CACHE_PARTS)},
+             "cost_usd": dollars("cost_usd"), "uncached_cost_usd": dollars("uncached_cost_usd"),
+             "all_tools_input_tokens": tokens("input_tokens", "all_tools"),
+             "all_tools_cost_usd": dollars("cost_usd", "all_tools"),
+             "all_tools_uncached_cost_usd": dollars("uncached_cost_usd", "all_tools"),
+             "breaks": sum(1 for p in payloads if p.get("prefix_break")),
+             "differs": sum(1 for p in payloads if cache_strip_view(p)["differences"]),
+             "enabled": any(p.get("enabled") for p in payloads)}
+    baseline = total["all_tools_cost_usd"]
+    total["saved_pct"] = (round(100 * (baseline - total["cost_usd"]) / baseline, 1)
+                          if baseline and total["cost_usd"] is not None else None)
+    total["more_pct"] = -total["saved_pct"] if total["saved_pct"] is not None and total["saved_pct"] < 0 else None
+    return total
+
+
+def cache_total_for(conversation_id: int) -> dict[str, Any]:
+    return cache_total(list(Event.objects.filter(conversation_id=conversation_id, type="cache_strip").order_by("sequence")))
 
 
 @dataclass
@@ -242,6 +289,7 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "chart": turn_rows(events),
         "total": tokens_total(events),
         "cost": cost_of_events(events),
+        "cache": cache_total([e for e in events if e.type == "cache_strip"]),
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),

@@ -71,6 +71,19 @@ def test_cache_parts_are_input_and_priced_apart_and_the_demo_is_marked_estimated
     assert m.cost_usd == pytest.approx((300 + 150 + 3750 + 3000) / 1e6)
 
 
+def test_the_cache_strip_prices_a_one_hour_write_and_an_openai_split_and_the_raw_cost_stays_beside_it():
+    strip = ("cache_strip", {"vendor": "anthropic", "ttl": "1h"})
+    m = measure_task([turn(), response(input_tokens=100, output=10, write=1000, read=10_000), strip], [GOLD])
+    # 100 × 3 + 10 × 15 + 1,000 × 6 (a 1-hour write) + 10,000 × 0.30, per million.
+    assert m.cost_usd == pytest.approx((300 + 150 + 6000 + 3000) / 1e6)
+    assert m.uncached_cost_usd == pytest.approx((11_100 * 3 + 150) / 1e6)  # every input token at the input price
+    # OpenAI reports the whole prompt as input, the cached part inside it: not counted twice.
+    openai = ("cache_strip", {"vendor": "openai", "ttl": "5m"})
+    m = measure_task([turn(), response(input_tokens=5000, output=0, write=0, read=4096), openai], [GOLD])
+    assert (m.input_tokens, m.cache_read_tokens) == (5000, 4096)
+    assert m.cost_usd == pytest.approx((904 * 3 + 4096 * 0.3) / 1e6)
+
+
 def test_a_model_without_a_price_gives_no_cost_rather_than_zero():
     m = measure_task([turn(model="claude-test"), response()], [GOLD])
     assert m.cost_usd is None and m.unpriced_models == ["claude-test"]
