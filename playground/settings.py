@@ -191,6 +191,15 @@ CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
 # object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
 PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
+# Traces out (docs/traces.md): each finished conversation run and each gateway session's searches and
+# calls become OpenTelemetry spans with the GenAI semantic conventions, sent by OTLP over HTTP. Off by
+# default. Where they go is the SDK's own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME …), read by the SDK.
+OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTEL_SDK_DISABLED", False)
+# Also put the ToolSearch query text on its span (semantic conventions: content is opt-in). Tool
+# arguments, results and messages never go in a span.
+OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
+
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
 # Models that cannot take tool_reference blocks (regular expressions, matched case-insensitively).

@@ -19,6 +19,7 @@ access_rules = {
     "cancel": allow(post=OPERATOR, owned=True),
     "compare": allow(get=OPERATOR, post=OPERATOR),
     "compare_view": allow(get=VIEWER),
+    "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -30,4 +31,5 @@ urlpatterns: list = [
     path("<int:pk>/cancel/", views.conversation_cancel, name="cancel"),
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
+    path("overview/", views.usage_overview, name="overview"),
 ]
