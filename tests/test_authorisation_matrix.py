@@ -170,6 +170,7 @@ def build_world(django_user_model) -> World:
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
         "conversations:compare_view": {"group": "matrix-group"},
+        "conversations:compare_figures": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
         **{f"agenteval:{n}": {"pk": task_set.pk} for n in ("taskset_detail", "taskset_import_catalog")},

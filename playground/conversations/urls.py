@@ -19,6 +19,7 @@ access_rules = {
     "cancel": allow(post=OPERATOR, owned=True),
     "compare": allow(get=OPERATOR, post=OPERATOR),
     "compare_view": allow(get=VIEWER),
+    "compare_figures": allow(get=VIEWER),
     "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
@@ -31,5 +32,6 @@ urlpatterns: list = [
     path("<int:pk>/cancel/", views.conversation_cancel, name="cancel"),
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
+    path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
     path("overview/", views.usage_overview, name="overview"),
 ]
