@@ -17,6 +17,7 @@ from playground.conversations.selectors import (
     cache_total_for,
     event_view,
     token_numbers,
+    turn_wire,
     tokens_total_for,
 )
 
@@ -41,6 +42,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "in_timeline": event.type != "message",
         "in_chat": event.type in CHAT_TYPES,
         "chart_row": None,
+        "wire": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
         # A model call changes the conversation's dollars: the total is read again (usage only, no content).
@@ -57,6 +59,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         number = context["total"]["turns"] if total is None else None
         context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}), "number": number}
         node.view["number"] = number  # the turn's header counts as the chart does
+        context["wire"] = {"style": turn_wire(event.payload or {}), "source": "turn"}  # the header's, as on reload
     if event.type == "permission_answer":
         prompt = Event.objects.filter(conversation_id=conversation.pk, sequence=event.payload.get("prompt_sequence"),
                                       type="permission_prompt").first()
