@@ -123,9 +123,9 @@ def run_watchers_mode(args: argparse.Namespace, session: Session, stack: Embedde
         say("[load] warm-up: 1 conversation, not measured")
         asyncio.run(run_level(session, 1, args.message, args.timeout))
     say(f"[load] {args.watchers} read-only sockets ({args.via}) on one conversation")
-    cpu_before = stack.cpu_seconds() if stack else None
+    cpu_before, client_before = (stack.cpu_seconds() if stack else None), time.process_time()
     conversation_id, watchers = asyncio.run(run_watchers(session, args.watchers, args.message, args.timeout, via=args.via))
-    cpu_after = stack.cpu_seconds() if stack else None
+    cpu_after, client_cpu = (stack.cpu_seconds() if stack else None), time.process_time() - client_before
     created, counts = stack.event_facts([conversation_id]) if stack else ({}, {})
     events = counts.get(conversation_id) or max((s for w in watchers for s, _ in w.receipts), default=0)
     spent = cpu_spent(cpu_before, cpu_after)
@@ -134,7 +134,8 @@ def run_watchers_mode(args: argparse.Namespace, session: Session, stack: Embedde
                                 created=created, web_cpu_s=web_cpu)
     say("[load]   " + ", ".join(f"{key}={value}" for key, value in report.items()) + f" (events {events})")
     if spent:
-        say("[load]   cpu s: " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in spent.items()))
+        say("[load]   cpu s: " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in spent.items()) +
+            f", this client {client_cpu:.2f} (its sockets share the machine's cores)")
     errors = sorted({w.error for w in watchers if w.error})
     for error in errors[:5]:
         say(f"[load]   {sum(1 for w in watchers if w.error == error)} socket(s): {error}")
