@@ -116,12 +116,12 @@ def cpu_spent(before: dict | None, after: dict | None) -> dict[str, float]:
     return {name: after[name] - before[name] for name in after}
 
 
-def run_watchers_mode(args: argparse.Namespace, session: Session, stack: EmbeddedStack | None) -> bool:
+def run_watchers_mode(args: argparse.Namespace, session: Session | list[Session], stack: EmbeddedStack | None) -> bool:
     """One conversation, `--watchers` read-only sockets; prints {"watchers": {...}}. True when every
     socket saw the run to its end and no frame was lost."""
     if args.warmup != 0:
         say("[load] warm-up: 1 conversation, not measured")
-        asyncio.run(run_level(session, 1, args.message, args.timeout))
+        asyncio.run(run_level(session, len(session) if isinstance(session, list) else 1, args.message, args.timeout))
     say(f"[load] {args.watchers} read-only sockets ({args.via}) on one conversation")
     cpu_before, client_before = (stack.cpu_seconds() if stack else None), time.process_time()
     conversation_id, watchers = asyncio.run(run_watchers(session, args.watchers, args.message, args.timeout, via=args.via))
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             # or its encoding would be counted in the first levels' CPU per event.
             say(f"[load] search index build: {stack.wait_for_search_index() or 'not built in the background'}")
         if args.watchers:
-            failed = not run_watchers_mode(args, session if not isinstance(session, list) else session[0], stack)
+            failed = not run_watchers_mode(args, session, stack)
             return 1 if failed else 0
         warmup = args.workers if args.warmup is None else args.warmup
         if args.url and args.warmup is None:

@@ -77,25 +77,30 @@ async def watch(socket: Socket, watcher: Watcher, deadline: float) -> None:
         await socket.close()
 
 
-async def run_watchers(session: Session, count: int, message: str, timeout: float, *, via: str = "share") -> tuple[int, list[Watcher]]:
+async def run_watchers(sessions: Session | list[Session], count: int, message: str, timeout: float, *,
+                       via: str = "share") -> tuple[int, list[Watcher]]:
     """Start one conversation, open `count` read-only sockets on it, send the message, read to the end.
-    Returns the conversation's id and each socket's receipts."""
+    With several sessions (one per web node), the sockets are spread over the nodes in turn: each node
+    serves its share, every frame reaching it through the Redis channel layer. Returns the
+    conversation's id and each socket's receipts."""
+    sessions = sessions if isinstance(sessions, list) else [sessions]
+    session = sessions[0]
     deadline = time.monotonic() + timeout
     conversation_id = await asyncio.to_thread(session.new_conversation)
     if via == "share":
         token = await asyncio.to_thread(share_link, session, conversation_id)
-        watching, path = AnonymousSession(session.base_url), f"/ws/shared/{token}/"
+        nodes, path = [AnonymousSession(s.base_url) for s in sessions], f"/ws/shared/{token}/"
     else:
-        watching, path = session, f"/ws/conversations/{conversation_id}/"
+        nodes, path = sessions, f"/ws/conversations/{conversation_id}/"
     gate = asyncio.Semaphore(OPENING_AT_ONCE)
 
-    async def opened() -> Socket:
+    async def opened(number: int) -> Socket:
         async with gate:
-            socket = await open_socket(watching, path)
+            socket = await open_socket(nodes[number % len(nodes)], path)
             await socket.send_text(json.dumps({"action": "hello", "last_sequence": 0}))
             return socket
 
-    sockets = await asyncio.gather(*(opened() for _ in range(count)))
+    sockets = await asyncio.gather(*(opened(number) for number in range(count)))
     watchers = [Watcher() for _ in sockets]
     tasks = [asyncio.create_task(watch(socket, watcher, deadline)) for socket, watcher in zip(sockets, watchers)]
     await asyncio.to_thread(session.send_message, conversation_id, message)
