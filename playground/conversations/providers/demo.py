@@ -123,9 +123,14 @@ class DemoAgentProvider(ModelProvider):
             return response
         interval = min(1 / pace, settings.DEMO_STREAM_MAX_SECONDS / len(words))
         stopped = threading.Event()
+        started = time.monotonic()
         with cancel.while_running(stopped.set) if cancel is not None else nullcontext():
             for number, word in enumerate(words):
-                if number and stopped.wait(interval):
+                # On a schedule from the start, not a pause after each word: time spent saving the
+                # pieces (a busy database) does not stretch the reply past its cap.
+                if number and stopped.wait(max(started + number * interval - time.monotonic(), 0)):
+                    raise CallCancelled()
+                if stopped.is_set():
                     raise CallCancelled()
                 on_text(word)
         return response
