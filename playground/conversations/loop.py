@@ -206,6 +206,9 @@ class AgentRun:
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
     # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
     cancel: CancelSignal = field(default_factory=CancelSignal)
+    # The main agent's text streams to the chat (text_delta events); a task run's conversations do not:
+    # nobody reads them as they are written, and the demo agent's pace would only lengthen the run.
+    stream_text: bool = True
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
@@ -258,7 +261,8 @@ class AgentRun:
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
             # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
-            streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) if not self.subagent else None
+            streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \
+                if self.stream_text and not self.subagent else None
             try:
                 if streamer is None:
                     response = self.provider.create_or_cancel(request, self.cancel)
@@ -672,6 +676,8 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         policy=adapter.permission_policy(conversation.profile),
         agent_settings=agent_settings, store=ConversationMessages(conversation.pk, conversation.run_token),
         cancel=cancel or CancelSignal(),
+        # The reverse side of a task run item's link (the agenteval app owns it; nothing is imported).
+        stream_text=not Conversation.objects.filter(pk=conversation.pk, task_run_item__isnull=False).exists(),
     )
 
 

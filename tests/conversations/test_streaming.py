@@ -134,3 +134,20 @@ def test_the_page_grows_the_reply_live_and_joins_it_on_reload(admin_client, admi
     assert f'<div id="{bubble}" hx-swap-oob="delete"></div>' in render_event_frame(conversation, message)
     page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert 'data-testid="chat-streaming"' not in page and "Sunny in Paris." in page
+
+
+def test_a_task_runs_conversation_does_not_stream(admin_user, tool_world, native_profile, settings):
+    """Nobody reads a task run's conversation as it is written: the demo agent's pace would only lengthen the run."""
+    from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
+    from playground.conversations import services
+
+    settings.DEMO_STREAM_WORDS_PER_SECOND = 400
+    settings.STREAM_FLUSH_SECONDS = 0
+    task_set = TaskSet.objects.create(name="streaming", source=TaskSet.Source.UPLOAD)
+    task = Task.objects.create(task_set=task_set, external_id="t1", query="What is 17 * 23?")
+    run = TaskRun.objects.create(task_set=task_set, profiles=[{"id": native_profile.pk, "name": native_profile.name}])
+    conversation = services.start_conversation(admin_user, profile=native_profile)
+    TaskRunItem.objects.create(run=run, task=task, profile=native_profile, profile_name=native_profile.name, conversation=conversation)
+    conversation, outcome = converse(admin_user, "What is 17 * 23?", conversation=conversation, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn" and "message" in event_types(conversation)
+    assert "text_delta" not in event_types(conversation)
