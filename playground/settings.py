@@ -191,6 +191,15 @@ CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
 # object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
 PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
+# Traces out (docs/traces.md): each finished conversation run and each gateway session's searches and
+# calls become OpenTelemetry spans with the GenAI semantic conventions, sent by OTLP over HTTP. Off by
+# default. Where they go is the SDK's own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME …), read by the SDK.
+OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTEL_SDK_DISABLED", False)
+# Also put the ToolSearch query text on its span (semantic conventions: content is opt-in). Tool
+# arguments, results and messages never go in a span.
+OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
+
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
 # Models that cannot take tool_reference blocks (regular expressions, matched case-insensitively).
@@ -340,6 +349,10 @@ GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECOND
 # A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
 # request stays open meanwhile); 0 refuses such calls at once.
 GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)
+# Tools a client's searches found are remembered per token and client name this long after the last
+# search that found them: the client's next sessions start with them (a client that opens a session
+# per request can search in one and call in the next). 0 remembers nothing beyond the session.
+GATEWAY_DISCOVERY_TTL_SECONDS = float(os.environ.get("GATEWAY_DISCOVERY_TTL_SECONDS") or 3600)
 # Requests per token and window, counted in Redis (shared by every web process); over it, 429 with
 # Retry-After. 0 turns the limit off.
 GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)

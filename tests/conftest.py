@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from playground.engine.catalog_io import toolsets_dir
+from tests.otlp_receiver import fresh_provider, receiver  # noqa: F401 - fixtures: a local OTLP receiver (traces)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # One id per test process: its own Celery queue, Channels prefix and test database, so a playground

@@ -185,6 +185,37 @@ class ModelResponse(LoopEvent):
     usage: dict[str, int] = field(default_factory=dict)  # input / output / cache_read / cache_write
     content: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    # The model asked and the cache TTL its breakpoints asked for: what prices the call (registry/prices.py).
+    # Older events lack them: their turn's model is read instead (selectors.call_cost).
+    model: str = ""
+    cache_ttl: str = ""
+
+
+@dataclass
+class CacheStrip(LoopEvent):
+    """One request as the prompt cache saw it (the engine's cache model, `cache_strips.py`): its input
+    tokens written to / read from the cache / uncached, where its prefix first differs from the previous
+    request and why, the API's reported split beside it, and the same turn sent with every tool (cached)."""
+
+    type: ClassVar[str] = "cache_strip"
+    vendor: str  # anthropic | openai
+    enabled: bool  # the request is cached (a profile's breakpoints; OpenAI: always)
+    ttl: str
+    model: str
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    uncached_tokens: int
+    prefix_break: dict[str, Any] = field(default_factory=dict)  # section, index, reason; {} = extends the previous
+    first_request: bool = False
+    cost_usd: float | None = None  # the input at cache prices (None: the model has no price)
+    uncached_cost_usd: float | None = None  # the same input with nothing cached
+    reported: dict[str, int] = field(default_factory=dict)  # the API's split, same keys; {} = none reported
+    all_tools: dict[str, Any] = field(default_factory=dict)  # the all-tools baseline's split and cost, cached
+    counter: str = ""  # what counted the tokens
+    not_replayed: int = 0  # earlier requests whose body was not kept (too large): missing from the model
+    sent_at: float = 0.0  # when it was sent (epoch seconds): a later run replays the cache from these
+    history_messages: int = 0  # the engine's history length then: the all-tools baseline's replay
 
 
 @dataclass
@@ -341,7 +372,7 @@ class ActedForOwner(LoopEvent):
 EVENT_TYPES: dict[str, type[LoopEvent]] = {
     cls.type: cls
     for cls in (
-        TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, ToolSearchQuery, ToolCall, ToolResult,
+        TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, CacheStrip, ToolSearchQuery, ToolCall, ToolResult,
         PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, TextDelta, StatusChanged,
         ActedForOwner, RunCancelled,
     )

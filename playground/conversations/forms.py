@@ -145,3 +145,19 @@ class ConversationFilterForm(forms.Form):
         """The filters whose values were valid (a bad one is dropped, and reported by the form)."""
         self.is_valid()
         return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}
+
+
+class OverviewFilterForm(forms.Form):
+    """The overview's filters (GET, bookmarkable): a period, one profile or all, the charted figure."""
+
+    period = forms.ChoiceField(choices=[("24h", "Last 24 hours (hourly)"), ("7d", "Last 7 days (daily)"),
+                                        ("30d", "Last 30 days (daily)"), ("90d", "Last 90 days (weekly)")], required=False)
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), required=False, empty_label="All profiles")
+    metric = forms.ChoiceField(choices=[("cost", "Dollars"), ("tokens", "Tokens"), ("p95_ms", "Model call p95"),
+                                        ("errors", "Errors")], required=False)
+
+    def choices(self) -> tuple[str, int | None, str]:
+        """(period, profile id, metric); a bad value falls back to the default instead of failing."""
+        data = self.cleaned_data if self.is_valid() else {}
+        profile = data.get("profile")
+        return data.get("period") or "7d", (profile.pk if profile is not None else None), data.get("metric") or "cost"

@@ -26,6 +26,7 @@ from django.db.models import Max
 
 from playground.conversations import events as ev
 from playground.conversations.events import RunReleased, lock_conversation, record_event
+from playground.conversations.cache_strips import ConversationCache, cache_strip
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import (
     ModelProvider,
@@ -43,11 +44,13 @@ from playground.conversations.runs import (
     take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
+from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
 from playground.engine.permissions import PermissionPolicy
+from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
@@ -57,6 +60,7 @@ from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
+from playground.registry.prices import PriceTableError, current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -209,12 +213,23 @@ class AgentRun:
     # The main agent's text streams to the chat (text_delta events); a task run's conversations do not:
     # nobody reads them as they are written, and the demo agent's pace would only lengthen the run.
     stream_text: bool = True
+    _cache: ConversationCache | None = field(default=None, repr=False)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
         row = record_event(self.conversation, event, parent_sequence=self.parent_sequence,
                            turn_sequence=turn_sequence, status=status, run_token=self.conversation.run_token)
         return row.sequence
+
+    def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
+        """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
+        if self._cache is None:
+            try:
+                table = current_price_table()
+            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
+                table = PriceTable({})
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+        return self._cache
 
     def check_cancel(self) -> None:
         """Stop here if the person cancelled, or if this run no longer owns the conversation (lease.py)."""
@@ -256,6 +271,7 @@ class AgentRun:
                 self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
@@ -279,7 +295,10 @@ class AgentRun:
                                           reason="error"), turn_sequence=turn_seq)
                 return RunOutcome("error", exc.message, turn)
             self.emit(ev.ModelResponse(stop_reason=response.stop_reason, usage=response.usage, content=response.content,
-                                       duration_ms=round((time.perf_counter() - started) * 1000, 1)), turn_sequence=turn_seq)
+                                       duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                                       model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl),
+                      turn_sequence=turn_seq)
+            self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
                 self.store.append("assistant", response.content)
             self.emit_server_searches(response, turn_seq)
@@ -699,6 +718,7 @@ def run_conversation(conversation_id: int, *, provider: ModelProvider | None = N
         return RunOutcome("released")
     if outcome.reason not in ("waiting", "superseded"):
         record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+        export_run(conversation_id)  # the run's trace, from its saved events (OTEL_TRACES_ENABLED; never raises)
     return outcome
 
 

@@ -81,6 +81,8 @@ class Event(models.Model):
     class Meta:
         ordering = ["conversation_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["conversation", "sequence"], name="unique_event_sequence")]
+        # The overview and the cost figures read one kind of event over a period (overview.py).
+        indexes = [models.Index(fields=["type", "created_at"], name="event_type_created")]
 
 
 class ToolSearchUsage(models.Model):

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
 
@@ -139,8 +140,11 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_view(event: Event) -> dict[str, Any]:
-    """Template data derived from one event's payload (score bars, token bars)."""
+def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
+    """Template data derived from one event's payload (score bars, token bars, a call's dollars).
+
+    `turn_model`: the model of the turn a model response belongs to, for older responses that do not
+    name it."""
     payload = event.payload or {}
     view: dict[str, Any] = {}
     if event.type == "turn_started":
@@ -156,7 +160,56 @@ def event_view(event: Event) -> dict[str, Any]:
         view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
     elif event.type == "model_response":
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
+        model = str(payload.get("model") or turn_model or "")
+        view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
+    elif event.type == "cache_strip":
+        view.update(cache_strip_view(payload))
     return view
+
+
+CACHE_PARTS = ("cache_write_tokens", "cache_read_tokens", "uncached_tokens")
+
+
+def cache_strip_view(payload: dict[str, Any]) -> dict[str, Any]:
+    """A strip's bar widths, and how the API's reported split differs from the model's (per part)."""
+    total = max(int(payload.get("input_tokens") or 0), 1)
+    reported = payload.get("reported") or {}
+    differences = {part: int(reported.get(part, 0)) - int(payload.get(part) or 0) for part in ("input_tokens", *CACHE_PARTS)} if reported else {}
+    return {
+        "bar": {part: round(100 * int(payload.get(part) or 0) / total, 1) for part in CACHE_PARTS},
+        "differences": {part.removesuffix("_tokens").replace("cache_", ""): diff for part, diff in differences.items() if diff},
+    }
+
+
+def cache_total(strips: list[Event]) -> dict[str, Any]:
+    """The conversation's prompt-cache figures: every strip's split summed (subagents' requests are
+    billed too), the cache-priced cost, the same input uncached, and the all-tools baseline cached."""
+    payloads = [e.payload or {} for e in strips]
+
+    def tokens(key: str, of: str = "") -> int:
+        return sum(int(((p.get(of) or {}) if of else p).get(key) or 0) for p in payloads)
+
+    def dollars(key: str, of: str = "") -> float | None:
+        values = [((p.get(of) or {}) if of else p).get(key) for p in payloads]
+        return None if not values or any(v is None for v in values) else round(sum(values), 6)
+
+    total = {"requests": len(payloads), **{part: tokens(part) for part in ("input_tokens", *CACHE_PARTS)},
+             "cost_usd": dollars("cost_usd"), "uncached_cost_usd": dollars("uncached_cost_usd"),
+             "all_tools_input_tokens": tokens("input_tokens", "all_tools"),
+             "all_tools_cost_usd": dollars("cost_usd", "all_tools"),
+             "all_tools_uncached_cost_usd": dollars("uncached_cost_usd", "all_tools"),
+             "breaks": sum(1 for p in payloads if p.get("prefix_break")),
+             "differs": sum(1 for p in payloads if cache_strip_view(p)["differences"]),
+             "enabled": any(p.get("enabled") for p in payloads)}
+    baseline = total["all_tools_cost_usd"]
+    total["saved_pct"] = (round(100 * (baseline - total["cost_usd"]) / baseline, 1)
+                          if baseline and total["cost_usd"] is not None else None)
+    total["more_pct"] = -total["saved_pct"] if total["saved_pct"] is not None and total["saved_pct"] < 0 else None
+    return total
+
+
+def cache_total_for(conversation_id: int) -> dict[str, Any]:
+    return cache_total(list(Event.objects.filter(conversation_id=conversation_id, type="cache_strip").order_by("sequence")))
 
 
 @dataclass
@@ -176,7 +229,9 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     for event in events:
         if event.type in CHAT_ONLY_TYPES:
             continue  # the chat side shows these
-        node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        turn = nodes.get(event.turn_sequence) if event.turn_sequence else None
+        turn_model = str(turn.event.payload.get("model") or "") if turn is not None else ""
+        node = EventNode(event, event_view(event, turn_model=turn_model), answer=answers.get(event.sequence))
         if event.type == "turn_started" and not event.parent_sequence:
             turns += 1
             node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
@@ -249,6 +304,8 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "chat": chat_items(events),
         "chart": turn_rows(events),
         "total": tokens_total(events),
+        "cost": cost_of_events(events),
+        "cache": cache_total([e for e in events if e.type == "cache_strip"]),
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),

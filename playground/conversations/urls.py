@@ -25,6 +25,7 @@ access_rules = {
     "share_revoke": allow(post=OPERATOR, owned=True),
     "shared": allow(get=PUBLIC),
     "shared_present": allow(get=PUBLIC),
+    "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -41,4 +42,5 @@ urlpatterns: list = [
     path("shared/<str:token>/present/", views.shared_present, name="shared_present"),
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
+    path("overview/", views.usage_overview, name="overview"),
 ]

@@ -12,7 +12,10 @@ from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, VIEWER, has_role, role_required
 from playground.conversations import runs, services, sharing
-from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, ShareForm
+from playground.conversations.forms import (
+    AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
+)
+from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
@@ -250,3 +253,43 @@ def compare_view(request, group: str):
         "group": group,
         "panels": [panel_context(c, request.user) for c in conversations],
     })
+
+
+@role_required(VIEWER)
+@require_safe
+def usage_overview(request):
+    """Tokens, dollars, model-call latency and errors over time per profile (docs/traces.md, "The overview").
+    Every role sees it: it shows counts, tokens, models and durations, nothing of what was said or sent."""
+    filters = OverviewFilterForm(request.GET or None, initial={"period": DEFAULT_PERIOD, "metric": "cost"})
+    period, profile_id, metric = filters.choices()
+    figures = overview(period, profile_id)
+    return render(request, "conversations/overview.html", {
+        "filters": filters, "figures": figures, "rows": figures.rows(), "metric": metric, "metric_label": METRICS[metric],
+        "period_label": dict(filters.fields["period"].choices)[period],
+        "chart": overview_chart(figures, metric),
+    })
+
+
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 220, 36
+CHART_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#a16207", "#db2777")
+
+
+def overview_chart(figures, metric: str) -> dict:
+    """An SVG line per profile over the buckets (points with their value in a tooltip), drawn by the template."""
+    series = figures.series(metric)
+    peak = max((v for s in series for v in s["values"] if v is not None), default=0) or 1
+    count = max(len(figures.buckets) - 1, 1)
+    lines = []
+    for index, entry in enumerate(series):
+        points = []
+        for position, (bucket, value) in enumerate(zip(figures.buckets, entry["values"])):
+            if value is None and metric == "p95_ms":
+                continue  # no call, no latency: a gap, not a zero
+            x = CHART_PAD + (CHART_WIDTH - 2 * CHART_PAD) * position / count
+            y = CHART_HEIGHT - CHART_PAD - (CHART_HEIGHT - 2 * CHART_PAD) * (value or 0) / peak
+            points.append({"x": round(x, 1), "y": round(y, 1), "value": value, "bucket": bucket})
+        lines.append({"profile": entry["profile"], "colour": CHART_COLOURS[index % len(CHART_COLOURS)], "points": points,
+                      "path": " ".join(f"{p['x']},{p['y']}" for p in points)})
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "peak": peak, "lines": lines,
+            "first": figures.buckets[0] if figures.buckets else None, "last": figures.buckets[-1] if figures.buckets else None,
+            "axis_y": CHART_HEIGHT - CHART_PAD, "right": CHART_WIDTH - CHART_PAD}

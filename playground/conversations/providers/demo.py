@@ -49,7 +49,7 @@ from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.announcements import FULL_CLOSE, FULL_OPEN, announced_lines
 from playground.engine.execution import CallCancelled, CancelSignal
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
-from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, request_ttl
+from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, prefix_blocks, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
 from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
@@ -280,6 +280,9 @@ class DemoAgentProvider(ModelProvider):
                 split = model.send(request_kwargs, now)
             return {"input": split.uncached_tokens, "output": output, "cache_read": split.cache_read_tokens,
                     "cache_write": split.cache_write_tokens}
+        if "messages" in request_kwargs:  # a Messages API request: the cache model's blocks, nothing cached
+            return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
+                    "cache_read": 0, "cache_write": 0}
         return {"input": count_messages(_ESTIMATE, request_kwargs), "output": output, "cache_read": 0, "cache_write": 0}
 
     def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], note: str) -> ProviderResponse:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0007_run_queued_at'),
+        ('conversations', '0008_event_type_created_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
