@@ -88,7 +88,7 @@ def test_summarize_watchers_counts_frames_per_socket():
     report = summarize_watchers([complete, missing_one], conversation_id=7, events=3, created=created, web_cpu_s=0.05)
     assert list(report) == list(WATCHER_KEYS)
     assert (report["sockets"], report["frames_expected"], report["frames_received"], report["lost"]) == (2, 6, 5, 1)
-    assert report["ws_p50_ms"] == pytest.approx(25.0) and report["ws_p99_ms"] == pytest.approx(39.6, abs=0.1)
+    assert report["ws_p50_ms"] == pytest.approx(20.0) and report["ws_p99_ms"] == pytest.approx(39.6, abs=0.1)
     assert report["web_cpu_ms_per_frame"] == 10.0
     assert summarize_watchers([[]], conversation_id=7, events=3, created=created, web_cpu_s=None)["lost"] == 3
 
