@@ -269,6 +269,8 @@ MODEL_PROVIDERS = {
     "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
     "demo": "playground.conversations.providers.demo.DemoAgentProvider",
     "openai": "playground.conversations.providers.openai_api.OpenAIProvider",
+    # The demo agent speaking OpenAI's wire; a profile naming "openai" runs with it when there is no OPENAI_API_KEY.
+    "demo-openai": "playground.conversations.providers.demo_openai.OpenAIWireDemoAgent",
 }
 # OpenAI models (the "openai" provider, chosen per agent profile): Responses API, or Chat Completions
 # for the functions style; OPENAI_BASE_URL points at any OpenAI-compatible endpoint.

@@ -176,6 +176,7 @@ def build_world(django_user_model) -> World:
         "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
         "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},
+        "conversations:compare_figures": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
         **{f"agenteval:{n}": {"pk": task_set.pk} for n in ("taskset_detail", "taskset_import_catalog")},

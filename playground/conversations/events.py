@@ -94,6 +94,7 @@ class TurnStarted(LoopEvent):
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
     server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
+    wire: str = ""  # the request's shape on the wire (TurnPlan.wire_style: native, client, server, openai-…)
 
     def __post_init__(self) -> None:
         if self.loaded_count < 0:
@@ -189,6 +190,9 @@ class ModelResponse(LoopEvent):
     # Older events lack them: their turn's model is read instead (selectors.call_cost).
     model: str = ""
     cache_ttl: str = ""
+    # Whose figures `usage` holds: "reported" (the API's usage) or "estimate" (the engine's count,
+    # when the provider has none: the offline demo agent). Older events: "".
+    usage_source: str = ""
 
 
 @dataclass
@@ -233,8 +237,9 @@ class ToolSearchQuery(LoopEvent):
     not_found: list[str] = field(default_factory=list)
     total_deferred_tools: int = 0
     error: str = ""
-    server_side: bool = False  # Anthropic's own search tool answered (server_tool_use)
+    server_side: bool = False  # the vendor's own search answered (Anthropic's server_tool_use, OpenAI's hosted tool_search)
     notes: list[str] = field(default_factory=list)  # e.g. the index was being built and another answered
+    simulated: bool = False  # the vendor's search as the offline demo agent plays it (notes say how)
 
 
 @dataclass

@@ -48,7 +48,8 @@ from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
-from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
+from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
+from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
@@ -296,7 +297,8 @@ class AgentRun:
                 return RunOutcome("error", exc.message, turn)
             self.emit(ev.ModelResponse(stop_reason=response.stop_reason, usage=response.usage, content=response.content,
                                        duration_ms=round((time.perf_counter() - started) * 1000, 1),
-                                       model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl),
+                                       model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl,
+                                       usage_source=response.usage_source),
                       turn_sequence=turn_seq)
             self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
@@ -398,17 +400,18 @@ class AgentRun:
             provider=self.provider.key,
             model=plan.model,
             wire_style=plan.wire_style,
+            wire=turn_plan.wire_style,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
             loaded_tools=list(plan.tool_names),
             deferred_tools=list(plan.deferred_tools),
             discovered_tools=list(plan.discovered_tools),
-            tokens=plan.tokens.to_dict(),
+            tokens=turn_plan.wire_tokens.to_dict(),  # one accounting for both vendors' wires
             decision=plan.decision.to_dict(),
             subagent=self.subagent,
             server_search=self.agent_settings.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
-        announcement = plan.announcement
+        announcement = turn_plan.wire_announcement  # none where the wire sends none (OpenAI's hosted namespaces)
         if announcement is not None:
             self.emit(ev.AnnouncementSent(style=announcement.kind, text=announcement.text,
                                           added=list(announcement.added), removed=list(announcement.removed),
@@ -417,7 +420,17 @@ class AgentRun:
         return seq
 
     def emit_server_searches(self, response: ProviderResponse, turn_seq: int) -> None:
-        """Anthropic's server-side search ran inside the response: show it like our own ToolSearch."""
+        """The vendor's own search ran inside the response (Anthropic's server-side search tool,
+        OpenAI's hosted tool_search): show it like our own ToolSearch."""
+        simulated = bool(self.provider.simulated_search_note)
+        kept = [b.get("item") for b in response.content if b.get("type") == RESPONSES_ITEM]
+        for search in hosted_searches(i for i in kept if isinstance(i, dict)):
+            self.emit(ev.ToolSearchQuery(
+                tool_use_id=search.call_id, query=json.dumps(search.arguments), backend="OpenAI hosted tool_search",
+                loaded=search.loaded, error="" if search.status in ("", "completed") else search.status,
+                server_side=True, simulated=simulated,
+                notes=[self.provider.simulated_search_note] if simulated else [],
+            ), turn_sequence=turn_seq)
         uses = {b.get("id"): b for b in response.content if b.get("type") == "server_tool_use"}
         for block in response.content:
             if block.get("type") != "tool_search_tool_result":
@@ -607,7 +620,7 @@ class AgentRun:
         if keep_from <= 0:
             return messages, boundary  # nothing older than the current request to fold away
         older = messages[:keep_from]
-        carried = discovered_tool_names(messages, boundary=boundary)
+        carried = carried_tool_names(messages, boundary=boundary)
         previous = f"Earlier summary:\n{boundary.summary}\n\n" if boundary is not None and boundary.summary else ""
         summary = previous + self.provider.summarise(older, model=self.agent_settings.model)
         announced = list(boundary.announced_tools) if boundary is not None else []

@@ -14,7 +14,7 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
-from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
+from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
@@ -64,7 +64,9 @@ def provider_is(key: str) -> Q:
     the one their profile's snapshot kept, else their profile's, else the API key rule."""
     automatic = Q(provider="")
     no_snapshot_choice = automatic & ~Q(profile_snapshot__has_key="provider")
-    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider=key)) | (no_snapshot_choice & Q(profile__provider=key))
+    # A profile's choice that resolves to `key`: `key` itself, or a provider it stands in for here.
+    chosen = [k for k in settings.MODEL_PROVIDERS if stand_in_for(k) == key]
+    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider__in=chosen)) | (no_snapshot_choice & Q(profile__provider__in=chosen))
     if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
         match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
     return match
@@ -329,3 +331,45 @@ def presentation_context(conversation: Conversation) -> dict[str, Any]:
     replay types each assistant message out instead)."""
     panel = panel_context(conversation, None)
     return {**panel, "steps": conversation.events.exclude(type="text_delta").count()}
+
+
+# -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------
+USAGE_SOURCES = {
+    "reported": "as the API reported it",
+    "estimate": "the engine's estimate (the offline demo agent reports no usage)",
+    "": "not labelled (recorded before usage was labelled)",
+}
+
+
+def accounting_figures(conversation: Conversation) -> dict[str, Any]:
+    """One side of a comparison by one accounting for both vendors: the wire style, the tool tokens
+    per turn (`TurnPlan.wire_tokens`: what the model sees of the tools, the same counter for every
+    wire), the usage of every model response (input as the uncached part, cache reads and writes
+    beside it, output; the API's when it reported one, the engine's estimate otherwise, labelled) and
+    its dollars as the conversation page prices them (`costs.cost_of_events`: the one price table)."""
+    events = list(conversation.events.filter(type__in=("turn_started", "model_request", "model_response")).order_by("sequence"))
+    models = {e.turn_sequence: (e.payload or {}).get("model", "") for e in events if e.type == "model_request"}
+    usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    sources: dict[str, None] = {}
+    for event in (e for e in events if e.type == "model_response"):
+        payload = event.payload or {}
+        for key in usage:
+            usage[key] += int((payload.get("usage") or {}).get(key) or 0)
+        sources.setdefault(payload.get("usage_source", ""), None)
+    cost = cost_of_events(events)
+    turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
+    wires = list(dict.fromkeys((e.payload or {}).get("wire") or (e.payload or {}).get("wire_style", "") for e in turns))
+    return {
+        "conv": conversation,
+        "provider_label": provider_label(conversation),
+        "offline": _is_offline(conversation),
+        "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
+        "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
+        "tool_tokens": tokens_total(turns),
+        "usage": usage,
+        "input_total": usage["input"] + usage["cache_read"] + usage["cache_write"],
+        "usage_source": "; ".join(USAGE_SOURCES.get(s, s) for s in sources) or "no model response yet",
+        "cost_usd": round(cost.usd, 6),
+        "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],
+        "responses": sum(1 for e in events if e.type == "model_response"),
+    }

@@ -45,11 +45,17 @@ def profile_snapshot(profile: Any | None) -> dict[str, Any]:
     return snapshot
 
 
-def start_conversation(owner, *, profile=None, provider: str = "", title: str = "", compare_group: str = "") -> Conversation:
+def start_conversation(owner, *, profile=None, provider: str = "", title: str = "", compare_group: str = "",
+                       wire_style: str = "") -> Conversation:
+    """A new conversation with `profile` (None: the default settings). `wire_style` (compare's
+    per-side choice): the profile's wire style for this conversation only, kept in its snapshot."""
+    snapshot = profile_snapshot(profile)
+    if wire_style:
+        snapshot = {**snapshot, "wire_style": wire_style}
     return Conversation.objects.create(
         owner=owner,
         profile=profile,
-        profile_snapshot=profile_snapshot(profile),
+        profile_snapshot=snapshot,
         provider=provider,
         title=title[:200],
         compare_group=compare_group,

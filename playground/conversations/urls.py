@@ -25,6 +25,7 @@ access_rules = {
     "share_revoke": allow(post=OPERATOR, owned=True),
     "shared": allow(get=PUBLIC),
     "shared_present": allow(get=PUBLIC),
+    "compare_figures": allow(get=VIEWER),
     "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
@@ -42,5 +43,6 @@ urlpatterns: list = [
     path("shared/<str:token>/present/", views.shared_present, name="shared_present"),
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
+    path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
     path("overview/", views.usage_overview, name="overview"),
 ]

@@ -19,8 +19,8 @@ from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
-    can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context,
-    presentation_context, provider_label,
+    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
+    panel_context, presentation_context, provider_label,
 )
 
 PAGE_SIZE = 25
@@ -232,9 +232,9 @@ def compare(request):
     form = CompareForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         group = services.new_compare_group()
-        for profile in (form.cleaned_data["profile_a"], form.cleaned_data["profile_b"]):
+        for profile, provider, wire_style in form.sides():
             conversation = services.start_conversation(
-                request.user, profile=profile, provider=form.cleaned_data["provider"], compare_group=group,
+                request.user, profile=profile, provider=provider, compare_group=group, wire_style=wire_style,
                 title=f"Compare: {form.cleaned_data['message'][:60]}",
             )
             services.send_message(conversation, form.cleaned_data["message"], user=request.user)
@@ -253,6 +253,18 @@ def compare_view(request, group: str):
         "group": group,
         "panels": [panel_context(c, request.user) for c in conversations],
     })
+
+
+@role_required(VIEWER)
+@require_safe
+def compare_figures(request, group: str):
+    """The compare view's figures by one accounting (a fragment the page fetches as its sides run)."""
+    conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile")
+                     if can_view(request.user, c)]
+    if not conversations:
+        raise Http404("No such comparison")
+    return render(request, "conversations/_compare_figures.html", {
+        "group": group, "sides": [accounting_figures(c) for c in conversations]})
 
 
 @role_required(VIEWER)

@@ -33,7 +33,7 @@ COST_WIRE_STYLES: dict[str, dict[str, Any]] = {
     ALL_TOOLS: {"wire_style": NATIVE_STYLE, "mode": "false"},
 }
 DEFAULT_MODEL = "claude-sonnet-4-5"
-OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it; not in the default price table: pass --prices
+OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it (priced in pricing.py, from a dated secondary source)
 SECONDS_BETWEEN_TURNS = 30.0  # a tool call and a model reply; well inside either TTL
 FIRST_USER_MESSAGE = "Please help me with this task."
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
-from playground.engine.openai_wire import OPENAI_WIRE_REQUEST_BUILDERS, wire_tool_names
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_REQUEST_BUILDERS, visible_tools, wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.prompt_cache import CachingModel, cache_model, cache_vendor, with_cache_breakpoints
 from playground.engine.requests import (
@@ -129,6 +130,27 @@ class TurnPlan:
     @property
     def tokens(self) -> TokenAccounting:
         return self.request.tokens
+
+    @cached_property
+    def wire_tokens(self) -> TokenAccounting:
+        """`tokens` for the request as it goes on the wire, one accounting for both vendors: the
+        Anthropic styles' plan as it stands; for OpenAI's styles the tools the model sees of the
+        body (`openai_wire.visible_tools`: a deferred namespace's name and description, the tools a
+        `tool_search_output` loaded…), counted by the same counter, plus the announcement where the
+        style sends one (the hosted style's namespaces replace it). The baseline, every permitted
+        tool in full, is the same for both."""
+        tokens = self.request.tokens
+        if not self.settings.openai_wire:
+            return tokens
+        announced = tokens.announcement_tokens if self.wire_announcement is not None else 0
+        return replace(tokens, sent_tokens=self.token_counter.count_tools(visible_tools(self._wire_request)),
+                       announcement_tokens=announced)
+
+    @property
+    def wire_announcement(self) -> Announcement | None:
+        """The plan's announcement as far as the wire sends it: none in OpenAI's hosted style, whose
+        namespaces (names and descriptions) tell the model what it can search."""
+        return None if self.settings.openai_wire == OPENAI_HOSTED else self.request.announcement
 
     @property
     def searchable(self) -> ToolCatalog:

@@ -29,6 +29,7 @@ from playground.engine.permissions import PermissionDecision, PermissionPolicy
 from playground.engine.requests import AgentSettings, RequestPlan
 from playground.engine.turn import TurnPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.openai_wire import tool_tokens_by_vendor
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
@@ -386,11 +387,18 @@ def finish_prompted_call(planned: PlannedCall, status: str) -> CallAnswer:
 
 
 def list_event(view: ProfileView, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tools/list as the session page shows it, counted as conversations count a turn's tools (one
+    counter, one all-tools baseline) and per vendor: as Claude gets the tools, and as an OpenAI model
+    gets them as function tools (`openai_wire.tool_tokens_by_vendor`)."""
     counter = adapter.token_counter()
+    by_vendor = tool_tokens_by_vendor(tools, counter)
     return {
         "tools": [t["name"] for t in tools],
         "count": len(tools),
-        "tokens": counter.count_tools(tools),
+        "tokens": by_vendor["anthropic"],
+        "tokens_by_vendor": by_vendor,
+        "baseline_tokens": view.turn.tokens.baseline_tokens,
+        "source": counter.source,
         "deferred_count": len(view.plan.deferred_tools) if view.tool_search_on else 0,
         "tool_search": view.tool_search_on,
         "decision": view.plan.decision.reason,

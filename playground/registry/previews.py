@@ -283,6 +283,8 @@ class ModelPreview:
     # The wire request, as the conversations loop sends it (`TurnPlan.wire_request`).
     request: dict[str, Any] = field(default_factory=dict)
     server_search: str = ""  # "bm25" / "regex" when Anthropic's server-side search replaces ToolSearch
+    # The turn's token accounting for the request on the wire (`TurnPlan.wire_tokens`: one for both vendors).
+    tokens: Any = None
     # The request and its all-tools baseline as a first request and in the steady state, split by the
     # prompt cache model and priced (`cache_cost.first_and_steady`).
     cache: dict[str, Any] = field(default_factory=dict)
@@ -395,4 +397,4 @@ def model_preview(
         table = PriceTable({})  # a malformed PRICE_TABLE: the figures say "no price", the page still shows
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
-                        cache=first_and_steady(turn, table))
+                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table))

@@ -374,7 +374,7 @@ def cmd_request(args: argparse.Namespace) -> int:
     counter = CharEstimateCounter()
     turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
     body = turn.wire_request()
-    announcement = turn.request.announcement.text if turn.request.announcement and args.wire != "openai-hosted" else ""
+    announcement = turn.wire_announcement.text if turn.wire_announcement else ""
     figures = {"wire": args.wire, "request": body, "tool_tokens": tool_tokens(body, counter, announcement=announcement)}
     text = json.dumps(figures, ensure_ascii=False, indent=None if args.json else 2, default=str)
     if args.json:

@@ -131,6 +131,21 @@ def test_a_call_reads_the_session_and_its_profile_in_one_statement(gateway_world
     assert not [sql for sql in reads if sql.split("WHERE")[0].rstrip().endswith(f'FROM "{profile_table}"')]
 
 
+def test_a_list_is_counted_by_the_conversations_accounting_for_each_vendor(gateway_world):
+    from playground.engine.openai_wire import chat_functions
+
+    view = service.profile_view(gateway_world["profile"].pk)
+    tools = view.tools_for([])
+    event = service.list_event(view, tools)
+    counter = adapter.token_counter()
+    # Claude gets the Messages API tools; an OpenAI model the same tools as function tools.
+    assert event["tokens"] == event["tokens_by_vendor"]["anthropic"] == counter.count_tools(tools)
+    assert event["tokens_by_vendor"]["openai"] == counter.count_tools(chat_functions(tools)) != event["tokens"]
+    # The all-tools baseline and the counter are the ones a conversation's turn shows.
+    assert event["baseline_tokens"] == view.turn.tokens.baseline_tokens > 0
+    assert event["source"] == view.turn.tokens.source
+
+
 def test_found_tools_are_remembered_per_token_and_client_name_until_they_expire(gateway_world, settings):
     from django.utils import timezone
 

@@ -30,6 +30,8 @@ class ProviderResponse:
     usage: dict[str, int] = field(default_factory=dict)  # input, output, cache_read, cache_write
     model: str = ""
     response_id: str = ""
+    # "reported": `usage` is the API's; "estimate": the engine's count (a provider with no usage of its own).
+    usage_source: str = "reported"
 
     def tool_uses(self) -> list[dict[str, Any]]:
         return [b for b in self.content if b.get("type") == "tool_use"]
@@ -63,6 +65,11 @@ class ModelProvider(ABC):
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
     wire_styles: tuple[str, ...] = PROFILE_WIRE_STYLES
+    # The provider that answers on this one's wire when it cannot run here (no API key) and a
+    # profile names it: the OpenAI provider's is the offline demo agent on OpenAI's wire. "": none.
+    offline_stand_in: str = ""
+    # Said beside a vendor's own search this provider only plays (the demo agent's simulated one).
+    simulated_search_note: str = ""
 
     @classmethod
     def from_settings(cls) -> ModelProvider:

@@ -290,9 +290,9 @@ class DemoAgentProvider(ModelProvider):
                         for b in blocks_of(m) if b.get("type") == "tool_use")
         content = [text_block(note), {"type": "tool_use", "id": f"toolu_demo_{all_calls + 1:04d}", "name": name, "input": arguments}]
         return ProviderResponse(content=content, stop_reason="tool_use", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent")
+                                model="offline-demo-agent", usage_source="estimate")
 
     def _answer(self, request_kwargs: dict[str, Any], text: str) -> ProviderResponse:
         content = [text_block(text)]
         return ProviderResponse(content=content, stop_reason="end_turn", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent")
+                                model="offline-demo-agent", usage_source="estimate")
