@@ -449,17 +449,16 @@ def cache_vendor(wire_style: str) -> str:
 
 
 def reported_split(vendor: str, usage: dict[str, Any] | None) -> dict[str, int] | None:
-    """An API's reported usage (`{"input", "cache_read", "cache_write", ...}` as the providers store it)
-    as the cache model's split, or None when it reported no input. Anthropic's `input_tokens` is the
-    uncached part, the cached parts beside it; OpenAI's `input_tokens` / `prompt_tokens` is the whole
-    prompt, its `cached_tokens` a part of it (and it charges no write)."""
+    """An API's reported usage as the cache model's split, or None when it reported no input. Usage is
+    stored in the loop's one accounting for both vendors (`input` the uncached part, `cache_read` and
+    `cache_write` beside it: the OpenAI provider takes its cached tokens out of `input_tokens`), so the
+    vendor only names whose figures these are."""
     usage = usage or {}
     given, read, write = (int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
     if not (given or read or write):
         return None
-    total = given if vendor == "openai" else given + read + write
-    return {"input_tokens": total, "cache_write_tokens": write, "cache_read_tokens": read,
-            "uncached_tokens": total - read - write}
+    return {"input_tokens": given + read + write, "cache_write_tokens": write, "cache_read_tokens": read,
+            "uncached_tokens": given}
 
 
 def cache_model(vendor: str, *, ttl: str = DEFAULT_TTL, enabled: bool = True,

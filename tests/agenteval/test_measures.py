@@ -77,9 +77,10 @@ def test_the_cache_strip_prices_a_one_hour_write_and_an_openai_split_and_the_raw
     # 100 × 3 + 10 × 15 + 1,000 × 6 (a 1-hour write) + 10,000 × 0.30, per million.
     assert m.cost_usd == pytest.approx((300 + 150 + 6000 + 3000) / 1e6)
     assert m.uncached_cost_usd == pytest.approx((11_100 * 3 + 150) / 1e6)  # every input token at the input price
-    # OpenAI reports the whole prompt as input, the cached part inside it: not counted twice.
+    # OpenAI's usage is stored as Claude's (its provider takes the cached part out of the prompt's
+    # count: 5,000 prompt tokens with 4,096 cached are stored as 904 + 4,096), so nothing counts twice.
     openai = ("cache_strip", {"vendor": "openai", "ttl": "5m"})
-    m = measure_task([turn(), response(input_tokens=5000, output=0, write=0, read=4096), openai], [GOLD])
+    m = measure_task([turn(), response(input_tokens=904, output=0, write=0, read=4096), openai], [GOLD])
     assert (m.input_tokens, m.cache_read_tokens) == (5000, 4096)
     assert m.cost_usd == pytest.approx((904 * 3 + 4096 * 0.3) / 1e6)
 

@@ -87,11 +87,12 @@ DEFAULTS: dict[str, Any] = {
     # capability the request implies enters the top k (0 = off), how many such slots a request may
     # get, how many of the capability's best tools the request chooses among, and the cosine a
     # catalog's best tool must reach to the capability's description to count as a tool for it.
-    # Calibrated on the development split (docs/search-quality.md): only "produce-file" won on every
-    # toolset; the other capabilities' slots lost on at least one, so they are read but not placed.
+    # Calibrated on the development split (docs/search-quality.md): "produce-file" won on every
+    # toolset, "compute" won or tied on every one (placed only where the catalog has a calculator);
+    # the other capabilities' slots lost on at least one, so they are read but not placed.
     "capability_rank": 5,
     "capability_slots": 2,
-    "capabilities": ["produce-file"],
+    "capabilities": ["produce-file", "compute"],
     # the share of the displaced tool's score (for the request) the capability's tool must reach
     "capability_min_share": 0.0,
     "capability_multi_need_only": False,  # slots only for requests of several clauses or sentences
