@@ -309,6 +309,17 @@ AGENT_QUEUE_GRACE_SECONDS = float(os.environ.get("AGENT_QUEUE_GRACE_SECONDS") or
 AGENT_QUEUE_ATTEMPTS = envint("AGENT_QUEUE_ATTEMPTS", 3)
 if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:
     raise RuntimeError("AGENT_QUEUE_GRACE_SECONDS must be above 0 and AGENT_QUEUE_ATTEMPTS at least 0")
+# Streaming text (docs/conversations.md, "Streaming text"): the loop saves the text a model streams as
+# `text_delta` events, at most one per STREAM_FLUSH_SECONDS per reply (coalesced, so a fast model does
+# not write an event per token). The offline demo agent streams its words at DEMO_STREAM_WORDS_PER_SECOND
+# (0: all at once), a reply taking at most DEMO_STREAM_MAX_SECONDS (longer texts go faster).
+STREAM_FLUSH_SECONDS = float(os.environ.get("STREAM_FLUSH_SECONDS") or 0.25)
+DEMO_STREAM_WORDS_PER_SECOND = float(os.environ.get("DEMO_STREAM_WORDS_PER_SECOND", "12") or 0)
+DEMO_STREAM_MAX_SECONDS = float(os.environ.get("DEMO_STREAM_MAX_SECONDS") or 6)
+if STREAM_FLUSH_SECONDS < 0 or DEMO_STREAM_WORDS_PER_SECOND < 0 or DEMO_STREAM_MAX_SECONDS < 0:
+    raise RuntimeError("STREAM_FLUSH_SECONDS, DEMO_STREAM_WORDS_PER_SECOND and DEMO_STREAM_MAX_SECONDS must be 0 or more")
+# Read-only share links (sharing.py): the longest expiry an owner may choose, in hours.
+SHARE_LINK_MAX_HOURS = envint("SHARE_LINK_MAX_HOURS", 24 * 7)
 # Celery beat (`make run`'s beat process, compose's `beat` service) sends that round to any worker.
 # A round that waited longer than two intervals for a free worker is dropped: the next one does its work.
 BACKGROUND_ROUND_SECONDS = max(0.5, AGENT_QUEUE_GRACE_SECONDS / 2)

@@ -130,6 +130,7 @@ def _user(django_user_model, name: str, role: str | None):
 def build_world(django_user_model) -> World:
     from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
+    from playground.conversations import sharing
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
@@ -153,6 +154,8 @@ def build_world(django_user_model) -> World:
     rule = PermissionRule.objects.create(pattern="echo", effect="ask")
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
+    share = sharing.create_link(conversation, user=users[OPERATOR], hours=1)
+    share_token = sharing.token_for(share)
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
     task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
     task_run = TaskRun.objects.create(task_set=task_set, profiles=[{"id": profile.pk, "name": profile.name}], status="done")
@@ -168,7 +171,10 @@ def build_world(django_user_model) -> World:
             "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
-        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
+        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
+        "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
+        "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
+        "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},
         "conversations:compare_figures": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
@@ -279,7 +285,7 @@ def test_each_role_gets_what_each_socket_declares(django_user_model):
         kwargs = world.objects.get(route, {})
         path = "/" + route
         for key, value in kwargs.items():
-            path = path.replace(f"<int:{key}>", str(value))
+            path = path.replace(f"<int:{key}>", str(value)).replace(f"<str:{key}>", str(value))
         assert "<" not in path, f"socket {route}: add its objects to build_world()"
         for role in ROLES_AND_ANONYMOUS:
             user = world.users[role] if role else AnonymousUser()

@@ -319,6 +319,24 @@ class ChatMessage(LoopEvent):
     role: str  # user | assistant
     text: str
     author: str = ""
+    streamed: bool = False  # the text came first as text_delta events: this message replaces them on the page
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = LoopEvent.to_payload(self)
+        if not self.streamed:  # most messages: kept as they were stored before streaming
+            del payload["streamed"]
+        return payload
+
+
+@dataclass
+class TextDelta(LoopEvent):
+    """Assistant text as the model produces it, before the turn's `message` holds all of it. The loop
+    coalesces the model's pieces (one event per STREAM_FLUSH_SECONDS at most); the page grows an
+    assistant bubble with them, and a reload joins the turn's deltas until its message arrives."""
+
+    type: ClassVar[str] = "text_delta"
+    text: str  # the text added since the previous delta of this reply
+    offset: int = 0  # characters of this reply before `text` (0: the reply's first piece)
 
 
 @dataclass
@@ -360,7 +378,7 @@ EVENT_TYPES: dict[str, type[LoopEvent]] = {
     cls.type: cls
     for cls in (
         TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, CacheStrip, ToolSearchQuery, ToolCall, ToolResult,
-        PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, StatusChanged,
+        PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, TextDelta, StatusChanged,
         ActedForOwner, RunCancelled,
     )
 }

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from playground.conversations.models import Conversation
 from playground.conversations.providers import provider_choices, provider_class, provider_key_for, provider_label
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
+from playground.conversations.sharing import expiry_options
 from playground.registry import availability
 from playground.engine.openai_wire import OPENAI_STYLE_FOR, OPENAI_STYLE_LABELS
 from playground.engine.server_search import SERVER_STYLE
@@ -75,6 +76,18 @@ class NewConversationForm(StartsRuns):
 
 class MessageForm(forms.Form):
     text = forms.CharField(max_length=MAX_MESSAGE_CHARS)
+
+
+class ShareForm(forms.Form):
+    """How long a read-only share link works (sharing.expiry_options)."""
+
+    hours = forms.TypedChoiceField(coerce=int, label="Works for")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        options = expiry_options()
+        self.fields["hours"].choices = [(o.hours, o.label) for o in options]
+        self.fields["hours"].initial = next((o.hours for o in options if o.hours == 24), options[0].hours)
 
 
 class AnswerForm(forms.Form):

@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from playground.conversations.costs import conversation_cost
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import (
+    CHAT_ONLY_TYPES,
     CHAT_TYPES,
     EventNode,
     cache_total_for,
@@ -39,7 +40,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "node": node,
         "event": event,
         "container": container_id(conversation.pk, event),
-        "in_timeline": event.type != "message",
+        "in_timeline": event.type not in CHAT_ONLY_TYPES,
         "in_chat": event.type in CHAT_TYPES,
         "chart_row": None,
         "wire": None,

@@ -168,6 +168,32 @@ class RunOutcome:
     turns: int = 0
 
 
+class TextStreamer:
+    """Saves a reply's streamed text as `text_delta` events, coalesced: the first piece at once, then at
+    most one event per `flush_seconds` (a model streams a few characters per token; an event, a row
+    and a frame per token would be far too many). `flush()` saves what is left when the reply ends."""
+
+    def __init__(self, run: AgentRun, turn_sequence: int, *, flush_seconds: float) -> None:
+        self.run, self.turn_sequence, self.flush_seconds = run, turn_sequence, flush_seconds
+        self.pending: list[str] = []
+        self.sent = 0  # characters saved so far
+        self.last_flush: float | None = None
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if self.last_flush is None or time.monotonic() - self.last_flush >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        if not text:
+            return
+        self.pending.clear()
+        self.run.emit(ev.TextDelta(text=text, offset=self.sent), turn_sequence=self.turn_sequence)
+        self.sent += len(text)
+        self.last_flush = time.monotonic()
+
+
 @dataclass
 class AgentRun:
     """One run of the loop over a message store. Subagents are AgentRuns with a parent call."""
@@ -185,6 +211,9 @@ class AgentRun:
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
     # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
     cancel: CancelSignal = field(default_factory=CancelSignal)
+    # The main agent's text streams to the chat (text_delta events); a task run's conversations do not:
+    # nobody reads them as they are written, and the demo agent's pace would only lengthen the run.
+    stream_text: bool = True
     _cache: ConversationCache | None = field(default=None, repr=False)
 
     # -- events ----------------------------------------------------------------------------------
@@ -248,8 +277,15 @@ class AgentRun:
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
+            # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
+            streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \
+                if self.stream_text and not self.subagent else None
             try:
-                response = self.provider.create_or_cancel(request, self.cancel)
+                if streamer is None:
+                    response = self.provider.create_or_cancel(request, self.cancel)
+                else:
+                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add)
+                    streamer.flush()
             except CallCancelled:
                 raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
                                 after_ms=round((time.perf_counter() - started) * 1000, 1)) from None
@@ -272,7 +308,8 @@ class AgentRun:
             if text:
                 final_text = text
                 if not self.subagent:
-                    self.emit(ev.ChatMessage(role="assistant", text=text), turn_sequence=turn_seq)
+                    self.emit(ev.ChatMessage(role="assistant", text=text, streamed=bool(streamer and streamer.sent)),
+                              turn_sequence=turn_seq)
             tool_uses = response.tool_uses()
             if tool_uses and response.stop_reason != "tool_use":
                 # Cut off (max_tokens…) mid-call: answer the calls without running them, or the next
@@ -671,6 +708,8 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         policy=adapter.permission_policy(conversation.profile),
         agent_settings=agent_settings, store=ConversationMessages(conversation.pk, conversation.run_token),
         cancel=cancel or CancelSignal(),
+        # The reverse side of a task run item's link (the agenteval app owns it; nothing is imported).
+        stream_text=not Conversation.objects.filter(pk=conversation.pk, task_run_item__isnull=False).exists(),
     )
 
 

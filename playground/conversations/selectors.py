@@ -16,8 +16,9 @@ from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
 
-# Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
-CHAT_TYPES = ("message", "permission_prompt", "cancelled")
+# Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
+CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
+CHAT_ONLY_TYPES = ("message", "text_delta")
 
 
 def can_view(user, conversation: Conversation) -> bool:
@@ -228,7 +229,7 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
     turns = 0
     for event in events:
-        if event.type == "message":
+        if event.type in CHAT_ONLY_TYPES:
             continue  # the chat side shows these
         turn = nodes.get(event.turn_sequence) if event.turn_sequence else None
         turn_model = str(turn.event.payload.get("model") or "") if turn is not None else ""
@@ -245,8 +246,25 @@ def event_tree(events: list[Event]) -> list[EventNode]:
 
 
 def chat_items(events: list[Event]) -> list[EventNode]:
+    """The chat: messages, prompts, cancel notes, and — for a reply still being written — the text its
+    `text_delta` events have brought so far, as one bubble (the live page grew it from the same rows).
+    Once the turn's assistant message is saved, it replaces that bubble."""
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
-    return [EventNode(e, {}, answer=answers.get(e.sequence)) for e in events if e.type in CHAT_TYPES]
+    replied = {e.turn_sequence for e in events if e.type == "message" and (e.payload or {}).get("role") == "assistant"}
+    items: list[EventNode] = []
+    streaming: dict[int | None, EventNode] = {}
+    for event in events:
+        if event.type == "text_delta":
+            if event.turn_sequence in replied:
+                continue
+            node = streaming.get(event.turn_sequence)
+            if node is None:
+                node = streaming[event.turn_sequence] = EventNode(event, {"text": ""})
+                items.append(node)
+            node.view["text"] += (event.payload or {}).get("text", "")
+        elif event.type in CHAT_TYPES:
+            items.append(EventNode(event, {}, answer=answers.get(event.sequence)))
+    return items
 
 
 def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
@@ -320,6 +338,14 @@ def _is_offline(conversation: Conversation) -> bool:
         return bool(provider_class(key).offline)
     except (ProviderError, ImportError):
         return False
+
+
+def presentation_context(conversation: Conversation) -> dict[str, Any]:
+    """Presentation mode: the page's chat and timeline (the same templates), replayed a step at a time
+    in the browser. A step is one saved event, in sequence order; streamed text is not a step (the
+    replay types each assistant message out instead)."""
+    panel = panel_context(conversation, None)
+    return {**panel, "steps": conversation.events.exclude(type="text_delta").count()}
 
 
 # -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------

@@ -7,18 +7,20 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import runs, services
+from playground.conversations import runs, services, sharing
 from playground.conversations.forms import (
-    AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm,
+    AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
 from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
-from playground.conversations.models import Conversation
+from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
-    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
+    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
+    panel_context, presentation_context, provider_label,
 )
 
 PAGE_SIZE = 25
@@ -86,7 +88,81 @@ def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
     runs.release_lost_run(conversation)
-    return render(request, "conversations/detail.html", {"panel": panel_context(conversation, request.user)})
+    panel = panel_context(conversation, request.user)
+    shares = []
+    if panel["can_act"]:
+        shares = [{"link": link, "url": request.build_absolute_uri(reverse("conversations:shared", args=[sharing.token_for(link)]))}
+                  for link in sharing.active_links(conversation)]
+    return render(request, "conversations/detail.html", {
+        "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
+    })
+
+
+@role_required(VIEWER)
+@require_safe
+def conversation_present(request, pk: int):
+    """Presentation mode: the conversation replayed step by step, large type (the same event templates)."""
+    conversation = _get_conversation_for_user(request, pk)
+    return render(request, "conversations/present.html", {
+        "present": presentation_context(conversation),
+        "back_url": reverse("conversations:detail", args=[conversation.pk]),
+    })
+
+
+# -- share links (sharing.py) ------------------------------------------------------------------------
+@role_required(OPERATOR)
+@require_POST
+def share_create(request, pk: int):
+    """A read-only link with an expiry, for the owner or an admin."""
+    conversation = _get_conversation_to_act_on(request, pk)
+    form = ShareForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose how long the link works: " + ", ".join(o.label for o in sharing.expiry_options()) + ".")
+    else:
+        link = sharing.create_link(conversation, user=request.user, hours=form.cleaned_data["hours"])
+        messages.success(request, f"Share link created: it works until {link.expires_at:%Y-%m-%d %H:%M} UTC, for anyone who has it.")
+    return redirect(reverse("conversations:detail", args=[pk]) + "#share")
+
+
+@role_required(OPERATOR)
+@require_POST
+def share_revoke(request, pk: int, link: int):
+    conversation = _get_conversation_to_act_on(request, pk)
+    share = get_object_or_404(ShareLink, pk=link, conversation=conversation)
+    sharing.revoke_link(share, user=request.user)
+    messages.success(request, "Share link revoked: it no longer opens the conversation, and pages open on it were closed.")
+    return redirect(reverse("conversations:detail", args=[pk]) + "#share")
+
+
+def _shared_or_refusal(request, token: str):
+    try:
+        return sharing.resolve(token), None
+    except sharing.ShareLinkRefused as refused:
+        return None, render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status)
+
+
+@require_safe
+def shared_conversation(request, token: str):
+    """A share link: the conversation, live and read-only, for anyone holding the link (no login)."""
+    link, refusal = _shared_or_refusal(request, token)
+    if refusal is not None:
+        return refusal
+    panel = panel_context(link.conversation, None)
+    panel["share_token"] = token
+    return render(request, "conversations/shared.html", {
+        "panel": panel, "link": link, "present_url": reverse("conversations:shared_present", args=[token]),
+    })
+
+
+@require_safe
+def shared_present(request, token: str):
+    link, refusal = _shared_or_refusal(request, token)
+    if refusal is not None:
+        return refusal
+    return render(request, "conversations/present.html", {
+        "present": presentation_context(link.conversation),
+        "back_url": reverse("conversations:shared", args=[token]),
+    })
 
 
 @role_required(VIEWER)

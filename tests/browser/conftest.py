@@ -107,6 +107,11 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "CELERY_TASK_DEFAULT_QUEUE": f"browser-{run_id}",
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "playground.settings",
+        # The demo agent streams its words, fast: a reply arrives as a few text deltas in well under a
+        # second (the streaming test watches the text grow), so other tests wait no longer than before.
+        "DEMO_STREAM_WORDS_PER_SECOND": "200",
+        "DEMO_STREAM_MAX_SECONDS": "0.5",
+        "STREAM_FLUSH_SECONDS": "0.05",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     # Conversations run the offline demo agent (on OpenAI's wire for a profile naming OpenAI).

@@ -19,16 +19,24 @@ policy, one step per request:
 
 Whenever the message lacks a required value, it asks the person for it instead of calling; the
 person's answer is read together with the message that asked. Each reply says what it did.
+
+Its text streams at a readable pace (`stream_or_cancel`): word by word, DEMO_STREAM_WORDS_PER_SECOND,
+a reply taking at most DEMO_STREAM_MAX_SECONDS (a long tool result goes faster); 0 answers at once.
+The wait between words ends at once on a cancel.
 """
 from __future__ import annotations
 
 import json
+import re
+from contextlib import nullcontext
 import threading
 import time
 from functools import lru_cache
 from typing import Any
 
-from playground.conversations.providers.base import ModelProvider, ProviderResponse
+from django.conf import settings
+
+from playground.conversations.providers.base import ModelProvider, ProviderResponse, TextSink
 from playground.conversations.providers.demo_arguments import (
     EXPRESSION_PROPERTY_NAMES,
     arithmetic,
@@ -39,6 +47,7 @@ from playground.conversations.providers.demo_arguments import (
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.announcements import FULL_CLOSE, FULL_OPEN, announced_lines
+from playground.engine.execution import CallCancelled, CancelSignal
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
 from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, prefix_blocks, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
@@ -59,6 +68,7 @@ _ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo rep
 _PROMPT_CACHES = {ttl: AnthropicCacheModel(ttl=ttl, counter=_ESTIMATE) for ttl in CACHE_TTLS}
 _PROMPT_CACHE_LOCK = threading.Lock()
 _PRUNE_ABOVE = 10_000
+WORD = re.compile(r"\S+\s*|\s+")  # a word with the space after it: the pieces join back into the text
 
 
 def tool_score(terms: list[str], name: str, description: str = "") -> int:
@@ -103,6 +113,27 @@ class DemoAgentProvider(ModelProvider):
     label = "offline demo agent"
     offline = True
     wire_styles = WIRE_STYLES  # it cannot run Anthropic's server-side search
+
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+        """The reply `create` gives, its text told to `on_text` a word at a time at the demo's pace."""
+        response = self.create(request_kwargs)
+        words = [w for b in response.content if b.get("type") == "text" for w in WORD.findall(b.get("text", ""))]
+        pace = settings.DEMO_STREAM_WORDS_PER_SECOND
+        if pace <= 0 or not words:
+            return response
+        interval = min(1 / pace, settings.DEMO_STREAM_MAX_SECONDS / len(words))
+        stopped = threading.Event()
+        started = time.monotonic()
+        with cancel.while_running(stopped.set) if cancel is not None else nullcontext():
+            for number, word in enumerate(words):
+                # On a schedule from the start, not a pause after each word: time spent saving the
+                # pieces (a busy database) does not stretch the reply past its cap.
+                if number and stopped.wait(max(started + number * interval - time.monotonic(), 0)):
+                    raise CallCancelled()
+                if stopped.is_set():
+                    raise CallCancelled()
+                on_text(word)
+        return response
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         messages: list[dict[str, Any]] = request_kwargs.get("messages", [])
