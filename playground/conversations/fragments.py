@@ -18,8 +18,8 @@ from playground.conversations.selectors import (
     cache_total_for,
     event_view,
     token_numbers,
-    turn_wire,
     tokens_total_for,
+    turn_wire,
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from playground.conversations.models import Event
+from playground.conversations.selectors import CHAT_ONLY_TYPES
 from tests.browser.conftest import screenshot
 from tests.browser.test_conversation_pages import event_types, timeline_sequences, wait_for_runs_finished
 from tests.browser.test_registry_pages import seed_catalog
@@ -48,7 +49,7 @@ def test_an_openai_conversation_streams_live(logged_in_page):
     live = timeline_sequences(page)
     assert live == sorted(live) and len(live) == len(set(live))
     conversation_id = int(page.get_attribute("[data-testid=conversation]", "data-conversation"))
-    saved = list(Event.objects.filter(conversation_id=conversation_id).exclude(type="message").order_by("sequence")
+    saved = list(Event.objects.filter(conversation_id=conversation_id).exclude(type__in=CHAT_ONLY_TYPES).order_by("sequence")
                  .values_list("sequence", flat=True))
     assert live == saved  # exactly the saved events, each once
     assert {e.payload["provider"] for e in Event.objects.filter(conversation_id=conversation_id, type="model_request")} == {"demo-openai"}
