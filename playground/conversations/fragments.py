@@ -19,6 +19,7 @@ from playground.conversations.selectors import (
     event_view,
     token_numbers,
     tokens_total_for,
+    turn_wire,
 )
 
 
@@ -42,6 +43,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "in_timeline": event.type not in CHAT_ONLY_TYPES,
         "in_chat": event.type in CHAT_TYPES,
         "chart_row": None,
+        "wire": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
         # A model call changes the conversation's dollars: the total is read again (usage only, no content).
@@ -58,6 +60,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         number = context["total"]["turns"] if total is None else None
         context["chart_row"] = {"event": event, "numbers": token_numbers(event.payload.get("tokens") or {}), "number": number}
         node.view["number"] = number  # the turn's header counts as the chart does
+        context["wire"] = {"style": turn_wire(event.payload or {}), "source": "turn"}  # the header's, as on reload
     if event.type == "permission_answer":
         prompt = Event.objects.filter(conversation_id=conversation.pk, sequence=event.payload.get("prompt_sequence"),
                                       type="permission_prompt").first()

@@ -294,6 +294,20 @@ def tokens_total_for(conversation_id: int) -> dict[str, int]:
     return tokens_total(list(Event.objects.filter(conversation_id=conversation_id, type="turn_started", parent_sequence__isnull=True)))
 
 
+def turn_wire(payload: dict[str, Any]) -> str:
+    """The wire style a turn's request went out in, as its saved turn event says (`TurnPlan.wire_style`:
+    OpenAI's style for an OpenAI model; events saved before it had only the profile's `wire_style`)."""
+    return str(payload.get("wire") or payload.get("wire_style") or "")
+
+
+def header_wire(conversation: Conversation, events: list[Event]) -> dict[str, str]:
+    """The header's wire style: the latest turn's as it went out; the profile's before the first turn."""
+    for event in reversed(events):
+        if event.type == "turn_started" and not event.parent_sequence and turn_wire(event.payload or {}):
+            return {"style": turn_wire(event.payload or {}), "source": "turn"}
+    return {"style": str((conversation.profile_snapshot or {}).get("wire_style") or ""), "source": "profile"}
+
+
 def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
     events = list(conversation.events.order_by("sequence"))
     # The status is re-read after the events (each status change is saved with its event): read
@@ -309,6 +323,7 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "cost": cost_of_events(events),
         "cache": cache_total([e for e in events if e.type == "cache_strip"]),
         "last_sequence": events[-1].sequence if events else 0,
+        "wire": header_wire(conversation, events),
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),
         # The frames are the same for everyone; the page of someone who only watches hides the
@@ -358,7 +373,7 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         sources.setdefault(payload.get("usage_source", ""), None)
     cost = cost_of_events(events)
     turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
-    wires = list(dict.fromkeys((e.payload or {}).get("wire") or (e.payload or {}).get("wire_style", "") for e in turns))
+    wires = list(dict.fromkeys(turn_wire(e.payload or {}) for e in turns))
     return {
         "conv": conversation,
         "provider_label": provider_label(conversation),

@@ -14,6 +14,7 @@ from playground.engine.modes import ModeDecision
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionDecision
 from playground.engine.pricing import PriceTable
+from playground.engine.announcements import Announcement
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
 from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
@@ -288,10 +289,32 @@ class ModelPreview:
     # The request and its all-tools baseline as a first request and in the steady state, split by the
     # prompt cache model and priced (`cache_cost.first_and_steady`).
     cache: dict[str, Any] = field(default_factory=dict)
+    # The announcement as far as the wire sends it (`TurnPlan.wire_announcement`: none in OpenAI's hosted style).
+    announcement: Announcement | None = None
 
     @property
     def tools(self) -> list[dict[str, Any]]:
         return self.request.get("tools", [])
+
+    @property
+    def sent_tools(self) -> list[dict[str, Any]]:
+        """The request's tools as listed on the page: each by its name on the wire (a Chat Completions
+        function's, or the type of a nameless one such as OpenAI's `tool_search`), a namespace with
+        the functions it carries, and which of those go with defer_loading."""
+        rows = []
+        for tool in self.tools:
+            name = tool.get("name") or (tool.get("function") or {}).get("name") or tool.get("type", "")
+            functions = [{"name": f.get("name", ""), "deferred": bool(f.get("defer_loading"))} for f in tool.get("tools", [])]
+            rows.append({"name": name, "deferred": bool(tool.get("defer_loading")), "functions": functions})
+        return rows
+
+    @property
+    def system(self) -> str:
+        """The system prompt the request carries: a Responses body's `instructions` (absent: none),
+        otherwise the plan's system prompt (the Messages API's `system`, a Chat body's system message)."""
+        if "input" in self.request:
+            return str(self.request.get("instructions") or "")
+        return self.plan.system
 
     @property
     def loaded_tools(self) -> list[dict[str, Any]]:
@@ -397,4 +420,4 @@ def model_preview(
         table = PriceTable({})  # a malformed PRICE_TABLE: the figures say "no price", the page still shows
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
-                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table))
+                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table), announcement=turn.wire_announcement)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from playground.conversations.models import Event
+from playground.conversations.selectors import CHAT_ONLY_TYPES
 from tests.browser.conftest import screenshot
 from tests.browser.test_conversation_pages import event_types, timeline_sequences, wait_for_runs_finished
 from tests.browser.test_registry_pages import seed_catalog
@@ -48,11 +49,47 @@ def test_an_openai_conversation_streams_live(logged_in_page):
     live = timeline_sequences(page)
     assert live == sorted(live) and len(live) == len(set(live))
     conversation_id = int(page.get_attribute("[data-testid=conversation]", "data-conversation"))
-    saved = list(Event.objects.filter(conversation_id=conversation_id).exclude(type="message").order_by("sequence")
+    saved = list(Event.objects.filter(conversation_id=conversation_id).exclude(type__in=CHAT_ONLY_TYPES).order_by("sequence")
                  .values_list("sequence", flat=True))
     assert live == saved  # exactly the saved events, each once
     assert {e.payload["provider"] for e in Event.objects.filter(conversation_id=conversation_id, type="model_request")} == {"demo-openai"}
     screenshot(page, "openai-conversation-live")
+
+
+def test_the_header_names_the_openai_style_as_the_first_turn_arrives(logged_in_page, admin_user):
+    """Opened before its first turn, the header shows the profile's style ("server"); the turn's
+    frame puts the style its request went out in (OpenAI's hosted) there, without a page load."""
+    from playground.conversations import services
+    from playground.registry.models import AgentProfile
+
+    seed_catalog()
+    profile = AgentProfile.objects.create(name="OpenAI via server style", tool_search_mode="true", wire_style="server",
+                                          provider="openai")
+    conversation = services.start_conversation(admin_user, profile=profile)
+    page = logged_in_page
+    page.goto(f"/conversations/{conversation.pk}/")
+    header = page.locator("[data-testid=header-wire-style]")
+    assert header.get_attribute("data-source") == "profile" and header.get_attribute("data-wire-style") == "server"
+    page.evaluate("window.__sameDocument = 'yes'")
+    page.fill("[data-testid=send-form] [data-testid=message-input]", "What is the weather forecast for Paris?")
+    page.click("[data-testid=send-form] [data-testid=send]")
+    page.wait_for_selector("[data-testid=header-wire-style][data-source=turn]", timeout=60_000)
+    wait_for_runs_finished(page, 1)
+    assert page.evaluate("window.__sameDocument") == "yes"
+    assert header.inner_text() == "· wire style openai-hosted"
+    assert header.get_attribute("data-wire-style") == page.locator("[data-testid=wire-style]").first.inner_text() == "openai-hosted"
+    screenshot(page, "openai-header-wire-style-live")
+    page.reload()
+    assert page.locator("[data-testid=header-wire-style]").get_attribute("data-wire-style") == "openai-hosted"
+
+    # What the model sees for that style: its namespaces with deferred functions, no announcement.
+    page.goto(f"/model/?profile={profile.pk}&wire_style=openai-hosted")
+    view = page.wait_for_selector("body[data-page=model-view] [data-testid=model-view][data-state=ready]")
+    assert page.locator("[data-testid=announcement]").count() == 0 and page.locator("[data-testid=no-announcement]").count() == 1
+    assert "available-deferred-tools" not in view.inner_text()
+    weather = page.locator("[data-testid=sent-tool][data-tool=mcp__weather] [data-testid=namespace-tool][data-deferred=true]")
+    assert "get_forecast" in weather.evaluate_all("els => els.map(e => e.dataset.tool)")
+    screenshot(page, "model-view-openai-hosted")
 
 
 def test_compare_openai_hosted_search_against_claude_on_one_profile(logged_in_page):

@@ -75,6 +75,27 @@ def test_the_detail_page_renders_every_event_from_the_same_templates(admin_clien
     assert f'id="turn-body-{conversation.pk}-{turn.sequence}"' in body
 
 
+def test_the_header_names_the_wire_style_the_turns_went_out_in_live_and_on_reload(admin_client, admin_user, tool_world, settings):
+    """A profile whose wire style is "server" talking to an OpenAI model runs OpenAI's hosted style:
+    the header says so (from the saved turn event, as the turn lines do), not the profile's "server"."""
+    from playground.conversations.fragments import render_event_frame
+    from playground.conversations.selectors import panel_context
+
+    settings.OPENAI_API_KEY = ""  # the demo agent on OpenAI's wire answers
+    conversation = services.start_conversation(admin_user, profile=make_profile("openai-server", wire_style="server", provider="openai"))
+    assert panel_context(conversation)["wire"] == {"style": "server", "source": "profile"}  # no turn yet
+    conversation, _ = converse(admin_user, "What time is it in Tokyo?", conversation=conversation)
+
+    header = f'id="wire-style-{conversation.pk}" data-testid="header-wire-style" data-wire-style="openai-hosted" data-source="turn"'
+    body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert header in body and "wire style <strong>openai-hosted</strong>" in body
+    assert "wire style <strong>server</strong>" not in body
+    turn = conversation.events.filter(type="turn_started").first()
+    assert turn.payload["wire"] == "openai-hosted"
+    frame = render_event_frame(conversation, turn)  # what a watcher's page receives as the turn starts
+    assert header + ' hx-swap-oob="outerHTML"' in frame
+
+
 def test_other_peoples_conversations_are_watched_read_only(viewer_client, viewer_user, admin_user):
     conversation = services.start_conversation(admin_user)
     page = viewer_client.get(reverse("conversations:detail", args=[conversation.pk]))
