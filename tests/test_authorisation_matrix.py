@@ -133,7 +133,7 @@ def build_world(django_user_model) -> World:
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
-    from playground.mcp_servers.models import McpServer
+    from playground.mcp_servers.models import McpServer, McpServerRequest
     from playground.registry import services as registry
     from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -150,6 +150,8 @@ def build_world(django_user_model) -> World:
     server = McpServer.objects.create(name="matrix", transport=McpServer.Transport.HTTP, url="http://127.0.0.1:9/mcp")
     server_tool = Tool.objects.create(name="mcp__matrix__ping", description="Ping", server=server,
                                       input_schema={"type": "object", "properties": {}}, source=Tool.Source.MCP)
+    server_request = McpServerRequest.objects.create(server=server, kind=McpServerRequest.Kind.SAMPLING,
+                                                     params={"messages": [], "maxTokens": 10})
     rule = PermissionRule.objects.create(pattern="echo", effect="ask")
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
@@ -168,6 +170,7 @@ def build_world(django_user_model) -> World:
             "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
+        "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},

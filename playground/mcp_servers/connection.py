@@ -56,6 +56,22 @@ DEFAULT_CALL_TIMEOUT = 30.0
 MAX_TOOL_PAGES = 100
 
 
+@dataclass
+class ClientHandlers:
+    """How a session answers what a server asks of the client mid-call (the SDK's callbacks, passed to
+    `ClientSession` as they are). A session given none offers none of these capabilities at
+    initialize, so servers do not ask (the agent loop's and the gateway's sessions)."""
+
+    sampling: Callable[..., Any] | None = None
+    elicitation: Callable[..., Any] | None = None
+    list_roots: Callable[..., Any] | None = None
+
+    def session_kwargs(self) -> dict[str, Any]:
+        return {key: value for key, value in (
+            ("sampling_callback", self.sampling), ("elicitation_callback", self.elicitation),
+            ("list_roots_callback", self.list_roots)) if value is not None}
+
+
 class McpConnectionError(Exception):
     """The server could not be reached, initialized or kept: the message is meant for the UI."""
 
@@ -352,13 +368,15 @@ class LogForwarder:
 
 @asynccontextmanager
 async def open_connection(
-    config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+    config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
+    handlers: ClientHandlers | None = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
     Failures to start, reach or initialize the server raise `McpConnectionError` with a message
     for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
+    With `handlers`, the session offers sampling / elicitation / roots and answers through them.
     """
     transport = transport_for(config)
     connection: McpConnection | None = None
@@ -371,6 +389,7 @@ async def open_connection(
                 async with ClientSession(
                     read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO,
                     logging_callback=forwarder.on_log_message if forwarder is not None else None,
+                    **(handlers.session_kwargs() if handlers is not None else {}),
                 ) as session:
                     with anyio.fail_after(connect_timeout):
                         initialized = await session.initialize()

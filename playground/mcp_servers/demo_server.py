@@ -44,7 +44,8 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp.types import ListToolsResult, PaginatedRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp.types import ListToolsResult, PaginatedRequestParams, SamplingMessage, TextContent
 
 DEMO_LABEL = "DEMO DATA (canned by the playground's demo MCP server; not real)"
 
@@ -185,6 +186,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
             server._lowlevel_server._request_handlers.pop(method, None)
     else:
         _add_resources_and_prompts(server)
+    _add_client_feature_tools(server)
     return server
 
 
@@ -220,6 +222,27 @@ def _add_resources_and_prompts(server: DemoServer) -> None:
     @server.prompt(name="plan_trip", description="Ask for a short trip plan to a city.")
     def plan_trip(city: str, days: str = "2") -> str:
         return f"Plan a {days}-day trip to {city}. Use lookup_city_timezone and weather_forecast; say the data is demo data."
+
+
+def _add_client_feature_tools(server: DemoServer) -> None:
+    """Tools that ask the client for something mid-call (the workbench answers them): sampling."""
+
+    @server.tool(description="Ask the client's model a question (MCP sampling: sampling/createMessage) and return its answer.")
+    async def ask_model(question: str, ctx: Context, max_tokens: int = 200) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # sampling is marked deprecated for a future protocol; clients still offer it
+                result = await ctx.session.create_message(
+                    [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+                    max_tokens=max_tokens,
+                    system_prompt="You answer questions from the playground's demo MCP server. Be brief.",
+                    related_request_id=ctx.request_id,
+                )
+        except MCPError as exc:  # the client offers no sampling, or its person declined
+            raise ToolError(f"the client did not answer the sampling request: {exc}") from None
+        content = result.content
+        text = content.text if isinstance(content, TextContent) else f"[{content.type} content]"
+        return f"The client's model ({result.model}) answered: {text}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -143,3 +143,38 @@ class McpCallRecord(models.Model):
     @property
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, indent=2, ensure_ascii=False) if self.arguments else ""
+
+
+class McpServerRequest(models.Model):
+    """A request a server sent the workbench's session mid-call that a person (or a model, on a
+    person's word) answers: `sampling/createMessage` now. The session's callback waits for the
+    answer on the channel layer (`server_requests`), holding no thread; the row is what every
+    page shows, live and on reload, and the answer's one source of truth."""
+
+    class Kind(models.TextChoices):
+        SAMPLING = "sampling", "sampling/createMessage"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an answer"
+        ANSWERED = "answered", "Answered"
+        DECLINED = "declined", "Declined"
+        EXPIRED = "expired", "Expired"
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="server_requests")
+    kind = StorableCharField(max_length=20, choices=Kind.choices)
+    params = StorableJSONField(default=dict, blank=True)  # what the server asked, as sent (scrubbed)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # The result sent back to the server (MCP JSON), and who answered: a person, or a model on their word.
+    answer = StorableJSONField(default=dict, blank=True)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    answered_with = StorableCharField(max_length=200, blank=True)  # "by hand", or the model and its provider
+    note = StorableTextField(blank=True)  # why it expired or failed, for the page
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING

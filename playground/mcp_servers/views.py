@@ -16,14 +16,16 @@ from django.views.decorators.http import require_POST, require_safe
 from playground.access import ADMIN, VIEWER, has_role, role_required
 from mcp.shared.exceptions import MCPError
 
-from playground.mcp_servers import selectors, server_log, services
+from playground.mcp_servers import selectors, server_log, server_requests, services, workbench_calls
 from playground.mcp_servers.connection import McpConnection, McpConnectionError, check_connection, shown_contents
 from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, ToolCallForm
-from playground.mcp_servers.models import McpCallRecord, McpServer
+from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerRequest
 from playground.mcp_servers.secrets import scrub_for
-from playground.mcp_servers.session_pool import session_pool
+from playground.mcp_servers.session_pool import session_pool, workbench_pool
 from playground.mcp_servers.transports import ServerConfig
+from playground.queueing import queue_task
+from playground.registry.models import AgentProfile
 
 # Polls of the sync progress fragment before it says the task may not be running.
 WORKER_HINT_AFTER_POLLS = 20
@@ -81,10 +83,11 @@ def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 def session_pool_discard(server_id: int) -> None:
     """Close this process's pooled sessions of a server whose config changed (others reconnect on use)."""
-    try:
-        session_pool().discard(server_id)
-    except Exception:  # noqa: BLE001 - a stale session is replaced on next use anyway
-        pass
+    for pool in (session_pool(), workbench_pool()):
+        try:
+            pool.discard(server_id)
+        except Exception:  # noqa: BLE001 - a stale session is replaced on next use anyway
+            pass
 
 
 @admin_only
@@ -124,6 +127,8 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # The live log and the history show what the server printed and returned: admins only.
             "log_lines": server_log.recent_lines(server.pk) if has_role(request.user, ADMIN) else [],
             "history": _history(server) if has_role(request.user, ADMIN) else [],
+            "server_requests": server_requests.shown_requests(server.pk) if has_role(request.user, ADMIN) else [],
+            "sampling_profiles": server_requests.sampling_profiles() if has_role(request.user, ADMIN) else [],
         },
     )
 
@@ -185,20 +190,21 @@ def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
     context: dict[str, Any] = {"server": server, "tool": tool, "form": form}
     if form.is_valid():
         arguments = form.cleaned_data["arguments"]
-        outcome, raw = call_registered_tool(server, tool.name, arguments, timeout=form.cleaned_data["timeout"])
-        server_log.record_call(
-            server, kind=McpCallRecord.Kind.TOOL, name=tool.name, arguments=arguments, ok=not outcome.is_error,
-            result=outcome.content if outcome.structured is None else {"content": outcome.content, "structured": outcome.structured},
-            duration_ms=outcome.duration_ms, user=request.user,
-        )
-        context["history"] = _history(server)
-        context.update(
-            outcome=outcome,
-            raw=raw,
-            arguments_json=json.dumps(arguments, indent=2, ensure_ascii=False),
-            structured_json=json.dumps(outcome.structured, indent=2, ensure_ascii=False) if outcome.structured is not None else "",
-            images=[c for c in (raw.content if raw else []) if c.get("type") == "image"],
-        )
+        if not server.enabled:
+            outcome, raw = call_registered_tool(server, tool.name, arguments)  # says it is disabled, runs nothing
+            server_log.record_call(server, kind=McpCallRecord.Kind.TOOL, name=tool.name, arguments=arguments, ok=False,
+                                   result=outcome.content, duration_ms=outcome.duration_ms, user=request.user)
+            context.update(outcome=outcome, raw=None, arguments_json=json.dumps(arguments, indent=2, ensure_ascii=False),
+                           history=_history(server))
+        else:
+            # Through the workbench's own session, which answers the server's requests (sampling) by
+            # asking the person: when the server asks, this returns at once and the result is pushed.
+            call = workbench_calls.start(server, tool, arguments, timeout=form.cleaned_data["timeout"], user=request.user,
+                                         pool=workbench_pool())
+            finished = workbench_calls.wait(call)
+            if finished is None:
+                return render(request, "mcp_servers/_tool_call_waiting.html", context)
+            context.update(finished)
     template = "mcp_servers/_tool_call_result.html" if request.htmx else "mcp_servers/tool_call_page.html"
     return render(request, template, context)
 
@@ -249,7 +255,7 @@ def _workbench(
         error = f"MCP server {server.name!r} is disabled: enable it to use the workbench."
     else:
         try:
-            value = session_pool().run(server.pk, ServerConfig.from_server(server), operation)
+            value = workbench_pool().run(server.pk, ServerConfig.from_server(server), operation)
             services.note_call_outcome(server, None)
         except McpConnectionError as exc:
             error = scrub_for(server, str(exc))
@@ -363,3 +369,45 @@ def prompt_get(request: HttpRequest, pk: int) -> HttpResponse:
     context = _workbench(request, server, kind=McpCallRecord.Kind.PROMPT, name=name, arguments=arguments, operation=get)
     context.update(name=name, form=form, result_json=json.dumps(context["value"], indent=2, ensure_ascii=False) if context["value"] else "")
     return render(request, "mcp_servers/_prompt_result.html", context)
+
+
+# --- what a server asks mid-call (sampling): answered by a person, or by a profile's model ----------
+SAMPLING_TASK = "conversations.answer_sampling_request"  # conversations/tasks.py; queued by name (it sits above us)
+MAX_ANSWER_CHARS = 20_000
+
+
+@admin_only
+@require_POST
+def server_request_answer(request: HttpRequest, pk: int, request_pk: int) -> HttpResponse:
+    """Answer a server's pending request: by hand (the text typed), declined, or by a profile's model
+    (a Celery task asks it, so no web process waits on a model)."""
+    server = get_object_or_404(McpServer, pk=pk)
+    row = get_object_or_404(McpServerRequest.objects.filter(server=server), pk=request_pk)
+    action = request.POST.get("action", "")
+    error = ""
+    if not row.is_pending:
+        error = f"This request is no longer waiting ({row.get_status_display().lower()})."
+    elif action == "answer":
+        text = request.POST.get("text", "").strip()
+        if not text:
+            error = "Type the answer to send, or decline."
+        elif len(text) > MAX_ANSWER_CHARS:
+            error = f"The answer is too long (at most {MAX_ANSWER_CHARS} characters)."
+        else:
+            server_requests.answer(row.pk, status=McpServerRequest.Status.ANSWERED, user=request.user, with_label="by hand",
+                                   result=server_requests.sampling_result(text, model=f"typed by {request.user.get_username()} at the workbench"))
+    elif action == "decline":
+        server_requests.answer(row.pk, status=McpServerRequest.Status.DECLINED, user=request.user, with_label="declined", result={})
+    elif action == "model":
+        profile = AgentProfile.objects.filter(pk=request.POST.get("profile") or 0).first() if (request.POST.get("profile") or "").isdigit() else None
+        if profile is None:
+            error = "Choose the profile whose model should answer."
+        else:
+            transaction.on_commit(lambda: queue_task(SAMPLING_TASK, row.pk, profile.pk, request.user.pk))
+            row.note = f"Asked the model of profile {profile.name}; its answer is sent when it comes."
+            McpServerRequest.objects.filter(pk=row.pk, status=McpServerRequest.Status.PENDING).update(note=row.note)
+    else:
+        return HttpResponseBadRequest("action must be answer, decline or model.")
+    row.refresh_from_db()
+    return render(request, "mcp_servers/_server_request.html",
+                  {"req": row, "server_id": server.pk, "error": error, "sampling_profiles": server_requests.sampling_profiles()})

@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (8)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (9)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 8
+    assert page.locator("[data-testid=tool-row]").count() == 9
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -102,3 +102,61 @@ def test_an_http_servers_log_pane_says_it_has_no_stderr_and_shows_what_it_has(lo
         screenshot(page, "mcp-workbench-http-log")
     finally:
         server.stop()
+
+
+def _synced_demo_row(name: str = "demo") -> McpServer:
+    from playground.mcp_servers import services
+    from playground.mcp_servers.connection import list_server_tools
+    from playground.mcp_servers.transports import ServerConfig
+
+    row = McpServer.objects.create(name=name, transport="stdio", command=sys.executable, args=["-m", "playground.mcp_servers.demo_server"])
+    assert services.apply_listing(row, *list_server_tools(ServerConfig.from_server(row))).ok
+    return row
+
+
+def _call(page, tool: str, **arguments: str) -> None:
+    page.click(f"[data-testid=tool-row][data-tool={tool}] summary")
+    form = page.locator(f"[data-testid=call-form][data-tool={tool}]")
+    for name, value in arguments.items():
+        form.locator(f"input[name$=arg__{name}]").fill(value)
+    form.locator("[data-testid=call-tool]").click()
+
+
+def test_sampling_is_answered_by_hand_and_by_the_profiles_model(logged_in_page):
+    from playground.registry.models import AgentProfile
+
+    AgentProfile.objects.create(name="sampler")
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    assert page.locator("[data-testid=server-requests-empty]").is_visible()
+
+    # The server asks mid-call: the call form says so at once, and the request arrives over the socket.
+    _call(page, "mcp__demo__ask_model", question="What is the capital of France?")
+    page.wait_for_selector("[data-testid=call-form][data-tool=mcp__demo__ask_model] [data-testid=call-waiting]")
+    card = page.locator("[data-testid=server-request][data-kind=sampling][data-status=pending]")
+    card.wait_for()
+    assert not page.locator("[data-testid=server-requests-empty]").is_visible()
+    assert card.locator("[data-testid=sampling-message]").inner_text() == "What is the capital of France?"
+    card.locator("[data-testid=sampling-text]").fill("Paris.")
+    screenshot(page, "mcp-workbench-sampling")
+    card.locator("[data-testid=sampling-send]").click()
+    page.wait_for_selector("[data-testid=server-request][data-status=answered]")
+    # The call's result replaces the waiting note, pushed when the call ended; the history follows.
+    result = page.locator("[data-testid=call-form][data-tool=mcp__demo__ask_model] [data-testid=call-outcome][data-ok=true]")
+    result.wait_for()
+    assert "answered: Paris." in result.inner_text()
+    page.locator("[data-testid=history-row][data-kind=tool]").first.wait_for()
+
+    # Now a profile's model answers (no API key here: the offline demo agent, named as such).
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__ask_model] input[name$=arg__question]").fill("Say hello")
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__ask_model] [data-testid=call-tool]").click()
+    pending = page.locator("[data-testid=server-request][data-status=pending]")
+    pending.wait_for()
+    pending.locator("[data-testid=sampling-profile]").select_option(label="sampler")
+    pending.locator("[data-testid=sampling-model]").click()
+    answered = page.locator("[data-testid=server-request][data-status=answered]", has_text="offline demo agent (profile sampler)")
+    answered.wait_for(timeout=60_000)  # a Celery worker asked the model
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__ask_model] [data-testid=call-outcome][data-ok=true]",
+                 has_text="offline demo agent (profile sampler)").wait_for()
+    screenshot(page, "mcp-workbench-sampling-answered")

@@ -276,7 +276,7 @@ def test_an_unexpected_error_answers_with_a_reference_the_log_carries(admin_clie
         def run(self, *args, **kwargs):
             raise RuntimeError('relation "mcp_servers_secret" does not exist: SELECT token FROM mcp_servers_secret')
 
-    monkeypatch.setattr(views, "session_pool", lambda: Broken())
+    monkeypatch.setattr(views, "workbench_pool", lambda: Broken())
     caplog.set_level(logging.ERROR)
     response = post(admin_client, "server_ping", stdio_demo_row)
     text = response.content.decode()
