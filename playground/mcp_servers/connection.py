@@ -15,6 +15,7 @@ import base64
 import concurrent.futures
 import logging
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -210,6 +211,12 @@ class McpConnection:
             "prompts": bool(caps and caps.prompts is not None),
             "logging": bool(caps and caps.logging is not None),
         }
+
+    async def send_roots_list_changed(self) -> None:
+        """Tell the server the client's roots changed (`notifications/roots/list_changed`)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
+            await self.session.send_roots_list_changed()
 
     async def timed_ping(self, *, timeout: float = 5.0) -> float:
         """Round-trip time of one `ping`, in milliseconds."""

@@ -45,7 +45,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
-from mcp.types import ListToolsResult, PaginatedRequestParams, SamplingMessage, TextContent
+from mcp.types import ListToolsResult, NotificationParams, PaginatedRequestParams, SamplingMessage, TextContent
 
 DEMO_LABEL = "DEMO DATA (canned by the playground's demo MCP server; not real)"
 
@@ -187,6 +187,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
     else:
         _add_resources_and_prompts(server)
     _add_client_feature_tools(server)
+    _add_roots_features(server)
     return server
 
 
@@ -243,6 +244,28 @@ def _add_client_feature_tools(server: DemoServer) -> None:
         content = result.content
         text = content.text if isinstance(content, TextContent) else f"[{content.type} content]"
         return f"The client's model ({result.model}) answered: {text}"
+
+
+def _add_roots_features(server: DemoServer) -> None:
+    """Roots: a tool that asks the client for its roots (roots/list), and a note on stderr when the
+    client says they changed (notifications/roots/list_changed)."""
+
+    @server.tool(description="List the client's roots (MCP roots/list): the folders the client lets this server work in.")
+    async def list_roots(ctx: Context) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # roots are marked deprecated for a future protocol; clients still offer them
+                result = await ctx.session.list_roots()
+        except MCPError as exc:
+            raise ToolError(f"the client did not list its roots: {exc}") from None
+        if not result.roots:
+            return "The client offers no roots."
+        return "\n".join(f"{root.uri}" + (f" ({root.name})" if root.name else "") for root in result.roots)
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        print("demo server: the client's roots changed (notifications/roots/list_changed)", file=sys.stderr, flush=True)
+
+    server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams, roots_changed)
 
 
 def main(argv: list[str] | None = None) -> None:

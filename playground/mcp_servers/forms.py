@@ -272,3 +272,35 @@ class PromptArgumentsForm(forms.Form):
     def arguments(self) -> dict[str, str]:
         """The filled-in arguments by name (empty optional ones left out)."""
         return {key.removeprefix(self.PREFIX): value for key, value in self.cleaned_data.items() if value not in ("", None)}
+
+
+class RootsForm(forms.Form):
+    """A server's roots for the workbench's session: one `file://` URI per line, a name after a space."""
+
+    MAX_ROOTS = 50
+
+    roots_text = forms.CharField(
+        label="Roots", required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), max_length=20_000,
+        help_text="One per line: a file:// URI, then optionally a space and a name (file:///srv/project Project).",
+    )
+
+    @staticmethod
+    def text_of(roots: list[dict[str, str]]) -> str:
+        return "\n".join(f"{root['uri']} {root['name']}".strip() if root.get("name") else root["uri"] for root in roots or [])
+
+    def clean_roots_text(self) -> list[dict[str, str]]:
+        roots: list[dict[str, str]] = []
+        for number, raw in enumerate(self.cleaned_data["roots_text"].splitlines(), start=1):
+            line = raw.strip()
+            if not line:
+                continue
+            uri, _, name = line.partition(" ")
+            if not uri.startswith("file:///") or len(uri) > 1000:
+                raise forms.ValidationError(
+                    f"line {number}: a root is a file:// URI of an absolute path (MCP roots are file:// URIs), got {uri[:80]!r}")
+            if any(root["uri"] == uri for root in roots):
+                raise forms.ValidationError(f"line {number}: {uri} is listed twice")
+            roots.append({"uri": uri, "name": name.strip()[:200]} if name.strip() else {"uri": uri})
+        if len(roots) > self.MAX_ROOTS:
+            raise forms.ValidationError(f"at most {self.MAX_ROOTS} roots")
+        return roots

@@ -54,6 +54,8 @@ class McpServer(models.Model):
     # Written every AGENT_HEARTBEAT_SECONDS by the worker running the sync (playground/heartbeat.py):
     # a sync whose heartbeat is older than AGENT_LOST_SECONDS lost its worker and is failed by the sweep.
     sync_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The roots the workbench's session offers this server (`roots/list`): [{"uri": "file:///…", "name": …}].
+    roots = StorableJSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,5 +1,6 @@
 """Requests a server sends the workbench's session mid-call, answered by a person on the page:
-`sampling/createMessage` (by hand, or by a profile's model on the person's word).
+`sampling/createMessage` (by hand, or by a profile's model on the person's word). `roots/list` is
+answered at once from the server's configured roots (`McpServer.roots`).
 
 How it waits without holding anything. The workbench's pooled session runs on the process's event
 loop (`per_process.portal()`). When the server asks, the session's callback (`handlers_for`) saves an
@@ -29,9 +30,10 @@ from django.utils import timezone
 from mcp import types
 
 from playground.mcp_servers.connection import ClientHandlers
-from playground.mcp_servers.models import McpServerRequest
+from playground.mcp_servers.models import McpServer, McpServerRequest
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.server_log import LOG_MESSAGE_TYPE, log_group
+from playground.mcp_servers.server_log import record as record_log
 from playground.registry.models import AgentProfile
 from playground.realtime import listening_to_group, send_to_group
 
@@ -103,7 +105,18 @@ def handlers_for(server_id: int, secrets_of: Any) -> ClientHandlers:
             return types.CreateMessageResult.model_validate(row.answer)
         return types.ErrorData(code=DECLINED_CODE, message=_refusal(row))
 
-    return ClientHandlers(sampling=sampling)
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        roots = await _in_thread(_roots_listed, server_id, secrets_of)
+        return types.ListRootsResult(roots=[types.Root(uri=root["uri"], name=root.get("name") or None) for root in roots])
+
+    return ClientHandlers(sampling=sampling, list_roots=list_roots)
+
+
+def _roots_listed(server_id: int, secrets_of: Any) -> list[dict[str, str]]:
+    """The server's configured roots, and a line in its log saying it asked (what it was told)."""
+    roots = list(McpServer.objects.filter(pk=server_id).values_list("roots", flat=True).first() or [])
+    record_log(server_id, [("session", f"the server listed the client's roots (roots/list): {len(roots)} root(s)")], secrets_of)
+    return roots
 
 
 def _refusal(row: McpServerRequest) -> str:

@@ -135,6 +135,18 @@ class SessionPool:
             session.last_used = time.monotonic()
             return result
 
+    def notify_open_session(self, key: Any, config: ServerConfig, notify: Callable[[McpConnection], Awaitable[None]]) -> bool:
+        """Send a notification on the server's session if this process has one open (a session that is
+        not open has nothing to be told: it will ask anew). Whether it was sent."""
+        async def send() -> bool:
+            session = self._sessions.get((key, config.fingerprint))
+            if session is None or not session.alive:
+                return False
+            await notify(session.connection)  # type: ignore[arg-type]
+            return True
+
+        return background_loop().run(send(), timeout=CLOSE_TIMEOUT)
+
     def close_all(self) -> None:
         if not self._sessions and not self._closers:
             return

@@ -29,6 +29,7 @@ access_rules = {
     "prompt_list": allow(post=ADMIN),
     "prompt_get": allow(post=ADMIN),
     "server_request_answer": allow(post=ADMIN),
+    "server_roots": allow(post=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -47,5 +48,6 @@ urlpatterns = [
     path("<int:pk>/resources/read/", views.resource_read, name="resource_read"),
     path("<int:pk>/prompts/", views.prompt_list, name="prompt_list"),
     path("<int:pk>/prompts/get/", views.prompt_get, name="prompt_get"),
+    path("<int:pk>/roots/", views.server_roots, name="server_roots"),
     path("<int:pk>/requests/<int:request_pk>/answer/", views.server_request_answer, name="server_request_answer"),
 ]

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from playground.mcp_servers import selectors, server_log, server_requests, services, workbench_calls
 from playground.mcp_servers.connection import McpConnection, McpConnectionError, check_connection, shown_contents
 from playground.mcp_servers.executor import call_registered_tool
-from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, ToolCallForm
+from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, RootsForm, ToolCallForm
 from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerRequest
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool, workbench_pool
@@ -129,6 +129,7 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": _history(server) if has_role(request.user, ADMIN) else [],
             "server_requests": server_requests.shown_requests(server.pk) if has_role(request.user, ADMIN) else [],
             "sampling_profiles": server_requests.sampling_profiles() if has_role(request.user, ADMIN) else [],
+            "roots_form": RootsForm(initial={"roots_text": RootsForm.text_of(server.roots)}),
         },
     )
 
@@ -411,3 +412,28 @@ def server_request_answer(request: HttpRequest, pk: int, request_pk: int) -> Htt
     row.refresh_from_db()
     return render(request, "mcp_servers/_server_request.html",
                   {"req": row, "server_id": server.pk, "error": error, "sampling_profiles": server_requests.sampling_profiles()})
+
+
+# --- roots: what the workbench's session offers the server as its roots -----------------------------
+@admin_only
+@require_POST
+def server_roots(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save the server's roots and tell an open workbench session they changed
+    (`notifications/roots/list_changed`); the server asks `roots/list` again when it wants them."""
+    server = get_object_or_404(McpServer, pk=pk)
+    form = RootsForm(request.POST)
+    context: dict[str, Any] = {"server": server, "roots_form": form}
+    if form.is_valid():
+        server.roots = form.cleaned_data["roots_text"]
+        server.save(update_fields=["roots", "updated_at"])
+        context["saved"] = True
+        try:
+            context["notified"] = workbench_pool().notify_open_session(
+                server.pk, ServerConfig.from_server(server), lambda connection: connection.send_roots_list_changed())
+        except (McpConnectionError, MCPError, TimeoutError) as exc:
+            context["notify_error"] = scrub_for(server, str(exc) or exc.__class__.__name__)
+        if context.get("notified"):
+            server_log.record(server.pk, [("session", "sent notifications/roots/list_changed: "
+                                                      f"{len(server.roots)} root(s) now")], server)
+        context["roots_form"] = RootsForm(initial={"roots_text": RootsForm.text_of(server.roots)})
+    return render(request, "mcp_servers/_roots.html", context, status=200 if form.is_valid() or request.htmx else 400)

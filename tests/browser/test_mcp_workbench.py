@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (9)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (10)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 9
+    assert page.locator("[data-testid=tool-row]").count() == 10
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -160,3 +160,32 @@ def test_sampling_is_answered_by_hand_and_by_the_profiles_model(logged_in_page):
     page.locator("[data-testid=call-form][data-tool=mcp__demo__ask_model] [data-testid=call-outcome][data-ok=true]",
                  has_text="offline demo agent (profile sampler)").wait_for()
     screenshot(page, "mcp-workbench-sampling-answered")
+
+
+def test_roots_are_offered_to_the_server_and_a_change_is_announced(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    page.fill("[data-testid=roots-form] textarea", "file:///srv/project Project")
+    page.click("[data-testid=save-roots]")
+    page.wait_for_selector("[data-testid=roots-saved][data-notified=false]")  # no session open yet
+
+    _call(page, "mcp__demo__list_roots")
+    outcome = page.locator("[data-testid=call-form][data-tool=mcp__demo__list_roots] [data-testid=call-outcome][data-ok=true]")
+    outcome.wait_for()
+    assert "file:///srv/project (Project)" in outcome.inner_text()
+    page.locator("[data-testid=log-line]", has_text="listed the client's roots (roots/list): 1 root(s)").wait_for()
+
+    # A change with the session open: it is told, and the server's own note of it arrives in the log.
+    page.fill("[data-testid=roots-form] textarea", "file:///home/ada/notes Notes\nfile:///srv/shared")
+    page.click("[data-testid=save-roots]")
+    page.wait_for_selector("[data-testid=roots-saved][data-notified=true]")
+    page.locator("[data-testid=log-line][data-source=stderr]", has_text="the client's roots changed").wait_for()
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__list_roots] [data-testid=call-tool]").click()
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__list_roots] [data-testid=call-outcome]",
+                 has_text="file:///home/ada/notes (Notes)").wait_for()
+
+    page.fill("[data-testid=roots-form] textarea", "https://example.com/not-a-root")
+    page.click("[data-testid=save-roots]")
+    assert "a root is a file:// URI" in page.locator("[data-testid=roots-error]").inner_text()
+    screenshot(page, "mcp-workbench-roots")
