@@ -37,9 +37,10 @@ import sys
 import time
 import warnings
 import zlib
-from typing import Any
+from typing import Any, Literal
 
 import anyio
+from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -188,6 +189,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
         _add_resources_and_prompts(server)
     _add_client_feature_tools(server)
     _add_roots_features(server)
+    _add_elicitation_features(server)
     return server
 
 
@@ -266,6 +268,28 @@ def _add_roots_features(server: DemoServer) -> None:
         print("demo server: the client's roots changed (notifications/roots/list_changed)", file=sys.stderr, flush=True)
 
     server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams, roots_changed)
+
+
+def _add_elicitation_features(server: DemoServer) -> None:
+    """Elicitation: a tool that asks the person for a form's worth of details mid-call (elicitation/create)."""
+
+    class BookingDetails(BaseModel):
+        name: str = Field(description="Whose name the table is booked under")
+        guests: int = Field(ge=1, le=12, description="How many people (1-12)")
+        seating: Literal["indoor", "outdoor"] = Field(default="indoor", description="Where to sit")
+        vegetarian: bool = Field(default=False, description="Only vegetarian dishes")
+
+    @server.tool(description="Book a table at the demo restaurant: asks the person for the details (MCP elicitation). Canned, nothing is booked.")
+    async def book_table(restaurant: str, ctx: Context) -> str:
+        try:
+            result = await ctx.elicit(f"Book a table at {restaurant}: whose name, how many guests, where to sit?", BookingDetails)
+        except MCPError as exc:
+            raise ToolError(f"the client did not answer the elicitation: {exc}") from None
+        if result.action == "accept":
+            details = result.data
+            return (f"{DEMO_LABEL}: a table at {restaurant} for {details.guests} under {details.name}, {details.seating}"
+                    + (", vegetarian" if details.vegetarian else ""))
+        return f"No booking: the person chose {result.action}."
 
 
 def main(argv: list[str] | None = None) -> None:

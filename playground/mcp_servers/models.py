@@ -149,17 +149,19 @@ class McpCallRecord(models.Model):
 
 class McpServerRequest(models.Model):
     """A request a server sent the workbench's session mid-call that a person (or a model, on a
-    person's word) answers: `sampling/createMessage` now. The session's callback waits for the
+    person's word) answers: `sampling/createMessage` and `elicitation/create`. The session's callback waits for the
     answer on the channel layer (`server_requests`), holding no thread; the row is what every
     page shows, live and on reload, and the answer's one source of truth."""
 
     class Kind(models.TextChoices):
         SAMPLING = "sampling", "sampling/createMessage"
+        ELICITATION = "elicitation", "elicitation/create"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Waiting for an answer"
         ANSWERED = "answered", "Answered"
         DECLINED = "declined", "Declined"
+        CANCELLED = "cancelled", "Cancelled"
         EXPIRED = "expired", "Expired"
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="server_requests")

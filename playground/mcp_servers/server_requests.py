@@ -1,5 +1,6 @@
 """Requests a server sends the workbench's session mid-call, answered by a person on the page:
-`sampling/createMessage` (by hand, or by a profile's model on the person's word). `roots/list` is
+`sampling/createMessage` (by hand, or by a profile's model on the person's word) and
+`elicitation/create` (a form built from the server's schema: accept, decline or cancel). `roots/list` is
 answered at once from the server's configured roots (`McpServer.roots`).
 
 How it waits without holding anything. The workbench's pooled session runs on the process's event
@@ -18,6 +19,7 @@ something (`watch`): it then returns, and the call's result reaches the page ove
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
 import threading
 from typing import Any
@@ -30,6 +32,7 @@ from django.utils import timezone
 from mcp import types
 
 from playground.mcp_servers.connection import ClientHandlers
+from playground.mcp_servers.forms import ElicitationForm
 from playground.mcp_servers.models import McpServer, McpServerRequest
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.server_log import LOG_MESSAGE_TYPE, log_group
@@ -105,11 +108,18 @@ def handlers_for(server_id: int, secrets_of: Any) -> ClientHandlers:
             return types.CreateMessageResult.model_validate(row.answer)
         return types.ErrorData(code=DECLINED_CODE, message=_refusal(row))
 
+    async def elicitation(context: Any, params: Any) -> types.ElicitResult:
+        row = await ask_person(server_id, secrets_of, McpServerRequest.Kind.ELICITATION,
+                               params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        if row.status in (McpServerRequest.Status.ANSWERED, McpServerRequest.Status.DECLINED, McpServerRequest.Status.CANCELLED):
+            return types.ElicitResult.model_validate(row.answer)
+        return types.ElicitResult(action="cancel")  # nobody answered: for the server, the person went away
+
     async def list_roots(context: Any) -> types.ListRootsResult:
         roots = await _in_thread(_roots_listed, server_id, secrets_of)
         return types.ListRootsResult(roots=[types.Root(uri=root["uri"], name=root.get("name") or None) for root in roots])
 
-    return ClientHandlers(sampling=sampling, list_roots=list_roots)
+    return ClientHandlers(sampling=sampling, elicitation=elicitation, list_roots=list_roots)
 
 
 def _roots_listed(server_id: int, secrets_of: Any) -> list[dict[str, str]]:
@@ -250,10 +260,26 @@ def sampling_as_messages_request(params: dict[str, Any], *, model: str, max_toke
 
 # -- what pages show --------------------------------------------------------------------------------
 def shown_requests(server_id: int) -> list[McpServerRequest]:
-    """Pending requests first, then the last few settled ones."""
+    """Pending requests first, then the last few settled ones (each ready for its card)."""
     pending = list(McpServerRequest.objects.filter(server_id=server_id, status=McpServerRequest.Status.PENDING).order_by("id"))
     settled = list(McpServerRequest.objects.filter(server_id=server_id).exclude(status=McpServerRequest.Status.PENDING)[:SHOWN_ANSWERED])
-    return pending + settled
+    return [prepared(row) for row in pending + settled]
+
+
+def elicitation_form(row: McpServerRequest, data: Any = None) -> ElicitationForm:
+    return ElicitationForm(row.params.get("requestedSchema") or {}, data, prefix=f"r{row.pk}")
+
+
+def prepared(row: McpServerRequest, form: ElicitationForm | None = None) -> McpServerRequest:
+    """A request with what its card shows beside the row: a pending elicitation's form, and a URL
+    the server asks the person to open only when it is http(s) (never a `javascript:` link)."""
+    if row.kind == McpServerRequest.Kind.ELICITATION:
+        if row.is_pending and row.params.get("mode") != "url":
+            row.form = form or elicitation_form(row)
+        url = str(row.params.get("url") or "")
+        row.safe_url = url if url.lower().startswith(("https://", "http://")) else ""
+        row.answer_json = json.dumps(row.answer.get("content"), indent=2, ensure_ascii=False) if row.answer.get("content") else ""
+    return row
 
 
 def sampling_profiles() -> list[AgentProfile]:
@@ -266,7 +292,7 @@ def push(row: McpServerRequest, *, new: bool = False) -> None:
     a settled one replaces its card. Never raises (a reload shows the row)."""
     try:
         html = render_to_string("mcp_servers/_server_request.html", {
-            "req": row, "server_id": row.server_id, "oob": "afterbegin" if new else "outerHTML",
+            "req": prepared(row), "server_id": row.server_id, "oob": "afterbegin" if new else "outerHTML",
             "sampling_profiles": sampling_profiles()})
         send_to_group(log_group(row.server_id), {"type": LOG_MESSAGE_TYPE, "html": html})
     except Exception:

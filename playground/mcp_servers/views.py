@@ -386,7 +386,26 @@ def server_request_answer(request: HttpRequest, pk: int, request_pk: int) -> Htt
     row = get_object_or_404(McpServerRequest.objects.filter(server=server), pk=request_pk)
     action = request.POST.get("action", "")
     error = ""
-    if not row.is_pending:
+    form = None
+    if row.kind == McpServerRequest.Kind.ELICITATION:
+        if action not in ("accept", "decline", "cancel"):
+            return HttpResponseBadRequest("action must be accept, decline or cancel.")
+        if not row.is_pending:
+            error = f"This request is no longer waiting ({row.get_status_display().lower()})."
+        elif action == "accept":
+            form = server_requests.elicitation_form(row, request.POST)
+            if row.params.get("mode") == "url":
+                server_requests.answer(row.pk, status=McpServerRequest.Status.ANSWERED, user=request.user, with_label="by hand",
+                                       result={"action": "accept"})
+            elif form.is_valid():
+                server_requests.answer(row.pk, status=McpServerRequest.Status.ANSWERED, user=request.user, with_label="by hand",
+                                       result={"action": "accept", "content": form.content()})
+            else:
+                error = "Check the fields: the server's schema asks for them so."
+        else:
+            status = McpServerRequest.Status.DECLINED if action == "decline" else McpServerRequest.Status.CANCELLED
+            server_requests.answer(row.pk, status=status, user=request.user, with_label=action, result={"action": action})
+    elif not row.is_pending:
         error = f"This request is no longer waiting ({row.get_status_display().lower()})."
     elif action == "answer":
         text = request.POST.get("text", "").strip()
@@ -411,7 +430,7 @@ def server_request_answer(request: HttpRequest, pk: int, request_pk: int) -> Htt
         return HttpResponseBadRequest("action must be answer, decline or model.")
     row.refresh_from_db()
     return render(request, "mcp_servers/_server_request.html",
-                  {"req": row, "server_id": server.pk, "error": error, "sampling_profiles": server_requests.sampling_profiles()})
+                  {"req": server_requests.prepared(row, form if error else None), "server_id": server.pk, "error": error, "sampling_profiles": server_requests.sampling_profiles()})
 
 
 # --- roots: what the workbench's session offers the server as its roots -----------------------------

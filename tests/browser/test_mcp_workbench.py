@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (10)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (11)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 10
+    assert page.locator("[data-testid=tool-row]").count() == 11
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -189,3 +189,38 @@ def test_roots_are_offered_to_the_server_and_a_change_is_announced(logged_in_pag
     page.click("[data-testid=save-roots]")
     assert "a root is a file:// URI" in page.locator("[data-testid=roots-error]").inner_text()
     screenshot(page, "mcp-workbench-roots")
+
+
+def test_an_elicitation_form_is_built_from_the_servers_schema_and_answered(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    _call(page, "mcp__demo__book_table", restaurant="Chez Demo")
+    page.wait_for_selector("[data-testid=call-form][data-tool=mcp__demo__book_table] [data-testid=call-waiting]")
+    card = page.locator("[data-testid=server-request][data-kind=elicitation][data-status=pending]")
+    card.wait_for()
+    assert "Book a table at Chez Demo" in card.locator("[data-testid=elicitation-message]").inner_text()
+    # The schema's fields, types and bounds: the browser itself refuses 40 guests (maximum 12).
+    guests = card.locator("input[name$=el__guests]")
+    assert guests.get_attribute("type") == "number" and guests.get_attribute("max") == "12"
+    card.locator("input[name$=el__name]").fill("Ada")
+    guests.fill("40")
+    card.locator("[data-testid=elicitation-accept]").click()
+    assert not guests.evaluate("e => e.validity.valid")
+    guests.fill("4")
+    card.locator("select[name$=el__seating]").select_option("outdoor")
+    card.locator("input[name$=el__vegetarian]").check()
+    screenshot(page, "mcp-workbench-elicitation")
+    card.locator("[data-testid=elicitation-accept]").click()
+    page.wait_for_selector("[data-testid=server-request][data-kind=elicitation][data-status=answered]")
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__book_table] [data-testid=call-outcome][data-ok=true]",
+                 has_text="a table at Chez Demo for 4 under Ada, outdoor, vegetarian").wait_for()
+
+    # Decline with the required fields empty: sent as it is, the browser does not hold it back.
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__book_table] [data-testid=call-tool]").click()
+    pending = page.locator("[data-testid=server-request][data-kind=elicitation][data-status=pending]")
+    pending.wait_for()
+    pending.locator("[data-testid=elicitation-decline]").click()
+    page.wait_for_selector("[data-testid=server-request][data-kind=elicitation][data-status=declined]")
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__book_table] [data-testid=call-outcome]",
+                 has_text="No booking: the person chose decline").wait_for()
