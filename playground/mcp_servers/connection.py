@@ -66,11 +66,14 @@ class ClientHandlers:
     sampling: Callable[..., Any] | None = None
     elicitation: Callable[..., Any] | None = None
     list_roots: Callable[..., Any] | None = None
+    # Every other notification the server sends (resources/updated, list_changed, progress); log
+    # messages go to the connection's log sink.
+    notifications: Callable[..., Any] | None = None
 
     def session_kwargs(self) -> dict[str, Any]:
         return {key: value for key, value in (
             ("sampling_callback", self.sampling), ("elicitation_callback", self.elicitation),
-            ("list_roots_callback", self.list_roots)) if value is not None}
+            ("list_roots_callback", self.list_roots), ("message_handler", self.notifications)) if value is not None}
 
 
 class McpConnectionError(Exception):
@@ -208,8 +211,10 @@ class McpConnection:
         caps = self.session.server_capabilities
         return {
             "resources": bool(caps and caps.resources is not None),
+            "subscribe": bool(caps and caps.resources is not None and caps.resources.subscribe),
             "prompts": bool(caps and caps.prompts is not None),
             "logging": bool(caps and caps.logging is not None),
+            "completions": bool(caps and caps.completions is not None),
         }
 
     async def send_roots_list_changed(self) -> None:
@@ -227,6 +232,21 @@ class McpConnection:
     async def list_resources(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every resource (uri, name, description, mimeType, size), following cursors."""
         return await self._paged(self.session.list_resources, "resources", "resources/list", timeout)
+
+    async def list_resource_templates(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
+        """Every resource template (uriTemplate, name, description, mimeType), following cursors."""
+        return await self._paged(self.session.list_resource_templates, "resource_templates", "resources/templates/list", timeout)
+
+    async def subscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        """`resources/subscribe` (the protocol revisions servers speak today; a later one replaces it with listen)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await self._request(self.session.subscribe_resource(uri), timeout, f"resources/subscribe {uri}")
+
+    async def unsubscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await self._request(self.session.unsubscribe_resource(uri), timeout, f"resources/unsubscribe {uri}")
 
     async def list_prompts(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every prompt (name, description, arguments), following cursors."""

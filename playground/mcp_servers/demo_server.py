@@ -38,6 +38,7 @@ import time
 import warnings
 import zlib
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import anyio
 from pydantic import BaseModel, Field
@@ -46,7 +47,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
-from mcp.types import ListToolsResult, NotificationParams, PaginatedRequestParams, SamplingMessage, TextContent
+from mcp.types import (
+    EmptyResult,
+    ListToolsResult,
+    NotificationParams,
+    PaginatedRequestParams,
+    SamplingMessage,
+    SubscribeRequestParams,
+    TextContent,
+    UnsubscribeRequestParams,
+)
 
 DEMO_LABEL = "DEMO DATA (canned by the playground's demo MCP server; not real)"
 
@@ -187,6 +197,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
             server._lowlevel_server._request_handlers.pop(method, None)
     else:
         _add_resources_and_prompts(server)
+        _add_resource_template_features(server)
     _add_client_feature_tools(server)
     _add_roots_features(server)
     _add_elicitation_features(server)
@@ -201,6 +212,7 @@ def _slow_log(entry: dict[str, Any]) -> None:
 
 
 LARGE_RESOURCE_CHARS = 300_000
+COUNTER_URI = "demo://counter"
 
 
 def _add_resources_and_prompts(server: DemoServer) -> None:
@@ -290,6 +302,52 @@ def _add_elicitation_features(server: DemoServer) -> None:
             return (f"{DEMO_LABEL}: a table at {restaurant} for {details.guests} under {details.name}, {details.seating}"
                     + (", vegetarian" if details.vegetarian else ""))
         return f"No booking: the person chose {result.action}."
+
+
+def _add_resource_template_features(server: DemoServer) -> None:
+    """Resource templates and subscriptions: `demo://cities/{city}` (a template), and `demo://counter`,
+    a resource a client may subscribe to; `bump_counter` changes it and tells every subscribed session
+    (`notifications/resources/updated`)."""
+    counter = {"value": 0}
+    # uri → {connection: a session to notify on it}. The SDK hands each request its own session object
+    # over the one connection, so the connection is what identifies a subscriber.
+    subscribers: dict[str, dict[int, Any]] = {}
+
+    @server.resource("demo://cities/{city}", name="city", description="One city's IANA time zone, as JSON (a resource template).",
+                     mime_type="application/json")
+    def city(city: str) -> dict[str, str]:
+        city = unquote(city)  # the client percent-encodes a filled template ("new%20york")
+        zone = CITY_TIMEZONES.get(city.strip().lower())
+        if zone is None:
+            raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(CITY_TIMEZONES))}")
+        return {"city": city, "timezone": zone}
+
+    @server.resource(COUNTER_URI, name="counter", description="A number that bump_counter raises (subscribe to see it change).",
+                     mime_type="text/plain")
+    def counter_resource() -> str:
+        return f"counter = {counter['value']}"
+
+    def subscriber_key(ctx: Any) -> int:
+        return id(getattr(ctx.session, "_connection", ctx.session))
+
+    async def subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        subscribers.setdefault(str(params.uri), {})[subscriber_key(ctx)] = ctx.session
+        return EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        subscribers.get(str(params.uri), {}).pop(subscriber_key(ctx), None)
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    server._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+    @server.tool(description="Raise the demo counter resource by one; sessions subscribed to demo://counter are told it changed.")
+    async def bump_counter() -> str:
+        counter["value"] += 1
+        told = list(subscribers.get(COUNTER_URI, {}).values())
+        for session in told:
+            await session.send_resource_updated(COUNTER_URI)
+        return f"counter = {counter['value']} ({len(told)} subscribed session(s) told)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -128,10 +128,12 @@ class McpCallRecord(models.Model):
         PROMPT = "prompt", "prompts/get"
         PING = "ping", "ping"
         LIST = "list", "list"
+        SUBSCRIBE = "subscribe", "resources/subscribe"
+        UNSUBSCRIBE = "unsubscribe", "resources/unsubscribe"
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="call_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    kind = StorableCharField(max_length=10, choices=Kind.choices)
+    kind = StorableCharField(max_length=12, choices=Kind.choices)
     name = StorableCharField(max_length=500)
     arguments = StorableJSONField(default=dict, blank=True)
     ok = models.BooleanField(default=True)

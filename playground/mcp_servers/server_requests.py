@@ -119,7 +119,34 @@ def handlers_for(server_id: int, secrets_of: Any) -> ClientHandlers:
         roots = await _in_thread(_roots_listed, server_id, secrets_of)
         return types.ListRootsResult(roots=[types.Root(uri=root["uri"], name=root.get("name") or None) for root in roots])
 
-    return ClientHandlers(sampling=sampling, elicitation=elicitation, list_roots=list_roots)
+    async def notifications(message: Any) -> None:
+        line = notification_line(message)
+        if line:
+            await _in_thread(record_log, server_id, [("notification", line)], secrets_of)
+
+    return ClientHandlers(sampling=sampling, elicitation=elicitation, list_roots=list_roots, notifications=notifications)
+
+
+# Shown elsewhere already: log messages go to the log as themselves; cancellations are the SDK's own.
+UNSHOWN_NOTIFICATIONS = {"notifications/message", "notifications/cancelled"}
+
+
+def notification_line(message: Any) -> str:
+    """A server notification as one log line: its method and what it says (a resource's URI,
+    progress so far); "" for what is shown otherwise or not a notification (a transport error)."""
+    method = str(getattr(message, "method", "") or "")
+    if not method or method in UNSHOWN_NOTIFICATIONS:
+        return ""
+    params = getattr(message, "params", None)
+    details = params.model_dump(by_alias=True, mode="json", exclude_none=True) if params is not None else {}
+    details.pop("_meta", None)
+    if method == "notifications/resources/updated":
+        return f"{method} {details.get('uri', '')}"
+    if method == "notifications/progress":
+        total = details.get("total")
+        said = details.get("message")
+        return f"{method} {details.get('progress')}" + (f"/{total}" if total is not None else "") + (f": {said}" if said else "")
+    return f"{method} {json.dumps(details, ensure_ascii=False)}" if details else method
 
 
 def _roots_listed(server_id: int, secrets_of: Any) -> list[dict[str, str]]:

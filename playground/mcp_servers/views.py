@@ -24,6 +24,8 @@ from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerReq
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool, workbench_pool
 from playground.mcp_servers.transports import ServerConfig
+from uritemplate import URITemplate
+
 from playground.queueing import queue_task
 from playground.registry.models import AgentProfile
 
@@ -293,7 +295,7 @@ async def _listing(connection: McpConnection, what: str) -> dict[str, Any]:
     if not connection.capabilities[what]:
         return {"supported": False, "items": []}
     items = await (connection.list_resources() if what == "resources" else connection.list_prompts())
-    return {"supported": True, "items": items}
+    return {"supported": True, "items": items, "subscribe": connection.capabilities["subscribe"]}
 
 
 def _listing_summary(what: str):
@@ -314,19 +316,92 @@ def resource_list(request: HttpRequest, pk: int) -> HttpResponse:
 def resource_read(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     uri = request.POST.get("uri", "").strip()
-    if not uri or len(uri) > 2000:
-        return HttpResponseBadRequest("Give the resource's uri (at most 2000 characters).")
+    if not uri or len(uri) > MAX_URI_CHARS:
+        return HttpResponseBadRequest(f"Give the resource's uri (at most {MAX_URI_CHARS} characters).")
+    return _read_resource(request, server, uri)
 
+
+MAX_URI_CHARS = 2000
+
+
+def _read_resource(request: HttpRequest, server: McpServer, uri: str, *, template: str = "") -> HttpResponse:
     async def read(connection: McpConnection) -> list[dict[str, Any]]:
         return shown_contents(await connection.read_resource(uri))
 
     def summary(contents: list[dict[str, Any]]) -> Any:
         return [{k: v for k, v in item.items() if k != "image_data"} for item in contents]
 
-    context = _workbench(request, server, kind=McpCallRecord.Kind.RESOURCE, name=uri, arguments={"uri": uri},
+    arguments = {"uri": uri, "template": template} if template else {"uri": uri}
+    context = _workbench(request, server, kind=McpCallRecord.Kind.RESOURCE, name=uri, arguments=arguments,
                          operation=read, summary=summary)
     context["uri"] = uri
     return render(request, "mcp_servers/_resource_contents.html", context)
+
+
+@admin_only
+@require_POST
+def resource_templates(request: HttpRequest, pk: int) -> HttpResponse:
+    """The server's resource templates, each with a form for its variables (RFC 6570)."""
+    server = get_object_or_404(McpServer, pk=pk)
+
+    async def listing(connection: McpConnection) -> dict[str, Any]:
+        if not connection.capabilities["resources"]:
+            return {"supported": False, "items": []}
+        return {"supported": True, "items": await connection.list_resource_templates()}
+
+    context = _workbench(request, server, kind=McpCallRecord.Kind.LIST, name="resources/templates/list", arguments=None,
+                         operation=listing, summary=_listing_summary("resource templates"))
+    for item in (context["value"] or {}).get("items", []):
+        try:
+            item["variables"] = list(URITemplate(item.get("uriTemplate") or "").variable_names)
+        except Exception:  # noqa: BLE001 - a template we cannot read is shown without a form
+            item["variables"] = None
+    return render(request, "mcp_servers/_resource_templates.html", context)
+
+
+@admin_only
+@require_POST
+def resource_template_read(request: HttpRequest, pk: int) -> HttpResponse:
+    """Fill a template's variables (each `var__<name>`), expand it (RFC 6570, values encoded as the
+    template says) and read the resource at that URI."""
+    server = get_object_or_404(McpServer, pk=pk)
+    template = request.POST.get("template", "").strip()
+    if not template or len(template) > MAX_URI_CHARS:
+        return HttpResponseBadRequest(f"Give the template (at most {MAX_URI_CHARS} characters).")
+    try:
+        parsed = URITemplate(template)
+    except Exception:  # noqa: BLE001 - any parse failure is the client's bad input
+        return HttpResponseBadRequest("That is not a URI template.")
+    values = {name: request.POST.get(f"var__{name}", "") for name in parsed.variable_names}
+    values = {name: value for name, value in values.items() if value != ""}
+    uri = parsed.expand(values)
+    if len(uri) > MAX_URI_CHARS:
+        return HttpResponseBadRequest(f"The filled URI is longer than {MAX_URI_CHARS} characters.")
+    return _read_resource(request, server, uri, template=template)
+
+
+@admin_only
+@require_POST
+def resource_subscribe(request: HttpRequest, pk: int) -> HttpResponse:
+    """Subscribe the workbench's session to a resource (or unsubscribe it); the server's
+    `notifications/resources/updated` then arrive in the server log, live."""
+    server = get_object_or_404(McpServer, pk=pk)
+    uri = request.POST.get("uri", "").strip()
+    action = request.POST.get("action", "subscribe")
+    if not uri or len(uri) > MAX_URI_CHARS or action not in ("subscribe", "unsubscribe"):
+        return HttpResponseBadRequest("Give the resource's uri and action subscribe or unsubscribe.")
+
+    async def change(connection: McpConnection) -> bool:
+        if not connection.capabilities["subscribe"]:
+            return False
+        await (connection.subscribe_resource(uri) if action == "subscribe" else connection.unsubscribe_resource(uri))
+        return True
+
+    kind = McpCallRecord.Kind.SUBSCRIBE if action == "subscribe" else McpCallRecord.Kind.UNSUBSCRIBE
+    context = _workbench(request, server, kind=kind, name=uri, arguments={"uri": uri}, operation=change,
+                         summary=lambda done: f"{action}d" if done else "the server offers no subscriptions")
+    context.update(uri=uri, action=action)
+    return render(request, "mcp_servers/_subscription.html", context)
 
 
 @admin_only

@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (11)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (12)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 11
+    assert page.locator("[data-testid=tool-row]").count() == 12
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -224,3 +224,30 @@ def test_an_elicitation_form_is_built_from_the_servers_schema_and_answered(logge
     page.wait_for_selector("[data-testid=server-request][data-kind=elicitation][data-status=declined]")
     page.locator("[data-testid=call-form][data-tool=mcp__demo__book_table] [data-testid=call-outcome]",
                  has_text="No booking: the person chose decline").wait_for()
+
+
+def test_a_resource_template_is_filled_and_read_and_a_subscription_shows_updates_live(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    page.click("[data-testid=list-templates]")
+    form = page.locator("[data-testid=template-form][data-template='demo://cities/{city}']")
+    form.locator("input[data-variable=city]").fill("san francisco")
+    form.locator("[data-testid=read-template]").click()
+    page.wait_for_selector("[data-testid=resource-outcome][data-ok=true][data-uri='demo://cities/san%20francisco']")
+    assert "America/Los_Angeles" in page.locator("[data-testid=resource-text]").inner_text()
+
+    page.click("[data-testid=list-resources]")
+    counter = page.locator("[data-testid=resource-row][data-uri='demo://counter']")
+    counter.locator("[data-testid=subscribe-resource]").click()
+    page.wait_for_selector("[data-testid=subscription-outcome][data-action=subscribe][data-ok=true]")
+    _call(page, "mcp__demo__bump_counter")
+    page.locator("[data-testid=log-line][data-source=notification]", has_text="notifications/resources/updated demo://counter").wait_for()
+    screenshot(page, "mcp-workbench-templates-subscriptions")
+
+    counter.locator("[data-testid=unsubscribe-resource]").click()
+    page.wait_for_selector("[data-testid=subscription-outcome][data-action=unsubscribe][data-ok=true]")
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__bump_counter] [data-testid=call-tool]").click()
+    page.locator("[data-testid=call-form][data-tool=mcp__demo__bump_counter] [data-testid=call-outcome]",
+                 has_text="0 subscribed session(s) told").wait_for()
+    assert page.locator("[data-testid=log-line][data-source=notification]").count() == 1

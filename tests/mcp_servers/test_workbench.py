@@ -258,7 +258,8 @@ def test_pooled_operations_answer_through_one_session(no_stray_processes):
     assert '"tokyo": "Asia/Tokyo"' in contents[0]["text"] and ping_ms > 0
     assert pool.open_count() == 1
     bare = ServerConfig(name="bare", transport="stdio", command=config.command, args=config.args, env={"DEMO_SERVER_TOOLS_ONLY": "1"})
-    assert pool.run("workbench-bare", bare, lambda c: _caps(c)) == {"resources": False, "prompts": False, "logging": False}
+    assert pool.run("workbench-bare", bare, lambda c: _caps(c)) == {"resources": False, "subscribe": False, "prompts": False,
+                                                                  "logging": False, "completions": False}
 
 
 async def _caps(connection):
