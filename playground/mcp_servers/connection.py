@@ -31,6 +31,8 @@ from mcp.types import (
     InitializeResult,
     LoggingMessageNotificationParams,
     PaginatedRequestParams,
+    PromptReference,
+    ResourceTemplateReference,
 )
 
 from playground.engine.execution import CancelSignal, CallCancelled
@@ -247,6 +249,13 @@ class McpConnection:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await self._request(self.session.unsubscribe_resource(uri), timeout, f"resources/unsubscribe {uri}")
+
+    async def complete(self, ref: PromptReference | ResourceTemplateReference, argument: str, value: str,
+                       context: dict[str, str] | None = None, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> dict[str, Any]:
+        """`completion/complete`: suggested values for one argument (values, total, hasMore)."""
+        result = await self._request(self.session.complete(ref, {"name": argument, "value": value}, context_arguments=context or None),
+                                     timeout, "completion/complete")
+        return result.completion.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def list_prompts(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every prompt (name, description, arguments), following cursors."""

@@ -48,6 +48,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    Completion,
     EmptyResult,
     ListToolsResult,
     NotificationParams,
@@ -198,6 +199,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
     else:
         _add_resources_and_prompts(server)
         _add_resource_template_features(server)
+        _add_completion_features(server)
     _add_client_feature_tools(server)
     _add_roots_features(server)
     _add_elicitation_features(server)
@@ -348,6 +350,19 @@ def _add_resource_template_features(server: DemoServer) -> None:
         for session in told:
             await session.send_resource_updated(COUNTER_URI)
         return f"counter = {counter['value']} ({len(told)} subscribed session(s) told)"
+
+
+def _add_completion_features(server: DemoServer) -> None:
+    """Argument completion (completion/complete) for plan_trip's arguments and the city template."""
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        typed = (argument.value or "").lower()
+        if argument.name == "city":
+            return Completion(values=[city for city in sorted(CITY_TIMEZONES) if city.startswith(typed)])
+        if argument.name == "days":
+            return Completion(values=[str(day) for day in range(1, 8) if str(day).startswith(typed)])
+        return None
 
 
 def main(argv: list[str] | None = None) -> None:

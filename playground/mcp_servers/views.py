@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, VIEWER, has_role, role_required
@@ -24,6 +25,7 @@ from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerReq
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.session_pool import session_pool, workbench_pool
 from playground.mcp_servers.transports import ServerConfig
+from mcp.types import PromptReference, ResourceTemplateReference
 from uritemplate import URITemplate
 
 from playground.queueing import queue_task
@@ -295,7 +297,8 @@ async def _listing(connection: McpConnection, what: str) -> dict[str, Any]:
     if not connection.capabilities[what]:
         return {"supported": False, "items": []}
     items = await (connection.list_resources() if what == "resources" else connection.list_prompts())
-    return {"supported": True, "items": items, "subscribe": connection.capabilities["subscribe"]}
+    return {"supported": True, "items": items, "subscribe": connection.capabilities["subscribe"],
+            "completions": connection.capabilities["completions"]}
 
 
 def _listing_summary(what: str):
@@ -347,15 +350,21 @@ def resource_templates(request: HttpRequest, pk: int) -> HttpResponse:
     async def listing(connection: McpConnection) -> dict[str, Any]:
         if not connection.capabilities["resources"]:
             return {"supported": False, "items": []}
-        return {"supported": True, "items": await connection.list_resource_templates()}
+        return {"supported": True, "items": await connection.list_resource_templates(),
+                "completions": connection.capabilities["completions"]}
 
     context = _workbench(request, server, kind=McpCallRecord.Kind.LIST, name="resources/templates/list", arguments=None,
                          operation=listing, summary=_listing_summary("resource templates"))
-    for item in (context["value"] or {}).get("items", []):
+    for number, item in enumerate((context["value"] or {}).get("items", []), start=1):
         try:
-            item["variables"] = list(URITemplate(item.get("uriTemplate") or "").variable_names)
+            names = list(URITemplate(item.get("uriTemplate") or "").variable_names)
         except Exception:  # noqa: BLE001 - a template we cannot read is shown without a form
             item["variables"] = None
+            continue
+        item["variables"] = [
+            {"name": name, "id": f"tvar-{number}-{name}",
+             "attrs": _completion_attrs(server, f"tvar-{number}-{name}", "template", name) if context["value"]["completions"] else {}}
+            for name in names]
     return render(request, "mcp_servers/_resource_templates.html", context)
 
 
@@ -411,9 +420,15 @@ def prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
     context = _workbench(request, server, kind=McpCallRecord.Kind.LIST, name="prompts/list", arguments=None,
                          operation=lambda c: _listing(c, "prompts"), summary=_listing_summary("prompts"))
     if context["value"]:
+        completable = context["value"].get("completions", False)
         for index, prompt in enumerate(context["value"]["items"]):
             prompt["form"] = PromptArgumentsForm(prompt.get("arguments") or [], auto_id=f"prompt{index}-%s")
             prompt["arguments_json"] = json.dumps(prompt.get("arguments") or [])
+            prompt["completable"] = completable
+            if completable:
+                for key, field in prompt["form"].fields.items():
+                    field.widget.attrs.update(_completion_attrs(server, f"prompt{index}-{key}", "prompt",
+                                                                key.removeprefix(PromptArgumentsForm.PREFIX)))
     return render(request, "mcp_servers/_prompts.html", context)
 
 
@@ -531,3 +546,62 @@ def server_roots(request: HttpRequest, pk: int) -> HttpResponse:
                                                       f"{len(server.roots)} root(s) now")], server)
         context["roots_form"] = RootsForm(initial={"roots_text": RootsForm.text_of(server.roots)})
     return render(request, "mcp_servers/_roots.html", context, status=200 if form.is_valid() or request.htmx else 400)
+
+
+# --- completion: suggested values for a prompt's or a template's argument as the person types ------
+MAX_COMPLETION_VALUE_CHARS = 500
+SHOWN_COMPLETIONS = 100  # what the spec lets a server send at most
+
+
+def _completion_attrs(server: McpServer, input_id: str, ref_type: str, argument: str) -> dict[str, str]:
+    """What makes an argument's input ask the server for completions as the person types: its form
+    is sent (the other arguments are the context) and the answer fills the input's datalist."""
+    return {
+        "list": f"{input_id}-options", "autocomplete": "off",
+        "hx-post": reverse("mcp_servers:completion", args=[server.pk]), "hx-trigger": "focus, input changed delay:200ms",
+        "hx-target": f"#{input_id}-options", "hx-swap": "innerHTML", "hx-include": "closest form",
+        "hx-vals": json.dumps({"ref_type": ref_type, "argument": argument}),
+    }
+
+
+@admin_only
+@require_POST
+def completion(request: HttpRequest, pk: int) -> HttpResponse:
+    """`completion/complete` for the argument being typed: the prompt's form (`name`, `parg__*`) or the
+    template's form (`template`, `var__*`) is sent whole, the other filled arguments as context. The
+    answer is the `<option>`s of the field's datalist; not kept in the history (one per keystroke)."""
+    server = get_object_or_404(McpServer, pk=pk)
+    ref_type = request.POST.get("ref_type", "")
+    argument = request.POST.get("argument", "")
+    if ref_type == "prompt":
+        ref: Any = PromptReference(type="ref/prompt", name=request.POST.get("name", ""))
+        prefix = PromptArgumentsForm.PREFIX
+    elif ref_type == "template":
+        ref = ResourceTemplateReference(type="ref/resource", uri=request.POST.get("template", ""))
+        prefix = "var__"
+    else:
+        return HttpResponseBadRequest("ref_type must be prompt or template.")
+    filled = {key.removeprefix(prefix): value for key, value in request.POST.items() if key.startswith(prefix)}
+    value = filled.pop(argument, None)
+    if not argument or value is None or len(value) > MAX_COMPLETION_VALUE_CHARS or not (getattr(ref, "name", "") or getattr(ref, "uri", "")):
+        return HttpResponseBadRequest("Send the form with the argument being typed.")
+    context_arguments = {name: text for name, text in filled.items() if text}
+
+    async def complete(connection: McpConnection) -> dict[str, Any]:
+        if not connection.capabilities["completions"]:
+            return {"values": [], "unsupported": True}
+        return await connection.complete(ref, argument, value, context_arguments)
+
+    answer: dict[str, Any] = {"values": []}
+    error = ""
+    if server.enabled:
+        try:
+            answer = workbench_pool().run(server.pk, ServerConfig.from_server(server), complete, timeout=10)
+        except McpConnectionError as exc:
+            error = scrub_for(server, str(exc))
+        except MCPError as exc:
+            error = scrub_for(server, f"the server answered with error {exc.code}: {exc}")
+    values = [str(v) for v in answer.get("values") or []][:SHOWN_COMPLETIONS]
+    return render(request, "mcp_servers/_completions.html",
+                  {"values": values, "error": error, "unsupported": answer.get("unsupported", False), "argument": argument,
+                   "has_more": bool(answer.get("hasMore")), "total": answer.get("total")})

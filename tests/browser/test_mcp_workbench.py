@@ -251,3 +251,27 @@ def test_a_resource_template_is_filled_and_read_and_a_subscription_shows_updates
     page.locator("[data-testid=call-form][data-tool=mcp__demo__bump_counter] [data-testid=call-outcome]",
                  has_text="0 subscribed session(s) told").wait_for()
     assert page.locator("[data-testid=log-line][data-source=notification]").count() == 1
+
+
+def test_arguments_are_completed_as_the_person_types(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+
+    def offered(argument_list):
+        return lambda: page.locator(f"datalist#{argument_list} option").evaluate_all("options => options.map(o => o.value)")
+
+    page.click("[data-testid=list-prompts]")
+    city = page.locator("[data-testid=prompt-form][data-prompt=plan_trip] input[name=parg__city]")
+    city.press_sequentially("sa", delay=50)
+    page.wait_for_function("document.querySelectorAll('#prompt0-parg__city-options option').length === 2")
+    assert offered("prompt0-parg__city-options")() == ["san francisco", "sao paulo"]
+    city.press_sequentially("n", delay=50)
+    page.wait_for_function("document.querySelectorAll('#prompt0-parg__city-options option').length === 1")
+    assert offered("prompt0-parg__city-options")() == ["san francisco"]
+
+    page.click("[data-testid=list-templates]")
+    variable = page.locator("[data-testid=template-form][data-template='demo://cities/{city}'] input[data-variable=city]")
+    variable.press_sequentially("to", delay=50)
+    page.wait_for_function("[...document.querySelectorAll('#tvar-1-city-options option')].map(o => o.value).join() === 'tokyo'")
+    screenshot(page, "mcp-workbench-completion")
