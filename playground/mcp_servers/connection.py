@@ -257,6 +257,12 @@ class McpConnection:
                                      timeout, "completion/complete")
         return result.completion.model_dump(by_alias=True, mode="json", exclude_none=True)
 
+    async def set_logging_level(self, level: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        """`logging/setLevel`: the least level of the log messages the server should send."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
+            await self._request(self.session.set_logging_level(level), timeout, "logging/setLevel")
+
     async def list_prompts(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every prompt (name, description, arguments), following cursors."""
         return await self._paged(self.session.list_prompts, "prompts", "prompts/list", timeout)

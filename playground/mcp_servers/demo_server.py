@@ -54,6 +54,7 @@ from mcp.types import (
     NotificationParams,
     PaginatedRequestParams,
     SamplingMessage,
+    SetLevelRequestParams,
     SubscribeRequestParams,
     TextContent,
     UnsubscribeRequestParams,
@@ -200,6 +201,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
         _add_resources_and_prompts(server)
         _add_resource_template_features(server)
         _add_completion_features(server)
+        _add_logging_features(server)
     _add_client_feature_tools(server)
     _add_roots_features(server)
     _add_elicitation_features(server)
@@ -363,6 +365,32 @@ def _add_completion_features(server: DemoServer) -> None:
         if argument.name == "days":
             return Completion(values=[str(day) for day in range(1, 8) if str(day).startswith(typed)])
         return None
+
+
+LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+def _add_logging_features(server: DemoServer) -> None:
+    """Log levels: `logging/setLevel` sets the least level this server sends (it filters, as the
+    protocol asks of servers); `emit_logs` sends one message at each of five levels."""
+    state = {"level": "info"}
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        state["level"] = params.level
+        print(f"demo server: log level set to {params.level}", file=sys.stderr, flush=True)
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+
+    @server.tool(description="Send a log message (notifications/message) at debug, info, notice, warning and error; those below the level set with logging/setLevel are not sent.")
+    async def emit_logs(ctx: Context, message: str = "hello") -> str:
+        least = LOG_LEVELS.index(state["level"])
+        sent = [level for level in LOG_LEVELS[:5] if LOG_LEVELS.index(level) >= least]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; clients still show it
+            for level in sent:
+                await ctx.log(level, f"{level}: {message}", logger_name="demo")
+        return f"sent {len(sent)} of 5 log messages (level {state['level']}: {', '.join(sent) or 'none'})"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -130,6 +130,7 @@ class McpCallRecord(models.Model):
         LIST = "list", "list"
         SUBSCRIBE = "subscribe", "resources/subscribe"
         UNSUBSCRIBE = "unsubscribe", "resources/unsubscribe"
+        SET_LEVEL = "setlevel", "logging/setLevel"
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="call_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -34,6 +34,7 @@ access_rules = {
     "resource_template_read": allow(post=ADMIN),
     "resource_subscribe": allow(post=ADMIN),
     "completion": allow(post=ADMIN),
+    "server_log_level": allow(post=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -53,6 +54,7 @@ urlpatterns = [
     path("<int:pk>/resources/templates/", views.resource_templates, name="resource_templates"),
     path("<int:pk>/resources/templates/read/", views.resource_template_read, name="resource_template_read"),
     path("<int:pk>/resources/subscribe/", views.resource_subscribe, name="resource_subscribe"),
+    path("<int:pk>/log-level/", views.server_log_level, name="server_log_level"),
     path("<int:pk>/complete/", views.completion, name="completion"),
     path("<int:pk>/prompts/", views.prompt_list, name="prompt_list"),
     path("<int:pk>/prompts/get/", views.prompt_get, name="prompt_get"),

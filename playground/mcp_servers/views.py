@@ -134,6 +134,7 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "server_requests": server_requests.shown_requests(server.pk) if has_role(request.user, ADMIN) else [],
             "sampling_profiles": server_requests.sampling_profiles() if has_role(request.user, ADMIN) else [],
             "roots_form": RootsForm(initial={"roots_text": RootsForm.text_of(server.roots)}),
+            "log_levels": LOG_LEVELS,
         },
     )
 
@@ -605,3 +606,29 @@ def completion(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "mcp_servers/_completions.html",
                   {"values": values, "error": error, "unsupported": answer.get("unsupported", False), "argument": argument,
                    "has_more": bool(answer.get("hasMore")), "total": answer.get("total")})
+
+
+# --- log level: the least level of the log messages the server sends ----------------------------
+LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+@admin_only
+@require_POST
+def server_log_level(request: HttpRequest, pk: int) -> HttpResponse:
+    """`logging/setLevel` on the workbench's session; the messages the server then sends arrive in
+    the server log as `log:<level>` lines."""
+    server = get_object_or_404(McpServer, pk=pk)
+    level = request.POST.get("level", "")
+    if level not in LOG_LEVELS:
+        return HttpResponseBadRequest(f"level must be one of {', '.join(LOG_LEVELS)}.")
+
+    async def set_level(connection: McpConnection) -> bool:
+        if not connection.capabilities["logging"]:
+            return False
+        await connection.set_logging_level(level)
+        return True
+
+    context = _workbench(request, server, kind=McpCallRecord.Kind.SET_LEVEL, name="logging/setLevel", arguments={"level": level},
+                         operation=set_level, summary=lambda done: f"level {level}" if done else "the server offers no log levels")
+    context["level"] = level
+    return render(request, "mcp_servers/_log_level.html", context)

@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (12)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (13)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 12
+    assert page.locator("[data-testid=tool-row]").count() == 13
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -275,3 +275,18 @@ def test_arguments_are_completed_as_the_person_types(logged_in_page):
     variable.press_sequentially("to", delay=50)
     page.wait_for_function("[...document.querySelectorAll('#tvar-1-city-options option')].map(o => o.value).join() === 'tokyo'")
     screenshot(page, "mcp-workbench-completion")
+
+
+def test_the_log_level_set_decides_which_server_log_messages_arrive(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    page.select_option("[data-testid=log-level]", "warning")
+    page.click("[data-testid=set-log-level]")
+    page.wait_for_selector("[data-testid=log-level-outcome][data-level=warning][data-ok=true]")
+    _call(page, "mcp__demo__emit_logs", message="browser-check")
+    page.locator("[data-testid=call-outcome]", has_text="sent 2 of 5").wait_for()
+    page.locator("[data-testid=log-line][data-source='log:error']", has_text="error: browser-check").wait_for()
+    page.locator("[data-testid=log-line][data-source='log:warning']", has_text="warning: browser-check").wait_for()
+    assert page.locator("[data-testid=log-line]", has_text="info: browser-check").count() == 0  # never sent
+    screenshot(page, "mcp-workbench-log-level")
