@@ -68,9 +68,11 @@ class ClientHandlers:
     sampling: Callable[..., Any] | None = None
     elicitation: Callable[..., Any] | None = None
     list_roots: Callable[..., Any] | None = None
-    # Every other notification the server sends (resources/updated, list_changed, progress); log
-    # messages go to the connection's log sink.
+    # Every other notification the server sends (resources/updated, list_changed); log messages go
+    # to the connection's log sink.
     notifications: Callable[..., Any] | None = None
+    # A tool call's progress (progress, total, message): given, calls ask for it (a progress token).
+    progress: Callable[..., Any] | None = None
 
     def session_kwargs(self) -> dict[str, Any]:
         return {key: value for key, value in (
@@ -155,10 +157,12 @@ def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | Non
 class McpConnection:
     """An initialized session with one server. Use through `open_connection`."""
 
-    def __init__(self, config: ServerConfig, session: ClientSession, transport: McpTransport) -> None:
+    def __init__(self, config: ServerConfig, session: ClientSession, transport: McpTransport,
+                 handlers: ClientHandlers | None = None) -> None:
         self.config = config
         self.session = session
         self.transport = transport
+        self.handlers = handlers
         self.closed = False
 
     @property
@@ -193,8 +197,9 @@ class McpConnection:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
         started = time.perf_counter()
+        progress = self.handlers.progress if self.handlers is not None else None
         result = await self._request(
-            self.session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout, f"tools/call {name}"
+            self.session.call_tool(name, arguments, read_timeout_seconds=timeout, progress_callback=progress), timeout, f"tools/call {name}"
         )
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return McpCallResult(
@@ -437,7 +442,7 @@ async def open_connection(
                         initialized = await session.initialize()
                     if forwarder is not None:
                         forwarder.note("session", _connected_text(config, initialized))
-                    connection = McpConnection(config, session, transport)
+                    connection = McpConnection(config, session, transport, handlers)
                     yield connection
             finally:
                 if forwarder is not None:

@@ -205,6 +205,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
     _add_client_feature_tools(server)
     _add_roots_features(server)
     _add_elicitation_features(server)
+    _add_notification_features(server)
     return server
 
 
@@ -391,6 +392,35 @@ def _add_logging_features(server: DemoServer) -> None:
             for level in sent:
                 await ctx.log(level, f"{level}: {message}", logger_name="demo")
         return f"sent {len(sent)} of 5 log messages (level {state['level']}: {', '.join(sent) or 'none'})"
+
+
+def _add_notification_features(server: DemoServer) -> None:
+    """Notifications a client shows: progress (`long_task`, when the call asks for it with a progress
+    token) and a tool list that changes (`toggle_extra_tool`, then `notifications/tools/list_changed`)."""
+
+    @server.tool(description="Work through a few steps, reporting progress (notifications/progress) after each.")
+    async def long_task(ctx: Context, steps: int = 3) -> str:
+        if not 1 <= steps <= 20:
+            raise ToolError("steps must be between 1 and 20")
+        for step in range(1, steps + 1):
+            await anyio.sleep(0.05)
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        return f"done after {steps} steps"
+
+    def extra_tool() -> str:
+        return "the extra tool answered"
+
+    @server.tool(description="Add or remove the tool extra_tool, and tell the client its tool list changed (notifications/tools/list_changed).")
+    async def toggle_extra_tool(ctx: Context) -> str:
+        names = {tool.name for tool in await server.list_tools()}
+        if "extra_tool" in names:
+            server.remove_tool("extra_tool")
+            done = "removed extra_tool"
+        else:
+            server.add_tool(extra_tool, name="extra_tool", description="A tool that comes and goes (toggle_extra_tool).")
+            done = "added extra_tool"
+        await ctx.session.send_tool_list_changed()
+        return done
 
 
 def main(argv: list[str] | None = None) -> None:

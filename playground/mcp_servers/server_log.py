@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from django.db import connections
+from django.db.models import Q
 from django.template.loader import render_to_string
 
 from playground.mcp_servers.models import McpCallRecord, McpLogLine, McpServer
@@ -54,10 +55,25 @@ def record(server_id: int, entries: list[tuple[str, str]], secrets_of: Any) -> l
         McpLogLine.objects.filter(server_id=server_id, id__lte=newest_kept[0]).delete()
     try:
         html = render_to_string("mcp_servers/_log_lines.html", {"server_id": server_id, "lines": lines, "oob": True})
+        notifications = [line for line in lines if is_notification(line.source)]
+        if notifications:  # the notifications pane gets them too
+            html += render_to_string("mcp_servers/_notification_lines.html",
+                                     {"server_id": server_id, "lines": notifications, "oob": True})
         send_to_group(log_group(server_id), {"type": LOG_MESSAGE_TYPE, "html": html})
     except Exception:
         logger.warning("could not push log lines of MCP server %s", server_id, exc_info=True)
     return lines
+
+
+def is_notification(source: str) -> bool:
+    """What the server notified the client of: log messages and every other notification (not its
+    stderr, nor the connection's own events)."""
+    return source == "notification" or source.startswith("log:")
+
+
+def recent_notifications(server_id: int, limit: int = 100) -> list[McpLogLine]:
+    lines = McpLogLine.objects.filter(server_id=server_id).filter(Q(source="notification") | Q(source__startswith="log:"))
+    return list(reversed(lines.order_by("-id")[:limit]))
 
 
 def recent_lines(server_id: int, limit: int = 100) -> list[McpLogLine]:

@@ -124,16 +124,22 @@ def handlers_for(server_id: int, secrets_of: Any) -> ClientHandlers:
         if line:
             await _in_thread(record_log, server_id, [("notification", line)], secrets_of)
 
-    return ClientHandlers(sampling=sampling, elicitation=elicitation, list_roots=list_roots, notifications=notifications)
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        line = f"notifications/progress {done:g}" + (f"/{total:g}" if total is not None else "") + (f": {message}" if message else "")
+        await _in_thread(record_log, server_id, [("notification", line)], secrets_of)
+
+    return ClientHandlers(sampling=sampling, elicitation=elicitation, list_roots=list_roots, notifications=notifications,
+                          progress=progress)
 
 
-# Shown elsewhere already: log messages go to the log as themselves; cancellations are the SDK's own.
-UNSHOWN_NOTIFICATIONS = {"notifications/message", "notifications/cancelled"}
+# Shown otherwise: log messages go to the log as themselves, a call's progress through its progress
+# callback (the SDK hands it to both); cancellations are the SDK's own.
+UNSHOWN_NOTIFICATIONS = {"notifications/message", "notifications/cancelled", "notifications/progress"}
 
 
 def notification_line(message: Any) -> str:
-    """A server notification as one log line: its method and what it says (a resource's URI,
-    progress so far); "" for what is shown otherwise or not a notification (a transport error)."""
+    """A server notification as one log line: its method and what it says (a resource's URI);
+    "" for what is shown otherwise or not a notification (a transport error)."""
     method = str(getattr(message, "method", "") or "")
     if not method or method in UNSHOWN_NOTIFICATIONS:
         return ""
@@ -142,10 +148,6 @@ def notification_line(message: Any) -> str:
     details.pop("_meta", None)
     if method == "notifications/resources/updated":
         return f"{method} {details.get('uri', '')}"
-    if method == "notifications/progress":
-        total = details.get("total")
-        said = details.get("message")
-        return f"{method} {details.get('progress')}" + (f"/{total}" if total is not None else "") + (f": {said}" if said else "")
     return f"{method} {json.dumps(details, ensure_ascii=False)}" if details else method
 
 

@@ -130,6 +130,7 @@ def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "config": ServerConfig.from_server(server),
             # The live log and the history show what the server printed and returned: admins only.
             "log_lines": server_log.recent_lines(server.pk) if has_role(request.user, ADMIN) else [],
+            "notification_lines": server_log.recent_notifications(server.pk) if has_role(request.user, ADMIN) else [],
             "history": _history(server) if has_role(request.user, ADMIN) else [],
             "server_requests": server_requests.shown_requests(server.pk) if has_role(request.user, ADMIN) else [],
             "sampling_profiles": server_requests.sampling_profiles() if has_role(request.user, ADMIN) else [],

@@ -24,9 +24,9 @@ def test_the_workbench_of_a_newly_added_stdio_server(logged_in_page):
 
     # The first sync runs on the worker; the page follows it: status and tool table, no reload.
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)
-    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (13)'",
+    page.wait_for_function("document.querySelector('[data-testid=server-tools] h2').textContent.trim() === 'Tools (15)'",
                            timeout=60_000)
-    assert page.locator("[data-testid=tool-row]").count() == 13
+    assert page.locator("[data-testid=tool-row]").count() == 15
 
     page.click("[data-testid=ping]")
     outcome = page.wait_for_selector("[data-testid=ping-outcome][data-ok=true]")
@@ -290,3 +290,27 @@ def test_the_log_level_set_decides_which_server_log_messages_arrive(logged_in_pa
     page.locator("[data-testid=log-line][data-source='log:warning']", has_text="warning: browser-check").wait_for()
     assert page.locator("[data-testid=log-line]", has_text="info: browser-check").count() == 0  # never sent
     screenshot(page, "mcp-workbench-log-level")
+
+
+def test_the_notifications_pane_shows_progress_list_changed_and_log_messages_live(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    page.goto(f"/mcp/{row.pk}/")
+    pane = page.locator("[data-testid=notifications]")
+    assert pane.locator("[data-testid=notifications-empty]").is_visible()
+
+    _call(page, "mcp__demo__long_task", steps="3")
+    pane.locator("[data-testid=notification-line]", has_text="notifications/progress 3/3: step 3 of 3").wait_for()
+    assert pane.locator("[data-testid=notification-line]", has_text="notifications/progress").count() == 3
+    assert not pane.locator("[data-testid=notifications-empty]").is_visible()
+
+    _call(page, "mcp__demo__toggle_extra_tool")
+    pane.locator("[data-testid=notification-line]", has_text="notifications/tools/list_changed").wait_for()
+    _call(page, "mcp__demo__echo", text="to the pane")
+    pane.locator("[data-testid=notification-line][data-source='log:info']", has_text="echo: to the pane").wait_for()
+    # The echo's stderr line went to the server log, not to the pane.
+    page.locator("[data-testid=server-log] [data-testid=log-line][data-source=stderr]", has_text="echo called with").wait_for()
+    assert pane.locator("[data-source=stderr]").count() == 0
+    # Newest first.
+    assert "echo: to the pane" in pane.locator("[data-testid=notification-line]").first.inner_text()
+    screenshot(page, "mcp-workbench-notifications")
