@@ -133,7 +133,7 @@ def build_world(django_user_model) -> World:
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
-    from playground.mcp_servers.models import McpServer, McpServerRequest
+    from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerRequest
     from playground.registry import services as registry
     from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -152,6 +152,7 @@ def build_world(django_user_model) -> World:
                                       input_schema={"type": "object", "properties": {}}, source=Tool.Source.MCP)
     server_request = McpServerRequest.objects.create(server=server, kind=McpServerRequest.Kind.SAMPLING,
                                                      params={"messages": [], "maxTokens": 10})
+    call_record = McpCallRecord.objects.create(server=server, kind=McpCallRecord.Kind.PING, name="ping")
     rule = PermissionRule.objects.create(pattern="echo", effect="ask")
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
@@ -172,6 +173,7 @@ def build_world(django_user_model) -> World:
             "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
+        "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
         "conversations:compare_view": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},

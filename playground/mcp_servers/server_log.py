@@ -12,7 +12,7 @@ import json
 import logging
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 
@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 KEEP_LINES = 300
 KEEP_CALLS = 100
+HISTORY_SHOWN = 20  # rows of the call history a page shows
 MAX_SUMMARY_CHARS = 4000
 LOG_MESSAGE_TYPE = "status.update"  # the status consumer's handler: it sends the HTML as is
 
@@ -111,4 +112,19 @@ def record_call(
     stale = McpCallRecord.objects.filter(server=server).order_by("-id").values_list("id", flat=True)[KEEP_CALLS:KEEP_CALLS + 1]
     if stale:
         McpCallRecord.objects.filter(server=server, id__lte=stale[0]).delete()
+    transaction.on_commit(lambda: push_history(server))
     return call
+
+
+def history(server: McpServer) -> list[McpCallRecord]:
+    return list(server.call_records.select_related("user")[:HISTORY_SHOWN])
+
+
+def push_history(server: McpServer) -> None:
+    """Send the call history to the server's open pages (admins), so every tab shows a new call as it
+    is kept — one made elsewhere, or one whose result came after its page stopped waiting. Never raises."""
+    try:
+        html = render_to_string("mcp_servers/_history.html", {"server": server, "history": history(server), "oob": True})
+        send_to_group(log_group(server.pk), {"type": LOG_MESSAGE_TYPE, "html": html})
+    except Exception:
+        logger.warning("could not push the call history of MCP server %s", server.pk, exc_info=True)

@@ -35,6 +35,7 @@ access_rules = {
     "resource_subscribe": allow(post=ADMIN),
     "completion": allow(post=ADMIN),
     "server_log_level": allow(post=ADMIN),
+    "history_rerun": allow(post=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -48,6 +49,7 @@ urlpatterns = [
     path("<int:pk>/tools/<int:tool_pk>/call/", views.tool_call, name="tool_call"),
     path("<int:pk>/tools/", views.server_tools, name="server_tools"),
     path("<int:pk>/history/", views.server_history, name="server_history"),
+    path("<int:pk>/history/<int:call_pk>/rerun/", views.history_rerun, name="history_rerun"),
     path("<int:pk>/ping/", views.server_ping, name="server_ping"),
     path("<int:pk>/resources/", views.resource_list, name="resource_list"),
     path("<int:pk>/resources/read/", views.resource_read, name="resource_read"),

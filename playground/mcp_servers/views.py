@@ -220,11 +220,8 @@ def tool_call(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
 # Ping, listing and reading resources and getting prompts all run the server's code (a stdio
 # server is started on this host), so they need the role that may call tools: admin.
 
-HISTORY_SHOWN = 20
-
-
 def _history(server: McpServer) -> list[McpCallRecord]:
-    return list(server.call_records.all()[:HISTORY_SHOWN])
+    return server_log.history(server)
 
 
 @role_required(VIEWER)
@@ -633,3 +630,49 @@ def server_log_level(request: HttpRequest, pk: int) -> HttpResponse:
                          operation=set_level, summary=lambda done: f"level {level}" if done else "the server offers no log levels")
     context["level"] = level
     return render(request, "mcp_servers/_log_level.html", context)
+
+
+# --- re-run a call from the history ----------------------------------------------------------------
+RERUN_TIMEOUT = 30.0
+
+
+@admin_only
+@require_POST
+def history_rerun(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
+    """Make a kept call again with the arguments it was kept with: a tool call, a resource read or a
+    prompt. Values the history keeps masked (a secret, a URI's path key) cannot be sent again."""
+    server = get_object_or_404(McpServer, pk=pk)
+    record = get_object_or_404(server.call_records.all(), pk=call_pk)
+    arguments = record.arguments if isinstance(record.arguments, dict) else {}
+    context: dict[str, Any] = {"server": server, "record": record}
+    if record.kind not in (McpCallRecord.Kind.TOOL, McpCallRecord.Kind.RESOURCE, McpCallRecord.Kind.PROMPT):
+        return HttpResponseBadRequest("Only tool calls, resource reads and prompts can be re-run.")
+    if "scrubbed" in arguments or SECRET_MASK in json.dumps(arguments) or SECRET_MASK in record.name:
+        context["refusal"] = "The history keeps this call's arguments masked (they held what looks like a secret): make it again from its form."
+        return render(request, "mcp_servers/_rerun_result.html", context)
+    if record.kind == McpCallRecord.Kind.RESOURCE:
+        return _read_resource(request, server, str(arguments.get("uri") or record.name), template=str(arguments.get("template") or ""))
+    if record.kind == McpCallRecord.Kind.PROMPT:
+        prompt_arguments = {str(k): str(v) for k, v in arguments.items()}
+
+        async def get(connection: McpConnection) -> dict[str, Any]:
+            return await connection.get_prompt(record.name, prompt_arguments)
+
+        context.update(_workbench(request, server, kind=McpCallRecord.Kind.PROMPT, name=record.name, arguments=prompt_arguments,
+                                  operation=get))
+        context.update(name=record.name, form=None,
+                       result_json=json.dumps(context["value"], indent=2, ensure_ascii=False) if context["value"] else "")
+        return render(request, "mcp_servers/_prompt_result.html", context)
+    tool = server.tools.filter(name=record.name).first()
+    if tool is None:
+        context["refusal"] = f"{record.name} is no longer one of this server's tools (a sync removed it)."
+        return render(request, "mcp_servers/_rerun_result.html", context)
+    call = workbench_calls.start(server, tool, arguments, timeout=RERUN_TIMEOUT, user=request.user, pool=workbench_pool())
+    finished = workbench_calls.wait(call)
+    context["tool"] = tool
+    if finished is None:
+        context["waiting"] = True
+    else:
+        context.update(finished)
+    return render(request, "mcp_servers/_rerun_result.html", context)
+

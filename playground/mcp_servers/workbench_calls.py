@@ -119,7 +119,7 @@ def finish(call: WorkbenchToolCall, raw: McpCallResult | None, error: BaseExcept
         "arguments_json": json.dumps(call.arguments, indent=2, ensure_ascii=False),
         "structured_json": json.dumps(outcome.structured, indent=2, ensure_ascii=False) if outcome.structured is not None else "",
         "images": [c for c in (raw.content if raw else []) if c.get("type") == "image"],
-        "history": list(server.call_records.all()[:20]),
+        "history": server_log.history(server),
     }
 
 

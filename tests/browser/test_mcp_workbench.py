@@ -314,3 +314,24 @@ def test_the_notifications_pane_shows_progress_list_changed_and_log_messages_liv
     # Newest first.
     assert "echo: to the pane" in pane.locator("[data-testid=notification-line]").first.inner_text()
     screenshot(page, "mcp-workbench-notifications")
+
+
+def test_the_history_updates_live_in_every_tab_and_a_call_is_made_again_from_it(logged_in_page):
+    row = _synced_demo_row()
+    page = logged_in_page
+    other = page.context.new_page()  # a second tab of the same admin
+    other.goto(f"/mcp/{row.pk}/")
+    page.goto(f"/mcp/{row.pk}/")
+    _call(page, "mcp__demo__echo", text="seen in the other tab")
+    page.wait_for_selector("[data-testid=call-form][data-tool=mcp__demo__echo] [data-testid=call-outcome][data-ok=true]")
+    # The other tab did nothing, yet its history shows the call (pushed over its socket).
+    other.locator("[data-testid=history-row][data-kind=tool] [data-testid=history-arguments]", has_text="seen in the other tab").wait_for()
+
+    page.locator("[data-testid=history-row][data-kind=tool] [data-testid=rerun]").first.click()
+    outcome = page.locator("[data-testid=rerun-outcome] [data-testid=call-outcome][data-ok=true]")
+    outcome.wait_for()
+    assert "seen in the other tab" in outcome.inner_text()
+    page.wait_for_function("document.querySelectorAll('[data-testid=history-row][data-kind=tool]').length === 2")
+    other.wait_for_function("document.querySelectorAll('[data-testid=history-row][data-kind=tool]').length === 2")
+    screenshot(page, "mcp-workbench-rerun")
+    other.close()
