@@ -36,10 +36,14 @@ access_rules = {
     "completion": allow(post=ADMIN),
     "server_log_level": allow(post=ADMIN),
     "history_rerun": allow(post=ADMIN),
+    "server_export": allow(get=ADMIN),
+    "server_import": allow(get=ADMIN, post=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
     path("new/", views.server_create, name="server_create"),
+    path("import/", views.server_import, name="server_import"),
+    path("<int:pk>/export/", views.server_export, name="server_export"),
     path("<int:pk>/", views.server_detail, name="server_detail"),
     path("<int:pk>/edit/", views.server_edit, name="server_edit"),
     path("<int:pk>/delete/", views.server_delete, name="server_delete"),

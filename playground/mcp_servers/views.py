@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST, require_safe
 from playground.access import ADMIN, VIEWER, has_role, role_required
 from mcp.shared.exceptions import MCPError
 
-from playground.mcp_servers import selectors, server_log, server_requests, services, workbench_calls
+from playground.mcp_servers import config_files, selectors, server_log, server_requests, services, workbench_calls
 from playground.mcp_servers.connection import McpConnection, McpConnectionError, check_connection, shown_contents
 from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, RootsForm, ToolCallForm
@@ -676,3 +676,37 @@ def history_rerun(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
         context.update(finished)
     return render(request, "mcp_servers/_rerun_result.html", context)
 
+
+# --- config files: export a server as an mcp.json entry, import a Claude Desktop / .mcp.json file --
+@admin_only
+@require_safe
+def server_export(request: HttpRequest, pk: int) -> HttpResponse:
+    """The server as an `mcp.json` entry (env and header values as `${NAME}` placeholders)."""
+    server = get_object_or_404(McpServer, pk=pk)
+    response = HttpResponse(json.dumps(config_files.export_entry(server), indent=2, ensure_ascii=False) + "\n",
+                            content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{server.name}.mcp.json"'
+    return response
+
+
+@admin_only
+def server_import(request: HttpRequest) -> HttpResponse:
+    """Servers from an uploaded Claude Desktop config or `.mcp.json` (or pasted JSON): each entry
+    becomes a server whose first sync is queued; the page says what was created and what was not, and why."""
+    context: dict[str, Any] = {}
+    if request.method == "POST":
+        upload = request.FILES.get("config")
+        data = upload.read(config_files.MAX_FILE_BYTES + 1) if upload else request.POST.get("config_text", "").encode()
+        try:
+            if not data:
+                raise config_files.ConfigFileError("choose a config file or paste its JSON")
+            servers = config_files.read_config(data)
+            with transaction.atomic():
+                outcome = config_files.import_servers(servers)
+                for server in outcome.created:
+                    services.request_sync(server)
+            context["outcome"] = outcome
+        except config_files.ConfigFileError as exc:
+            context["error"] = str(exc)
+    status = 400 if context.get("error") else 200
+    return render(request, "mcp_servers/server_import.html", context, status=status)

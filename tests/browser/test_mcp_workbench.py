@@ -335,3 +335,39 @@ def test_the_history_updates_live_in_every_tab_and_a_call_is_made_again_from_it(
     other.wait_for_function("document.querySelectorAll('[data-testid=history-row][data-kind=tool]').length === 2")
     screenshot(page, "mcp-workbench-rerun")
     other.close()
+
+
+def test_servers_are_imported_from_a_config_file_and_exported_as_an_mcp_json_entry(logged_in_page):
+    import json
+
+    secret = "ghp_browser_import_secret_0123456789"
+    config = {"mcpServers": {
+        "imported-demo": {"command": sys.executable, "args": ["-m", "playground.mcp_servers.demo_server"], "env": {"GITHUB_TOKEN": secret}},
+        "old-sse": {"type": "sse", "url": "https://example.com/sse"},
+    }}
+    page = logged_in_page
+    page.goto("/mcp/")
+    page.click("[data-testid=import-servers]")
+    page.set_input_files("[data-testid=import-file]", files=[{"name": "claude_desktop_config.json", "mimeType": "application/json",
+                                                              "buffer": json.dumps(config).encode()}])
+    page.click("[data-testid=import-submit]")
+    outcome = page.locator("[data-testid=import-outcome]")
+    outcome.wait_for()
+    assert "1 server imported" in outcome.inner_text() and "old-sse: transport 'sse'" in outcome.inner_text()
+    page.click("[data-testid=imported-server][data-server=imported-demo]")
+    page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)  # its first sync ran
+    assert secret not in page.content() and "GITHUB_TOKEN=********" in page.inner_text("[data-testid=masked-env]")
+
+    with page.expect_download() as download:
+        page.click("[data-testid=export-server]")
+    from pathlib import Path
+
+    exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert exported == {"mcpServers": {"imported-demo": {"command": sys.executable, "args": ["-m", "playground.mcp_servers.demo_server"],
+                                                         "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}}}
+
+    page.goto("/mcp/import/")
+    page.fill("[data-testid=import-text]", '{"servers": []}')
+    page.click("[data-testid=import-submit]")
+    assert "no \"mcpServers\" object" in page.inner_text("[data-testid=import-error]")
+    screenshot(page, "mcp-import-error")
