@@ -191,6 +191,15 @@ CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
 # object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
 PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
 
+# Traces out (docs/traces.md): each finished conversation run and each gateway session's searches and
+# calls become OpenTelemetry spans with the GenAI semantic conventions, sent by OTLP over HTTP. Off by
+# default. Where they go is the SDK's own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME …), read by the SDK.
+OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTEL_SDK_DISABLED", False)
+# Also put the ToolSearch query text on its span (semantic conventions: content is opt-in). Tool
+# arguments, results and messages never go in a span.
+OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
+
 # ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
 # Models that cannot take tool_reference blocks (regular expressions, matched case-insensitively).
@@ -260,6 +269,8 @@ MODEL_PROVIDERS = {
     "anthropic": "playground.conversations.providers.anthropic_api.AnthropicProvider",
     "demo": "playground.conversations.providers.demo.DemoAgentProvider",
     "openai": "playground.conversations.providers.openai_api.OpenAIProvider",
+    # The demo agent speaking OpenAI's wire; a profile naming "openai" runs with it when there is no OPENAI_API_KEY.
+    "demo-openai": "playground.conversations.providers.demo_openai.OpenAIWireDemoAgent",
 }
 # OpenAI models (the "openai" provider, chosen per agent profile): Responses API, or Chat Completions
 # for the functions style; OPENAI_BASE_URL points at any OpenAI-compatible endpoint.
@@ -301,6 +312,17 @@ AGENT_QUEUE_GRACE_SECONDS = float(os.environ.get("AGENT_QUEUE_GRACE_SECONDS") or
 AGENT_QUEUE_ATTEMPTS = envint("AGENT_QUEUE_ATTEMPTS", 3)
 if not AGENT_QUEUE_GRACE_SECONDS > 0 or AGENT_QUEUE_ATTEMPTS < 0:
     raise RuntimeError("AGENT_QUEUE_GRACE_SECONDS must be above 0 and AGENT_QUEUE_ATTEMPTS at least 0")
+# Streaming text (docs/conversations.md, "Streaming text"): the loop saves the text a model streams as
+# `text_delta` events, at most one per STREAM_FLUSH_SECONDS per reply (coalesced, so a fast model does
+# not write an event per token). The offline demo agent streams its words at DEMO_STREAM_WORDS_PER_SECOND
+# (0: all at once), a reply taking at most DEMO_STREAM_MAX_SECONDS (longer texts go faster).
+STREAM_FLUSH_SECONDS = float(os.environ.get("STREAM_FLUSH_SECONDS") or 0.25)
+DEMO_STREAM_WORDS_PER_SECOND = float(os.environ.get("DEMO_STREAM_WORDS_PER_SECOND", "12") or 0)
+DEMO_STREAM_MAX_SECONDS = float(os.environ.get("DEMO_STREAM_MAX_SECONDS") or 6)
+if STREAM_FLUSH_SECONDS < 0 or DEMO_STREAM_WORDS_PER_SECOND < 0 or DEMO_STREAM_MAX_SECONDS < 0:
+    raise RuntimeError("STREAM_FLUSH_SECONDS, DEMO_STREAM_WORDS_PER_SECOND and DEMO_STREAM_MAX_SECONDS must be 0 or more")
+# Read-only share links (sharing.py): the longest expiry an owner may choose, in hours.
+SHARE_LINK_MAX_HOURS = envint("SHARE_LINK_MAX_HOURS", 24 * 7)
 # Celery beat (`make run`'s beat process, compose's `beat` service) sends that round to any worker.
 # A round that waited longer than two intervals for a free worker is dropped: the next one does its work.
 BACKGROUND_ROUND_SECONDS = max(0.5, AGENT_QUEUE_GRACE_SECONDS / 2)
@@ -332,6 +354,10 @@ GATEWAY_SESSION_IDLE_SECONDS = float(os.environ.get("GATEWAY_SESSION_IDLE_SECOND
 # A call under an "ask" rule waits this long for a person's answer on the session's page (the MCP
 # request stays open meanwhile); 0 refuses such calls at once.
 GATEWAY_PERMISSION_TIMEOUT_SECONDS = float(os.environ.get("GATEWAY_PERMISSION_TIMEOUT_SECONDS") or 120)
+# Tools a client's searches found are remembered per token and client name this long after the last
+# search that found them: the client's next sessions start with them (a client that opens a session
+# per request can search in one and call in the next). 0 remembers nothing beyond the session.
+GATEWAY_DISCOVERY_TTL_SECONDS = float(os.environ.get("GATEWAY_DISCOVERY_TTL_SECONDS") or 3600)
 # Requests per token and window, counted in Redis (shared by every web process); over it, 429 with
 # Retry-After. 0 turns the limit off.
 GATEWAY_RATE_LIMIT_REQUESTS = int(os.environ.get("GATEWAY_RATE_LIMIT_REQUESTS") or 600)

@@ -1,8 +1,8 @@
 """A task run's overhead over plain conversations, side by side on one embedded stack (the load command's).
 
-    .venv/bin/python scripts/bench_agenteval.py [--tasks 30] [--rounds 3] [--concurrency 2] [--database-url URL]
+    .venv/bin/python scripts/bench_agenteval.py [--tasks 30] [--rounds 3] [--concurrency 2] [--toolset demo] [--database-url URL]
 
-Each round runs the same N requests of the demo catalog's labelled set (mcp-combined) under one
+Each round runs the same N requests of a labelled set (default: `demo`, the one that ships) under one
 profile twice, alternating which goes first: as plain conversations (started and sent through the
 conversations' services, at most `--concurrency` at once, the next one sent as soon as one ends, a
 permission prompt approved once as soon as it shows — what a person or the load command does), and as a task run of the same tasks at the same concurrency.
@@ -60,7 +60,10 @@ def plain_batch(queries: list[str], profile, owner, concurrency: int) -> float:
 def task_run_batch(task_set, profile, owner, limit: int, concurrency: int) -> float:
     from django.db import close_old_connections
 
+    from django.db.models import Max
+
     from playground.agenteval import services
+    from playground.conversations.models import Event
 
     started = time.monotonic()
     run = services.start_run(task_set, [profile], limit=limit, concurrency=concurrency, user=owner)
@@ -69,11 +72,14 @@ def task_run_batch(task_set, profile, owner, limit: int, concurrency: int) -> fl
         run.refresh_from_db()
         if not run.is_active:
             wall = time.monotonic() - started
-            items = list(run.items.order_by("started_at").values_list("started_at", "finished_at"))
-            ends = sorted(f for _, f in items)
+            items = list(run.items.order_by("started_at").values_list("started_at", "conversation_id"))
+            # A conversation's end is its last event (its task's measures are recorded a moment later).
+            last = dict(Event.objects.filter(conversation_id__in=[c for _, c in items]).values("conversation_id")
+                        .annotate(end=Max("created_at")).values_list("conversation_id", "end"))
+            ends = sorted(last[c] for _, c in items)
             # How long each start waited after the end that freed its place (the scheduler's own latency).
-            waits = [(start - end).total_seconds() for (start, _), end in zip(items[2:], ends, strict=False)]
-            say(f"  task run: start after a free place, median {statistics.median(waits) * 1000:.0f} ms, "
+            waits = [(start - end).total_seconds() for (start, _), end in zip(items[concurrency:], ends, strict=False)]
+            say(f"  task run: start after a conversation's end freed its place, median {statistics.median(waits) * 1000:.0f} ms, "
                 f"max {max(waits) * 1000:.0f} ms, over 1 s: {sum(1 for w in waits if w > 1)}")
             return wall
         time.sleep(0.05)
@@ -85,6 +91,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--profile", default="Tool search on (native)")
+    parser.add_argument("--toolset", default="demo", help="the labelled set whose requests run (default demo)")
     parser.add_argument("--database-url", default="")
     args = parser.parse_args()
     stack = EmbeddedStack(workers=args.concurrency, pool="prefork", database_url=args.database_url, log=say)
@@ -101,7 +108,7 @@ def main() -> int:
 
         owner = get_user_model().objects.get(username=stack.username)
         profile = AgentProfile.objects.get(name=args.profile)
-        task_set = sources.task_set_from_toolset("mcp-combined")
+        task_set = sources.task_set_from_toolset(args.toolset)
         queries = [task.query for task in services.select_tasks(task_set, "all", args.tasks)]
         plain_batch(queries[:2], profile, owner, args.concurrency)  # warm-up: each worker process loads its index
         rows = []

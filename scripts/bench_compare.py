@@ -21,7 +21,10 @@ RUN = """
 import json, sys
 from pathlib import Path
 from playground.engine.catalog_io import toolsets_dir
-from playground.engine.search import speed
+try:  # the bench's home since it left the engine; the older code had it in engine/search/speed.py
+    from playground.bench import search_speed as speed
+except ImportError:
+    from playground.engine.search import speed
 rows = speed.run(toolsets_dir(), backends=sys.argv[1].split(","), sizes=[int(s) for s in sys.argv[2].split(",")], queries=int(sys.argv[3]))
 print(json.dumps([{"tools": r.tools, "style": r.style, "backend": r.backend, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms, "build_s": r.build_s} for r in rows]))
 """

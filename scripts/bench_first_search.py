@@ -37,7 +37,10 @@ def main() -> None:
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
 
-    from playground.engine.benchmark import scaled_catalog, source_tools
+    try:  # the bench's home since it left the engine; the older code (a second worktree) had it there
+        from playground.bench.scorer import scaled_catalog, source_tools
+    except ImportError:
+        from playground.engine.benchmark import scaled_catalog, source_tools
     from playground.engine.catalog_io import toolsets_dir
     from playground.engine.search import stored
     from playground.engine.search.embedding_cache import EmbeddingCache, SqliteVectorStore
@@ -67,7 +70,10 @@ def main() -> None:
         return built
 
     if args.phase == "prepare":
-        from playground.engine.search.speed import prefill_embeddings
+        try:
+            from playground.bench.search_speed import prefill_embeddings
+        except ImportError:
+            from playground.engine.search.speed import prefill_embeddings
 
         builder = backend()
         prefill_embeddings(builder, catalog, base)  # a memory cache holding every tool's vector

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from playground.engine.catalog_io import toolsets_dir
+from tests.otlp_receiver import fresh_provider, receiver  # noqa: F401 - fixtures: a local OTLP receiver (traces)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 # One id per test process: its own Celery queue, Channels prefix and test database, so a playground
@@ -139,6 +140,10 @@ def _isolate_run(settings) -> None:
         test["NAME"] = f"test_{database['NAME']}_{RUN_ID}"
     else:
         test["NAME"] = str(settings.BASE_DIR / f"test_db_{RUN_ID}.sqlite3")
+    # The demo agent answers at once in tests (children too): its readable streaming pace would make
+    # every run seconds longer. Streaming tests turn it on for themselves.
+    os.environ["DEMO_STREAM_WORDS_PER_SECOND"] = "0"
+    settings.DEMO_STREAM_WORDS_PER_SECOND = 0.0
     # Test users log in thousands of times: a fast hasher (never used outside tests).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -130,6 +130,7 @@ def _user(django_user_model, name: str, role: str | None):
 def build_world(django_user_model) -> World:
     from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
+    from playground.conversations import sharing
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
@@ -156,6 +157,8 @@ def build_world(django_user_model) -> World:
     rule = PermissionRule.objects.create(pattern="echo", effect="ask")
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
+    share = sharing.create_link(conversation, user=users[OPERATOR], hours=1)
+    share_token = sharing.token_for(share)
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
     task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
     task_run = TaskRun.objects.create(task_set=task_set, profiles=[{"id": profile.pk, "name": profile.name}], status="done")
@@ -174,8 +177,12 @@ def build_world(django_user_model) -> World:
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
         "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
-        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel")},
+        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
+        "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
+        "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
+        "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},
+        "conversations:compare_figures": {"group": "matrix-group"},
         "evaluation:detail": {"pk": run.pk}, "evaluation:progress": {"pk": run.pk},
         "accounts:set_role": {"pk": target.pk},
         **{f"agenteval:{n}": {"pk": task_set.pk} for n in ("taskset_detail", "taskset_import_catalog")},
@@ -284,7 +291,7 @@ def test_each_role_gets_what_each_socket_declares(django_user_model):
         kwargs = world.objects.get(route, {})
         path = "/" + route
         for key, value in kwargs.items():
-            path = path.replace(f"<int:{key}>", str(value))
+            path = path.replace(f"<int:{key}>", str(value)).replace(f"<str:{key}>", str(value))
         assert "<" not in path, f"socket {route}: add its objects to build_world()"
         for role in ROLES_AND_ANONYMOUS:
             user = world.users[role] if role else AnonymousUser()

@@ -21,7 +21,8 @@ import pytest
 from playground.loadtest.cli import cpu_spent, parse_levels
 from playground.loadtest.stack import process_tree_cpu_seconds, run_database_url
 from playground.loadtest.stats import (
-    LEVEL_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
+    LEVEL_KEYS, WATCHER_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
+    summarize_watchers,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +81,18 @@ def test_summarize_level_without_server_timestamps_uses_the_message_round_trip()
     assert level["lost"] == 0 and level["run_p50_s"] == 1.0
 
 
+def test_summarize_watchers_counts_frames_per_socket():
+    created = {(7, 1): 100.0, (7, 2): 100.5, (7, 3): 101.0}
+    complete = [(1, 100.01), (2, 100.52), (3, 101.03)]
+    missing_one = [(1, 100.02), (3, 101.04), (3, 101.05)]  # never got 2; 3 twice counts once
+    report = summarize_watchers([complete, missing_one], conversation_id=7, events=3, created=created, web_cpu_s=0.05)
+    assert list(report) == list(WATCHER_KEYS)
+    assert (report["sockets"], report["frames_expected"], report["frames_received"], report["lost"]) == (2, 6, 5, 1)
+    assert report["ws_p50_ms"] == pytest.approx(20.0) and report["ws_p99_ms"] == pytest.approx(39.6, abs=0.1)
+    assert report["web_cpu_ms_per_frame"] == 10.0
+    assert summarize_watchers([[]], conversation_id=7, events=3, created=created, web_cpu_s=None)["lost"] == 3
+
+
 def test_format_table_and_levels():
     table = format_table([dict.fromkeys(LEVEL_KEYS, 1) | {"cpu_ms_per_event": None}])
     assert table.splitlines()[0].startswith("| conversations | completed |") and table.splitlines()[2].endswith("| – |")
@@ -127,6 +140,27 @@ def test_two_conversations_end_to_end_on_an_embedded_stack():
     assert level["ws_p50_ms"] is not None and level["ws_p50_ms"] >= 0
     assert level["cpu_ms_per_event"] is not None and level["cpu_ms_per_event"] > 0
     assert "stack stopped" in completed.stderr
+
+
+@pytest.mark.slow
+def test_watchers_read_only_sockets_on_one_conversation_see_every_frame():
+    """`--watchers 6`: one demo conversation (its words streamed, fast) watched through a share link by six
+    logged-out sockets; each gets every saved event once, and the report has the issue's keys."""
+    command = [sys.executable, "-m", "playground.loadtest", "--watchers", "6", "--workers", "1", "--warmup", "0",
+               "--words-per-second", "200", "--json"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    report = json.loads(completed.stdout)
+    assert list(report) == ["watchers"] and list(report["watchers"]) == list(WATCHER_KEYS)
+    watchers = report["watchers"]
+    assert watchers["sockets"] == 6 and watchers["lost"] == 0
+    assert watchers["frames_received"] == watchers["frames_expected"] >= 6 * 5
+    assert watchers["ws_p99_ms"] is not None and watchers["web_cpu_ms_per_frame"] is not None
+    assert "(share)" in completed.stderr
 
 
 @pytest.mark.slow

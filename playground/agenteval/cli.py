@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.own_stack:
             from playground.loadtest.stack import EmbeddedStack
 
-            stack = EmbeddedStack(workers=args.workers, pool="prefork", database_url=args.database_url,
+            stack = EmbeddedStack(workers=args.workers, pool="prefork", database_url=args.database_url, beat=True,
                                   log=lambda m: say(m.replace("[load]", "[agenteval]")))
             stack.start()
             say(f"[agenteval] search index build: {stack.wait_for_search_index() or 'not built in the background'}")

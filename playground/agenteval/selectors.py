@@ -4,8 +4,11 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
+from datetime import timedelta
 from itertools import combinations
 from typing import Any
+
+from django.utils import timezone
 
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
@@ -53,6 +56,13 @@ def progress(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, 
     counts["finished"] = counts["done"] + counts["cancelled"]
     counts["percent"] = int(round(100 * counts["finished"] / len(items))) if items else 0
     return counts
+
+
+def changed_lately(items: list[TaskRunItem], seconds: float) -> list[TaskRunItem]:
+    """The tasks running now, or started or ended within `seconds` (the cells a live frame carries)."""
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    return [i for i in items if i.status == TaskRunItem.Status.RUNNING
+            or (i.finished_at is not None and i.finished_at >= cutoff) or (i.started_at is not None and i.started_at >= cutoff)]
 
 
 @dataclass

@@ -6,19 +6,23 @@ the background round on Celery beat (playground/lost_tasks.py), which also carri
 died. Advancing: a conversation paused on a permission prompt gets the run's policy as its answer
 (so nothing waits on a person); a conversation that ended gets its measures; pending tasks start while
 fewer than `concurrency` run; the run ends when none is left. Each task's conversation is created,
-and its message queued, in the same transaction that marks the task running: a task starts once,
-and one whose worker died ends as the conversations' lease releases it ("worker_lost"), never twice.
+and its message queued, in the same transaction that marks the task running: a task starts once.
+A task whose worker died is released by the conversations' lease ("worker_lost") and then goes on in
+the same conversation from what it stored (`conversation_runs.continue_lost_run`, under a new run
+token), at most AGENT_QUEUE_ATTEMPTS times: never lost, never run twice, one conversation per task.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from playground import lost_tasks
 from playground.agenteval import broadcast, sources
 from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
 from playground.conversations import runs as conversation_runs
@@ -111,17 +115,33 @@ def queue_advance(run_id: int) -> None:
 
 
 def cancel_run(run: TaskRun) -> bool:
-    """Stop a run: tasks not started are cancelled, running conversations are asked to cancel."""
-    changed = TaskRun.objects.filter(pk=run.pk, status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]).update(
-        status=TaskRun.Status.CANCELLING)
-    if changed:
+    """Stop a run: running conversations are asked to cancel here and now (their workers' leases
+    interrupt the call in flight), and the run's next step cancels the tasks not started. Asked here,
+    not in that step: the step is a Celery task, and while every worker process runs one of the run's
+    conversations (a slow tool call) it would wait for one of them to end."""
+    with transaction.atomic():
+        changed = TaskRun.objects.filter(pk=run.pk, status__in=[TaskRun.Status.QUEUED, TaskRun.Status.RUNNING]).update(
+            status=TaskRun.Status.CANCELLING)
+        if not changed:
+            return False
+        running = TaskRunItem.objects.filter(run_id=run.pk, status=TaskRunItem.Status.RUNNING,
+                                             conversation__isnull=False).select_related("conversation")
+        for item in running:
+            conversation_services.request_cancel(item.conversation)
         transaction.on_commit(lambda: queue_advance(run.pk))
-    return bool(changed)
+    return True
 
 
 # -- advancing -------------------------------------------------------------------------------------------
-def advance(run_id: int) -> TaskRun | None:
-    """One step of the run under its row lock (see the module's docstring); broadcasts its progress."""
+def advance(run_id: int, *, measure: bool = True) -> TaskRun | None:
+    """One step of the run under its row lock (see the module's docstring); broadcasts its progress.
+
+    `measure=False` is the quick step on a worker right after one of the run's conversations ended:
+    the ended tasks free their places and the next conversations are queued, but their measures
+    (reading each ended conversation's events) are left for a full step, which also ends the run.
+    So the worker, whose next task is likely one of those conversations, is not held by the reading
+    (profiled: starting the next conversation and measuring the last one on that path were the run's
+    overhead over plain conversations)."""
     with transaction.atomic():
         run = TaskRun.objects.select_for_update().filter(pk=run_id).first()
         if run is None or not run.is_active:
@@ -130,10 +150,13 @@ def advance(run_id: int) -> TaskRun | None:
             run.status, run.started_at = TaskRun.Status.RUNNING, timezone.now()
             run.save(update_fields=["status", "started_at"])
         running = list(run.items.filter(status=TaskRunItem.Status.RUNNING).select_related("conversation", "task"))
-        still_running = 0
+        still_running = unmeasured = 0
         for item in running:
-            if not _settle(run, item):
+            ended = _settle(run, item, measure=measure)
+            if not ended:
                 still_running += 1
+            elif item.status == TaskRunItem.Status.RUNNING:
+                unmeasured += 1  # ended, its measures left for a full step
         if run.status == TaskRun.Status.CANCELLING:
             run.items.filter(status=TaskRunItem.Status.PENDING).update(status=TaskRunItem.Status.CANCELLED,
                                                                        finished_at=timezone.now())
@@ -142,7 +165,7 @@ def advance(run_id: int) -> TaskRun | None:
             for item in list(run.items.filter(status=TaskRunItem.Status.PENDING).select_related("task", "profile")[:free]):
                 _start(run, item)
                 still_running += 1
-        if still_running == 0 and not run.items.filter(status=TaskRunItem.Status.PENDING).exists():
+        if still_running == unmeasured == 0 and not run.items.filter(status=TaskRunItem.Status.PENDING).exists():
             run.status = TaskRun.Status.CANCELLED if run.status == TaskRun.Status.CANCELLING else TaskRun.Status.DONE
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "finished_at"])
@@ -150,21 +173,30 @@ def advance(run_id: int) -> TaskRun | None:
     return run
 
 
-def _settle(run: TaskRun, item: TaskRunItem) -> bool:
-    """Look at a running task's conversation: answer its prompt, cancel it, or record its end. True
-    when the task has ended."""
+def _settle(run: TaskRun, item: TaskRunItem, *, measure: bool = True) -> bool:
+    """Look at a running task's conversation: answer its prompt, cancel it, or record its end (with
+    `measure=False`, leave the ended task running for a step that measures it). True when the task's
+    conversation has ended."""
     conversation = item.conversation
     if conversation is None:  # deleted under the run: nothing to measure
         item.status, item.finished_at = TaskRunItem.Status.CANCELLED, timezone.now()
         item.measures = {"errors": {"conversation_deleted": 1}}
         item.save(update_fields=["status", "finished_at", "measures"])
         return True
-    conversation.refresh_from_db()
+    # Read a moment ago with the running items, in this transaction: no second read.
     conversation_runs.release_lost_run(conversation)  # its worker died: the lease machinery ends the run
+    if conversation.status == Conversation.Status.FAILED and run.status != TaskRun.Status.CANCELLING:
+        if _continue_after_lost_worker(run, conversation) == "queued":
+            return False
+        conversation.refresh_from_db()
     if conversation.status in FINISHED:
+        if not measure:
+            return True
         item.measures = measure_item(item)
-        # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete.
-        cancelled = conversation.status == Conversation.Status.CANCELLED
+        # A conversation someone cancelled (the run's cancel, or a person on its page) did not complete;
+        # nor did one whose worker died while the run was being cancelled (it is not continued then).
+        cancelled = conversation.status == Conversation.Status.CANCELLED or (
+            run.status == TaskRun.Status.CANCELLING and conversation_runs.WORKER_LOST in item.measures["errors"])
         item.status = TaskRunItem.Status.CANCELLED if cancelled else TaskRunItem.Status.DONE
         item.finished_at = timezone.now()
         item.save(update_fields=["status", "finished_at", "measures"])
@@ -191,6 +223,18 @@ def _settle(run: TaskRun, item: TaskRunItem) -> bool:
     return False
 
 
+def _continue_after_lost_worker(run: TaskRun, conversation: Conversation) -> str:
+    """A task whose worker died goes on from its conversation's saved state, in the same conversation
+    (so the task has one conversation and one result), at most AGENT_QUEUE_ATTEMPTS times; after that,
+    or when its run ended otherwise, nothing is done and the task ends with the error it got."""
+    losses = conversation_runs.worker_losses(conversation.pk)
+    if not losses or lost_tasks.attempts_used(losses - 1):
+        return ""
+    return conversation_runs.continue_lost_run(
+        conversation.pk, note=f"its worker stopped answering: task run {run.pk} goes on from the saved conversation "
+                              f"({losses} of {settings.AGENT_QUEUE_ATTEMPTS})")
+
+
 def _start(run: TaskRun, item: TaskRunItem) -> None:
     owner = run.created_by or system_user()
     conversation = conversation_services.start_conversation(
@@ -201,8 +245,8 @@ def _start(run: TaskRun, item: TaskRunItem) -> None:
     conversation_services.send_message(conversation, item.task.query, user=owner)
 
 
-MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "error", "cancelled",
-                   "turn_finished")
+MEASURED_EVENTS = ("turn_started", "toolsearch_query", "tool_call", "tool_result", "model_response", "cache_strip", "error",
+                   "cancelled", "status", "turn_finished")
 
 
 def measure_item(item: TaskRunItem) -> dict:
@@ -234,8 +278,10 @@ def advance_active_runs() -> int:
     return advanced
 
 
-def advance_run_of_conversation(conversation_id: int) -> None:
-    """A conversation's task ended: advance the run it belongs to, if any (one indexed read otherwise)."""
+def advance_run_of_conversation(conversation_id: int, *, measure: bool = True) -> int | None:
+    """A conversation's task ended: advance the run it belongs to, if any (one indexed read otherwise).
+    Returns the run's id."""
     run_id = TaskRunItem.objects.filter(conversation_id=conversation_id).values_list("run_id", flat=True).first()
     if run_id is not None:
-        advance(run_id)
+        advance(run_id, measure=measure)
+    return run_id

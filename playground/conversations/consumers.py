@@ -16,17 +16,18 @@ the catch-up, the actions) runs in `database_sync_to_async`, which also closes s
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from playground.conversations import services
+from playground.conversations import services, sharing
 from playground.conversations.broadcast import conversation_group
 from playground.conversations.fragments import render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import can_act, can_view, tokens_total_for
-from playground.realtime import LoopDispatch, arefuse_socket, frame_int, read_browser_frame, socket_refusal
+from playground.realtime import CLOSE_FORBIDDEN, LoopDispatch, arefuse_socket, frame_int, read_browser_frame, socket_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["pk"])
+        await self.admit()
+
+    async def admit(self) -> None:
         refusal = await database_sync_to_async(self._refusal)(self.scope.get("user"))
         if refusal is not None:
             await arefuse_socket(self, refusal)
@@ -95,6 +99,9 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
             return str(exc)
 
     # -- from the channel layer --------------------------------------------------------------------
+    async def share_revoked(self, message: dict) -> None:
+        """A share link of this conversation was revoked: only the shared view's sockets care."""
+
     async def conversation_event(self, message: dict) -> None:
         if self.last_sent is None:
             return  # the hello's catch-up will include it
@@ -127,3 +134,52 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
         total = tokens_total_for(self.conversation_id) if turns > 1 else None
         return [(event.sequence, render_event_frame(conversation, event, total=total)) for event in events]
 
+
+
+class SharedConversationConsumer(ConversationConsumer):
+    """`ws/shared/<token>/`: a share link's socket (sharing.py). Admits anyone holding a working link,
+    logged in or not, with a viewer's rights: the same frames, hello and catch-up, nothing that acts.
+    Closed with 4403 when the link is refused, when it expires and when its owner revokes it."""
+
+    link_id: int | None = None
+    expiry: asyncio.TimerHandle | None = None
+
+    async def connect(self) -> None:
+        link = await database_sync_to_async(self._link)(str(self.scope["url_route"]["kwargs"]["token"]))
+        if link is None:
+            await arefuse_socket(self, CLOSE_FORBIDDEN)
+            return
+        self.link_id, self.conversation_id = link.pk, link.conversation_id
+        await self.accept()
+        self.group = conversation_group(self.conversation_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        # The link's end, without a timer task per socket: one handle on the loop.
+        self.expiry = asyncio.get_running_loop().call_later(sharing.seconds_left(link), self._expire)
+
+    @staticmethod
+    def _link(token: str):
+        try:
+            return sharing.resolve(token)
+        except sharing.ShareLinkRefused:
+            return None
+
+    def _expire(self) -> None:
+        asyncio.ensure_future(self._close_link())
+
+    async def _close_link(self) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            self.group = ""
+        await self.close(code=CLOSE_FORBIDDEN)
+
+    async def disconnect(self, code: int) -> None:
+        if self.expiry is not None:
+            self.expiry.cancel()
+        await super().disconnect(code)
+
+    async def share_revoked(self, message: dict) -> None:
+        if message.get("link") == self.link_id:
+            await self._close_link()
+
+    def _act(self, action: str, data: dict) -> str:
+        return "This is a shared, read-only view of the conversation."

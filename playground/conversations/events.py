@@ -94,6 +94,7 @@ class TurnStarted(LoopEvent):
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
     server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
+    wire: str = ""  # the request's shape on the wire (TurnPlan.wire_style: native, client, server, openai-…)
 
     def __post_init__(self) -> None:
         if self.loaded_count < 0:
@@ -185,6 +186,40 @@ class ModelResponse(LoopEvent):
     usage: dict[str, int] = field(default_factory=dict)  # input / output / cache_read / cache_write
     content: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    # The model asked and the cache TTL its breakpoints asked for: what prices the call (registry/prices.py).
+    # Older events lack them: their turn's model is read instead (selectors.call_cost).
+    model: str = ""
+    cache_ttl: str = ""
+    # Whose figures `usage` holds: "reported" (the API's usage) or "estimate" (the engine's count,
+    # when the provider has none: the offline demo agent). Older events: "".
+    usage_source: str = ""
+
+
+@dataclass
+class CacheStrip(LoopEvent):
+    """One request as the prompt cache saw it (the engine's cache model, `cache_strips.py`): its input
+    tokens written to / read from the cache / uncached, where its prefix first differs from the previous
+    request and why, the API's reported split beside it, and the same turn sent with every tool (cached)."""
+
+    type: ClassVar[str] = "cache_strip"
+    vendor: str  # anthropic | openai
+    enabled: bool  # the request is cached (a profile's breakpoints; OpenAI: always)
+    ttl: str
+    model: str
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    uncached_tokens: int
+    prefix_break: dict[str, Any] = field(default_factory=dict)  # section, index, reason; {} = extends the previous
+    first_request: bool = False
+    cost_usd: float | None = None  # the input at cache prices (None: the model has no price)
+    uncached_cost_usd: float | None = None  # the same input with nothing cached
+    reported: dict[str, int] = field(default_factory=dict)  # the API's split, same keys; {} = none reported
+    all_tools: dict[str, Any] = field(default_factory=dict)  # the all-tools baseline's split and cost, cached
+    counter: str = ""  # what counted the tokens
+    not_replayed: int = 0  # earlier requests whose body was not kept (too large): missing from the model
+    sent_at: float = 0.0  # when it was sent (epoch seconds): a later run replays the cache from these
+    history_messages: int = 0  # the engine's history length then: the all-tools baseline's replay
 
 
 @dataclass
@@ -202,8 +237,9 @@ class ToolSearchQuery(LoopEvent):
     not_found: list[str] = field(default_factory=list)
     total_deferred_tools: int = 0
     error: str = ""
-    server_side: bool = False  # Anthropic's own search tool answered (server_tool_use)
+    server_side: bool = False  # the vendor's own search answered (Anthropic's server_tool_use, OpenAI's hosted tool_search)
     notes: list[str] = field(default_factory=list)  # e.g. the index was being built and another answered
+    simulated: bool = False  # the vendor's search as the offline demo agent plays it (notes say how)
 
 
 @dataclass
@@ -283,6 +319,24 @@ class ChatMessage(LoopEvent):
     role: str  # user | assistant
     text: str
     author: str = ""
+    streamed: bool = False  # the text came first as text_delta events: this message replaces them on the page
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = LoopEvent.to_payload(self)
+        if not self.streamed:  # most messages: kept as they were stored before streaming
+            del payload["streamed"]
+        return payload
+
+
+@dataclass
+class TextDelta(LoopEvent):
+    """Assistant text as the model produces it, before the turn's `message` holds all of it. The loop
+    coalesces the model's pieces (one event per STREAM_FLUSH_SECONDS at most); the page grows an
+    assistant bubble with them, and a reload joins the turn's deltas until its message arrives."""
+
+    type: ClassVar[str] = "text_delta"
+    text: str  # the text added since the previous delta of this reply
+    offset: int = 0  # characters of this reply before `text` (0: the reply's first piece)
 
 
 @dataclass
@@ -323,8 +377,8 @@ class ActedForOwner(LoopEvent):
 EVENT_TYPES: dict[str, type[LoopEvent]] = {
     cls.type: cls
     for cls in (
-        TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, ToolSearchQuery, ToolCall, ToolResult,
-        PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, StatusChanged,
+        TurnStarted, AnnouncementSent, ModelRequest, ModelResponse, CacheStrip, ToolSearchQuery, ToolCall, ToolResult,
+        PermissionPrompt, PermissionAnswer, Compaction, ErrorEvent, TurnFinished, ChatMessage, TextDelta, StatusChanged,
         ActedForOwner, RunCancelled,
     )
 }

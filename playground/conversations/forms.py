@@ -5,9 +5,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from playground.conversations.models import Conversation
-from playground.conversations.providers import provider_choices, provider_key_for, provider_label
+from playground.conversations.providers import provider_choices, provider_class, provider_key_for, provider_label
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
+from playground.conversations.sharing import expiry_options
 from playground.registry import availability
+from playground.engine.openai_wire import OPENAI_STYLE_FOR, OPENAI_STYLE_LABELS
+from playground.engine.server_search import SERVER_STYLE
+from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
 from playground.registry.models import AgentProfile
 
 ENTER_HINT = "Enter sends · Shift+Enter for a new line"
@@ -74,6 +78,18 @@ class MessageForm(forms.Form):
     text = forms.CharField(max_length=MAX_MESSAGE_CHARS)
 
 
+class ShareForm(forms.Form):
+    """How long a read-only share link works (sharing.expiry_options)."""
+
+    hours = forms.TypedChoiceField(coerce=int, label="Works for")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        options = expiry_options()
+        self.fields["hours"].choices = [(o.hours, o.label) for o in options]
+        self.fields["hours"].initial = next((o.hours for o in options if o.hours == 24), options[0].hours)
+
+
 class AnswerForm(forms.Form):
     prompt = forms.IntegerField(min_value=1)
     choice = forms.ChoiceField(choices=list(PERMISSION_CHOICES.items()))
@@ -100,6 +116,23 @@ class CompareForm(StartsRuns):
                                          p.announcement_layout != AgentProfile.Layout.FLAT, p.name))
         self.fields["profile_a"].initial = next((p.pk for p in profiles if p.tool_search_mode == "false"), None)
         self.fields["profile_b"].initial = next((p.pk for p in profiles if p.tool_search_mode == "true"), None)
+        add_vendor_wire_fields(self)
+        self.order_fields(["profile_a", "wire_a", "profile_b", "wire_b", "provider", "message"])
+
+    def clean(self):
+        cleaned = forms.Form.clean(self)  # each side is checked with its own vendor and wire (below)
+        provider = cleaned.get("provider") or ""
+        sides = [(cleaned.get("profile_a"), cleaned.get("wire_a") or PROFILE_WIRE), (cleaned.get("profile_b"), cleaned.get("wire_b") or PROFILE_WIRE)]
+        for problem in dict.fromkeys(side_run_problem(profile, wire, provider) for profile, wire in sides):
+            if problem:
+                self.add_error(None, problem)
+        return cleaned
+
+    def sides(self) -> list[tuple[AgentProfile | None, str, str]]:
+        """(profile, provider key, wire style override or "") per side, left then right."""
+        provider = self.cleaned_data.get("provider") or ""
+        return [(self.cleaned_data.get(f"profile_{side}"), *side_run(self.cleaned_data.get(f"wire_{side}") or PROFILE_WIRE, provider))
+                for side in "ab"]
 
 
 class ConversationFilterForm(forms.Form):
@@ -132,3 +165,74 @@ class ConversationFilterForm(forms.Form):
         """The filters whose values were valid (a bad one is dropped, and reported by the form)."""
         self.is_valid()
         return {name: value for name, value in self.cleaned_data.items() if value not in (None, "")}
+
+
+# -- compare: a vendor and wire style per side (kept apart from the rest of the form for easy merges) --
+# A side's wire on the wire, as `toolsearch request` names the six: (vendor's provider, its offline
+# stand-in, the profile wire style that runs as it; OpenAI's styles by openai_wire.OPENAI_STYLE_FOR).
+VENDOR_WIRES: dict[str, tuple[str, str, str]] = {
+    "anthropic-native": ("anthropic", "demo", NATIVE_STYLE),
+    "anthropic-client": ("anthropic", "demo", CLIENT_STYLE),
+    "anthropic-server": ("anthropic", "demo", SERVER_STYLE),
+    **{style: ("openai", "demo-openai", profile_style) for profile_style, style in OPENAI_STYLE_FOR.items()},
+}
+VENDOR_WIRE_LABELS: dict[str, str] = {
+    "anthropic-native": "Claude · native (defer_loading + tool_reference)",
+    "anthropic-client": "Claude · client-side list (ToolSearch returns JSON)",
+    "anthropic-server": "Claude · Anthropic's server-side search tool",
+    **{style: f"OpenAI · {label.removeprefix('OpenAI ')}" for style, label in OPENAI_STYLE_LABELS.items()},
+}
+PROFILE_WIRE = ""
+
+
+def side_run(wire: str, requested_provider: str = "") -> tuple[str, str]:
+    """(provider key, profile wire style) for a compare side's wire choice ("" → the form's provider
+    and the profile's own style). The vendor's provider when it can run here, else its offline demo
+    agent on that vendor's wire; an offline provider chosen for the form keeps the side offline."""
+    if wire == PROFILE_WIRE:
+        return requested_provider, ""
+    vendor, offline, profile_style = VENDOR_WIRES[wire]
+    if requested_provider and getattr(provider_class(requested_provider), "offline", False):
+        return offline, profile_style
+    return (offline if availability.provider_unavailable(vendor) else vendor), profile_style
+
+
+def side_run_problem(profile: AgentProfile | None, wire: str, requested_provider: str) -> str:
+    """Why a compare side (profile, wire choice, the form's provider) would fail at run time."""
+    if wire == PROFILE_WIRE:
+        return profile_run_problem(profile, requested_provider)
+    key, profile_style = side_run(wire, requested_provider)
+    reason = availability.wire_style_unavailable(profile_style, key)
+    return f"{VENDOR_WIRE_LABELS[wire]}: {reason}." if reason else profile_run_problem(profile, key)
+
+
+def add_vendor_wire_fields(form: forms.Form) -> None:
+    """Compare's `wire_a` / `wire_b`: a choice the deployment cannot run is disabled with the reason;
+    one that runs with the offline demo agent (no key) says so."""
+    choices: list[tuple[str, str]] = [(PROFILE_WIRE, "The profile's own (with the provider above)")]
+    reasons: dict[str, str] = {}
+    for wire, label in VENDOR_WIRE_LABELS.items():
+        vendor, _offline, profile_style = VENDOR_WIRES[wire]
+        key, _ = side_run(wire)
+        reasons[wire] = availability.wire_style_unavailable(profile_style, key)
+        offline = key != vendor and not reasons[wire]
+        choices.append((wire, f"{label} — offline demo agent ({provider_label(vendor)} has no API key here)" if offline else label))
+    help_text = "Claude vs OpenAI on one profile, or OpenAI's hosted search vs our backend: the side runs its profile with this wire style."
+    for name, label in (("wire_a", "Left: vendor and wire style"), ("wire_b", "Right: vendor and wire style")):
+        form.fields[name] = forms.ChoiceField(choices=choices, required=False, label=label,
+                                              help_text=help_text if name == "wire_b" else "")
+        availability.mark_unavailable(form.fields[name], reasons)
+class OverviewFilterForm(forms.Form):
+    """The overview's filters (GET, bookmarkable): a period, one profile or all, the charted figure."""
+
+    period = forms.ChoiceField(choices=[("24h", "Last 24 hours (hourly)"), ("7d", "Last 7 days (daily)"),
+                                        ("30d", "Last 30 days (daily)"), ("90d", "Last 90 days (weekly)")], required=False)
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), required=False, empty_label="All profiles")
+    metric = forms.ChoiceField(choices=[("cost", "Dollars"), ("tokens", "Tokens"), ("p95_ms", "Model call p95"),
+                                        ("errors", "Errors")], required=False)
+
+    def choices(self) -> tuple[str, int | None, str]:
+        """(period, profile id, metric); a bad value falls back to the default instead of failing."""
+        data = self.cleaned_data if self.is_valid() else {}
+        profile = data.get("profile")
+        return data.get("period") or "7d", (profile.pk if profile is not None else None), data.get("metric") or "cost"

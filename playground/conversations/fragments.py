@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
+from playground.conversations.costs import conversation_cost
 from playground.conversations.models import Conversation, Event
-from playground.conversations.selectors import CHAT_TYPES, EventNode, event_view, token_numbers, tokens_total_for
+from playground.conversations.selectors import (
+    CHAT_ONLY_TYPES,
+    CHAT_TYPES,
+    EventNode,
+    cache_total_for,
+    event_view,
+    token_numbers,
+    tokens_total_for,
+)
 
 
 def container_id(conversation_id: int, event: Event) -> str:
@@ -30,11 +39,15 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
         "node": node,
         "event": event,
         "container": container_id(conversation.pk, event),
-        "in_timeline": event.type != "message",
+        "in_timeline": event.type not in CHAT_ONLY_TYPES,
         "in_chat": event.type in CHAT_TYPES,
         "chart_row": None,
         "total": (total if total is not None else tokens_total_for(conversation.pk)) if top_level_turn else None,
         "answered_prompt": None,
+        # A model call changes the conversation's dollars: the total is read again (usage only, no content).
+        "cost": conversation_cost(conversation.pk) if event.type == "model_response" else None,
+        # A strip changes the conversation's cache figures (the header, and the compare view's).
+        "cache": cache_total_for(conversation.pk) if event.type == "cache_strip" else None,
         # No request behind a socket frame: its forms are sent over the socket (ws-send), and a page
         # load renders the POST fallbacks with a real token. Django's own "no token" value.
         "csrf_token": "NOTPROVIDED",

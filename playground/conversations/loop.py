@@ -26,6 +26,7 @@ from django.db.models import Max
 
 from playground.conversations import events as ev
 from playground.conversations.events import RunReleased, lock_conversation, record_event
+from playground.conversations.cache_strips import ConversationCache, cache_strip
 from playground.conversations.models import Conversation, Message
 from playground.conversations.providers import (
     ModelProvider,
@@ -43,11 +44,14 @@ from playground.conversations.runs import (
     take_paused_run,
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
+from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
 from playground.engine import toolsearch_tool as ts
-from playground.engine.history import CompactionBoundary, blocks_of, discovered_tool_names, text_block
+from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
+from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
+from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
@@ -57,6 +61,7 @@ from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
+from playground.registry.prices import PriceTableError, current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +168,32 @@ class RunOutcome:
     turns: int = 0
 
 
+class TextStreamer:
+    """Saves a reply's streamed text as `text_delta` events, coalesced: the first piece at once, then at
+    most one event per `flush_seconds` (a model streams a few characters per token; an event, a row
+    and a frame per token would be far too many). `flush()` saves what is left when the reply ends."""
+
+    def __init__(self, run: AgentRun, turn_sequence: int, *, flush_seconds: float) -> None:
+        self.run, self.turn_sequence, self.flush_seconds = run, turn_sequence, flush_seconds
+        self.pending: list[str] = []
+        self.sent = 0  # characters saved so far
+        self.last_flush: float | None = None
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if self.last_flush is None or time.monotonic() - self.last_flush >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        if not text:
+            return
+        self.pending.clear()
+        self.run.emit(ev.TextDelta(text=text, offset=self.sent), turn_sequence=self.turn_sequence)
+        self.sent += len(text)
+        self.last_flush = time.monotonic()
+
+
 @dataclass
 class AgentRun:
     """One run of the loop over a message store. Subagents are AgentRuns with a parent call."""
@@ -180,12 +211,26 @@ class AgentRun:
     max_turns: int = field(default_factory=lambda: settings.AGENT_MAX_TURNS)
     # Set when the person cancels (by the run's watcher, lease.py): stops the call in flight.
     cancel: CancelSignal = field(default_factory=CancelSignal)
+    # The main agent's text streams to the chat (text_delta events); a task run's conversations do not:
+    # nobody reads them as they are written, and the demo agent's pace would only lengthen the run.
+    stream_text: bool = True
+    _cache: ConversationCache | None = field(default=None, repr=False)
 
     # -- events ----------------------------------------------------------------------------------
     def emit(self, event: ev.LoopEvent, *, turn_sequence: int | None = None, status: str | None = None) -> int:
         row = record_event(self.conversation, event, parent_sequence=self.parent_sequence,
                            turn_sequence=turn_sequence, status=status, run_token=self.conversation.run_token)
         return row.sequence
+
+    def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
+        """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
+        if self._cache is None:
+            try:
+                table = current_price_table()
+            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
+                table = PriceTable({})
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+        return self._cache
 
     def check_cancel(self) -> None:
         """Stop here if the person cancelled, or if this run no longer owns the conversation (lease.py)."""
@@ -227,12 +272,20 @@ class AgentRun:
                 self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
                                       request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
             started = time.perf_counter()
+            # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
+            streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \
+                if self.stream_text and not self.subagent else None
             try:
-                response = self.provider.create_or_cancel(request, self.cancel)
+                if streamer is None:
+                    response = self.provider.create_or_cancel(request, self.cancel)
+                else:
+                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add)
+                    streamer.flush()
             except CallCancelled:
                 raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
                                 after_ms=round((time.perf_counter() - started) * 1000, 1)) from None
@@ -243,7 +296,11 @@ class AgentRun:
                                           reason="error"), turn_sequence=turn_seq)
                 return RunOutcome("error", exc.message, turn)
             self.emit(ev.ModelResponse(stop_reason=response.stop_reason, usage=response.usage, content=response.content,
-                                       duration_ms=round((time.perf_counter() - started) * 1000, 1)), turn_sequence=turn_seq)
+                                       duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                                       model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl,
+                                       usage_source=response.usage_source),
+                      turn_sequence=turn_seq)
+            self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
                 self.store.append("assistant", response.content)
             self.emit_server_searches(response, turn_seq)
@@ -251,7 +308,8 @@ class AgentRun:
             if text:
                 final_text = text
                 if not self.subagent:
-                    self.emit(ev.ChatMessage(role="assistant", text=text), turn_sequence=turn_seq)
+                    self.emit(ev.ChatMessage(role="assistant", text=text, streamed=bool(streamer and streamer.sent)),
+                              turn_sequence=turn_seq)
             tool_uses = response.tool_uses()
             if tool_uses and response.stop_reason != "tool_use":
                 # Cut off (max_tokens…) mid-call: answer the calls without running them, or the next
@@ -342,17 +400,18 @@ class AgentRun:
             provider=self.provider.key,
             model=plan.model,
             wire_style=plan.wire_style,
+            wire=turn_plan.wire_style,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
             loaded_tools=list(plan.tool_names),
             deferred_tools=list(plan.deferred_tools),
             discovered_tools=list(plan.discovered_tools),
-            tokens=plan.tokens.to_dict(),
+            tokens=turn_plan.wire_tokens.to_dict(),  # one accounting for both vendors' wires
             decision=plan.decision.to_dict(),
             subagent=self.subagent,
             server_search=self.agent_settings.server_search if plan.decision.enabled else "",
         ), status=None if self.subagent else Conversation.Status.RUNNING)
-        announcement = plan.announcement
+        announcement = turn_plan.wire_announcement  # none where the wire sends none (OpenAI's hosted namespaces)
         if announcement is not None:
             self.emit(ev.AnnouncementSent(style=announcement.kind, text=announcement.text,
                                           added=list(announcement.added), removed=list(announcement.removed),
@@ -361,7 +420,17 @@ class AgentRun:
         return seq
 
     def emit_server_searches(self, response: ProviderResponse, turn_seq: int) -> None:
-        """Anthropic's server-side search ran inside the response: show it like our own ToolSearch."""
+        """The vendor's own search ran inside the response (Anthropic's server-side search tool,
+        OpenAI's hosted tool_search): show it like our own ToolSearch."""
+        simulated = bool(self.provider.simulated_search_note)
+        kept = [b.get("item") for b in response.content if b.get("type") == RESPONSES_ITEM]
+        for search in hosted_searches(i for i in kept if isinstance(i, dict)):
+            self.emit(ev.ToolSearchQuery(
+                tool_use_id=search.call_id, query=json.dumps(search.arguments), backend="OpenAI hosted tool_search",
+                loaded=search.loaded, error="" if search.status in ("", "completed") else search.status,
+                server_side=True, simulated=simulated,
+                notes=[self.provider.simulated_search_note] if simulated else [],
+            ), turn_sequence=turn_seq)
         uses = {b.get("id"): b for b in response.content if b.get("type") == "server_tool_use"}
         for block in response.content:
             if block.get("type") != "tool_search_tool_result":
@@ -551,7 +620,7 @@ class AgentRun:
         if keep_from <= 0:
             return messages, boundary  # nothing older than the current request to fold away
         older = messages[:keep_from]
-        carried = discovered_tool_names(messages, boundary=boundary)
+        carried = carried_tool_names(messages, boundary=boundary)
         previous = f"Earlier summary:\n{boundary.summary}\n\n" if boundary is not None and boundary.summary else ""
         summary = previous + self.provider.summarise(older, model=self.agent_settings.model)
         announced = list(boundary.announced_tools) if boundary is not None else []
@@ -639,6 +708,8 @@ def build_run(conversation: Conversation, *, provider: ModelProvider | None = No
         policy=adapter.permission_policy(conversation.profile),
         agent_settings=agent_settings, store=ConversationMessages(conversation.pk, conversation.run_token),
         cancel=cancel or CancelSignal(),
+        # The reverse side of a task run item's link (the agenteval app owns it; nothing is imported).
+        stream_text=not Conversation.objects.filter(pk=conversation.pk, task_run_item__isnull=False).exists(),
     )
 
 
@@ -660,6 +731,7 @@ def run_conversation(conversation_id: int, *, provider: ModelProvider | None = N
         return RunOutcome("released")
     if outcome.reason not in ("waiting", "superseded"):
         record_conversation_usage(conversation_id)  # whatever the outcome: the searches and calls happened
+        export_run(conversation_id)  # the run's trace, from its saved events (OTEL_TRACES_ENABLED; never raises)
     return outcome
 
 

@@ -81,6 +81,8 @@ class Event(models.Model):
     class Meta:
         ordering = ["conversation_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["conversation", "sequence"], name="unique_event_sequence")]
+        # The overview and the cost figures read one kind of event over a period (overview.py).
+        indexes = [models.Index(fields=["type", "created_at"], name="event_type_created")]
 
 
 class ToolSearchUsage(models.Model):
@@ -103,3 +105,23 @@ class ToolSearchUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.query!r} → {self.tool_name}"
+
+
+class ShareLink(models.Model):
+    """A read-only link to one conversation for an audience without accounts (sharing.py).
+
+    The link carries a signed token naming this row; the row says until when it works and whether
+    its owner revoked it, so a link can be cut off before it expires."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="share_links")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share link {self.pk} of conversation {self.conversation_id}"

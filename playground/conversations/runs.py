@@ -7,8 +7,8 @@ imports them back. A run is named by its run token: `begin_run` draws one, `queu
 worker by the task's registered name (`playground.queueing.queue_task`), the worker's `RunLease`
 claims it, a run that meets an "ask" rule pauses (`take_paused_run` hands the saved state to the one
 worker resuming it once `answer_prompt` has an answer), a worker gone silent gets its run released
-(`release_lost_runs`), and a run no worker took is queued again under a new token
-(`requeue_unclaimed_run`). docs/conversations.md describes each path.
+(`release_lost_runs`) — and may go on from what it stored (`continue_lost_run`) —, and a run no
+worker took is queued again under a new token (`requeue_unclaimed_run`). docs/conversations.md describes each path.
 """
 from __future__ import annotations
 
@@ -278,8 +278,9 @@ def requeue_unclaimed_run(conversation_id: int, seen_token: str) -> str:
     return "requeued"
 
 
-# -- release: runs whose worker is gone (lease.py) -------------------------------------------------
+# -- release: runs whose worker is gone (lease.py), and going on with them ---------------------------
 ACTIVE_STATUSES = (Conversation.Status.RUNNING, Conversation.Status.WAITING, Conversation.Status.CANCELLING)
+WORKER_LOST = "worker_lost"  # the error kind `release` records
 
 
 def run_is_lost(conversation: Conversation) -> bool:
@@ -338,9 +339,46 @@ def release(locked: Conversation) -> None:
         locked,
         ErrorEvent(message=f"The worker running this conversation stopped answering (no heartbeat for {silent} s), "
                            "so the run was stopped." + ("" if was_cancelling else " Send the message again to retry."),
-                   kind="worker_lost"),
+                   kind=WORKER_LOST),
         status=Conversation.Status.CANCELLED if was_cancelling else Conversation.Status.FAILED,
     )
+
+
+def worker_losses(conversation_id: int) -> int:
+    """How many of this conversation's runs were released because their worker stopped answering."""
+    return Event.objects.filter(conversation_id=conversation_id, type="error", payload__kind=WORKER_LOST).count()
+
+
+def continue_lost_run(conversation_id: int, *, note: str) -> str:
+    """Go on with a run `release` ended because its worker died, from what the conversation stored.
+
+    What was stored is the state: the person's message, each finished turn (the model's answer and
+    its calls' results) and the error results `release` gave the calls the dead worker left without
+    one — a call that was in flight is not run again behind the model's back; the model is asked
+    again and sees that it did not complete. A new run token makes the dead worker harmless should it
+    come back. Returns "queued" (a worker goes on under the new token), "finished" (the model's final
+    answer was stored before the worker died: the run ends with it, nothing is asked twice) or ""
+    (the conversation's last run did not end that way, or it was continued already: nothing done).
+    The caller decides whether, and how often, a run is continued (task runs do, docs/agent-eval.md).
+    """
+    with transaction.atomic():
+        locked = lock_conversation(conversation_id)
+        last = locked.events.order_by("-sequence").first()
+        if (locked.status != Conversation.Status.FAILED or locked.run_token or last is None or last.type != "error"
+                or last.payload.get("kind") != WORKER_LOST):
+            return ""
+        stored = Message.objects.filter(conversation_id=locked.pk, compacted=False).order_by("-position").first()
+        if stored is not None and stored.role == "assistant" and not any(
+                isinstance(block, dict) and block.get("type") == "tool_use" for block in stored.content):
+            record_event(locked, StatusChanged(status=Conversation.Status.IDLE, note=f"{note}: its answer was stored "
+                                               "before the worker stopped, so the run ends with it"))
+            record_event(locked, TurnFinished(turn=0, stop_reason="end_turn", status=Conversation.Status.IDLE, final=True,
+                                              reason="end_turn"), status=Conversation.Status.IDLE)
+            return "finished"
+        run_token = begin_run(locked)
+        record_event(locked, StatusChanged(status=Conversation.Status.RUNNING, note=note), status=Conversation.Status.RUNNING)
+        transaction.on_commit(lambda: queue_run(locked.pk, run_token))
+    return "queued"
 
 
 def _answer_unanswered_calls(conversation_id: int, text: str) -> None:

@@ -12,11 +12,13 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
-from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class
+from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
 
-# Events the chat shows too (from `_chat_item.html`); every event but a message is in the timeline.
-CHAT_TYPES = ("message", "permission_prompt", "cancelled")
+# Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
+CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
+CHAT_ONLY_TYPES = ("message", "text_delta")
 
 
 def can_view(user, conversation: Conversation) -> bool:
@@ -62,7 +64,9 @@ def provider_is(key: str) -> Q:
     the one their profile's snapshot kept, else their profile's, else the API key rule."""
     automatic = Q(provider="")
     no_snapshot_choice = automatic & ~Q(profile_snapshot__has_key="provider")
-    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider=key)) | (no_snapshot_choice & Q(profile__provider=key))
+    # A profile's choice that resolves to `key`: `key` itself, or a provider it stands in for here.
+    chosen = [k for k in settings.MODEL_PROVIDERS if stand_in_for(k) == key]
+    match = Q(provider=key) | (automatic & Q(profile_snapshot__provider__in=chosen)) | (no_snapshot_choice & Q(profile__provider__in=chosen))
     if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
         match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
     return match
@@ -138,8 +142,11 @@ def token_numbers(tokens: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_view(event: Event) -> dict[str, Any]:
-    """Template data derived from one event's payload (score bars, token bars)."""
+def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
+    """Template data derived from one event's payload (score bars, token bars, a call's dollars).
+
+    `turn_model`: the model of the turn a model response belongs to, for older responses that do not
+    name it."""
     payload = event.payload or {}
     view: dict[str, Any] = {}
     if event.type == "turn_started":
@@ -155,7 +162,56 @@ def event_view(event: Event) -> dict[str, Any]:
         view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
     elif event.type == "model_response":
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
+        model = str(payload.get("model") or turn_model or "")
+        view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
+    elif event.type == "cache_strip":
+        view.update(cache_strip_view(payload))
     return view
+
+
+CACHE_PARTS = ("cache_write_tokens", "cache_read_tokens", "uncached_tokens")
+
+
+def cache_strip_view(payload: dict[str, Any]) -> dict[str, Any]:
+    """A strip's bar widths, and how the API's reported split differs from the model's (per part)."""
+    total = max(int(payload.get("input_tokens") or 0), 1)
+    reported = payload.get("reported") or {}
+    differences = {part: int(reported.get(part, 0)) - int(payload.get(part) or 0) for part in ("input_tokens", *CACHE_PARTS)} if reported else {}
+    return {
+        "bar": {part: round(100 * int(payload.get(part) or 0) / total, 1) for part in CACHE_PARTS},
+        "differences": {part.removesuffix("_tokens").replace("cache_", ""): diff for part, diff in differences.items() if diff},
+    }
+
+
+def cache_total(strips: list[Event]) -> dict[str, Any]:
+    """The conversation's prompt-cache figures: every strip's split summed (subagents' requests are
+    billed too), the cache-priced cost, the same input uncached, and the all-tools baseline cached."""
+    payloads = [e.payload or {} for e in strips]
+
+    def tokens(key: str, of: str = "") -> int:
+        return sum(int(((p.get(of) or {}) if of else p).get(key) or 0) for p in payloads)
+
+    def dollars(key: str, of: str = "") -> float | None:
+        values = [((p.get(of) or {}) if of else p).get(key) for p in payloads]
+        return None if not values or any(v is None for v in values) else round(sum(values), 6)
+
+    total = {"requests": len(payloads), **{part: tokens(part) for part in ("input_tokens", *CACHE_PARTS)},
+             "cost_usd": dollars("cost_usd"), "uncached_cost_usd": dollars("uncached_cost_usd"),
+             "all_tools_input_tokens": tokens("input_tokens", "all_tools"),
+             "all_tools_cost_usd": dollars("cost_usd", "all_tools"),
+             "all_tools_uncached_cost_usd": dollars("uncached_cost_usd", "all_tools"),
+             "breaks": sum(1 for p in payloads if p.get("prefix_break")),
+             "differs": sum(1 for p in payloads if cache_strip_view(p)["differences"]),
+             "enabled": any(p.get("enabled") for p in payloads)}
+    baseline = total["all_tools_cost_usd"]
+    total["saved_pct"] = (round(100 * (baseline - total["cost_usd"]) / baseline, 1)
+                          if baseline and total["cost_usd"] is not None else None)
+    total["more_pct"] = -total["saved_pct"] if total["saved_pct"] is not None and total["saved_pct"] < 0 else None
+    return total
+
+
+def cache_total_for(conversation_id: int) -> dict[str, Any]:
+    return cache_total(list(Event.objects.filter(conversation_id=conversation_id, type="cache_strip").order_by("sequence")))
 
 
 @dataclass
@@ -173,9 +229,11 @@ def event_tree(events: list[Event]) -> list[EventNode]:
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
     turns = 0
     for event in events:
-        if event.type == "message":
+        if event.type in CHAT_ONLY_TYPES:
             continue  # the chat side shows these
-        node = EventNode(event, event_view(event), answer=answers.get(event.sequence))
+        turn = nodes.get(event.turn_sequence) if event.turn_sequence else None
+        turn_model = str(turn.event.payload.get("model") or "") if turn is not None else ""
+        node = EventNode(event, event_view(event, turn_model=turn_model), answer=answers.get(event.sequence))
         if event.type == "turn_started" and not event.parent_sequence:
             turns += 1
             node.view["number"] = turns  # over the conversation, as the chart counts: the stored turn restarts per message
@@ -188,8 +246,25 @@ def event_tree(events: list[Event]) -> list[EventNode]:
 
 
 def chat_items(events: list[Event]) -> list[EventNode]:
+    """The chat: messages, prompts, cancel notes, and — for a reply still being written — the text its
+    `text_delta` events have brought so far, as one bubble (the live page grew it from the same rows).
+    Once the turn's assistant message is saved, it replaces that bubble."""
     answers = {e.payload.get("prompt_sequence"): e for e in events if e.type == "permission_answer"}
-    return [EventNode(e, {}, answer=answers.get(e.sequence)) for e in events if e.type in CHAT_TYPES]
+    replied = {e.turn_sequence for e in events if e.type == "message" and (e.payload or {}).get("role") == "assistant"}
+    items: list[EventNode] = []
+    streaming: dict[int | None, EventNode] = {}
+    for event in events:
+        if event.type == "text_delta":
+            if event.turn_sequence in replied:
+                continue
+            node = streaming.get(event.turn_sequence)
+            if node is None:
+                node = streaming[event.turn_sequence] = EventNode(event, {"text": ""})
+                items.append(node)
+            node.view["text"] += (event.payload or {}).get("text", "")
+        elif event.type in CHAT_TYPES:
+            items.append(EventNode(event, {}, answer=answers.get(event.sequence)))
+    return items
 
 
 def turn_rows(events: list[Event]) -> list[dict[str, Any]]:
@@ -231,6 +306,8 @@ def panel_context(conversation: Conversation, user=None) -> dict[str, Any]:
         "chat": chat_items(events),
         "chart": turn_rows(events),
         "total": tokens_total(events),
+        "cost": cost_of_events(events),
+        "cache": cache_total([e for e in events if e.type == "cache_strip"]),
         "last_sequence": events[-1].sequence if events else 0,
         "provider_label": provider_label(conversation),
         "offline": _is_offline(conversation),
@@ -246,3 +323,53 @@ def _is_offline(conversation: Conversation) -> bool:
         return bool(provider_class(key).offline)
     except (ProviderError, ImportError):
         return False
+
+
+def presentation_context(conversation: Conversation) -> dict[str, Any]:
+    """Presentation mode: the page's chat and timeline (the same templates), replayed a step at a time
+    in the browser. A step is one saved event, in sequence order; streamed text is not a step (the
+    replay types each assistant message out instead)."""
+    panel = panel_context(conversation, None)
+    return {**panel, "steps": conversation.events.exclude(type="text_delta").count()}
+
+
+# -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------
+USAGE_SOURCES = {
+    "reported": "as the API reported it",
+    "estimate": "the engine's estimate (the offline demo agent reports no usage)",
+    "": "not labelled (recorded before usage was labelled)",
+}
+
+
+def accounting_figures(conversation: Conversation) -> dict[str, Any]:
+    """One side of a comparison by one accounting for both vendors: the wire style, the tool tokens
+    per turn (`TurnPlan.wire_tokens`: what the model sees of the tools, the same counter for every
+    wire), the usage of every model response (input as the uncached part, cache reads and writes
+    beside it, output; the API's when it reported one, the engine's estimate otherwise, labelled) and
+    its dollars as the conversation page prices them (`costs.cost_of_events`: the one price table)."""
+    events = list(conversation.events.filter(type__in=("turn_started", "model_request", "model_response")).order_by("sequence"))
+    models = {e.turn_sequence: (e.payload or {}).get("model", "") for e in events if e.type == "model_request"}
+    usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    sources: dict[str, None] = {}
+    for event in (e for e in events if e.type == "model_response"):
+        payload = event.payload or {}
+        for key in usage:
+            usage[key] += int((payload.get("usage") or {}).get(key) or 0)
+        sources.setdefault(payload.get("usage_source", ""), None)
+    cost = cost_of_events(events)
+    turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
+    wires = list(dict.fromkeys((e.payload or {}).get("wire") or (e.payload or {}).get("wire_style", "") for e in turns))
+    return {
+        "conv": conversation,
+        "provider_label": provider_label(conversation),
+        "offline": _is_offline(conversation),
+        "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
+        "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
+        "tool_tokens": tokens_total(turns),
+        "usage": usage,
+        "input_total": usage["input"] + usage["cache_read"] + usage["cache_write"],
+        "usage_source": "; ".join(USAGE_SOURCES.get(s, s) for s in sources) or "no model response yet",
+        "cost_usd": round(cost.usd, 6),
+        "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],
+        "responses": sum(1 for e in events if e.type == "model_response"),
+    }

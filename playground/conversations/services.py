@@ -30,7 +30,7 @@ MAX_MESSAGE_CHARS = 20_000
 PERMISSION_CHOICES = {"once": "Approve once", "always": "Always", "deny": "Deny"}  # runs.PERSON_ANSWERS
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
-    "announcement_style", "announcement_layout", "announcement_budget", "allowed_tools", "disallowed_tools", "is_subagent",
+    "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl", "allowed_tools", "disallowed_tools", "is_subagent",
 )
 
 
@@ -45,11 +45,17 @@ def profile_snapshot(profile: Any | None) -> dict[str, Any]:
     return snapshot
 
 
-def start_conversation(owner, *, profile=None, provider: str = "", title: str = "", compare_group: str = "") -> Conversation:
+def start_conversation(owner, *, profile=None, provider: str = "", title: str = "", compare_group: str = "",
+                       wire_style: str = "") -> Conversation:
+    """A new conversation with `profile` (None: the default settings). `wire_style` (compare's
+    per-side choice): the profile's wire style for this conversation only, kept in its snapshot."""
+    snapshot = profile_snapshot(profile)
+    if wire_style:
+        snapshot = {**snapshot, "wire_style": wire_style}
     return Conversation.objects.create(
         owner=owner,
         profile=profile,
-        profile_snapshot=profile_snapshot(profile),
+        profile_snapshot=snapshot,
         provider=provider,
         title=title[:200],
         compare_group=compare_group,

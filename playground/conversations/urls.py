@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import OPERATOR, VIEWER, allow
+from playground.access import OPERATOR, PUBLIC, VIEWER, allow
 from playground.conversations import views
 
 app_name = "conversations"
@@ -19,6 +19,14 @@ access_rules = {
     "cancel": allow(post=OPERATOR, owned=True),
     "compare": allow(get=OPERATOR, post=OPERATOR),
     "compare_view": allow(get=VIEWER),
+    "present": allow(get=VIEWER),
+    # Share links: made and revoked by the owner or an admin; opened by anyone holding one (sharing.py).
+    "share_create": allow(post=OPERATOR, owned=True),
+    "share_revoke": allow(post=OPERATOR, owned=True),
+    "shared": allow(get=PUBLIC),
+    "shared_present": allow(get=PUBLIC),
+    "compare_figures": allow(get=VIEWER),
+    "overview": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -28,6 +36,13 @@ urlpatterns: list = [
     path("<int:pk>/send/", views.conversation_send, name="send"),
     path("<int:pk>/answer/", views.conversation_answer, name="answer"),
     path("<int:pk>/cancel/", views.conversation_cancel, name="cancel"),
+    path("<int:pk>/present/", views.conversation_present, name="present"),
+    path("<int:pk>/share/", views.share_create, name="share_create"),
+    path("<int:pk>/share/<int:link>/revoke/", views.share_revoke, name="share_revoke"),
+    path("shared/<str:token>/", views.shared_conversation, name="shared"),
+    path("shared/<str:token>/present/", views.shared_present, name="shared_present"),
     path("compare/", views.compare, name="compare"),
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
+    path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
+    path("overview/", views.usage_overview, name="overview"),
 ]

@@ -7,15 +7,20 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import runs, services
-from playground.conversations.forms import AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm
+from playground.conversations import runs, services, sharing
+from playground.conversations.forms import (
+    AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
+)
+from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
-from playground.conversations.models import Conversation
+from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
-    can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows, panel_context, provider_label,
+    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
+    panel_context, presentation_context, provider_label,
 )
 
 PAGE_SIZE = 25
@@ -83,7 +88,81 @@ def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A page that says "running" for a run whose worker is gone would be a lie: release it first.
     runs.release_lost_run(conversation)
-    return render(request, "conversations/detail.html", {"panel": panel_context(conversation, request.user)})
+    panel = panel_context(conversation, request.user)
+    shares = []
+    if panel["can_act"]:
+        shares = [{"link": link, "url": request.build_absolute_uri(reverse("conversations:shared", args=[sharing.token_for(link)]))}
+                  for link in sharing.active_links(conversation)]
+    return render(request, "conversations/detail.html", {
+        "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
+    })
+
+
+@role_required(VIEWER)
+@require_safe
+def conversation_present(request, pk: int):
+    """Presentation mode: the conversation replayed step by step, large type (the same event templates)."""
+    conversation = _get_conversation_for_user(request, pk)
+    return render(request, "conversations/present.html", {
+        "present": presentation_context(conversation),
+        "back_url": reverse("conversations:detail", args=[conversation.pk]),
+    })
+
+
+# -- share links (sharing.py) ------------------------------------------------------------------------
+@role_required(OPERATOR)
+@require_POST
+def share_create(request, pk: int):
+    """A read-only link with an expiry, for the owner or an admin."""
+    conversation = _get_conversation_to_act_on(request, pk)
+    form = ShareForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose how long the link works: " + ", ".join(o.label for o in sharing.expiry_options()) + ".")
+    else:
+        link = sharing.create_link(conversation, user=request.user, hours=form.cleaned_data["hours"])
+        messages.success(request, f"Share link created: it works until {link.expires_at:%Y-%m-%d %H:%M} UTC, for anyone who has it.")
+    return redirect(reverse("conversations:detail", args=[pk]) + "#share")
+
+
+@role_required(OPERATOR)
+@require_POST
+def share_revoke(request, pk: int, link: int):
+    conversation = _get_conversation_to_act_on(request, pk)
+    share = get_object_or_404(ShareLink, pk=link, conversation=conversation)
+    sharing.revoke_link(share, user=request.user)
+    messages.success(request, "Share link revoked: it no longer opens the conversation, and pages open on it were closed.")
+    return redirect(reverse("conversations:detail", args=[pk]) + "#share")
+
+
+def _shared_or_refusal(request, token: str):
+    try:
+        return sharing.resolve(token), None
+    except sharing.ShareLinkRefused as refused:
+        return None, render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status)
+
+
+@require_safe
+def shared_conversation(request, token: str):
+    """A share link: the conversation, live and read-only, for anyone holding the link (no login)."""
+    link, refusal = _shared_or_refusal(request, token)
+    if refusal is not None:
+        return refusal
+    panel = panel_context(link.conversation, None)
+    panel["share_token"] = token
+    return render(request, "conversations/shared.html", {
+        "panel": panel, "link": link, "present_url": reverse("conversations:shared_present", args=[token]),
+    })
+
+
+@require_safe
+def shared_present(request, token: str):
+    link, refusal = _shared_or_refusal(request, token)
+    if refusal is not None:
+        return refusal
+    return render(request, "conversations/present.html", {
+        "present": presentation_context(link.conversation),
+        "back_url": reverse("conversations:shared", args=[token]),
+    })
 
 
 @role_required(VIEWER)
@@ -153,9 +232,9 @@ def compare(request):
     form = CompareForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         group = services.new_compare_group()
-        for profile in (form.cleaned_data["profile_a"], form.cleaned_data["profile_b"]):
+        for profile, provider, wire_style in form.sides():
             conversation = services.start_conversation(
-                request.user, profile=profile, provider=form.cleaned_data["provider"], compare_group=group,
+                request.user, profile=profile, provider=provider, compare_group=group, wire_style=wire_style,
                 title=f"Compare: {form.cleaned_data['message'][:60]}",
             )
             services.send_message(conversation, form.cleaned_data["message"], user=request.user)
@@ -174,3 +253,55 @@ def compare_view(request, group: str):
         "group": group,
         "panels": [panel_context(c, request.user) for c in conversations],
     })
+
+
+@role_required(VIEWER)
+@require_safe
+def compare_figures(request, group: str):
+    """The compare view's figures by one accounting (a fragment the page fetches as its sides run)."""
+    conversations = [c for c in Conversation.objects.filter(compare_group=group).order_by("pk").select_related("profile")
+                     if can_view(request.user, c)]
+    if not conversations:
+        raise Http404("No such comparison")
+    return render(request, "conversations/_compare_figures.html", {
+        "group": group, "sides": [accounting_figures(c) for c in conversations]})
+
+
+@role_required(VIEWER)
+@require_safe
+def usage_overview(request):
+    """Tokens, dollars, model-call latency and errors over time per profile (docs/traces.md, "The overview").
+    Every role sees it: it shows counts, tokens, models and durations, nothing of what was said or sent."""
+    filters = OverviewFilterForm(request.GET or None, initial={"period": DEFAULT_PERIOD, "metric": "cost"})
+    period, profile_id, metric = filters.choices()
+    figures = overview(period, profile_id)
+    return render(request, "conversations/overview.html", {
+        "filters": filters, "figures": figures, "rows": figures.rows(), "metric": metric, "metric_label": METRICS[metric],
+        "period_label": dict(filters.fields["period"].choices)[period],
+        "chart": overview_chart(figures, metric),
+    })
+
+
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 220, 36
+CHART_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#a16207", "#db2777")
+
+
+def overview_chart(figures, metric: str) -> dict:
+    """An SVG line per profile over the buckets (points with their value in a tooltip), drawn by the template."""
+    series = figures.series(metric)
+    peak = max((v for s in series for v in s["values"] if v is not None), default=0) or 1
+    count = max(len(figures.buckets) - 1, 1)
+    lines = []
+    for index, entry in enumerate(series):
+        points = []
+        for position, (bucket, value) in enumerate(zip(figures.buckets, entry["values"])):
+            if value is None and metric == "p95_ms":
+                continue  # no call, no latency: a gap, not a zero
+            x = CHART_PAD + (CHART_WIDTH - 2 * CHART_PAD) * position / count
+            y = CHART_HEIGHT - CHART_PAD - (CHART_HEIGHT - 2 * CHART_PAD) * (value or 0) / peak
+            points.append({"x": round(x, 1), "y": round(y, 1), "value": value, "bucket": bucket})
+        lines.append({"profile": entry["profile"], "colour": CHART_COLOURS[index % len(CHART_COLOURS)], "points": points,
+                      "path": " ".join(f"{p['x']},{p['y']}" for p in points)})
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "peak": peak, "lines": lines,
+            "first": figures.buckets[0] if figures.buckets else None, "last": figures.buckets[-1] if figures.buckets else None,
+            "axis_y": CHART_HEIGHT - CHART_PAD, "right": CHART_WIDTH - CHART_PAD}

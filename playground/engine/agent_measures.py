@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from playground.engine.pricing import PriceTable
+from playground.engine.prompt_cache import reported_split
 
+WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
 ESTIMATING_PROVIDERS = frozenset({"demo"})  # providers whose usage is the engine's estimate, not an API's report
 Z_95 = 1.959963984540054
 
@@ -39,11 +41,13 @@ class TaskMeasures:
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     tokens_estimated: bool = False  # True when some usage came from the engine's estimate (the demo agent)
-    cost_usd: float | None = 0.0  # None when a model the run used has no price
+    cost_usd: float | None = 0.0  # None when a model the run used has no price; cache-priced (written / read / uncached)
+    uncached_cost_usd: float | None = 0.0  # the same tokens with nothing cached: the raw figure beside it
     unpriced_models: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     end_reason: str = ""  # end_turn, max_turns, error, cancelled, worker_lost …
+    resumed: int = 0  # times its worker died and the run went on from the saved conversation (not an error)
     simulated_calls: int = 0  # calls a catalog-only tool answered with a simulated result
     provider: str = ""  # the provider and model of the run's first turn
     model: str = ""
@@ -71,9 +75,38 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     calls: dict[str, str] = {}  # tool_use_id → name
     first_call_id = None
     model, provider = "", ""
-    cost = 0.0
+    cost = uncached_cost = 0.0
     unpriced: set[str] = set()
+    lost_workers = 0  # worker_lost errors not (yet) followed by the run going on
+    pending: tuple[str, dict[str, Any]] | None = None  # a response's (model, usage), priced when its strip comes
+
+    def settle(strip: Mapping[str, Any] | None) -> None:
+        nonlocal pending, cost, uncached_cost
+        if pending is None:
+            return
+        priced_model, usage = pending
+        pending = None
+        vendor = str((strip or {}).get("vendor") or "anthropic")
+        split = reported_split(vendor, usage) or {"input_tokens": 0, "cache_write_tokens": 0, "cache_read_tokens": 0,
+                                                   "uncached_tokens": 0}
+        output = int(usage.get("output") or 0)
+        write, read = split["cache_write_tokens"], split["cache_read_tokens"]
+        measures.input_tokens += split["input_tokens"]
+        measures.output_tokens += output
+        measures.cache_write_tokens += write
+        measures.cache_read_tokens += read
+        priced = prices.cost_usd(priced_model, split["uncached_tokens"], output, write, read,
+                                 ttl=str((strip or {}).get("ttl") or ttl))
+        plain = prices.cost_usd(priced_model, split["input_tokens"], output)
+        if priced is None or plain is None:
+            unpriced.add(priced_model or "(no model)")
+        else:
+            cost, uncached_cost = cost + priced, uncached_cost + plain
+
     for kind, payload in events:
+        went_on = kind in ("turn_started", "status") and (kind == "turn_started" or payload.get("status") == "running")
+        if lost_workers and (went_on or (kind == "turn_finished" and payload.get("final"))):
+            measures.resumed, lost_workers = measures.resumed + lost_workers, 0
         if kind == "turn_started":
             model, provider = str(payload.get("model") or ""), str(payload.get("provider") or "")
             measures.provider, measures.model = measures.provider or provider, measures.model or model
@@ -101,30 +134,28 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             elif name in accepted and name not in measures.gold_called:
                 measures.gold_called.append(name)
         elif kind == "model_response":
-            usage = payload.get("usage") or {}
-            uncached, output = int(usage.get("input") or 0), int(usage.get("output") or 0)
-            write, read = int(usage.get("cache_write") or 0), int(usage.get("cache_read") or 0)
-            measures.input_tokens += uncached + write + read
-            measures.output_tokens += output
-            measures.cache_write_tokens += write
-            measures.cache_read_tokens += read
+            settle(None)  # the previous response had no cache strip after it (a run from before strips)
+            pending = (model, dict(payload.get("usage") or {}))
             if provider in ESTIMATING_PROVIDERS:
                 measures.tokens_estimated = True
-            priced = prices.cost_usd(model, uncached, output, write, read, ttl=ttl)
-            if priced is None:
-                unpriced.add(model or "(no model)")
-            else:
-                cost += priced
+        elif kind == "cache_strip":
+            settle(payload)  # its vendor says how the usage splits, its TTL what a write costs
+        elif kind == "error" and payload.get("kind") == WORKER_LOST:
+            lost_workers += 1
         elif kind == "error":
             errors[str(payload.get("kind") or "error")] += 1
         elif kind == "cancelled":
             errors["cancelled"] += 1
         elif kind == "turn_finished" and payload.get("final"):
             measures.end_reason = str(payload.get("reason") or payload.get("stop_reason") or "")
+    settle(None)
+    if lost_workers:
+        errors[WORKER_LOST] += lost_workers
     measures.success = bool(measures.gold_called)
     measures.errors = dict(sorted(errors.items()))
     measures.unpriced_models = sorted(unpriced)
     measures.cost_usd = None if unpriced else round(cost, 8)
+    measures.uncached_cost_usd = None if unpriced else round(uncached_cost, 8)
     return measures
 
 
@@ -178,6 +209,7 @@ def profile_summary(profile: str, provider: str, items: Sequence[Mapping[str, An
     for m in done:
         errors.update(m.get("errors") or {})
     costs = [m["cost_usd"] for m in done if m.get("cost_usd") is not None]
+    uncached = [m["uncached_cost_usd"] for m in done if m.get("uncached_cost_usd") is not None]
     walls = [float(m.get("wall_s") or 0.0) for m in done]
     return {
         "profile": profile,
@@ -192,6 +224,7 @@ def profile_summary(profile: str, provider: str, items: Sequence[Mapping[str, An
         "input_tokens_per_task": _mean([m["input_tokens"] for m in done]),
         "output_tokens_per_task": _mean([m["output_tokens"] for m in done]),
         "cost_usd_per_task": round(sum(costs) / len(costs), 8) if costs and len(costs) == len(done) else None,
+        "uncached_cost_usd_per_task": round(sum(uncached) / len(uncached), 8) if uncached and len(uncached) == len(done) else None,
         "task_p50_s": round(statistics.median(walls), 3) if walls else 0.0,
         "errors": dict(sorted(errors.items())),
         "tokens_estimated": any(m.get("tokens_estimated") for m in done),

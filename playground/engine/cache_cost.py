@@ -15,13 +15,13 @@ from typing import Any
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable
-from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account
+from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account, cache_model, cache_vendor
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.search.backends import get_backend
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, tool_search_user_blocks
-from playground.engine.turn import plan_turn
+from playground.engine.turn import TurnPlan, plan_turn
 
 ALL_TOOLS = "all-tools"
 # The cost command's styles (named as `toolsearch request` names them): the AgentSettings fields each sets.
@@ -33,7 +33,7 @@ COST_WIRE_STYLES: dict[str, dict[str, Any]] = {
     ALL_TOOLS: {"wire_style": NATIVE_STYLE, "mode": "false"},
 }
 DEFAULT_MODEL = "claude-sonnet-4-5"
-OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it; not in the default price table: pass --prices
+OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it (priced in pricing.py, from a dated secondary source)
 SECONDS_BETWEEN_TURNS = 30.0  # a tool call and a model reply; well inside either TTL
 FIRST_USER_MESSAGE = "Please help me with this task."
 
@@ -46,7 +46,7 @@ class Simulated:
 
 
 def vendor_of(wire: str) -> str:
-    return "openai" if wire.startswith("openai-") else "anthropic"
+    return cache_vendor(wire)
 
 
 def default_model(wire: str) -> str:
@@ -193,3 +193,55 @@ def conversation_cost(catalog: ToolCatalog, wire: str, *, turns: int, discover: 
         "all_tools_uncached_total_cost_usd": _total(priced_turns(run(False, baseline=True), model, ttl, table)),
     }
     return CostReport(figures, [t.prefix_break.reason if t.prefix_break else "" for t in turns_cached])
+
+
+def recorded_cost(export: dict[str, Any], table: PriceTable | None = None,
+                  counter: TokenCounter | None = None) -> CostReport:
+    """The cost command for a conversation that ran: its export (`/conversations/<id>/export.json`)
+    replayed through the cache model, each chain of requests (the main agent's, each subagent
+    call's) on its own, at the times they were sent, with the vendor, TTL and caching its cache
+    strips recorded. The same figures as the conversation page's strips and header, recomputed
+    from the request bodies alone; the all-tools baselines need the catalog, so they are null."""
+    table = table or PriceTable()
+    counter = counter or CharEstimateCounter()
+    events = list(export.get("events") or [])
+    bodies = {(e.get("parent_sequence"), e.get("turn_sequence")): (e.get("payload") or {}).get("body") or {}
+              for e in events if e.get("type") == "model_request"}
+    chains: dict[Any, Any] = {}
+    rows: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for event in events:
+        if event.get("type") != "cache_strip":
+            continue
+        strip, chain = event.get("payload") or {}, event.get("parent_sequence")
+        body = bodies.get((chain, event.get("turn_sequence"))) or {}
+        if not body or body.get("too_large"):
+            raise ValueError(f"event {event.get('sequence')}: its request body was not kept, so it cannot be replayed")
+        if chain not in chains:
+            chains[chain] = cache_model(strip.get("vendor", "anthropic"), ttl=strip.get("ttl", DEFAULT_TTL),
+                                        enabled=bool(strip.get("enabled")), counter=counter)
+        turn = chains[chain].send(body, float(strip.get("sent_at") or 0))
+        row = priced_turns([turn], str(strip.get("model", "")), strip.get("ttl", DEFAULT_TTL), table)[0]
+        rows.append({**row, "turn": len(rows) + 1})
+        reasons.append(turn.prefix_break.reason if turn.prefix_break else "")
+    figures = {"wire": "recorded", "conversation": (export.get("conversation") or {}).get("id"), "turns": rows,
+               "total_cost_usd": _total(rows), "all_tools_cached_total_cost_usd": None,
+               "all_tools_uncached_total_cost_usd": None}
+    return CostReport(figures, reasons)
+
+
+def first_and_steady(turn: TurnPlan, table: PriceTable, counter: TokenCounter | None = None) -> dict[str, Any]:
+    """"What the model sees", cache-aware: this turn's request and its all-tools baseline (cached), each
+    as a conversation's first request (nothing cached yet) and in the steady state (the same prefix sent
+    again within the TTL), split and priced by the cache model and the price table."""
+    counter = counter or CharEstimateCounter()
+    model, ttl = turn.settings.model, turn.settings.prompt_cache_ttl
+    figures: dict[str, Any] = {"model": model, "ttl": ttl, "vendor": turn.cache_vendor, "enabled": turn.caches_prompt}
+    for name, request, cached in (("request", turn.wire_request(), None), ("all_tools", turn.all_tools_request(), True)):
+        cache = turn.prompt_cache_model(counter, cached=cached)
+        first, steady = cache.send(request, 0.0), cache.send(request, SECONDS_BETWEEN_TURNS)
+        figures[name] = {label: {**split.to_dict(), "cost_usd": table.cost_usd(model, split.uncached_tokens, 0, split.cache_write_tokens,
+                                                                                split.cache_read_tokens, ttl=ttl),
+                                 "uncached_cost_usd": table.cost_usd(model, split.input_tokens, 0)}
+                         for label, split in (("first", first), ("steady", steady))}
+    return figures

@@ -26,6 +26,9 @@ class ToolOutcome:
     structured: dict[str, Any] | None = None
     duration_ms: float = 0.0
     simulated: bool = False  # a catalog-only tool answered without a backend
+    # The MCP server's own result (content blocks of every type, structuredContent, isError) as
+    # it arrived, for a caller that passes it on unchanged (the gateway); None for other tools.
+    mcp_result: dict[str, Any] | None = None
 
     def text(self) -> str:
         return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")

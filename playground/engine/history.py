@@ -6,7 +6,8 @@ Discovered tools come only from the history (never from a global), as in Claude 
   `tool_use_id` belongs to a ToolSearch `tool_use`;
 - OpenAI Responses `tool_search_output` items kept in the history as they came (items without a
   `role`, or `responses_item` blocks of an assistant message): the functions they loaded (a namespace's functions by their catalog names);
-- plus the set a compaction boundary carries over (the messages before it are gone).
+- plus the set a compaction boundary carries over (the messages before it are gone), which also
+  holds what Anthropic's server-side search found before it (`carried_tool_names`).
 Messages are Messages API dicts (`{"role", "content": str | [blocks]}`); nothing here mutates them.
 """
 from __future__ import annotations
@@ -155,6 +156,31 @@ def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBound
     for output in _search_outputs(messages):
         found.update(dict.fromkeys(n for n in search_output_tool_names(output) if n not in found))
     return list(found)
+
+
+def carried_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:
+    """What a compaction of `messages` carries over: the discovered tools, and the tools Anthropic's
+    server-side search loaded (no tool_result holds those, so they are not "discovered" while their
+    search is in the history: the server expands them itself; once it is summarised away, the
+    model has them only if they are sent)."""
+    carried = dict.fromkeys(discovered_tool_names(messages, boundary))
+    carried.update(dict.fromkeys(n for n in server_search_tool_names(messages) if n not in carried))
+    return list(carried)
+
+
+def server_search_tool_names(messages: Sequence[Message]) -> list[str]:
+    """The tools Anthropic's server-side search loaded: the `tool_references` of each
+    `tool_search_tool_result` block in an assistant message (the server style's discoveries)."""
+    names: dict[str, None] = {}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for block in blocks_of(message):
+            content = block.get("content") if block.get("type") == "tool_search_tool_result" else None
+            for reference in (content.get("tool_references") or []) if isinstance(content, dict) else []:
+                if isinstance(reference, dict) and isinstance(reference.get("tool_name"), str):
+                    names.setdefault(reference["tool_name"], None)
+    return list(names)
 
 
 def loaded_by(result: dict[str, Any], *, from_search: bool = True) -> list[str]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from playground.engine.announcements import DELTA_OPEN, FULL_OPEN, _common_words
@@ -52,6 +53,7 @@ from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, Tool, server_o
 from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, TOOL_SEARCH_TOOL
 
 if TYPE_CHECKING:
+    from playground.engine.requests import AgentSettings
     from playground.engine.tokens import TokenCounter
     from playground.engine.turn import TurnPlan
 
@@ -82,6 +84,18 @@ def check_openai_style(style: str) -> str:
     if style not in OPENAI_WIRE_STYLES:
         raise ValueError(f"unknown OpenAI wire style {style!r} (expected one of {', '.join(OPENAI_WIRE_STYLES)})")
     return style
+
+
+def openai_settings(agent_settings: AgentSettings, default_model: str = "") -> AgentSettings:
+    """A profile's engine settings as an OpenAI model gets them: its wire style as OpenAI's matching
+    one (`OPENAI_STYLE_FOR`; the "server" style, planned with `server_search`, becomes
+    `openai-hosted`), with `default_model` where the profile names a Claude model. The OpenAI
+    provider and the offline demo agent on OpenAI's wire both ask here. The third-party-gateway
+    gate is about Anthropic's base URL, so it is cleared; OpenAI's tool search is its own."""
+    profile_style = "server" if agent_settings.server_search else agent_settings.wire_style
+    style = agent_settings.openai_wire or OPENAI_STYLE_FOR[profile_style]
+    model = agent_settings.model if not agent_settings.model.startswith("claude") else (default_model or agent_settings.model)
+    return replace(agent_settings, openai_wire=style, wire_style=PLANNED_AS[style], server_search="", model=model, base_url="")
 
 
 # -- tool definitions ------------------------------------------------------------------------------------
@@ -195,6 +209,32 @@ def hosted_search_items(call_id: str, loaded: Sequence[str], definitions: Callab
     return [{"type": TOOL_SEARCH_CALL, "call_id": call_id, "arguments": {"query": f"select:{','.join(loaded)}"},
              "execution": "server", "status": "completed"},
             {"type": TOOL_SEARCH_OUTPUT, "call_id": call_id, "execution": "server", "status": "completed", "tools": tools}]
+
+
+@dataclass(frozen=True)
+class HostedSearch:
+    """One search OpenAI ran inside a response (execution "server"): its call, query and what it loaded."""
+
+    call_id: str
+    arguments: dict[str, Any]
+    loaded: list[str]
+    status: str = "completed"
+
+
+def hosted_searches(items: Iterable[dict[str, Any]]) -> list[HostedSearch]:
+    """The hosted searches among a response's output items (each `tool_search_call` with execution
+    "server", and the tools its `tool_search_output` loaded, by catalog name)."""
+    items = [i for i in items if isinstance(i, dict)]
+    outputs = {i.get("call_id"): i for i in items if i.get("type") == TOOL_SEARCH_OUTPUT}
+    searches = []
+    for item in items:
+        if item.get("type") != TOOL_SEARCH_CALL or item.get("execution") == "client":
+            continue
+        output = outputs.get(item.get("call_id"), {})
+        arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+        searches.append(HostedSearch(str(item.get("call_id", "")), arguments, search_output_tool_names(output),
+                                     str(output.get("status") or item.get("status") or "")))
+    return searches
 
 
 def called_tool_name(item: dict[str, Any]) -> str:
@@ -420,6 +460,20 @@ def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(item, dict) and item.get("type") == TOOL_SEARCH_OUTPUT:
             seen += item.get("tools", [])
     return seen
+
+
+def chat_functions(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages API tool dicts as Chat Completions function tools: what an OpenAI model is sent when
+    a client (an MCP client, a gateway) passes the same tools on."""
+    return [{"type": "function", "function": {"name": t.get("name", ""), "description": t.get("description", ""),
+                                              "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
+            for t in tools]
+
+
+def tool_tokens_by_vendor(tools: Sequence[dict[str, Any]], counter: TokenCounter) -> dict[str, int]:
+    """The same tools' tokens as each vendor's model gets them (Messages API tools; OpenAI function
+    tools), by one counter: what the gateway's tools/list costs whichever model the client runs."""
+    return {"anthropic": counter.count_tools(list(tools)), "openai": counter.count_tools(chat_functions(tools))}
 
 
 def tool_tokens(body: dict[str, Any], counter: TokenCounter, *, announcement: str = "") -> int:

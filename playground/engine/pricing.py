@@ -10,6 +10,13 @@ pricing": base input, 5m cache writes, 1h cache writes, cache hits and refreshes
 model's overview page, read on 2026-12-05. Cache multipliers there: write 1.25× (5 min) or 2× (1 h)
 the input price, read 0.1× (../shared/reference/prompt-caching.md). Prices change: edit the table
 through the setting rather than trusting these past their date.
+
+OpenAI's models (gpt-5.4, the first with tool search, and its mini and nano): OpenAI's pricing page
+(developers.openai.com/api/docs/pricing) is not among the project's checked references, so these
+are its figures as two secondary pages quote them (benchlm.ai, 2026-04-13; morphllm.com, June 2026),
+each row saying so in `source`. OpenAI caches automatically (no breakpoints, no write charge: a
+written prefix costs plain input) and bills a cache hit at 0.1× the input price for this family;
+standard rates, under 272K tokens of context. Check them and override through the setting.
 """
 from __future__ import annotations
 
@@ -21,7 +28,15 @@ from typing import Any
 
 PRICES_AS_OF = "2026-12-05"
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"
+OPENAI_PRICES_AS_OF = "2026-04-13"
+OPENAI_PRICES_SOURCE = ("OpenAI's pricing page as quoted by benchlm.ai/blog/posts/openai-api-pricing (2026-04-13) and "
+                        "morphllm.com/openai-api-pricing (June 2026); not read from OpenAI itself")
+OVERRIDE_SOURCE = "PRICE_TABLE"
 PER_TOKENS = 1_000_000
+# How a vendor bills its prompt cache: Anthropic's breakpoints (write 1.25× / 2×, read 0.1×);
+# OpenAI's automatic cache (no write charge, read 0.1× for the gpt-5.4 family).
+ANTHROPIC_CACHING, OPENAI_CACHING = "anthropic", "openai"
+CACHINGS = (ANTHROPIC_CACHING, OPENAI_CACHING)
 
 
 @dataclass(frozen=True)
@@ -34,12 +49,20 @@ class ModelPrice:
     cache_write_1h: float
     cache_read: float
     as_of: str = PRICES_AS_OF
+    source: str = PRICES_SOURCE
+    caching: str = ANTHROPIC_CACHING
 
     @classmethod
-    def from_base(cls, input_price: float, output_price: float, *, as_of: str = PRICES_AS_OF) -> ModelPrice:
-        """Anthropic's standard cache multipliers on the base input price."""
+    def from_base(cls, input_price: float, output_price: float, *, as_of: str = PRICES_AS_OF, source: str = PRICES_SOURCE,
+                  caching: str = ANTHROPIC_CACHING) -> ModelPrice:
+        """The vendor's standard cache multipliers on the base input price: Anthropic's (write 1.25×
+        for 5 minutes, 2× for an hour, read 0.1×) or OpenAI's (no write charge, read 0.1×)."""
+        if caching == OPENAI_CACHING:
+            return cls(input=input_price, output=output_price, cache_write_5m=input_price, cache_write_1h=input_price,
+                       cache_read=round(input_price * 0.1, 6), as_of=as_of, source=source, caching=caching)
         return cls(input=input_price, output=output_price, cache_write_5m=round(input_price * 1.25, 6),
-                   cache_write_1h=round(input_price * 2, 6), cache_read=round(input_price * 0.1, 6), as_of=as_of)
+                   cache_write_1h=round(input_price * 2, 6), cache_read=round(input_price * 0.1, 6), as_of=as_of,
+                   source=source, caching=caching)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +85,10 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-haiku-4-5": ModelPrice.from_base(1.0, 5.0),
     "claude-3-5-haiku": ModelPrice.from_base(0.8, 4.0),
     "claude-haiku-3-5": ModelPrice.from_base(0.8, 4.0),
+    # OpenAI (see the module's note on the source: secondary quotes of OpenAI's page, dated).
+    **{model: ModelPrice.from_base(input_price, output_price, as_of=OPENAI_PRICES_AS_OF, source=OPENAI_PRICES_SOURCE,
+                                   caching=OPENAI_CACHING)
+       for model, input_price, output_price in (("gpt-5.4", 2.5, 15.0), ("gpt-5.4-mini", 0.75, 4.5), ("gpt-5.4-nano", 0.2, 1.25))},
 }
 FIELDS = ("input", "output", "cache_write_5m", "cache_write_1h", "cache_read")
 
@@ -107,10 +134,12 @@ class PriceTable:
 
 
 def parse_overrides(data: Any) -> dict[str, ModelPrice]:
-    """{model prefix: {"input": .., "output": .., optional cache fields and "as_of"}}.
+    """{model prefix: {"input": .., "output": .., optional cache fields, "as_of" and "caching"}}.
 
-    A model given only input and output gets the standard cache multipliers; a model already in the
-    defaults keeps its other fields when only some are given.
+    A model given only input and output gets its vendor's standard cache multipliers (`caching`:
+    "anthropic" or "openai"; by default the model's default row's, else "openai" for a `gpt-`
+    model and "anthropic" otherwise); a model already in the defaults keeps its other fields when
+    only some are given.
     """
     if not isinstance(data, dict):
         raise PriceTableError("the price table must be a JSON object: {model: {\"input\": dollars, \"output\": dollars, ...}}")
@@ -120,9 +149,9 @@ def parse_overrides(data: Any) -> dict[str, ModelPrice]:
             raise PriceTableError("every model key must be a non-empty string")
         if not isinstance(fields, dict):
             raise PriceTableError(f"{model}: give an object of prices per million tokens")
-        unknown = set(fields) - {*FIELDS, "as_of"}
+        unknown = set(fields) - {*FIELDS, "as_of", "caching"}
         if unknown:
-            raise PriceTableError(f"{model}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(FIELDS)}, as_of")
+            raise PriceTableError(f"{model}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(FIELDS)}, as_of, caching")
         values: dict[str, float] = {}
         for name in FIELDS:
             if name not in fields:
@@ -133,13 +162,16 @@ def parse_overrides(data: Any) -> dict[str, ModelPrice]:
             values[name] = float(value)
         as_of = str(fields.get("as_of") or "override")
         base = DEFAULT_PRICES.get(model)
+        caching = fields.get("caching") or (base.caching if base else OPENAI_CACHING if model.lower().startswith("gpt-") else ANTHROPIC_CACHING)
+        if caching not in CACHINGS:
+            raise PriceTableError(f"{model}.caching: {caching!r} is not one of {', '.join(CACHINGS)}")
         if base is None:
             if "input" not in values or "output" not in values:
                 raise PriceTableError(f"{model}: a model not in the defaults needs at least input and output")
-            base = ModelPrice.from_base(values["input"], values["output"], as_of=as_of)
+            base = ModelPrice.from_base(values["input"], values["output"], caching=caching)
         elif "input" in values and not any(name in values for name in FIELDS[2:]):
-            base = ModelPrice.from_base(values["input"], values.get("output", base.output), as_of=as_of)
-        parsed[model] = replace(base, **values, as_of=as_of)
+            base = ModelPrice.from_base(values["input"], values.get("output", base.output), caching=caching)
+        parsed[model] = replace(base, **values, as_of=as_of, source=OVERRIDE_SOURCE, caching=caching)
     return parsed
 
 

@@ -382,6 +382,9 @@ class _CacheModel:
         raise NotImplementedError
 
 
+CachingModel = _CacheModel  # the public name of the cache models' base (feed it requests with `send`)
+
+
 class AnthropicCacheModel(_CacheModel):
     """Explicit breakpoints: at each `cache_control` the API reads the longest cached prefix ending
     at the breakpoint or up to LOOKBACK_BLOCKS blocks before it, and writes the prefix up to the last
@@ -438,6 +441,24 @@ class UncachedModel(_CacheModel):
 
     def _split(self, request: dict[str, Any], blocks: list[PrefixBlock], at: float) -> tuple[int, int]:
         return 0, 0
+
+
+def cache_vendor(wire_style: str) -> str:
+    """Whose cache a wire style's requests go to: "openai" for the openai-* styles, else "anthropic"."""
+    return "openai" if (wire_style or "").startswith("openai") else "anthropic"
+
+
+def reported_split(vendor: str, usage: dict[str, Any] | None) -> dict[str, int] | None:
+    """An API's reported usage as the cache model's split, or None when it reported no input. Usage is
+    stored in the loop's one accounting for both vendors (`input` the uncached part, `cache_read` and
+    `cache_write` beside it: the OpenAI provider takes its cached tokens out of `input_tokens`), so the
+    vendor only names whose figures these are."""
+    usage = usage or {}
+    given, read, write = (int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
+    if not (given or read or write):
+        return None
+    return {"input_tokens": given + read + write, "cache_write_tokens": write, "cache_read_tokens": read,
+            "uncached_tokens": given}
 
 
 def cache_model(vendor: str, *, ttl: str = DEFAULT_TTL, enabled: bool = True,

@@ -14,14 +14,15 @@ shape is one more builder there, reading the same plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
-from playground.engine.openai_wire import OPENAI_WIRE_REQUEST_BUILDERS, wire_tool_names
+from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_REQUEST_BUILDERS, visible_tools, wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
-from playground.engine.prompt_cache import with_cache_breakpoints
+from playground.engine.prompt_cache import CachingModel, cache_model, cache_vendor, with_cache_breakpoints
 from playground.engine.requests import (
     AgentSettings,
     ConversationState,
@@ -39,7 +40,7 @@ from playground.engine.toolsearch_tool import (
     NATIVE_STYLE,
     run_tool_search,
 )
-from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog, server_of
 
 # A call's verdict (`TurnPlan.check_call`).
 REFUSE, ASK, ALLOW = "refuse", "ask", "allow"
@@ -111,6 +112,13 @@ class TurnPlan:
         return self.request.permitted
 
     @cached_property
+    def permitted_servers(self) -> tuple[str, ...]:
+        """The MCP servers this turn may use, in name order: those with at least one permitted tool
+        (a server whose every tool is denied or outside the profile's tool lists is not among them).
+        Whose resources and prompts a client of this turn may see."""
+        return tuple(sorted({server for tool in self.permitted if (server := tool.server or server_of(tool.name))}))
+
+    @cached_property
     def decision(self) -> ModeDecision:
         """Whether ToolSearch is on this turn, and why (`decision.reason`)."""
         if "request" in self.__dict__ or self._filtered is None:
@@ -122,6 +130,27 @@ class TurnPlan:
     @property
     def tokens(self) -> TokenAccounting:
         return self.request.tokens
+
+    @cached_property
+    def wire_tokens(self) -> TokenAccounting:
+        """`tokens` for the request as it goes on the wire, one accounting for both vendors: the
+        Anthropic styles' plan as it stands; for OpenAI's styles the tools the model sees of the
+        body (`openai_wire.visible_tools`: a deferred namespace's name and description, the tools a
+        `tool_search_output` loaded…), counted by the same counter, plus the announcement where the
+        style sends one (the hosted style's namespaces replace it). The baseline, every permitted
+        tool in full, is the same for both."""
+        tokens = self.request.tokens
+        if not self.settings.openai_wire:
+            return tokens
+        announced = tokens.announcement_tokens if self.wire_announcement is not None else 0
+        return replace(tokens, sent_tokens=self.token_counter.count_tools(visible_tools(self._wire_request)),
+                       announcement_tokens=announced)
+
+    @property
+    def wire_announcement(self) -> Announcement | None:
+        """The plan's announcement as far as the wire sends it: none in OpenAI's hosted style, whose
+        namespaces (names and descriptions) tell the model what it can search."""
+        return None if self.settings.openai_wire == OPENAI_HOSTED else self.request.announcement
 
     @property
     def searchable(self) -> ToolCatalog:
@@ -147,6 +176,34 @@ class TurnPlan:
     @cached_property
     def _wire_request(self) -> dict[str, Any]:
         return _wire_request_builder(self.wire_style)(self)
+
+    # -- the prompt cache ------------------------------------------------------------------------------
+    @property
+    def cache_vendor(self) -> str:
+        """Whose prompt cache this turn's request goes to ("anthropic" or "openai")."""
+        return cache_vendor(self.wire_style)
+
+    @property
+    def caches_prompt(self) -> bool:
+        """Whether this turn's request is cached: OpenAI caches every long prompt on its own; Anthropic
+        caches what the profile marks with breakpoints (`settings.prompt_cache`)."""
+        return self.cache_vendor == "openai" or self.settings.prompt_cache
+
+    def prompt_cache_model(self, counter: TokenCounter, *, cached: bool | None = None) -> CachingModel:
+        """A fresh cache model for this turn's vendor, TTL and caching (`cached` overrides the latter: the
+        all-tools baseline is priced cached whatever the profile does). Feed it the conversation's requests."""
+        return cache_model(self.cache_vendor, ttl=self.settings.prompt_cache_ttl,
+                           enabled=self.caches_prompt if cached is None else cached, counter=counter)
+
+    def all_tools_request(self, messages: Sequence[dict[str, Any]] | None = None, *, cached: bool = True) -> dict[str, Any]:
+        """The all-tools baseline of this turn: the request its wire style sends with every permitted
+        tool in full (mode off, no server-side search) over the same history (or `messages`), with
+        cache breakpoints when `cached`. What the cache-aware savings compare with."""
+        baseline = replace(self.settings, mode="false", server_search="", prompt_cache=cached)
+        state = ConversationState(messages=list(self.state.messages if messages is None else messages),
+                                  compaction=self.state.compaction)
+        return TurnPlan(self.catalog, self.policy, baseline, state, token_counter=self.token_counter,
+                        filtered=self._filtered).wire_request()
 
     @cached_property
     def sent_tool_names(self) -> frozenset[str]:

@@ -52,8 +52,17 @@ def result_rows(run: EvaluationRun) -> list[dict]:
     """The stored rows with template-friendly metric names (`recall@5` → `recall_5`)."""
     rows = []
     for row in (run.results or {}).get("rows") or []:
-        flat = {key.replace("@", "_"): value for key, value in (row.get("metrics") or {}).items()}
-        rows.append({**row, **flat})
+        metrics = row.get("metrics") or {}
+        flat = {key.replace("@", "_"): value for key, value in metrics.items()}
+        # The no-match gate's two rates as counts (quality.run_suite): labelled queries answered with
+        # nothing (should be none) and nonsense queries answered "no match" (should be all).
+        gate = {}
+        if "empty" in metrics:
+            gate["empty_count"] = round(float(metrics["empty"]) * int(row.get("queries") or 0))
+        if "nonsense_no_match" in metrics:
+            gate["nonsense_count"] = round(float(metrics["nonsense_no_match"]) * len(quality.NONSENSE_QUERIES))
+            gate["nonsense_total"] = len(quality.NONSENSE_QUERIES)
+        rows.append({**row, **flat, **gate})
     return rows
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from playground import telemetry
+from playground.gateway import traces
 from playground.gateway.broadcast import broadcast_event
 from playground.gateway.models import GatewayEvent, GatewaySession
 from playground.sequences import increment
@@ -27,4 +29,6 @@ def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> Gateway
         sequence = int(taken[0]) - 1
         event = GatewayEvent.objects.create(session_id=session_pk, sequence=sequence, type=type, payload=payload)
         transaction.on_commit(lambda: broadcast_event(session_pk, sequence))
+        if telemetry.enabled() and type in traces.TRACED_TYPES:
+            transaction.on_commit(lambda: traces.export_event(session_pk, event))  # its span (docs/traces.md)
     return event

@@ -70,6 +70,8 @@ class GatewayEvent(models.Model):
         TOOL_CALL = "tool_call", "Tool call"
         PERMISSION_ASKED = "permission_asked", "Permission asked"
         PERMISSION_ANSWERED = "permission_answered", "Permission answered"
+        RESOURCE_READ = "resource_read", "resources/read"
+        PROMPT_GOT = "prompt_got", "prompts/get"
         SESSION_CLOSED = "session_closed", "Session closed"
 
     session = models.ForeignKey(GatewaySession, on_delete=models.CASCADE, related_name="events")
@@ -81,6 +83,24 @@ class GatewayEvent(models.Model):
     class Meta:
         ordering = ["session_id", "sequence"]
         constraints = [models.UniqueConstraint(fields=["session", "sequence"], name="unique_gateway_event_sequence")]
+
+
+class GatewayDiscovery(models.Model):
+    """A tool one client's searches found, remembered across its sessions: a client that opens a
+    session per request (the MCP Inspector's command line) searches in one session and calls in the
+    next. Kept per token and client name (from `initialize`) for GATEWAY_DISCOVERY_TTL_SECONDS after
+    the last search that found it; a new session of that client starts with these tools discovered.
+    Whether one may still be called is decided at call time, as for any discovered tool."""
+
+    token = models.ForeignKey(GatewayToken, on_delete=models.CASCADE, related_name="discoveries")
+    client_name = StorableCharField(max_length=200, blank=True)
+    tool_name = StorableCharField(max_length=200)
+    found_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["found_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["token", "client_name", "tool_name"],
+                                               name="unique_gateway_discovery")]
 
 
 class GatewayPrompt(models.Model):

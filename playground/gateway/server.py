@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import anyio
@@ -19,8 +20,9 @@ from django.conf import settings
 from django.utils import timezone
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
-from playground.gateway import service
+from playground.gateway import service, upstream
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 from playground.incidents import report_unexpected
@@ -85,10 +87,12 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     `handshake` ({"params", "version"}, from initialize) is kept so another process can resume it."""
     name, version, protocol = client
     # With its profile in the same query: every list and call reads the profile next (profile_view).
+    # A new session starts with what this client found in its earlier sessions (service.remember).
     session, created = GatewaySession.objects.select_related("profile").get_or_create(
         session_id=session_id,
         defaults={"profile_id": info["profile_id"], "token_id": info.get("token_id"),
-                  "client_name": name[:200], "client_version": version[:100], "protocol_version": protocol[:40]},
+                  "client_name": name[:200], "client_version": version[:100], "protocol_version": protocol[:40],
+                  "discovered_tools": lambda: service.remembered_tools(info.get("token_id"), name[:200])},
     )
     if session.profile_id != info["profile_id"]:
         raise PermissionError("this MCP session belongs to another profile")
@@ -100,7 +104,7 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     if created:
         record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {
             "client_name": name, "client_version": version, "protocol_version": protocol,
-            "profile": session.profile.name,
+            "profile": session.profile.name, "remembered": list(session.discovered_tools or []),
         })
     elif name and not session.client_name:
         GatewaySession.objects.filter(pk=session.pk).update(client_name=name[:200], client_version=version[:100],
@@ -151,14 +155,16 @@ def _list_tools(session_id: str, info: dict[str, Any], client: tuple[str, str, s
 
 
 def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], name: str,
-          arguments: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str], Any]:
-    """(content, is_error, tools added to the list, a call waiting for a person or None)."""
+          arguments: dict[str, Any], *, ask_client: bool = False) -> tuple[Any, list[str], Any]:
+    """(the answer: a CallAnswer or SearchAnswer, or None while a person is asked; tools added to
+    the list; a call waiting for a person or None). `ask_client`: the client can confirm a call
+    itself (elicitation)."""
     session = _open_session(session_id, info, client)
     view = service.profile_view(session.profile)
     if name == service.TOOL_SEARCH_NAME:
         answer = service.tool_search(session, view, arguments)
         record_event(session.pk, GatewayEvent.Type.TOOL_SEARCH, answer.event)
-        return answer.content, answer.is_error, answer.added, None
+        return answer, answer.added, None
     via = ""
     if name == service.CALL_DISCOVERED_NAME and view.tool_search_on:
         via, name, arguments = service.CALL_DISCOVERED_NAME, str(arguments.get("name", "")), arguments.get("arguments", {})
@@ -166,11 +172,11 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
             arguments = {}
     planned = service.plan_call(session, view, name, arguments, via=via)
     if planned.needs_person:
-        prompt = service.open_prompt(session, planned)
-        return [], False, [], (session.pk, planned, prompt.pk)
+        prompt = service.open_prompt(session, planned, ask_client=ask_client)
+        return None, [], (session.pk, planned, prompt.pk)
     call = service.refuse(planned) if planned.refusal else service.execute(planned)
     _record_call(session, info, call.event)
-    return call.content, call.is_error, [], None
+    return call, [], None
 
 
 def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.PlannedCall, prompt_pk: int, status: str):
@@ -185,15 +191,16 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
         if again.refusal is not None:
             call = service.refuse(again, answer=status)
             _record_call(session_pk, info, call.event)
-            return call.content, call.is_error
+            return call
     call = service.finish_prompted_call(planned, status)
     _record_call(session_pk, info, call.event)
-    return call.content, call.is_error
+    return call
 
 
-async def wait_for_answer(prompt_pk: int) -> str:
+async def wait_for_answer(prompt_pk: int, answered: anyio.Event | None = None) -> str:
     """Poll the prompt's row until a person answers or the timeout passes. Only this coroutine
-    waits (the MCP request stays open); no thread is held between polls."""
+    waits (the MCP request stays open); no thread is held between polls. `answered` is set when
+    the client answered here (elicitation): the row is read at once, not at the next poll."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS
     status = GatewayPrompt.Status.PENDING
@@ -201,7 +208,64 @@ async def wait_for_answer(prompt_pk: int) -> str:
         status = await in_thread(service.prompt_status)(prompt_pk)
         if status != GatewayPrompt.Status.PENDING:
             break
-        await asyncio.sleep(min(PROMPT_POLL_SECONDS, max(0.0, deadline - loop.time())))
+        with anyio.move_on_after(min(PROMPT_POLL_SECONDS, max(0.0, deadline - loop.time()))):
+            await (answered.wait() if answered is not None else anyio.sleep_forever())
+    return status
+
+
+ELICITATION_BY = "the person at the MCP client (elicitation)"
+ELICITATION_ANSWERS = {"accept": GatewayPrompt.Status.ALLOWED, "decline": GatewayPrompt.Status.DENIED}
+MAX_ELICITED_ARGUMENTS_CHARS = 2000
+
+
+def client_can_confirm(ctx) -> bool:
+    """Whether the client said at initialize that it answers form elicitations."""
+    capabilities = ctx.session.client_capabilities
+    elicitation = getattr(capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    # `{}` means form mode; a client that lists modes must list "form".
+    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+
+
+def elicitation_message(planned: service.PlannedCall) -> str:
+    arguments = service.arguments_text(planned.arguments)
+    if len(arguments) > MAX_ELICITED_ARGUMENTS_CHARS:
+        arguments = arguments[:MAX_ELICITED_ARGUMENTS_CHARS] + " …"
+    return (f"The gateway's permission rules ask a person before {planned.name} runs "
+            f"({planned.decision.reason}). Arguments: {arguments}. Allow this call?")
+
+
+async def ask_the_client(ctx, planned: service.PlannedCall, prompt_pk: int, answered: anyio.Event) -> None:
+    """Ask the client to confirm the call (elicitation/create, form mode, on this request's stream);
+    accept allows it, decline denies it, as if answered on the dashboard. A cancel, an error or a
+    client that cannot ask leaves the dashboard's prompt waiting (the first answer stands)."""
+    try:
+        result = await ctx.session.elicit_form(elicitation_message(planned), {"type": "object", "properties": {}},
+                                               related_request_id=ctx.request_id)
+    except Exception as exc:  # noqa: BLE001 - the dashboard's prompt still stands
+        logger.info("MCP gateway: the client did not answer the elicitation for %s: %s", planned.name, exc)
+        return
+    status = ELICITATION_ANSWERS.get(result.action)
+    if status is None:
+        return
+    try:
+        await in_thread(service.answer_prompt)(prompt_pk, status, by=ELICITATION_BY)
+    except Exception as exc:  # noqa: BLE001 - the dashboard's prompt still stands; logged with a reference
+        report_unexpected("recording the client's answer to a permission question", exc, log=logger)
+        return
+    answered.set()
+
+
+async def wait_for_a_person(ctx, planned: service.PlannedCall, prompt_pk: int, ask_client: bool) -> str:
+    """The prompt's answer: from the dashboard, or first from the client when it can confirm."""
+    if not ask_client:
+        return await wait_for_answer(prompt_pk)
+    answered = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask_the_client, ctx, planned, prompt_pk, answered)
+        status = await wait_for_answer(prompt_pk, answered)
+        group.cancel_scope.cancel()  # answered on the dashboard, or timed out: stop asking the client
     return status
 
 
@@ -227,6 +291,18 @@ def _mcp_content(block: dict[str, Any]):
     return types.TextContent(type="text", text=block.get("text", "") if block.get("type") == "text" else str(block))
 
 
+def _call_result(answer) -> types.CallToolResult:
+    """An MCP server's own result as it sent it (every content type, structuredContent); else the
+    answer's text and image blocks."""
+    mcp_result = getattr(answer, "mcp_result", None)
+    if mcp_result is not None:
+        try:
+            return types.CallToolResult.model_validate(mcp_result, by_name=False)
+        except ValidationError as exc:
+            logger.warning("MCP gateway: an upstream result did not validate, sent as converted blocks: %s", exc)
+    return types.CallToolResult(content=[_mcp_content(b) for b in answer.content], is_error=answer.is_error)
+
+
 async def list_tools(ctx, params) -> types.ListToolsResult:
     info = _scope_info(ctx)
     session_id = _session_id(ctx)
@@ -246,9 +322,10 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     session_id = _session_id(ctx)
     if not session_id:
         raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    ask_client = client_can_confirm(ctx)
     try:
-        content, is_error, added, waiting = await in_thread(_call)(
-            session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}))
+        answer, added, waiting = await in_thread(_call)(
+            session_id, info, _client_info(ctx), params.name, dict(params.arguments or {}), ask_client=ask_client)
     except SessionClosed as closed:
         raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
     except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
@@ -256,21 +333,127 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     if waiting is not None:
         session_pk, planned, prompt_pk = waiting
         try:
-            status = await wait_for_answer(prompt_pk)
+            status = await wait_for_a_person(ctx, planned, prompt_pk, ask_client)
         except BaseException:
             # The client cancelled or went away: nobody waits for the answer any more.
             with anyio.CancelScope(shield=True):
                 await in_thread(service.answer_prompt)(prompt_pk, GatewayPrompt.Status.TIMEOUT)
             raise
         try:
-            content, is_error = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
+            answer = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
         except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
             raise _unexpected("tools/call", exc) from None
     if added:
         # On this request's own stream: it reaches the client before the result, whether or not
         # the client keeps a standalone GET stream open.
         await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
-    return types.CallToolResult(content=[_mcp_content(b) for b in content], is_error=is_error)
+    return _call_result(answer)
+
+
+# -- resources and prompts of the servers behind (upstream.py) -------------------------------------
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
+
+
+def _offered(session_id: str, info: dict[str, Any], client: tuple[str, str, str]) -> tuple[GatewaySession, list]:
+    """The session, and the servers whose resources and prompts its profile offers now."""
+    session = _open_session(session_id, info, client)
+    view = service.profile_view(session.profile)
+    return session, upstream.offered_servers(view.turn.permitted_servers)
+
+
+def _list_offered(session_id: str, info: dict[str, Any], client: tuple[str, str, str], kind: str) -> list[dict[str, Any]]:
+    _session, servers = _offered(session_id, info, client)
+    return getattr(upstream, kind)(servers)
+
+
+def _read_resource(session_id: str, info: dict[str, Any], client: tuple[str, str, str], uri: str) -> list[dict[str, Any]]:
+    session, servers = _offered(session_id, info, client)
+    started = time.perf_counter()
+    event: dict[str, Any] = {"uri": uri}
+    try:
+        server = upstream.owner_of(servers, uri)
+        event["server"] = server.name
+        contents = upstream.read_resource(server, uri)
+    except upstream.UpstreamError as exc:
+        record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {
+            **event, "error": str(exc), "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+        raise
+    record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {
+        **event, "contents": [{"mime_type": c.get("mimeType", ""), "chars": len(c.get("text") or c.get("blob") or ""),
+                               "blob": "blob" in c} for c in contents][:20],
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+    return contents
+
+
+def _get_prompt(session_id: str, info: dict[str, Any], client: tuple[str, str, str], name: str,
+                arguments: dict[str, str]) -> dict[str, Any]:
+    session, servers = _offered(session_id, info, client)
+    started = time.perf_counter()
+    event: dict[str, Any] = {"name": name, "arguments": arguments}
+    try:
+        server, original = upstream.prompt_owner(servers, name)
+        event["server"] = server.name
+        result = upstream.get_prompt(server, original, arguments)
+    except upstream.UpstreamError as exc:
+        record_event(session.pk, GatewayEvent.Type.PROMPT_GOT, {
+            **event, "error": str(exc), "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+        raise
+    record_event(session.pk, GatewayEvent.Type.PROMPT_GOT, {
+        **event, "messages": len(result.get("messages") or []),
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+    return result
+
+
+def _valid(model, items: list[dict[str, Any]], what: str) -> list:
+    """Upstream items as SDK models; one that does not validate is left out (and logged)."""
+    valid = []
+    for item in items:
+        try:
+            valid.append(model.model_validate(item, by_name=False))
+        except ValidationError as exc:
+            logger.warning("MCP gateway: left out an upstream %s that does not validate: %s", what, exc)
+    return valid
+
+
+async def _answer(ctx, method: str, func, *args):
+    info = _scope_info(ctx)
+    session_id = _session_id(ctx)
+    if not session_id:
+        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    try:
+        return await in_thread(func)(session_id, info, _client_info(ctx), *args)
+    except SessionClosed as closed:
+        raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
+    except upstream.UpstreamError as exc:
+        raise MCPError(code=RESOURCE_NOT_FOUND if exc.not_offered and method == "resources/read" else types.INVALID_PARAMS,
+                       message=str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
+        raise _unexpected(method, exc) from None
+
+
+async def list_resources(ctx, params) -> types.ListResourcesResult:
+    items = await _answer(ctx, "resources/list", _list_offered, "resources")
+    return types.ListResourcesResult(resources=_valid(types.Resource, items, "resource"))
+
+
+async def list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+    items = await _answer(ctx, "resources/templates/list", _list_offered, "resource_templates")
+    return types.ListResourceTemplatesResult(resource_templates=_valid(types.ResourceTemplate, items, "resource template"))
+
+
+async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    contents = await _answer(ctx, "resources/read", _read_resource, str(params.uri))
+    return types.ReadResourceResult.model_validate({"contents": contents}, by_name=False)
+
+
+async def list_prompts(ctx, params) -> types.ListPromptsResult:
+    items = await _answer(ctx, "prompts/list", _list_offered, "prompts")
+    return types.ListPromptsResult(prompts=_valid(types.Prompt, items, "prompt"))
+
+
+async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    result = await _answer(ctx, "prompts/get", _get_prompt, params.name, dict(params.arguments or {}))
+    return types.GetPromptResult.model_validate(result, by_name=False)
 
 
 class RecordInitialize:
@@ -307,6 +490,11 @@ def build_server() -> GatewayServer:
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
     server.middleware.append(RecordInitialize())
     return server

@@ -29,6 +29,7 @@ from playground.engine.permissions import PermissionDecision, PermissionPolicy
 from playground.engine.requests import AgentSettings, RequestPlan
 from playground.engine.turn import TurnPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.openai_wire import tool_tokens_by_vendor
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
     TOOL_SEARCH_TOOL,
@@ -36,7 +37,7 @@ from playground.engine.toolsearch_tool import (
     tool_search_result_content,
 )
 from playground.gateway.events import record_event
-from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+from playground.gateway.models import GatewayDiscovery, GatewayEvent, GatewayPrompt, GatewaySession
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
@@ -186,7 +187,8 @@ def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:
 
 
 def add_discovered(session_pk: int, names: list[str]) -> list[str]:
-    """Add names to the session's discovered tools; returns those that were new."""
+    """Add names to the session's discovered tools, and remember them for the client's next
+    sessions (`remember`); returns those that were new to this session."""
     if not names:
         return []
     with transaction.atomic():
@@ -196,7 +198,35 @@ def add_discovered(session_pk: int, names: list[str]) -> list[str]:
         if new:
             session.discovered_tools = known + new
             session.save(update_fields=["discovered_tools", "last_seen_at"])
+    remember(session.token_id, session.client_name, names)
     return new
+
+
+def remember(token_id: int | None, client_name: str, names: list[str]) -> None:
+    """Keep found tools for this token and client name (GATEWAY_DISCOVERY_TTL_SECONDS from now);
+    the token's expired entries go at the same time (no periodic job: a token's rows are few)."""
+    ttl = settings.GATEWAY_DISCOVERY_TTL_SECONDS
+    if token_id is None or ttl <= 0 or not names:
+        return
+    now = timezone.now()
+    GatewayDiscovery.objects.bulk_create(
+        [GatewayDiscovery(token_id=token_id, client_name=client_name, tool_name=name[:200], found_at=now)
+         for name in dict.fromkeys(names)],
+        update_conflicts=True, unique_fields=["token", "client_name", "tool_name"], update_fields=["found_at"],
+    )
+    GatewayDiscovery.objects.filter(token_id=token_id, found_at__lt=now - timezone.timedelta(seconds=ttl)).delete()
+
+
+def remembered_tools(token_id: int | None, client_name: str) -> list[str]:
+    """The tools this token's client (by its name from initialize) found within the last
+    GATEWAY_DISCOVERY_TTL_SECONDS, oldest first: a new session of that client starts with them.
+    Whether each may be listed or called is decided as for any discovered tool, at that moment."""
+    ttl = settings.GATEWAY_DISCOVERY_TTL_SECONDS
+    if token_id is None or ttl <= 0:
+        return []
+    cutoff = timezone.now() - timezone.timedelta(seconds=ttl)
+    return list(GatewayDiscovery.objects.filter(token_id=token_id, client_name=client_name, found_at__gte=cutoff)
+                .order_by("found_at", "pk").values_list("tool_name", flat=True))
 
 
 @dataclass
@@ -235,9 +265,11 @@ def tool_search(session: GatewaySession, view: ProfileView, arguments: dict[str,
 
 @dataclass
 class CallAnswer:
-    content: list[dict[str, Any]]
+    content: list[dict[str, Any]]  # Messages API blocks (text, image): what the gateway sends for other tools
     is_error: bool
     event: dict[str, Any]
+    # An MCP server's own result (every content type, structuredContent), passed on unchanged.
+    mcp_result: dict[str, Any] | None = None
 
 
 @dataclass
@@ -295,7 +327,7 @@ def execute(planned: PlannedCall, **extra: Any) -> CallAnswer:
         **planned.event(), "is_error": outcome.is_error, "refused": False, "simulated": outcome.simulated,
         "summary": outcome.text()[:SUMMARY_CHARS], "duration_ms": round(outcome.duration_ms, 1), **extra,
     }
-    return CallAnswer(outcome.content, outcome.is_error, event)
+    return CallAnswer(outcome.content, outcome.is_error, event, mcp_result=outcome.mcp_result)
 
 
 def call_tool(session: GatewaySession, view: ProfileView, name: str, arguments: Any, *, via: str = "") -> CallAnswer:
@@ -307,12 +339,14 @@ def call_tool(session: GatewaySession, view: ProfileView, name: str, arguments: 
 
 
 # -- permission prompts ---------------------------------------------------------------------------
-def open_prompt(session: GatewaySession, planned: PlannedCall) -> GatewayPrompt:
+def open_prompt(session: GatewaySession, planned: PlannedCall, *, ask_client: bool = False) -> GatewayPrompt:
+    """A pending prompt on the session's page; `ask_client`: the MCP client is asked too
+    (elicitation), and the first answer, there or on the page, stands."""
     prompt = GatewayPrompt.objects.create(session=session, tool_name=planned.name, arguments=planned.arguments,
                                           reason=planned.decision.reason[:300])
     record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {
         "prompt_id": prompt.pk, "name": planned.name, "arguments": planned.arguments, "reason": planned.decision.reason,
-        "timeout_seconds": settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS,
+        "timeout_seconds": settings.GATEWAY_PERMISSION_TIMEOUT_SECONDS, "ask_client": ask_client,
     })
     return prompt
 
@@ -321,9 +355,10 @@ def prompt_status(prompt_pk: int) -> str:
     return GatewayPrompt.objects.filter(pk=prompt_pk).values_list("status", flat=True).get()
 
 
-def answer_prompt(prompt_pk: int, status: str, *, user=None) -> bool:
+def answer_prompt(prompt_pk: int, status: str, *, user=None, by: str = "") -> bool:
     """Settle a pending prompt (allowed, denied or timeout); False when it was already settled
-    (two people answering, or an answer arriving after the timeout: the first one stands)."""
+    (two people answering, or an answer arriving after the timeout: the first one stands). `by`
+    names who answered when it was not a logged-in user (the person at the MCP client)."""
     if status not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED, GatewayPrompt.Status.TIMEOUT):
         raise ValueError(f"not an answer: {status!r}")
     with transaction.atomic():
@@ -335,7 +370,7 @@ def answer_prompt(prompt_pk: int, status: str, *, user=None) -> bool:
             prompt = GatewayPrompt.objects.get(pk=prompt_pk)
             record_event(prompt.session_id, GatewayEvent.Type.PERMISSION_ANSWERED, {
                 "prompt_id": prompt_pk, "name": prompt.tool_name, "answer": status,
-                "by": getattr(user, "username", "") if status != GatewayPrompt.Status.TIMEOUT else "",
+                "by": (by or getattr(user, "username", "")) if status != GatewayPrompt.Status.TIMEOUT else "",
             })
     return bool(updated)
 
@@ -352,11 +387,18 @@ def finish_prompted_call(planned: PlannedCall, status: str) -> CallAnswer:
 
 
 def list_event(view: ProfileView, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tools/list as the session page shows it, counted as conversations count a turn's tools (one
+    counter, one all-tools baseline) and per vendor: as Claude gets the tools, and as an OpenAI model
+    gets them as function tools (`openai_wire.tool_tokens_by_vendor`)."""
     counter = adapter.token_counter()
+    by_vendor = tool_tokens_by_vendor(tools, counter)
     return {
         "tools": [t["name"] for t in tools],
         "count": len(tools),
-        "tokens": counter.count_tools(tools),
+        "tokens": by_vendor["anthropic"],
+        "tokens_by_vendor": by_vendor,
+        "baseline_tokens": view.turn.tokens.baseline_tokens,
+        "source": counter.source,
         "deferred_count": len(view.plan.deferred_tools) if view.tool_search_on else 0,
         "tool_search": view.tool_search_on,
         "decision": view.plan.decision.reason,

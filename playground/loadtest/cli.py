@@ -16,7 +16,8 @@ import time
 
 from playground.loadtest.client import LoadTestError, Session, run_conversation
 from playground.loadtest.stack import EmbeddedStack
-from playground.loadtest.stats import LEVEL_KEYS, ConversationResult, format_table, summarize_level
+from playground.loadtest.stats import LEVEL_KEYS, ConversationResult, format_table, summarize_level, summarize_watchers
+from playground.loadtest.watchers import run_watchers
 
 DEFAULT_MESSAGE = "What is the weather forecast for Paris?"
 
@@ -52,8 +53,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300, help="seconds a level may take before its runs count as not completed")
     parser.add_argument("--warmup", type=int, default=None,
                         help="unmeasured conversations first, so each worker process has loaded the search index (default: --workers)")
-    parser.add_argument("--json", action="store_true", help='print {"levels": [...]} instead of the table')
+    parser.add_argument("--watchers", type=int, default=0, metavar="N",
+                        help="instead of the levels: one conversation watched by N read-only sockets at once")
+    parser.add_argument("--via", choices=("share", "viewers"), default="share",
+                        help="--watchers: open the sockets through a share link (logged out, default) or the conversation's own socket")
+    parser.add_argument("--words-per-second", type=float, default=None,
+                        help="the demo agent's streaming pace on the embedded stack (DEMO_STREAM_WORDS_PER_SECOND; "
+                             "default: 0 for the levels, so their figures compare with earlier runs; 12, readable, for --watchers)")
+    parser.add_argument("--json", action="store_true", help='print {"levels": [...]} (or {"watchers": {...}}) instead of the table')
     args = parser.parse_args(argv)
+    if args.watchers < 0:
+        parser.error("--watchers must be 1 or more")
+    if args.words_per_second is None:
+        args.words_per_second = 12.0 if args.watchers else 0.0
     if args.url and not (args.user and args.password):
         parser.error("--url needs --user and --password (or LOADTEST_PASSWORD)")
     if args.workers < 1:
@@ -104,6 +116,34 @@ def cpu_spent(before: dict | None, after: dict | None) -> dict[str, float]:
     return {name: after[name] - before[name] for name in after}
 
 
+def run_watchers_mode(args: argparse.Namespace, session: Session | list[Session], stack: EmbeddedStack | None) -> bool:
+    """One conversation, `--watchers` read-only sockets; prints {"watchers": {...}}. True when every
+    socket saw the run to its end and no frame was lost."""
+    if args.warmup != 0:
+        say("[load] warm-up: 1 conversation, not measured")
+        asyncio.run(run_level(session, len(session) if isinstance(session, list) else 1, args.message, args.timeout))
+    say(f"[load] {args.watchers} read-only sockets ({args.via}) on one conversation")
+    cpu_before, client_before = (stack.cpu_seconds() if stack else None), time.process_time()
+    conversation_id, watchers = asyncio.run(run_watchers(session, args.watchers, args.message, args.timeout, via=args.via))
+    cpu_after, client_cpu = (stack.cpu_seconds() if stack else None), time.process_time() - client_before
+    created, counts = stack.event_facts([conversation_id]) if stack else ({}, {})
+    events = counts.get(conversation_id) or max((s for w in watchers for s, _ in w.receipts), default=0)
+    spent = cpu_spent(cpu_before, cpu_after)
+    web_cpu = sum(seconds for name, seconds in spent.items() if name.startswith("web")) if spent else None
+    report = summarize_watchers([w.receipts for w in watchers], conversation_id=conversation_id, events=events,
+                                created=created, web_cpu_s=web_cpu)
+    say("[load]   " + ", ".join(f"{key}={value}" for key, value in report.items()) + f" (events {events})")
+    if spent:
+        say("[load]   cpu s: " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in spent.items()) +
+            f", this client {client_cpu:.2f} (its sockets share the machine's cores)")
+    errors = sorted({w.error for w in watchers if w.error})
+    for error in errors[:5]:
+        say(f"[load]   {sum(1 for w in watchers if w.error == error)} socket(s): {error}")
+    print(json.dumps({"watchers": report}) if args.json else
+          "\n".join(f"{key:>22}  {value}" for key, value in report.items()))
+    return not errors and report["lost"] == 0 and all(w.finished for w in watchers)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
@@ -119,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             session.login(args.user, args.password)
             say(f"[load] logged in to {args.url} as {args.user}")
         else:
+            os.environ["DEMO_STREAM_WORDS_PER_SECOND"] = f"{args.words_per_second:g}"  # the stack's children read it
             stack = EmbeddedStack(workers=args.workers, pool=args.pool, database_url=args.database_url, log=say,
                                   web_nodes=args.web_nodes, worker_nodes=args.worker_nodes)
             stack.start()
@@ -130,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             # The demo data's import queued the search index build: wait for the worker to finish it,
             # or its encoding would be counted in the first levels' CPU per event.
             say(f"[load] search index build: {stack.wait_for_search_index() or 'not built in the background'}")
+        if args.watchers:
+            failed = not run_watchers_mode(args, session, stack)
+            return 1 if failed else 0
         warmup = args.workers if args.warmup is None else args.warmup
         if args.url and args.warmup is None:
             warmup = 0

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from playground.runner.embedded_redis import (
     DEFAULT_REDIS_URL, EmbeddedRedis, forget_keys, free_port, redis_answers, start_embedded_redis, with_address,
 )
-from playground.runner.main import prepare_database, wait_until_ready, web_command, worker_command
+from playground.runner.main import beat_command, prepare_database, wait_until_ready, web_command, worker_command
 from playground.runner.supervisor import Child, Supervisor
 
 READY_TIMEOUT_SECONDS = 120
@@ -42,11 +42,14 @@ def run_database_url(server_url: str, name: str) -> str:
 
 class EmbeddedStack:
     def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print,
-                 web_nodes: int = 1, worker_nodes: int = 1, existing_database_url: str = "") -> None:
+                 web_nodes: int = 1, worker_nodes: int = 1, existing_database_url: str = "", beat: bool = False) -> None:
         self.run_id = uuid.uuid4().hex[:8]
         self.name = f"loadtest-{self.run_id}"
         self.workers = workers
         self.pool = pool
+        # Celery beat beside the workers, as `make run` starts it: its background round releases and
+        # carries on work whose worker died (task runs use it; the load levels measure without it).
+        self.beat = beat
         self.server_database_url = database_url
         # A database prepared beforehand (a grown catalog, python -m playground.bench.scale): used as it is,
         # never created or dropped here.
@@ -160,6 +163,9 @@ class EmbeddedStack:
             self.children.append(self.supervisor.start(
                 name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env))
         self.web, self.worker = self.children[0], self.children[self.web_nodes]
+        if self.beat:
+            self.children.append(self.supervisor.start(
+                "beat", [*beat_command(), "-s", str(self.workdir / "beat-schedule")], env=env))
         for base_url in self.base_urls:
             if not wait_until_ready(self.supervisor, base_url):
                 raise StackError(f"the web server at {base_url} did not start\n{self.log_tail()}")

@@ -142,3 +142,36 @@ def format_table(levels: list[dict]) -> str:
     for level in levels:
         lines.append("| " + " | ".join(cell(level.get(key)) for key in LEVEL_KEYS) + " |")
     return "\n".join(lines)
+
+
+# The keys of `--watchers N --json` (one conversation, N read-only sockets), in this order.
+WATCHER_KEYS = ("sockets", "frames_expected", "frames_received", "lost", "ws_p50_ms", "ws_p99_ms", "web_cpu_ms_per_frame")
+
+
+def summarize_watchers(receipts: list[list[tuple[int, float]]], *, conversation_id: int, events: int,
+                       created: dict[tuple[int, int], float], web_cpu_s: float | None) -> dict:
+    """One conversation watched by `len(receipts)` sockets. `receipts`: per socket, the (sequence,
+    arrival wall time) of each event frame. Every socket owes every saved event (`events` of them):
+    frames are counted per socket, a sequence a socket never got is lost, latency is saved → received."""
+    latencies_ms: list[float] = []
+    received = lost = 0
+    for socket_receipts in receipts:
+        first_seen: dict[int, float] = {}
+        for sequence, arrived in socket_receipts:
+            first_seen.setdefault(sequence, arrived)
+        received += len(first_seen)
+        lost += sequence_check(list(first_seen), events)[0]
+        for sequence, arrived in first_seen.items():
+            saved = created.get((conversation_id, sequence))
+            if saved is not None:
+                latencies_ms.append((arrived - saved) * 1000)
+    p50, p99 = percentile(latencies_ms, 50), percentile(latencies_ms, 99)
+    return {
+        "sockets": len(receipts),
+        "frames_expected": len(receipts) * events,
+        "frames_received": received,
+        "lost": lost,
+        "ws_p50_ms": None if p50 is None else round(p50, 1),
+        "ws_p99_ms": None if p99 is None else round(p99, 1),
+        "web_cpu_ms_per_frame": round(web_cpu_s * 1000 / received, 3) if web_cpu_s is not None and received else None,
+    }

@@ -19,6 +19,10 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   and when the client cancels it (``notifications/cancelled``; also written to stderr), so tests can
   wait for a call to be running and see its cancel arrive.
 
+- ``DEMO_SERVER_CONTENT_SAMPLES=1`` adds ``content_samples``, a tool whose result holds one block of
+  every MCP content type (text, image, audio, resource link, embedded resource), for tests of clients
+  and of the gateway passing results on; off by default, so the demo's tool count stays as it is.
+
 - ``DEMO_SERVER_TOOLS_ONLY=1`` serves tools only (no ``resources`` or ``prompts`` capability), like
   many real servers, so the workbench's "this server offers no resources" state can be tested.
 
@@ -30,6 +34,7 @@ so the live server log has something to show.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import struct
@@ -104,7 +109,8 @@ def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b"")
 
 
-def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False) -> DemoServer:
+def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
+                 content_samples: bool = False) -> DemoServer:
     server = DemoServer(
         name="playground-demo",
         instructions="Harmless demo tools of ToolSearch Playground. All data is canned.",
@@ -193,6 +199,9 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
             factor = 3.28084 if to == "feet" else 1 / 3.28084
             return f"{value * factor:.3f} {to}"
 
+    if content_samples:
+        _add_content_samples(server)
+
     if tools_only:
         # MCPServer answers every method; dropping these makes its capabilities say "tools only".
         for method in ("resources/list", "resources/read", "resources/templates/list", "prompts/list", "prompts/get"):
@@ -200,6 +209,7 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False)
     else:
         _add_resources_and_prompts(server)
         _add_resource_template_features(server)
+        _add_resource_template(server)
         _add_completion_features(server)
         _add_logging_features(server)
     _add_client_feature_tools(server)
@@ -423,6 +433,34 @@ def _add_notification_features(server: DemoServer) -> None:
         return done
 
 
+def _add_content_samples(server: DemoServer) -> None:
+    """One tool answering with every MCP content type (see DEMO_SERVER_CONTENT_SAMPLES)."""
+    from mcp.types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
+
+    @server.tool(description="Answer with one content block of every MCP type (text, image, audio, resource "
+                 "link, embedded resource).", structured_output=False)
+    def content_samples() -> list:
+        png = base64.b64encode(_png(4, 4, (40, 80, 200))).decode()
+        wav = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt ").decode()  # a header's first bytes: not meant to play
+        return [
+            TextContent(type="text", text="samples of every content type"),
+            ImageContent(type="image", data=png, mime_type="image/png"),
+            AudioContent(type="audio", data=wav, mime_type="audio/wav"),
+            ResourceLink(type="resource_link", uri="demo://readme", name="readme", mime_type="text/markdown"),
+            EmbeddedResource(type="resource", resource=TextResourceContents(
+                uri="demo://cities", mime_type="application/json", text=json.dumps(CITY_TIMEZONES))),
+        ]
+
+
+def _add_resource_template(server: DemoServer) -> None:
+    """A resource template (`resources/templates/list`): one city's time zone by name."""
+
+    @server.resource("demo://city/{name}", name="city", description="One city's IANA time zone, by name.",
+                     mime_type="text/plain")
+    def city(name: str) -> str:
+        return CITY_TIMEZONES.get(name.strip().lower(), "unknown city")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
@@ -433,6 +471,7 @@ def main(argv: list[str] | None = None) -> None:
         variant=int(os.environ.get("DEMO_SERVER_VARIANT", "1") or 1),
         page_size=int(os.environ.get("DEMO_SERVER_PAGE_SIZE", "0") or 0),
         tools_only=os.environ.get("DEMO_SERVER_TOOLS_ONLY", "") == "1",
+        content_samples=os.environ.get("DEMO_SERVER_CONTENT_SAMPLES", "") == "1",
     )
 
     if options.http:

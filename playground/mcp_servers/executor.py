@@ -87,7 +87,10 @@ def outcome_from_mcp(result: McpCallResult) -> ToolOutcome:
         blocks.append(text_block(json.dumps(structured, ensure_ascii=False)))
     if not blocks:
         blocks.append(text_block("(the tool returned no content)"))
-    return ToolOutcome(content=blocks, is_error=result.is_error, structured=structured)
+    mcp_result: dict[str, Any] = {"content": result.content, "isError": result.is_error}
+    if result.structured is not None:
+        mcp_result["structuredContent"] = result.structured
+    return ToolOutcome(content=blocks, is_error=result.is_error, structured=structured, mcp_result=mcp_result)
 
 
 def image_block(data: str, mime_type: str) -> dict[str, Any]:

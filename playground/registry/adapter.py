@@ -289,6 +289,12 @@ def _profile_signature(profile: AgentProfile | None) -> tuple:
     )
 
 
+def profile_caches(profile: AgentProfile | None) -> bool:
+    """The profile's prompt caching: its own "on" / "off", else the deployment's PROMPT_CACHE."""
+    choice = getattr(profile, "prompt_cache", "") if profile else ""
+    return choice == "on" if choice else bool(settings.PROMPT_CACHE)
+
+
 def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> AgentSettings:
     """Engine settings for a profile; empty profile fields fall back to Django settings.
 
@@ -310,9 +316,8 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "base_url": settings.ANTHROPIC_BASE_URL,
         "system_prompt": profile.system_prompt if profile else "",
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
-        # No profile field yet: the deployment's setting for every profile.
-        "prompt_cache": settings.PROMPT_CACHE,
-        "prompt_cache_ttl": settings.PROMPT_CACHE_TTL,
+        "prompt_cache": profile_caches(profile),
+        "prompt_cache_ttl": (getattr(profile, "prompt_cache_ttl", "") if profile else "") or settings.PROMPT_CACHE_TTL,
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
     values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],

@@ -79,6 +79,16 @@ class AgentProfile(models.Model):
         FULL = "full", "Full list every request"
         DELTA = "delta", "Deltas since the last announcement"
 
+    class PromptCache(models.TextChoices):
+        DEFAULT = "", "Deployment default (PROMPT_CACHE)"
+        ON = "on", "On: cache_control breakpoints on tools, system and the tail"
+        OFF = "off", "Off: no breakpoints (OpenAI caches on its own either way)"
+
+    class CacheTTL(models.TextChoices):
+        DEFAULT = "", "Deployment default (PROMPT_CACHE_TTL)"
+        FIVE_MINUTES = "5m", "5 minutes (write 1.25× input)"
+        ONE_HOUR = "1h", "1 hour (write 2× input)"
+
     class Layout(models.TextChoices):
         FLAT = "flat", "Flat: one name per line (Claude Code)"
         GROUPED = "grouped", "Grouped: one line per MCP server"
@@ -103,6 +113,10 @@ class AgentProfile(models.Model):
         validators=[MaxValueValidator(1_000_000)],
         help_text="Budgeted layout's token budget: 0 = 2 % of the context window, otherwise at least 100.",
     )
+    # Anthropic prompt caching (engine/prompt_cache.py); empty = the deployment's PROMPT_CACHE / PROMPT_CACHE_TTL.
+    prompt_cache = StorableCharField(max_length=3, choices=PromptCache.choices, default=PromptCache.DEFAULT, blank=True)
+    prompt_cache_ttl = StorableCharField(max_length=2, choices=CacheTTL.choices, default=CacheTTL.DEFAULT, blank=True,
+                                         verbose_name="Prompt cache TTL")
     allowed_tools = StorableJSONField(default=list, blank=True, help_text="Empty: every tool.")
     disallowed_tools = StorableJSONField(default=list, blank=True)
     is_subagent = models.BooleanField(default=False, help_text="Subject to the global agent denylist.")

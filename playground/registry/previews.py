@@ -9,9 +9,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 
+from playground.engine.cache_cost import first_and_steady
 from playground.engine.modes import ModeDecision
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionDecision
+from playground.engine.pricing import PriceTable
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
 from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
@@ -24,6 +26,7 @@ from playground.engine.toolsearch_tool import (
 )
 from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
+from playground.registry.prices import PriceTableError, current_price_table
 
 EXCLUDED_SHOWN = 100
 SERVER_SEARCH_NAMES = frozenset(t["name"] for t in SERVER_SEARCH_TOOLS.values())
@@ -280,6 +283,11 @@ class ModelPreview:
     # The wire request, as the conversations loop sends it (`TurnPlan.wire_request`).
     request: dict[str, Any] = field(default_factory=dict)
     server_search: str = ""  # "bm25" / "regex" when Anthropic's server-side search replaces ToolSearch
+    # The turn's token accounting for the request on the wire (`TurnPlan.wire_tokens`: one for both vendors).
+    tokens: Any = None
+    # The request and its all-tools baseline as a first request and in the steady state, split by the
+    # prompt cache model and priced (`cache_cost.first_and_steady`).
+    cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -383,5 +391,10 @@ def model_preview(
         state = ConversationState(messages=[state.messages[0], *hosted_search_items(PREVIEW_TOOL_USE_ID, known, catalog.get)])
     turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
     plan = turn.request
+    try:
+        table = current_price_table()
+    except PriceTableError:
+        table = PriceTable({})  # a malformed PRICE_TABLE: the figures say "no price", the page still shows
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
-                        request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "")
+                        request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
+                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table))

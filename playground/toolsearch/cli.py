@@ -15,14 +15,22 @@ from pathlib import Path
 
 from playground.engine.announcements import announce, estimate_tokens
 from playground.bench.scorer import BenchConfig, format_table, run_bench, scaled_catalog, source_tools
-from playground.engine.cache_cost import COST_WIRE_STYLES, SECONDS_BETWEEN_TURNS, conversation_cost, default_model
+from playground.engine.cache_cost import DEFAULT_MODEL as DEFAULT_COST_MODEL
+from playground.engine.cache_cost import (
+    COST_WIRE_STYLES,
+    SECONDS_BETWEEN_TURNS,
+    conversation_cost,
+    default_model,
+    first_and_steady,
+    recorded_cost,
+)
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.pricing import PriceTableError, price_table
+from playground.engine.pricing import PriceTable, PriceTableError, price_table
 from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
-from playground.engine.requests import AgentSettings, ConversationState, build_request
+from playground.engine.requests import AgentSettings, ConversationState
 from playground.bench import search_speed
 from playground.engine.search import quality
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
@@ -221,20 +229,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def announcement_figures(catalog, layout: str, *, budget: int = 0, context_window: int = 200_000) -> dict:
+def announcement_figures(catalog, layout: str, *, budget: int = 0, context_window: int = 200_000,
+                         prices: PriceTable | None = None, model: str = "") -> dict:
     """A first turn's tool overhead with the default loaded tools, for one announcement layout.
 
     `fits_window` is false when the request builder would refuse the layout (its list is above the
-    cap) and send the budgeted one instead; the figures are still the refused layout's own.
+    cap) and send the budgeted one instead; the figures are still the refused layout's own. `cache`:
+    the whole request, with cache breakpoints, and its all-tools baseline as a first turn and in the
+    steady state, split by the prompt cache model and priced (`cache_cost.first_and_steady`): the
+    raw token share above, the dollars beside it.
     """
     counter = CharEstimateCounter()
-    settings = AgentSettings(mode="true", announcement_layout=layout, announcement_budget=budget, context_window=context_window)
+    settings = AgentSettings(mode="true", announcement_layout=layout, announcement_budget=budget, context_window=context_window,
+                             prompt_cache=True, model=model or DEFAULT_COST_MODEL)
     state = ConversationState([{"role": "user", "content": "hello"}])
-    plan = build_request(catalog, PermissionPolicy(), settings, state, token_counter=counter)
+    turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
+    plan = turn.request
     asked = announce(plan.deferred_tools, [], "full", layout=layout, budget_tokens=settings.announcement_budget_tokens)
     announcement_tokens = estimate_tokens(asked.text)
     first_turn = plan.tokens.sent_tokens + announcement_tokens
     everything = plan.tokens.baseline_tokens
+    cache = first_and_steady(turn, prices or PriceTable(), counter)
     return {
         "style": layout,
         "tools": len(catalog),
@@ -243,6 +258,7 @@ def announcement_figures(catalog, layout: str, *, budget: int = 0, context_windo
         "all_tools_tokens": everything,
         "saved_share": round(1 - first_turn / everything, 4) if everything else 0.0,
         "fits_window": announcement_tokens <= settings.announcement_max_tokens,
+        "cache": cache,
     }
 
 
@@ -253,8 +269,9 @@ def cmd_announce(args: argparse.Namespace) -> int:
         raise BadInput("announce needs --catalog FILE, or --sizes N[,N] to grow catalogs from the shared toolsets")
     catalog = load_catalog(args.catalog)
     try:
-        figures = announcement_figures(catalog, args.style, budget=args.budget, context_window=args.context_window)
-    except ValueError as exc:
+        figures = announcement_figures(catalog, args.style, budget=args.budget, context_window=args.context_window,
+                                       prices=price_table(args.prices or ""), model=args.model)
+    except (ValueError, PriceTableError) as exc:
         raise BadInput(str(exc)) from None
     if args.json:
         print(json.dumps(figures))
@@ -262,9 +279,19 @@ def cmd_announce(args: argparse.Namespace) -> int:
     print(f"{figures['style']} announcement of {figures['tools']:,} tools: {figures['announcement_tokens']:,} tokens")
     print(f"first turn's tools + announcement: {figures['first_turn_tool_tokens']:,} tokens "
           f"(every tool in full: {figures['all_tools_tokens']:,}; saved {figures['saved_share']:.1%})")
+    cache = figures["cache"]
+    for label, name in (("request", "this request"), ("all_tools", "every tool in full")):
+        first, steady = cache[label]["first"], cache[label]["steady"]
+        print(f"{name}, cached ({cache['model']}, TTL {cache['ttl']}): {first['input_tokens']:,} input tokens; "
+              f"first turn {_dollars(first['cost_usd'])} ({first['cache_write_tokens']:,} written), "
+              f"steady state {_dollars(steady['cost_usd'])} per request ({steady['cache_read_tokens']:,} read)")
     if not figures["fits_window"]:
         print(f"refused: above half of the {args.context_window:,}-token window; the request builder sends the budgeted layout instead")
     return 0
+
+
+def _dollars(value: float | None) -> str:
+    return "no price" if value is None else f"${value:.5f}"
 
 
 def cmd_announce_table(args: argparse.Namespace) -> int:
@@ -278,16 +305,24 @@ def cmd_announce_table(args: argparse.Namespace) -> int:
     for size in args.sizes:
         catalog = scaled_catalog(base, size)
         for layout in ("flat", "grouped", "budgeted"):
-            rows.append(announcement_figures(catalog, layout, budget=args.budget, context_window=args.context_window))
+            try:
+                rows.append(announcement_figures(catalog, layout, budget=args.budget, context_window=args.context_window,
+                                                 prices=price_table(args.prices or ""), model=args.model))
+            except (ValueError, PriceTableError) as exc:
+                raise BadInput(str(exc)) from None
     if args.json:
         print(json.dumps(rows))
         return 0
     print(f"first turn with the default loaded tools; tokens estimated as characters ÷ 2.5; window {args.context_window:,}")
-    print(f"{'tools':>8}  {'layout':<9} {'announcement':>12} {'first turn':>10} {'% window':>8} {'all tools':>10} {'saved':>7}  fits")
+    print(f"{'tools':>8}  {'layout':<9} {'announcement':>12} {'first turn':>10} {'% window':>8} {'all tools':>10} {'saved':>7}"
+          f" {'$/turn cached':>13} {'all tools':>10}  fits")
     for row in rows:
         share = 100 * row["first_turn_tool_tokens"] / args.context_window
+        steady, baseline = row["cache"]["request"]["steady"]["cost_usd"], row["cache"]["all_tools"]["steady"]["cost_usd"]
         print(f"{row['tools']:>8,}  {row['style']:<9} {row['announcement_tokens']:>12,} {row['first_turn_tool_tokens']:>10,} "
-              f"{share:>7.1f}% {row['all_tools_tokens']:>10,} {row['saved_share']:>7.1%}  {'yes' if row['fits_window'] else 'REFUSED'}")
+              f"{share:>7.1f}% {row['all_tools_tokens']:>10,} {row['saved_share']:>7.1%} {_dollars(steady):>13} {_dollars(baseline):>10}"
+              f"  {'yes' if row['fits_window'] else 'REFUSED'}")
+    print("$/turn cached: the steady state, the request's prefix read from the prompt cache (every tool in full: the same, cached)")
     return 0
 
 
@@ -339,7 +374,7 @@ def cmd_request(args: argparse.Namespace) -> int:
     counter = CharEstimateCounter()
     turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
     body = turn.wire_request()
-    announcement = turn.request.announcement.text if turn.request.announcement and args.wire != "openai-hosted" else ""
+    announcement = turn.wire_announcement.text if turn.wire_announcement else ""
     figures = {"wire": args.wire, "request": body, "tool_tokens": tool_tokens(body, counter, announcement=announcement)}
     text = json.dumps(figures, ensure_ascii=False, indent=None if args.json else 2, default=str)
     if args.json:
@@ -356,6 +391,10 @@ def _default_model(wire: str) -> str:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
+    if args.export:
+        return _cost_of_export(args)
+    if not (args.catalog and args.wire):
+        raise BadInput("cost needs --catalog and --wire (a simulated conversation) or --export (one that ran)")
     catalog = load_catalog(args.catalog)
     try:
         table = price_table(args.prices or "")
@@ -376,6 +415,36 @@ def cmd_cost(args: argparse.Namespace) -> int:
               f"{row['uncached_tokens']:>9,} {row['cost_usd']:>10.5f}  {reason or '-'}")
     print(f"total ${figures['total_cost_usd']:.5f}; every tool in full: ${figures['all_tools_cached_total_cost_usd']:.5f} cached, "
           f"${figures['all_tools_uncached_total_cost_usd']:.5f} uncached")
+    return 0
+
+
+def _cost_of_export(args: argparse.Namespace) -> int:
+    """The figures of a conversation that ran, from its export: what its page's strips and header show."""
+    try:
+        export = json.loads(Path(args.export).expanduser().read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInput(f"could not read {args.export}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{args.export} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(export, dict) or not isinstance(export.get("events"), list):
+        raise BadInput(f"{args.export} is not a conversation export (/conversations/<id>/export.json)")
+    try:
+        report = recorded_cost(export, price_table(args.prices or ""))
+    except (ValueError, PriceTableError) as exc:
+        raise BadInput(str(exc)) from None
+    figures = report.figures
+    if args.json:
+        print(json.dumps(figures))
+        return 0
+    print(f"conversation {figures['conversation']}: {len(figures['turns'])} requests as recorded (input tokens only; "
+          "estimated as characters ÷ 2.5)")
+    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
+    for row, reason in zip(figures["turns"], report.reasons, strict=True):
+        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.5f}"
+        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
+              f"{row['uncached_tokens']:>9,} {cost:>10}  {reason or '-'}")
+    total = figures["total_cost_usd"]
+    print("total " + ("no price for a model in the price table" if total is None else f"${total:.5f}"))
     return 0
 
 
@@ -431,8 +500,11 @@ def build_parser() -> argparse.ArgumentParser:
     announce.add_argument("--style", choices=["flat", "grouped", "budgeted"], default="flat", help="the announcement layout")
     announce.add_argument("--budget", type=_not_negative, default=0, help="budgeted layout's token budget (0: 2%% of the window)")
     announce.add_argument("--context-window", type=_positive, default=200_000)
+    announce.add_argument("--model", default="", help="model to price the cached figures at (default claude-sonnet-4-5)")
+    announce.add_argument("--prices", default=os.environ.get("PRICE_TABLE", ""),
+                          help="price table overrides: a JSON object or a JSON file (default: $PRICE_TABLE)")
     announce.add_argument("--json", action="store_true",
-                          help='one object: {"style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window"}')
+                          help='one object: {"style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window", "cache": {"request"|"all_tools": {"first"|"steady": split and cost}}}')
     announce.set_defaults(handler=cmd_announce)
 
     request = commands.add_parser("request", help="the request body a wire style sends (Anthropic or OpenAI), and its tool tokens")
@@ -447,8 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     request.set_defaults(handler=cmd_request)
 
     cost = commands.add_parser("cost", help="an N-turn conversation's input cost in one wire style, with prompt caching, against every tool in full")
-    cost.add_argument("--catalog", required=True, help="a catalog file (as for search)")
-    cost.add_argument("--wire", required=True, choices=list(COST_WIRE_STYLES))
+    cost.add_argument("--catalog", help="a catalog file (as for search)")
+    cost.add_argument("--wire", choices=list(COST_WIRE_STYLES))
+    cost.add_argument("--export", help="instead: a conversation export (/conversations/<id>/export.json) whose requests are replayed")
     cost.add_argument("--turns", type=_positive, default=6, help="model requests in the conversation")
     cost.add_argument("--discover", type=_not_negative, default=0, help="deferred tools the conversation's searches load")
     cost.add_argument("--ttl", choices=list(CACHE_TTLS), default=DEFAULT_TTL, help="the cache breakpoints' TTL")

@@ -41,6 +41,15 @@
     updateDifference();
   });
 
+  // A share link's socket closed by the server (4403: the link expired or was revoked): say so.
+  document.addEventListener("htmx:wsClose", function (evt) {
+    var root = rootOf(evt.target), code = evt.detail && evt.detail.event && evt.detail.event.code;
+    if (!root || !root.hasAttribute("data-shared") || (code !== 4403 && code !== 4401)) return;
+    var ended = root.querySelector("[data-testid=share-ended]");
+    if (ended) ended.hidden = false;
+    root.dataset.shareEnded = "true";
+  });
+
   document.addEventListener("htmx:wsAfterSend", function (evt) {
     if (evt.target && evt.target.hasAttribute && evt.target.hasAttribute("data-reset-on-send")) evt.target.reset();
   });

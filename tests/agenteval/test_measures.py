@@ -71,6 +71,20 @@ def test_cache_parts_are_input_and_priced_apart_and_the_demo_is_marked_estimated
     assert m.cost_usd == pytest.approx((300 + 150 + 3750 + 3000) / 1e6)
 
 
+def test_the_cache_strip_prices_a_one_hour_write_and_an_openai_split_and_the_raw_cost_stays_beside_it():
+    strip = ("cache_strip", {"vendor": "anthropic", "ttl": "1h"})
+    m = measure_task([turn(), response(input_tokens=100, output=10, write=1000, read=10_000), strip], [GOLD])
+    # 100 × 3 + 10 × 15 + 1,000 × 6 (a 1-hour write) + 10,000 × 0.30, per million.
+    assert m.cost_usd == pytest.approx((300 + 150 + 6000 + 3000) / 1e6)
+    assert m.uncached_cost_usd == pytest.approx((11_100 * 3 + 150) / 1e6)  # every input token at the input price
+    # OpenAI's usage is stored as Claude's (its provider takes the cached part out of the prompt's
+    # count: 5,000 prompt tokens with 4,096 cached are stored as 904 + 4,096), so nothing counts twice.
+    openai = ("cache_strip", {"vendor": "openai", "ttl": "5m"})
+    m = measure_task([turn(), response(input_tokens=904, output=0, write=0, read=4096), openai], [GOLD])
+    assert (m.input_tokens, m.cache_read_tokens) == (5000, 4096)
+    assert m.cost_usd == pytest.approx((904 * 3 + 4096 * 0.3) / 1e6)
+
+
 def test_a_model_without_a_price_gives_no_cost_rather_than_zero():
     m = measure_task([turn(model="claude-test"), response()], [GOLD])
     assert m.cost_usd is None and m.unpriced_models == ["claude-test"]
@@ -106,3 +120,16 @@ def test_profile_summary_and_pairs_count_completed_tasks_only():
     assert row["errors"] == {"tool_error": 1} and row["success_ci"] == pytest.approx([0.0945, 0.9055], abs=1e-4)
     pair = paired_comparison("on", "off", {1: True, 2: True, 3: False}, {1: False, 2: True, 4: True})
     assert pair == {"a": "on", "b": "off", "tasks": 2, "only_a": 1, "only_b": 0, "success_diff": 0.5, "p_value": 1.0}
+
+
+def test_a_worker_lost_is_an_error_only_when_the_run_did_not_go_on():
+    lost = ("error", {"kind": "worker_lost"})
+    went_on = ("status", {"status": "running", "note": "its worker stopped answering: task run 1 goes on"})
+    resumed = measure_task([turn(), lost, went_on, turn(), response(), call(GOLD, "t1"), result(GOLD, "t1"),
+                            ("turn_finished", {"final": True, "reason": "end_turn"})], [GOLD])
+    assert (resumed.resumed, resumed.errors, resumed.success, resumed.turns) == (1, {}, True, 2)
+    given_up = measure_task([turn(), lost, went_on, turn(), lost], [GOLD])
+    assert (given_up.resumed, given_up.errors, given_up.success) == (1, {"worker_lost": 1}, False)
+    # Another status (a cancel asked for) is not the run going on.
+    cancelled = measure_task([turn(), lost, ("status", {"status": "cancelling"})], [GOLD])
+    assert (cancelled.resumed, cancelled.errors) == (0, {"worker_lost": 1})

@@ -18,7 +18,27 @@ def test_known_models_are_priced_per_million_tokens_with_cache_multipliers():
     assert cost_usd("claude-sonnet-4-5", 0, 0, cache_read=1_000_000) == pytest.approx(0.3)
     # 1,000 in + 200 out on Haiku 4.5 ($1 / $5): 0.001 + 0.001.
     assert cost_usd("claude-haiku-4-5", 1000, 200) == pytest.approx(0.002)
-    assert pricing.PRICES_AS_OF and all(p.as_of == pricing.PRICES_AS_OF for p in pricing.DEFAULT_PRICES.values())
+    claude = [p for name, p in pricing.DEFAULT_PRICES.items() if name.startswith("claude")]
+    assert pricing.PRICES_AS_OF and all(p.as_of == pricing.PRICES_AS_OF and p.source == pricing.PRICES_SOURCE for p in claude)
+
+
+def test_openai_models_are_priced_with_their_source_and_automatic_caching():
+    # gpt-5.4: $2.50 input, $15 output, a cache hit 0.1x, no write charge (dated, secondary source named).
+    price = PriceTable().price("gpt-5.4-2026-03-05")
+    assert (price.input, price.output, price.cache_read, price.cache_write_5m) == (2.5, 15.0, 0.25, 2.5)
+    assert price.caching == "openai" and price.as_of == pricing.OPENAI_PRICES_AS_OF and "not read from OpenAI" in price.source
+    assert PriceTable().price("gpt-5.4-mini").input == 0.75  # the longest prefix, not gpt-5.4's
+    # 1,000 uncached + 9,000 cached input and 100 out: 0.0025 + 0.00225 + 0.0015.
+    assert cost_usd("gpt-5.4", 1000, 100, cache_read=9000) == pytest.approx(0.00625)
+
+
+def test_an_openai_override_keeps_openai_caching():
+    table = PriceTable().with_overrides({"gpt-5.4": {"input": 3, "output": 18}, "gpt-6": {"input": 4, "output": 20}})
+    assert (table.price("gpt-5.4").cache_read, table.price("gpt-5.4").cache_write_5m) == (0.3, 3.0)
+    assert table.price("gpt-6").caching == "openai" and table.price("gpt-6").cache_write_1h == 4.0
+    assert table.price("gpt-5.4").source == "PRICE_TABLE"
+    with pytest.raises(PriceTableError, match="caching"):
+        PriceTable().with_overrides({"m": {"input": 1, "output": 2, "caching": "both"}})
 
 
 def test_the_longest_prefix_wins_and_dated_ids_match():

@@ -1,6 +1,7 @@
-"""A real worker process is killed while it runs one of a task run's conversations: a new worker's
-watch releases that conversation, the run records it as worker_lost and goes on with the next tasks —
-every task ends once, none is run twice (the Messages API double counts the model calls)."""
+"""A real worker process is killed while it runs one of a task run's conversations: the background
+round on a new worker releases that conversation and the task goes on in it from what it stored, then
+the run finishes the other tasks — every task ends once with a result, none is run twice, no
+conversation or event is duplicated (the Messages API double counts the model calls)."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from django.conf import settings as django_settings
 from playground.agenteval import services
 from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
 from playground.celery_app import app
-from playground.conversations.models import Conversation
+from playground.conversations.models import Conversation, Event
 from tests.agenteval.conftest import PLANS, SLACK, TIME, WEATHER, scripted_model
 from tests.conversations.conftest import redis  # noqa: F401 - the fixture, used by name
 from tests.conversations.test_lost_worker import WorkerProcess, database_url, worker_log
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 HEARTBEAT, LOST, GRACE = 0.2, 1.0, 1.0
 
 
-def test_a_killed_worker_loses_one_task_and_the_run_goes_on(redis, settings, tool_world, claude_profiles,  # noqa: F811 - the fixture
+def test_a_killed_workers_task_goes_on_from_its_saved_state_once(redis, settings, tool_world, claude_profiles,  # noqa: F811 - the fixture
                                                             scripted_api, admin_user, tmp_path):
     settings.AGENT_HEARTBEAT_SECONDS, settings.AGENT_LOST_SECONDS = HEARTBEAT, LOST
     queue = django_settings.CELERY_TASK_DEFAULT_QUEUE  # where queue_task sends: the workers below read it
@@ -60,15 +61,28 @@ def test_a_killed_worker_loses_one_task_and_the_run_goes_on(redis, settings, too
             return TaskRun.objects.values_list("status", flat=True).get(pk=run.pk) == TaskRun.Status.DONE
 
         wait_until(run_over, "the run to end on the second worker", 120, details=worker_log(log))
-        items = {i.task.external_id: i for i in run.items.select_related("task")}
+        items = {i.task.external_id: i for i in run.items.select_related("task", "conversation")}
         assert all(i.status == TaskRunItem.Status.DONE for i in items.values())
-        assert items["t0"].measures["errors"] == {"worker_lost": 1} and items["t0"].measures["success"] is False
+        # The first task was resumed in its own conversation and succeeded there: no error left.
+        assert items["t0"].measures["resumed"] == 1 and items["t0"].measures["errors"] == {}
+        assert items["t0"].measures["success"] is True and items["t0"].measures["end_reason"] == "end_turn"
         assert items["t1"].measures["success"] is True and items["t2"].measures["errors"] == {"tool_not_loaded": 1}
+        assert items["t1"].measures["resumed"] == items["t2"].measures["resumed"] == 0
         assert Conversation.objects.count() == 3  # one conversation per task: none was started twice
-        # The model was asked exactly what the script needs: the hung call (still unanswered), then the
-        # two other tasks' plans once each — the first task was not run again.
+        for item in items.values():
+            events = list(Event.objects.filter(conversation=item.conversation).order_by("sequence"))
+            assert [e.sequence for e in events] == list(range(1, len(events) + 1))  # no gap, none twice
+            assert sum(1 for e in events if e.type == "turn_finished" and e.payload.get("final")) == 1  # ended once
+            calls = [e.payload["tool_use_id"] for e in events if e.type == "tool_call"]
+            assert len(calls) == len(set(calls))  # no tool call recorded (or run) twice
+            assert item.conversation.messages.filter(role="user", position=1).count() == 1
+            assert sum(1 for e in events if e.type == "message" and e.payload["role"] == "user") == 1
+        lost = [e for e in Event.objects.filter(conversation=items["t0"].conversation, type="error")]
+        assert [e.payload["kind"] for e in lost] == ["worker_lost"]
+        # The model was asked exactly what the script needs: the hung call (still unanswered), the first
+        # task's whole plan once more from its saved state, and the two other tasks' plans once each.
         requests = scripted_api.message_requests
-        expected = len(PLANS["Weather forecast for Paris"]["on"]) + len(PLANS["Post 'hi' to the #general Slack channel"]["on"])
+        expected = sum(len(PLANS[query]["on"]) for query in PLANS if query != "Open a GitHub issue titled 'Login broken'")
         assert requests[0].status == 0 and len(requests) == 1 + expected
         assert all(r.status == 200 for r in requests[1:])
     finally:

@@ -107,9 +107,15 @@ def asgi_server(django_db_setup, django_db_blocker, tmp_path_factory):
         "CELERY_TASK_DEFAULT_QUEUE": f"browser-{run_id}",
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "playground.settings",
+        # The demo agent streams its words, fast: a reply arrives as a few text deltas in well under a
+        # second (the streaming test watches the text grow), so other tests wait no longer than before.
+        "DEMO_STREAM_WORDS_PER_SECOND": "200",
+        "DEMO_STREAM_MAX_SECONDS": "0.5",
+        "STREAM_FLUSH_SECONDS": "0.05",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):  # conversations run the offline demo agent
+    # Conversations run the offline demo agent (on OpenAI's wire for a profile naming OpenAI).
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         env.pop(name, None)
     processes: list[subprocess.Popen] = []
     server = LiveServer(url=f"http://127.0.0.1:{port}", worker_name=worker_name.replace("%h", os.uname().nodename), log_dir=log_dir,

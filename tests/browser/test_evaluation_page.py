@@ -2,6 +2,8 @@
 by default and runs, whether or not TOOLSETS_DIR finds the shared toolsets."""
 from __future__ import annotations
 
+import re
+
 from tests.browser.conftest import screenshot
 
 
@@ -22,4 +24,8 @@ def test_the_shipped_demo_set_is_the_default_and_runs(logged_in_page):
     page.wait_for_selector("body[data-page=evaluation-run]")
     page.wait_for_selector("[data-status=done]", timeout=120_000)
     assert "demo" in page.inner_text("main")
+    # the no-match gate's two rates beside recall: labelled queries answered empty, nonsense "no match"
+    assert page.locator("th", has_text="answered empty").count() == 1 and page.locator("th", has_text="nonsense no match").count() == 1
+    assert re.fullmatch(r"\d+ of 12", page.inner_text("td.empty-answers").strip())
+    assert re.fullmatch(r"\d+ of 19", page.inner_text("td.nonsense").strip())
     screenshot(page, "evaluation-demo-set-done")

@@ -113,3 +113,56 @@ def test_a_gateway_session_streams_live_to_its_page(logged_in_page, asgi_server)
     page.wait_for_selector("[data-testid=gateway-session][data-socket=open]")
     assert page.locator(events).evaluate_all("els => els.map(e => e.dataset.sequence)")[:len(sequences)] == sequences
     assert len(set(page.locator(events).evaluate_all("els => els.map(e => e.dataset.sequence)"))) == page.locator(events).count()
+
+
+class ConfirmingClient(Client):
+    """A client that opens a session per request: one session searches, the next (watched) calls what
+    the first found, and answers the gateway's question about an `ask` call itself (elicitation)."""
+
+    async def flow(self) -> None:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {self.token}"}) as http:
+            async with streamable_http_client(self.url, http_client=http) as (read, write):
+                async with ClientSession(read, write, client_info=types.Implementation(name="one-shot", version="1")) as first:
+                    await first.initialize()
+                    await first.call_tool("ToolSearch", {"query": "select:word_count"})
+
+            async def confirm(context, params):
+                self.results["asked"] = params.message
+                return types.ElicitResult(action="accept", content={})
+
+            async with streamable_http_client(self.url, http_client=http) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=confirm,
+                                         client_info=types.Implementation(name="one-shot", version="1")) as second:
+                    await second.initialize()
+                    self.initialized.set()
+                    await anyio.to_thread.run_sync(self.go.wait, STEP_TIMEOUT_SECONDS)
+                    called = await second.call_tool("word_count", {"text": "one two three four"})
+                    self.results["called"] = (called.is_error, called.content[0].text)
+
+
+def test_a_one_shot_client_confirms_an_ask_call_itself_and_the_page_shows_it(logged_in_page, asgi_server):
+    from playground.gateway.models import GatewaySession
+    from playground.registry.models import PermissionRule
+
+    profile, token = served_profile()
+    PermissionRule.objects.create(effect="ask", pattern="word_count", profile=profile)
+    client = ConfirmingClient(f"{asgi_server.url}/gateway/mcp/{profile.pk}/", token)
+    client.start()
+    assert client.initialized.wait(STEP_TIMEOUT_SECONDS) and client.error is None, client.error
+    session = GatewaySession.objects.filter(profile=profile).order_by("pk").last()
+    assert session.discovered_tools == ["word_count"]  # found by the first session, remembered
+
+    page = logged_in_page
+    page.goto(f"/gateway/sessions/{session.pk}/")
+    page.wait_for_selector("[data-testid=gateway-session][data-socket=open]")
+    events = "[data-testid=gateway-events] [data-testid=gateway-event]"
+    assert "earlier sessions" in page.locator(f"{events}[data-type=session_started]").inner_text()
+    client.go.set()
+    page.wait_for_selector(f"{events}[data-type=tool_call]", timeout=STEP_TIMEOUT_SECONDS * 1000)
+    assert client.done.wait(STEP_TIMEOUT_SECONDS) and client.error is None, client.error
+    assert client.results["called"][0] is False and "4" in client.results["called"][1]
+    assert "word_count" in client.results["asked"]
+    assert "asked to confirm too" in page.locator(f"{events}[data-type=permission_asked]").inner_text()
+    assert "by the person at the MCP client" in page.locator(f"{events}[data-type=permission_answered]").inner_text()
+    assert "Allow this call" not in page.locator("[data-testid=gateway-events]").inner_text()  # answered: buttons gone
+    screenshot(page, "gateway-session-elicitation")

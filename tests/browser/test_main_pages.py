@@ -18,6 +18,7 @@ NAV_PAGES = [
     ("Permissions", "permissions"),
     ("Profiles", "profile-list"),
     ("Conversations", "conversations"),
+    ("Usage", "overview"),
     ("Evaluation", "evaluation"),
     ("Gateway", "gateway-sessions"),
     ("Users", "users"),

@@ -61,7 +61,7 @@ def test_native_style_discovers_loads_and_calls_a_deferred_tool(admin_user, tool
     assert result.payload["name"] == TIME and not result.payload["is_error"]
     response = events_of(conversation, "model_response")[0]
     assert response.payload["usage"] == {"input": 100, "output": 20, "cache_read": 0, "cache_write": 0}
-    assert events_of(conversation, "message")[-1].payload == {"role": "assistant", "text": "It is noon in Tokyo.", "author": ""}
+    assert events_of(conversation, "message")[-1].payload == {"role": "assistant", "text": "It is noon in Tokyo.", "author": "", "streamed": True}
     assert conversation.status == Conversation.Status.IDLE
 
 

@@ -132,3 +132,38 @@ def test_compaction_carries_the_tools_an_openai_search_found(admin_user, tool_wo
     if style == "native":
         assert TIME in [t.get("name") for t in after["tools"]]  # no output left in the input: sent as a function
     assert events_of(conversation, "tool_result")[-1].payload["is_error"] is False
+
+
+@pytest.mark.parametrize("profile_style", ["native", "client"])
+@pytest.mark.parametrize("query", ["time tokyo", "+slack message", "select:mcp__time__get_current_time,mcp__weather__get_forecast"])
+def test_the_same_profile_and_query_find_the_same_tools_whoever_asks(admin_user, tool_world, openai_api, gpt, fake_api, claude,
+                                                                    profile_style, query):
+    """Claude (Messages API double) and an OpenAI model (Responses / Chat Completions double) ask the
+    same profile's ToolSearch the same query: the same search, scores and loaded tools."""
+    from playground.conversations.testing.fake_api import text_reply, tool_use_reply
+
+    profile = make_profile(f"parity-{profile_style}", wire_style=profile_style)
+    fake_api.script(tool_use_reply("ToolSearch", {"query": query}), text_reply("done"))
+    by_claude, _ = converse(admin_user, "find tools", profile=profile, provider=claude)
+    if profile_style == "native":
+        openai_api.script(response_reply([tool_search_call_item({"query": query})]), response_reply([message_item("done")]))
+    else:
+        openai_api.script(chat_reply(tool_calls=[("ToolSearch", {"query": query})]), chat_reply("done"))
+    by_gpt, outcome = converse(admin_user, "find tools", profile=profile, provider=gpt)
+    assert outcome.reason == "end_turn", [r.error for r in openai_api.requests]
+
+    def searched(conversation):
+        payload = events_of(conversation, "toolsearch_query")[0].payload
+        return {key: payload[key] for key in ("query", "backend", "reading", "scored", "loaded", "not_found", "total_deferred_tools")}
+
+    assert searched(by_gpt) == searched(by_claude)
+    assert searched(by_gpt)["loaded"]
+
+
+def test_openai_usage_is_put_in_the_loops_one_accounting(admin_user, tool_world, native_profile, openai_api, gpt):
+    # OpenAI's input tokens include the cached ones; the loop's `input` is the uncached part (as Anthropic reports it).
+    openai_api.script(response_reply([message_item("Hi.")], input_tokens=1000, output_tokens=7, cached_tokens=600))
+    conversation, _ = converse(admin_user, "hello", profile=native_profile, provider=gpt)
+    response = events_of(conversation, "model_response")[0].payload
+    assert response["usage"] == {"input": 400, "output": 7, "cache_read": 600, "cache_write": 0}
+    assert response["usage_source"] == "reported"

@@ -71,9 +71,9 @@ def test_openai_styles_loading_tools_in_the_input_keep_the_prefix_and_the_functi
     assert (rows[1]["cache_read_tokens"] == 0) is breaks
 
 
-def test_openai_styles_need_a_price_the_default_table_does_not_have(capsys):
-    assert main(["cost", "--catalog", str(DEMO), "--wire", "openai-hosted", "--prices", ""]) == 2
-    assert "no price for model 'gpt-5.4'" in capsys.readouterr().err
+def test_a_model_the_table_does_not_price_is_a_clear_error(capsys):
+    assert main(["cost", "--catalog", str(DEMO), "--wire", "openai-hosted", "--model", "gpt-test", "--prices", ""]) == 2
+    assert "no price for model 'gpt-test'" in capsys.readouterr().err
 
 
 def test_the_all_tools_baseline_uncached_prices_every_input_token_at_the_base_price(demo):

@@ -171,7 +171,8 @@ def announce_json(capsys, *args):
 
 def test_announce_prints_exactly_the_documented_figures(capsys, catalog_file):
     figures = announce_json(capsys, "--catalog", catalog_file, "--style", "grouped")
-    assert list(figures) == ["style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share", "fits_window"]
+    assert list(figures) == ["style", "tools", "announcement_tokens", "first_turn_tool_tokens", "all_tools_tokens", "saved_share",
+                             "fits_window", "cache"]
     assert (figures["style"], figures["tools"], figures["fits_window"]) == ("grouped", 3, True)
     from playground.engine.announcements import announce, estimate_tokens
     from playground.engine.catalog_io import load_catalog
@@ -179,6 +180,27 @@ def test_announce_prints_exactly_the_documented_figures(capsys, catalog_file):
     names = [t.name for t in load_catalog(catalog_file)]
     assert figures["announcement_tokens"] == estimate_tokens(announce(names, [], "full", layout="grouped").text)
     assert figures["saved_share"] == round(1 - figures["first_turn_tool_tokens"] / figures["all_tools_tokens"], 4)
+
+
+def test_announce_prices_the_cached_request_and_its_all_tools_baseline_beside_the_raw_share(capsys, tmp_path):
+    """The raw token share stays; beside it the first turn and the steady state, cached, from the cache
+    model and the price table, for the request and for every tool in full."""
+    from playground.engine.pricing import PriceTable
+
+    path = tmp_path / "many.jsonl"
+    path.write_text(dump_tools([mcp(f"server{i % 9}", f"tool_number_{i}", "does a thing with many words " * 4)
+                                for i in range(300)]))
+    figures = announce_json(capsys, "--catalog", path, "--style", "grouped")
+    cache = figures["cache"]
+    assert (cache["model"], cache["ttl"], cache["enabled"]) == ("claude-sonnet-4-5", "5m", True)
+    for row in (cache["request"], cache["all_tools"]):
+        first, steady = row["first"], row["steady"]
+        assert steady["cache_read_tokens"] == first["cache_write_tokens"] > 0  # written once, then read
+        assert steady["cost_usd"] == PriceTable().cost_usd("claude-sonnet-4-5", steady["uncached_tokens"], 0, 0,
+                                                           steady["cache_read_tokens"])
+    assert cache["all_tools"]["steady"]["cost_usd"] > cache["request"]["steady"]["cost_usd"]
+    assert cache["all_tools"]["first"]["input_tokens"] > cache["request"]["first"]["input_tokens"]
+    assert 0 < figures["saved_share"] < 1  # the raw figure, unchanged beside the priced ones
 
 
 def test_announce_reports_a_refused_flat_list_and_still_exits_0(capsys, tmp_path):

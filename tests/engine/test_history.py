@@ -66,3 +66,19 @@ def test_dangling_references_are_dropped_and_an_emptied_result_gets_a_marker():
     assert cleaned[1]["content"][0]["content"] == refs("x")  # references only, no text mixed in
     assert cleaned[3]["content"][0]["content"] == [{"type": "text", "text": "[tools no longer available: gone]"}]
     assert referenced_tool_names(cleaned) == ["x"]
+
+
+def test_a_compaction_carries_what_anthropics_server_side_search_found():
+    from playground.engine.history import carried_tool_names
+
+    messages = [
+        {"role": "user", "content": "time?"},
+        {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "srv_1", "name": "tool_search_tool_bm25", "input": {"query": "time"}},
+            {"type": "tool_search_tool_result", "tool_use_id": "srv_1", "content": {
+                "type": "tool_search_tool_search_result",
+                "tool_references": [{"type": "tool_reference", "tool_name": "mcp__time__get_current_time"}]}}]},
+    ]
+    # While the search is in the history the server expands it: nothing is "discovered" for the plan.
+    assert discovered_tool_names(messages) == []
+    assert carried_tool_names(messages, CompactionBoundary("s", discovered_tools=("a",))) == ["a", "mcp__time__get_current_time"]

@@ -171,3 +171,35 @@ def test_hosted_sends_no_announcement_even_a_delta_one_stored_in_the_history():
     assert "available-deferred-tools" not in json.dumps(body["input"])
     client = turn_for("openai-client", history, announcement_style="delta").wire_request()
     assert "available-deferred-tools" in json.dumps(client["input"])  # the client style announces, as Claude's native
+
+
+def test_wire_tokens_count_what_each_openai_style_sends_by_one_counter():
+    from playground.engine.openai_wire import chat_functions, hosted_searches, openai_settings, tool_tokens_by_vendor
+
+    for style in PLANNED:
+        turn = turn_for(style)
+        tokens = turn.wire_tokens
+        assert tokens.sent_tokens == COUNTER.count_tools(visible_tools(turn.wire_request()))
+        assert tokens.baseline_tokens == turn.tokens.baseline_tokens  # every permitted tool in full: one baseline
+        # The hosted style sends no announcement (its namespaces say what is searchable); the others do.
+        assert (turn.wire_announcement is None) is (style == "openai-hosted")
+        assert tokens.announcement_tokens == (0 if style == "openai-hosted" else turn.tokens.announcement_tokens > 0 and
+                                              turn.tokens.announcement_tokens)
+    anthropic = plan_turn(CATALOG, PermissionPolicy([]), AgentSettings(mode="true"), ConversationState(), token_counter=COUNTER)
+    assert anthropic.wire_tokens == anthropic.tokens and anthropic.wire_announcement is anthropic.request.announcement
+
+    # A profile's style as OpenAI runs it, with the deployment's model for a Claude model name.
+    assert openai_settings(AgentSettings(server_search="bm25"), "gpt-5.4").openai_wire == "openai-hosted"
+    adapted = openai_settings(AgentSettings(wire_style="client"), "gpt-5.4")
+    assert (adapted.openai_wire, adapted.wire_style, adapted.model) == ("openai-functions", "client", "gpt-5.4")
+
+    # A hosted search in a response: its query and what it loaded, by catalog name.
+    items = [{"type": "tool_search_call", "call_id": "c1", "arguments": {"query": "issue"}, "execution": "server"},
+             {"type": "tool_search_output", "call_id": "c1", "execution": "server", "status": "completed",
+              "tools": [{"type": "namespace", "name": "mcp__github", "tools": [{"type": "function", "name": "create_issue"}]}]},
+             {"type": "tool_search_call", "call_id": "c2", "arguments": {"query": "x"}, "execution": "client"}]
+    assert [(s.call_id, s.arguments, s.loaded) for s in hosted_searches(items)] == [("c1", {"query": "issue"}, ["mcp__github__create_issue"])]
+
+    tools = [CATALOG.get("Read").to_api()]
+    assert tool_tokens_by_vendor(tools, COUNTER) == {"anthropic": COUNTER.count_tools(tools),
+                                                     "openai": COUNTER.count_tools(chat_functions(tools))}

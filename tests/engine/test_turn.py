@@ -202,3 +202,15 @@ def test_settings_refuse_a_server_variant_they_cannot_send():
         AgentSettings(server_search="bm25", wire_style="client")
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         AgentSettings(max_tokens=0)
+
+
+def test_the_permitted_servers_are_those_with_a_permitted_tool(small_catalog):
+    servers = {tool.server for tool in small_catalog if tool.server}
+    assert "slack" in servers and "github" in servers
+    everything = turn_for(small_catalog)
+    assert everything.permitted_servers == tuple(sorted(servers))
+    denied = turn_for(small_catalog, rules=[PermissionRule("deny", "mcp__slack")])
+    assert "slack" not in denied.permitted_servers and "github" in denied.permitted_servers
+    one_tool = turn_for(small_catalog, rules=[PermissionRule("deny", "mcp__github__create_issue")])
+    others_of_github = [t.name for t in small_catalog if t.server == "github" and t.name != "mcp__github__create_issue"]
+    assert ("github" in one_tool.permitted_servers) == bool(others_of_github)

@@ -48,6 +48,10 @@ def test_staff_starts_a_run_that_the_task_completes(admin_client, toy_toolsets, 
     # recall counting same-operation tools of other servers, beside the strict figure (no such tools here: the same)
     assert rows[1]["metrics"]["same_op_recall@5"] == rows[1]["metrics"]["recall@5"]
     assert "recall@5 same-op</th>" in page and '<td class="num same-op">1.000</td>' in page
+    # the no-match gate's two rates: no labelled query answered with nothing, every nonsense query "no match"
+    assert rows[1]["metrics"]["empty"] == 0.0 and rows[1]["metrics"]["nonsense_no_match"] == 1.0
+    assert "answered empty</th>" in page and '<td class="num empty-answers">0 of 12</td>' in page
+    assert '<td class="num nonsense">19 of 19</td>' in page
     assert "hx-trigger" not in page  # finished: no more polling
     index = admin_client.get(reverse("evaluation:index")).content.decode()
     assert "Latest finished run" in index and "<svg" in index

@@ -95,3 +95,23 @@ def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
     page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
     assert "Allow this call" not in page and "denied by alice" in page
     assert admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "maybe"}).status_code == 400
+
+
+def test_a_session_page_shows_remembered_tools_resource_reads_prompts_and_client_confirmations(admin_client, profile):
+    session = GatewaySession.objects.create(session_id="s-every", profile=profile, client_name="inspector-cli")
+    record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {"client_name": "inspector-cli", "remembered": ["word_count"]})
+    record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {"uri": "demo://readme", "server": "demo", "duration_ms": 3.5,
+                                                               "contents": [{"mime_type": "text/markdown", "chars": 80, "blob": False}]})
+    record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {"uri": "x://y", "error": "No resource 'x://y' is offered here",
+                                                               "duration_ms": 0.4})
+    record_event(session.pk, GatewayEvent.Type.PROMPT_GOT, {"name": "mcp__demo__plan_trip", "server": "demo", "messages": 1,
+                                                            "arguments": {"city": "Oslo"}, "duration_ms": 2.0})
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {"prompt_id": 0, "name": "Write", "arguments": {},
+                                                                  "reason": "ask Write", "ask_client": True})
+    record_event(session.pk, GatewayEvent.Type.PERMISSION_ANSWERED, {"prompt_id": 0, "name": "Write", "answer": "allowed",
+                                                                     "by": "the person at the MCP client (elicitation)"})
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    for text in ("earlier sessions", "<code>word_count</code>", "<code>demo://readme</code> from demo", "text/markdown (80 characters)",
+                 "No resource &#x27;x://y&#x27; is offered here", "<code>mcp__demo__plan_trip</code> from demo", "1 message",
+                 "Oslo", "asked to confirm too (MCP elicitation)", "allowed by the person at the MCP client (elicitation)"):
+        assert text in page, text

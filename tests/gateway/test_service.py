@@ -54,8 +54,8 @@ def test_an_allowed_prompt_still_loses_to_a_deny_rule_added_while_it_waited(gate
     prompt = service.open_prompt(session, planned)
     PermissionRule.objects.create(effect="deny", pattern="calculator")
     assert service.answer_prompt(prompt.pk, "allowed")
-    content, is_error = _finish_prompted(session.pk, info, planned, prompt.pk, "allowed")
-    assert is_error and "denied" in content[0]["text"]
+    answer = _finish_prompted(session.pk, info, planned, prompt.pk, "allowed")
+    assert answer.is_error and "denied" in answer.content[0]["text"]
 
 
 def test_ask_is_refused_at_once_when_the_gateway_may_not_wait(gateway_world, session, settings):
@@ -122,10 +122,47 @@ def test_a_call_reads_the_session_and_its_profile_in_one_statement(gateway_world
     client = ("pytest", "1", "2025-11-25")
     _call(session.session_id, info, client, "echo", {"text": "warm"})
     with CaptureQueriesContext(connection) as queries:
-        content, is_error, _, _ = _call(session.session_id, info, client, "echo", {"text": "hi"})
-    assert not is_error and "hi" in content[0]["text"]
+        answer, _, _ = _call(session.session_id, info, client, "echo", {"text": "hi"})
+    assert not answer.is_error and "hi" in answer.content[0]["text"]
     profile_table = AgentProfile._meta.db_table
     reads = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
     session_reads = [sql for sql in reads if GatewaySession._meta.db_table in sql.split("WHERE")[0]]
     assert len(session_reads) == 1 and profile_table in session_reads[0]  # joined, not read again
     assert not [sql for sql in reads if sql.split("WHERE")[0].rstrip().endswith(f'FROM "{profile_table}"')]
+
+
+def test_a_list_is_counted_by_the_conversations_accounting_for_each_vendor(gateway_world):
+    from playground.engine.openai_wire import chat_functions
+
+    view = service.profile_view(gateway_world["profile"].pk)
+    tools = view.tools_for([])
+    event = service.list_event(view, tools)
+    counter = adapter.token_counter()
+    # Claude gets the Messages API tools; an OpenAI model the same tools as function tools.
+    assert event["tokens"] == event["tokens_by_vendor"]["anthropic"] == counter.count_tools(tools)
+    assert event["tokens_by_vendor"]["openai"] == counter.count_tools(chat_functions(tools)) != event["tokens"]
+    # The all-tools baseline and the counter are the ones a conversation's turn shows.
+    assert event["baseline_tokens"] == view.turn.tokens.baseline_tokens > 0
+    assert event["source"] == view.turn.tokens.source
+
+
+def test_found_tools_are_remembered_per_token_and_client_name_until_they_expire(gateway_world, settings):
+    from django.utils import timezone
+
+    from playground.gateway.models import GatewayDiscovery
+
+    token = gateway_world["token_row"]
+    service.remember(token.pk, "cli", ["word_count", "calculator", "word_count"])
+    assert service.remembered_tools(token.pk, "cli") == ["word_count", "calculator"]
+    assert service.remembered_tools(token.pk, "another client") == []
+    assert service.remembered_tools(None, "cli") == []  # a session without a token remembers nothing
+
+    long_ago = timezone.now() - timezone.timedelta(seconds=settings.GATEWAY_DISCOVERY_TTL_SECONDS + 1)
+    GatewayDiscovery.objects.filter(tool_name="calculator").update(found_at=long_ago)
+    assert service.remembered_tools(token.pk, "cli") == ["word_count"]
+    service.remember(token.pk, "cli", ["word_count"])  # found again: kept longer; the expired row goes
+    assert list(GatewayDiscovery.objects.values_list("tool_name", flat=True)) == ["word_count"]
+
+    settings.GATEWAY_DISCOVERY_TTL_SECONDS = 0
+    service.remember(token.pk, "cli", ["calculator"])
+    assert service.remembered_tools(token.pk, "cli") == []

@@ -88,3 +88,34 @@ def test_a_large_catalog_lists_the_first_deferred_names_and_warns_about_a_heavy_
     assert 'data-deferred-count="600"' in body and "… 400 more" in body
     assert body.count('<li class="mono">mcp__bulk__tool_') == 200
     assert 'data-testid="announcement-warning"' in body and "30,000-token context window" in body
+
+
+def test_the_cache_figures_show_the_first_turn_and_the_steady_state_beside_the_raw_tokens(viewer_client, tools, settings):
+    """Cache-aware figures from the engine's model and the price table: a caching profile's request
+    is written once then read; the all-tools baseline is priced cached whatever the profile does."""
+    from playground.engine.prompt_cache import account, with_cache_breakpoints
+    from playground.engine.pricing import PriceTable
+
+    settings.PRICE_TABLE = ""
+    cached = AgentProfile.objects.create(name="Cached", tool_search_mode="true", prompt_cache="on",
+                                         system_prompt="Be careful and precise in every answer. " * 80)
+    response = viewer_client.get(URL, {"profile": cached.pk}, headers=HTMX)
+    preview = response.context["preview"]
+    figures = preview.cache
+    first, steady = figures["request"]["first"], figures["request"]["steady"]
+    expected = account([(0.0, preview.request), (30.0, preview.request)])
+    assert (first["cache_write_tokens"], steady["cache_read_tokens"]) == (expected[0].cache_write_tokens, expected[1].cache_read_tokens)
+    assert first["cache_write_tokens"] > 1024 and steady["cache_read_tokens"] == first["cache_write_tokens"]
+    assert steady["cost_usd"] == PriceTable().cost_usd(figures["model"], steady["uncached_tokens"], 0, 0, steady["cache_read_tokens"])
+    assert steady["cost_usd"] < steady["uncached_cost_usd"]
+    baseline = figures["all_tools"]
+    assert baseline["first"]["cache_write_tokens"] > 0 and baseline["steady"]["cache_read_tokens"] == baseline["first"]["cache_write_tokens"]
+    body = response.content.decode()
+    assert 'data-testid="model-view-cache"' in body and f'data-input-tokens="{first["input_tokens"]}"' in body
+
+    plain = AgentProfile.objects.create(name="Plain", tool_search_mode="true", prompt_cache="off",
+                                        system_prompt=cached.system_prompt)
+    uncached = viewer_client.get(URL, {"profile": plain.pk}, headers=HTMX).context["preview"]
+    assert uncached.cache["request"]["steady"]["cache_read_tokens"] == 0  # no breakpoints: nothing read
+    assert uncached.cache["all_tools"]["steady"]["cache_read_tokens"] > 0  # the fair baseline caches
+    assert with_cache_breakpoints(uncached.request) != uncached.request

@@ -55,6 +55,20 @@ def test_staff_creates_a_profile(admin_client):
     assert (profile.tool_search_mode, profile.wire_style, profile.max_results) == ("auto:15", "client", 7)
 
 
+def test_the_profile_form_sets_prompt_caching_and_the_detail_page_shows_it(admin_client, settings):
+    settings.PROMPT_CACHE = False
+    admin_client.post(reverse("registry:profile_create"), form_data(prompt_cache="on", prompt_cache_ttl="1h"))
+    profile = AgentProfile.objects.get(name="New profile")
+    assert (profile.prompt_cache, profile.prompt_cache_ttl) == ("on", "1h")
+    page = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert 'data-testid="profile-prompt-cache">on, TTL 1h' in page
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(prompt_cache="", prompt_cache_ttl=""))
+    page = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert 'data-testid="profile-prompt-cache">off <span class="muted">(deployment default)' in page
+    response = admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(prompt_cache_ttl="2h"))
+    assert response.status_code == 400 and "prompt_cache_ttl" in response.context["form"].errors  # a clear error, no 500
+
+
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [

@@ -98,3 +98,29 @@ def test_one_server_cannot_fill_the_top_k_when_another_has_a_good_answer(small_c
     assert moved == {ids.index("mcp__gitlab__create_merge_request"): 3}
     # unless its tools are the only good answers
     assert diversify_servers(fused, order, index, 3, 0.9) == (order, {})
+
+
+def test_a_request_that_implies_a_computation_gets_the_catalogs_calculator_by_default(encoder, embeddings_dir):
+    # Topic tools share the request's words; the calculator shares none of them ("market cap"
+    # is the topic, "percentage change" the computation it implies).
+    catalog = ToolCatalog([
+        mcp("stocks", "get_stock_price", "Get the current stock price of a listed company."),
+        mcp("stocks", "get_market_cap", "Get the market capitalization of a listed company."),
+        mcp("stocks", "get_price_history", "Daily stock price history of a company."),
+        mcp("stocks", "get_company_news", "Latest news articles about a listed company."),
+        mcp("stocks", "get_dividends", "Dividend payments of a listed company's stock."),
+        mcp("stocks", "get_analyst_ratings", "Analyst ratings and price targets for a company's stock."),
+        mcp("calculator", "calculate", "Calculate the result of a mathematical expression."),
+        mcp("weather", "get_forecast", "Get the weather forecast for a city."),
+    ])
+    request = "What is Nvidia's stock price today, and what is the percentage change of its market cap since last week?"
+    assert [cue.capability.key for cue in capabilities.detect(request)] == ["current-time", "compute"]
+    without = HybridBackend(capabilities=["produce-file"]).search(request, catalog, max_results=5)
+    assert "mcp__calculator__calculate" not in without.matches
+    result = HybridBackend().search(request, catalog, max_results=5)
+    assert result.matches[:4] == without.matches[:4] and result.matches[4] == "mcp__calculator__calculate"
+    capability = [c for c in result.scored[4].breakdown if c.term == "(capability)"]
+    assert len(capability) == 1 and capability[0].rule == "capability slot 5: compute a value"
+    # keyword-style queries carry no structure to read: unchanged
+    keywords = "nvidia stock percentage change market"
+    assert HybridBackend().search(keywords, catalog, max_results=5).matches == HybridBackend(capabilities=["produce-file"]).search(keywords, catalog, max_results=5).matches

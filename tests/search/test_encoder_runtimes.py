@@ -219,3 +219,47 @@ def test_quantizing_leaves_the_logging_setup_as_it_was(runtimes, monkeypatch, ca
     assert not [r for r in caplog.records if r.name == "root"], [r.getMessage() for r in caplog.records][:3]
     assert any(r.name == "playground.engine.search.encoder" for r in caplog.records)  # named loggers still heard
     assert root.level == level and root.filters == filters
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
+def test_concurrent_runs_give_the_same_vectors(runtimes, runtime):
+    """A request's own texts may go through several ONNX runs at once (TOOLSEARCH_QUERY_THREADS):
+    each run is the run it would be alone, so the vectors are the same bits."""
+    encoder = runtimes[runtime]
+    assert np.array_equal(encoder.encode(TEXTS, concurrent_runs=3), encoder.encode(TEXTS))
+
+
+def test_a_requests_texts_are_encoded_concurrently(runtimes, monkeypatch):
+    """The query embedder hands a request's texts (the request, its sentences and clauses) to the
+    encoder with its query threads; catalog builds (`encode` without them) keep one run at a time."""
+    from playground.engine.search import onnx_encoder
+    from playground.engine.search.semantic import QueryEmbedder
+
+    encoder = runtimes["onnx-int8"]
+    monkeypatch.setattr(encoder, "query_threads", 2)
+    seen: list[int] = []
+    real = onnx_encoder.OnnxNetwork.token_states
+
+    def recording(self, batch, concurrent_runs=1):
+        seen.append(concurrent_runs)
+        return real(self, batch, concurrent_runs)
+
+    monkeypatch.setattr(onnx_encoder.OnnxNetwork, "token_states", recording)
+    QueryEmbedder(encoder).prefetch(TEXTS[:3])
+    assert seen == [2]
+    encoder.encode(TEXTS[:3])
+    assert seen == [2, 1]
+
+
+def test_query_threads_come_from_the_environment(monkeypatch):
+    from playground.engine.search import encoder as encoder_module
+
+    monkeypatch.setenv(encoder_module.QUERY_THREADS_ENV, "2")
+    try:
+        assert encoder_module.MiniLMEncoder().query_threads == 2
+    except EncoderUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"the semantic extra is required under CI=true: {exc}")
+        pytest.skip(str(exc))
+    monkeypatch.delenv(encoder_module.QUERY_THREADS_ENV)
+    assert encoder_module.MiniLMEncoder().query_threads == encoder_module.DEFAULT_QUERY_THREADS

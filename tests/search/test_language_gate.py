@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from playground.engine.search import language_gate
+from playground.engine.search.base import read_query
 from playground.engine.search.hybrid import HybridBackend
 from playground.engine.search.quality import NONSENSE_QUERIES
 from playground.engine.search.semantic import SemanticBackend
@@ -29,3 +30,39 @@ def test_nonsense_gets_no_match_and_a_real_request_an_answer(encoder, embeddings
         assert search.search(query, small_catalog).matches == [], query
     for query in REAL:
         assert search.search(query, small_catalog).matches, query
+
+
+def test_digits_alone_do_not_open_the_gate():
+    assert not language_gate.has_words("12345 67890") and not language_gate.has_words("!!!! ????")
+    assert language_gate.has_words("call 12345") and language_gate.has_words("北京")
+    assert language_gate.dense_may_answer(0.9, lexical_hit=False, language=False, words=True)
+    assert not language_gate.dense_may_answer(0.9, lexical_hit=False, language=False, words=False)
+
+
+@pytest.mark.parametrize("backend", [HybridBackend, SemanticBackend])
+def test_a_query_of_digits_gets_no_match_even_near_a_tool_with_digits(encoder, embeddings_dir, backend):
+    """MiniLM puts "12345 67890" at cosine ≥ 0.45 from a tool whose text holds digits (bfcl's
+    contact tools): a high cosine for a query without a word opens nothing."""
+    from playground.engine.tools import ToolCatalog
+    from tests.search.conftest import mcp
+
+    catalog = ToolCatalog([mcp("phone", "lookup", "9876543210 11111 22222"), mcp("weather", "get_forecast", "Get the weather forecast for a city.")])
+    search = backend()
+    dense = search.semantic if isinstance(search, HybridBackend) else search
+    similarity = dense.similarities(read_query("12345 67890"), dense.index_for(catalog))
+    assert float(similarity.max()) >= language_gate.DENSE_ONLY_MIN_SIMILARITY  # the old rule would have answered
+    assert search.search("12345 67890", catalog).matches == []
+    assert search.search("look up the owner of this phone number for me", catalog).matches  # a real request still does
+
+
+def test_the_default_backend_gives_no_match_to_digits_that_a_tool_holds(encoder, embeddings_dir):
+    """bfcl holds "…_12345" in an identifier: a BM25 hit for "12345 67890", which opened the dense
+    side. A query without a word asks for no operation: no match from the default backend."""
+    from playground.engine.tools import ToolCatalog
+    from tests.search.conftest import mcp
+
+    catalog = ToolCatalog([mcp("apdex", "settings", "Apdex settings of an application by its id, e.g. 12345."),
+                           mcp("phone", "lookup", "9876543210 11111 22222")])
+    assert HybridBackend().bm25.search("12345 67890", catalog).matches  # the lexical hit is there
+    assert HybridBackend().search("12345 67890", catalog).matches == []
+    assert HybridBackend().search("+12345", catalog).matches  # a required term: the Claude Code rule, unchanged

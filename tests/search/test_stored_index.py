@@ -152,3 +152,32 @@ def test_a_stored_index_without_vectors_still_loads_them_from_the_vector_store(s
     assert _results(wrapped, ToolCatalog(small_catalog.tools)) == fresh
     kinds = [kind for kind, _ in vectors.asked]
     assert kinds[0] == "missing_keys" and "get_many" in kinds
+
+
+def test_unpack_reads_the_arrays_in_place_and_still_reads_older_blobs():
+    """At 100,000 tools the dense blob's vectors are 150 MB: NumPy's `.npz` reader copied them in
+    256 kB pieces through zipfile (a third of a fresh process's first search). `pack` aligns each
+    member's data at 64 bytes, so `unpack` gives read-only views of the blob, aligned; a blob
+    written by `np.savez` (before) is read as before."""
+    import io
+
+    import numpy as np
+
+    from playground.engine.search import stored
+
+    vectors = np.random.default_rng(0).standard_normal((1000, 384)).astype(np.float32)
+    data = stored.pack({"vectors": vectors, "idf": np.arange(7.0)}, {"keys": ["a", "b"]}, {"size": 2})
+    arrays, texts, meta = stored.unpack(data)
+    assert np.array_equal(arrays["vectors"], vectors) and np.array_equal(arrays["idf"], np.arange(7.0))
+    assert texts == {"keys": ["a", "b"]} and meta == {"size": 2}
+    view = arrays["vectors"]
+    assert not view.flags.owndata and not view.flags.writeable and view.flags.aligned
+    assert np.shares_memory(view, np.frombuffer(data, dtype=np.uint8))
+    with np.load(io.BytesIO(data), allow_pickle=False) as loaded:  # still an ordinary .npz
+        assert np.array_equal(loaded["a.vectors"], vectors)
+
+    older = io.BytesIO()
+    np.savez(older, **{"a.vectors": vectors, "meta": np.frombuffer(b'{"size": 2}', dtype=np.uint8),
+                       "t.keys": np.frombuffer(b"a\x00b", dtype=np.uint8), "n.keys": np.asarray([2])})
+    arrays, texts, meta = stored.unpack(older.getvalue())
+    assert np.array_equal(arrays["vectors"], vectors) and texts == {"keys": ["a", "b"]} and meta == {"size": 2}

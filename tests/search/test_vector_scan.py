@@ -57,3 +57,32 @@ def test_an_index_keeps_one_scan_per_setting():
     first = scan_for(index, min_tools=5, rescore=3)
     assert scan_for(index, min_tools=5, rescore=3) is first
     assert scan_for(index, min_tools=5, rescore=4) is not first
+
+
+def test_the_int8_matrix_reaches_onnx_runtime_outside_the_model(monkeypatch):
+    """Built in a serving process's background thread: the 38 MB of a 100,000-tool matrix copied
+    into the model's protobuf and serialized held the GIL for seconds (a search arriving meanwhile
+    waited). The model handed to ONNX Runtime now holds no weights; they come as OrtValues over the
+    NumPy arrays, quantized exactly as before (per tool: round(v / (max|v| / 127)))."""
+    import onnxruntime
+
+    from playground.engine.search.vector_scan import QuantizedScan
+
+    models: list[bytes] = []
+    real = onnxruntime.InferenceSession
+
+    def recording(model, *args, **kwargs):
+        models.append(model)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", recording)
+    matrix, queries = unit_rows(20_000, seed=3), unit_rows(2, seed=4)
+    matrix[7] = 0.0  # a zero row: scale 1, no division by zero
+    scan = QuantizedScan(matrix)
+    assert len(models) == 1 and len(models[0]) < 2_000  # the weights are 20,000 × 384 bytes, not in there
+    scale = np.abs(matrix).max(axis=1) / 127.0
+    scale[scale == 0] = 1.0
+    reference = np.round(matrix / scale[:, None]).astype(np.int8)
+    quantized, scales = scan._initializers
+    assert np.array_equal(quantized, reference.T) and np.array_equal(scales, scale.astype(np.float32))
+    assert np.abs(scan.cosines(queries) - queries @ matrix.T).max() < 0.01

@@ -2,6 +2,9 @@
 
 Requests go through the SDK's async client on the process's background event loop, so a cancel
 stops one in flight: its task is cancelled and the HTTP connection closed (`create_or_cancel`).
+The loop's requests stream (`stream_or_cancel`, the SDK's `messages.stream`): each text delta is
+handed from the event loop to the calling thread through a queue and given to the loop's sink there,
+so the sink's database writes never run on the shared event loop.
 The SDK retries 408/409/429/5xx (529 overloaded included) and connection errors with backoff
 (`max_retries`), bounded by `timeout` per attempt; whatever is left becomes a ProviderError the
 loop shows as an error event. Responses are dumped to plain dicts without None fields so that
@@ -9,14 +12,21 @@ server-side search blocks (`server_tool_use`, `tool_search_tool_result`) go back
 """
 from __future__ import annotations
 
+import concurrent.futures
+import queue
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import anthropic
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
-from playground.engine.execution import CancelSignal
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract
+from playground.engine.execution import CallCancelled, CancelSignal
 from playground.mcp_servers.connection import background_loop
+from playground.per_process import portal
+
+_STREAM_END = object()
 
 SUMMARY_PROMPT = (
     "Summarise the conversation so far for your own later reference: the person's requests, what the "
@@ -64,22 +74,31 @@ class AnthropicProvider(ModelProvider):
         return self.create_or_cancel(request_kwargs, None)
 
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
-        try:
+        with _api_errors():
             message = background_loop().run(self.async_client.messages.create(**request_kwargs), cancel=cancel)
-        except anthropic.APITimeoutError as exc:
-            raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
-        except anthropic.APIConnectionError as exc:
-            raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
-        except anthropic.APIStatusError as exc:
-            raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
-                                retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
-        return ProviderResponse(
-            content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
-            stop_reason=message.stop_reason or "",
-            usage=usage_dict(message.usage),
-            model=message.model,
-            response_id=message.id,
-        )
+        return _response(message)
+
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+        pieces: queue.SimpleQueue = queue.SimpleQueue()
+
+        async def stream() -> Any:
+            async with self.async_client.messages.stream(**request_kwargs) as events:
+                async for event in events:
+                    if event.type == "text" and event.text:
+                        pieces.put(event.text)
+                return await events.get_final_message()
+
+        future = portal().submit(stream())
+        future.add_done_callback(lambda _: pieces.put(_STREAM_END))
+        with _api_errors(), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
+            # Wakes for each piece and once at the end; a cancel cancels the future, which ends it too.
+            while (piece := pieces.get()) is not _STREAM_END:
+                on_text(piece)
+            try:
+                message = future.result()
+            except concurrent.futures.CancelledError:
+                raise CallCancelled() from None
+        return _response(message)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         transcript = plain_extract(messages, limit=20_000)
@@ -93,6 +112,30 @@ class AnthropicProvider(ModelProvider):
             # Compaction must not fail the conversation: fall back to the plain extract.
             return plain_extract(messages)
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
+
+
+@contextmanager
+def _api_errors() -> Iterator[None]:
+    """The SDK's errors, after its own retries, as the ProviderError the loop shows."""
+    try:
+        yield
+    except anthropic.APITimeoutError as exc:
+        raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
+    except anthropic.APIConnectionError as exc:
+        raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
+    except anthropic.APIStatusError as exc:
+        raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
+                            retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
+
+
+def _response(message: Any) -> ProviderResponse:
+    return ProviderResponse(
+        content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
+        stop_reason=message.stop_reason or "",
+        usage=usage_dict(message.usage),
+        model=message.model,
+        response_id=message.id,
+    )
 
 
 def _status_kind(status: int) -> str:

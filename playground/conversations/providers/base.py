@@ -9,12 +9,16 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.requests import AgentSettings
 from playground.engine.server_search import PROFILE_WIRE_STYLES
+
+# Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
+# thread that called the provider.
+TextSink = Callable[[str], None]
 
 
 @dataclass
@@ -26,6 +30,8 @@ class ProviderResponse:
     usage: dict[str, int] = field(default_factory=dict)  # input, output, cache_read, cache_write
     model: str = ""
     response_id: str = ""
+    # "reported": `usage` is the API's; "estimate": the engine's count (a provider with no usage of its own).
+    usage_source: str = "reported"
 
     def tool_uses(self) -> list[dict[str, Any]]:
         return [b for b in self.content if b.get("type") == "tool_use"]
@@ -59,6 +65,11 @@ class ModelProvider(ABC):
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
     wire_styles: tuple[str, ...] = PROFILE_WIRE_STYLES
+    # The provider that answers on this one's wire when it cannot run here (no API key) and a
+    # profile names it: the OpenAI provider's is the offline demo agent on OpenAI's wire. "": none.
+    offline_stand_in: str = ""
+    # Said beside a vendor's own search this provider only plays (the demo agent's simulated one).
+    simulated_search_note: str = ""
 
     @classmethod
     def from_settings(cls) -> ModelProvider:
@@ -85,6 +96,12 @@ class ModelProvider(ABC):
         sent (it returns when `create` does): right for providers that answer at once, like the demo
         agent; a network provider overrides it to abort the request."""
         return self.create(request_kwargs)
+
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, on_text: TextSink) -> ProviderResponse:
+        """`create_or_cancel`, telling `on_text` each piece of assistant text as it is produced, in the
+        calling thread; the response returned is the whole reply, as `create` would give it. The loop
+        calls this one. This default streams nothing: the text arrives with the response."""
+        return self.create_or_cancel(request_kwargs, cancel)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""

@@ -19,16 +19,24 @@ policy, one step per request:
 
 Whenever the message lacks a required value, it asks the person for it instead of calling; the
 person's answer is read together with the message that asked. Each reply says what it did.
+
+Its text streams at a readable pace (`stream_or_cancel`): word by word, DEMO_STREAM_WORDS_PER_SECOND,
+a reply taking at most DEMO_STREAM_MAX_SECONDS (a long tool result goes faster); 0 answers at once.
+The wait between words ends at once on a cancel.
 """
 from __future__ import annotations
 
 import json
+import re
+from contextlib import nullcontext
 import threading
 import time
 from functools import lru_cache
 from typing import Any
 
-from playground.conversations.providers.base import ModelProvider, ProviderResponse
+from django.conf import settings
+
+from playground.conversations.providers.base import ModelProvider, ProviderResponse, TextSink
 from playground.conversations.providers.demo_arguments import (
     EXPRESSION_PROPERTY_NAMES,
     arithmetic,
@@ -39,8 +47,9 @@ from playground.conversations.providers.demo_arguments import (
 )
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.announcements import FULL_CLOSE, FULL_OPEN, announced_lines
+from playground.engine.execution import CallCancelled, CancelSignal
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
-from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, request_ttl
+from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, prefix_blocks, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
 from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
@@ -59,6 +68,7 @@ _ESTIMATE = CharEstimateCounter()  # the engine's offline estimate: the demo rep
 _PROMPT_CACHES = {ttl: AnthropicCacheModel(ttl=ttl, counter=_ESTIMATE) for ttl in CACHE_TTLS}
 _PROMPT_CACHE_LOCK = threading.Lock()
 _PRUNE_ABOVE = 10_000
+WORD = re.compile(r"\S+\s*|\s+")  # a word with the space after it: the pieces join back into the text
 
 
 def tool_score(terms: list[str], name: str, description: str = "") -> int:
@@ -103,6 +113,27 @@ class DemoAgentProvider(ModelProvider):
     label = "offline demo agent"
     offline = True
     wire_styles = WIRE_STYLES  # it cannot run Anthropic's server-side search
+
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+        """The reply `create` gives, its text told to `on_text` a word at a time at the demo's pace."""
+        response = self.create(request_kwargs)
+        words = [w for b in response.content if b.get("type") == "text" for w in WORD.findall(b.get("text", ""))]
+        pace = settings.DEMO_STREAM_WORDS_PER_SECOND
+        if pace <= 0 or not words:
+            return response
+        interval = min(1 / pace, settings.DEMO_STREAM_MAX_SECONDS / len(words))
+        stopped = threading.Event()
+        started = time.monotonic()
+        with cancel.while_running(stopped.set) if cancel is not None else nullcontext():
+            for number, word in enumerate(words):
+                # On a schedule from the start, not a pause after each word: time spent saving the
+                # pieces (a busy database) does not stretch the reply past its cap.
+                if number and stopped.wait(max(started + number * interval - time.monotonic(), 0)):
+                    raise CallCancelled()
+                if stopped.is_set():
+                    raise CallCancelled()
+                on_text(word)
+        return response
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         messages: list[dict[str, Any]] = request_kwargs.get("messages", [])
@@ -249,6 +280,9 @@ class DemoAgentProvider(ModelProvider):
                 split = model.send(request_kwargs, now)
             return {"input": split.uncached_tokens, "output": output, "cache_read": split.cache_read_tokens,
                     "cache_write": split.cache_write_tokens}
+        if "messages" in request_kwargs:  # a Messages API request: the cache model's blocks, nothing cached
+            return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
+                    "cache_read": 0, "cache_write": 0}
         return {"input": count_messages(_ESTIMATE, request_kwargs), "output": output, "cache_read": 0, "cache_write": 0}
 
     def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], note: str) -> ProviderResponse:
@@ -256,9 +290,9 @@ class DemoAgentProvider(ModelProvider):
                         for b in blocks_of(m) if b.get("type") == "tool_use")
         content = [text_block(note), {"type": "tool_use", "id": f"toolu_demo_{all_calls + 1:04d}", "name": name, "input": arguments}]
         return ProviderResponse(content=content, stop_reason="tool_use", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent")
+                                model="offline-demo-agent", usage_source="estimate")
 
     def _answer(self, request_kwargs: dict[str, Any], text: str) -> ProviderResponse:
         content = [text_block(text)]
         return ProviderResponse(content=content, stop_reason="end_turn", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent")
+                                model="offline-demo-agent", usage_source="estimate")

@@ -13,7 +13,6 @@ search, reasoning) is kept as a `responses_item` block and sent back unchanged.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import openai
@@ -22,14 +21,8 @@ from django.conf import settings
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
-from playground.engine.openai_wire import (
-    OPENAI_STYLE_FOR,
-    PLANNED_AS,
-    TOOL_SEARCH_CALL,
-    called_tool_name,
-)
+from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name, openai_settings
 from playground.engine.requests import AgentSettings
-from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tools import TOOL_SEARCH_NAME
 from playground.mcp_servers.connection import background_loop
 
@@ -76,6 +69,19 @@ def _arguments(text: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def reported_usage(prompt_tokens: Any, output_tokens: Any, cached_tokens: Any) -> dict[str, int]:
+    """OpenAI's usage in the loop's one accounting (Anthropic's: `input` is the uncached part, the
+    cached part beside it). OpenAI's prompt / input tokens include the cached ones, so they are
+    taken out of `input`; OpenAI bills no cache write."""
+    prompt, cached = _count(prompt_tokens), _count(cached_tokens)
+    cached = min(cached, prompt)
+    return {"input": prompt - cached, "output": _count(output_tokens), "cache_read": cached, "cache_write": 0}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def _stop_reason(content: list[dict[str, Any]], cut_off: bool) -> str:
     if cut_off:
         return "max_tokens"
@@ -85,6 +91,7 @@ def _stop_reason(content: list[dict[str, Any]], cut_off: bool) -> str:
 class OpenAIProvider(ModelProvider):
     key = "openai"
     label = "OpenAI (Responses API; Chat Completions for the functions style)"
+    offline_stand_in = "demo-openai"  # a profile naming OpenAI runs with the demo agent on OpenAI's wire without a key
 
     def __init__(self, *, api_key: str, base_url: str = "", model: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
         if not api_key:
@@ -106,11 +113,7 @@ class OpenAIProvider(ModelProvider):
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
         """The profile's style as OpenAI's matching one, with this provider's model (a Claude
         model name in the profile means "the default model" here)."""
-        profile_style = SERVER_STYLE if agent_settings.server_search else agent_settings.wire_style
-        style = agent_settings.openai_wire or OPENAI_STYLE_FOR[profile_style]
-        model = agent_settings.model if not agent_settings.model.startswith("claude") else (self.model or agent_settings.model)
-        # The third-party-gateway gate is about Anthropic's base URL; OpenAI's tool search is its own.
-        return replace(agent_settings, openai_wire=style, wire_style=PLANNED_AS[style], server_search="", model=model, base_url="")
+        return openai_settings(agent_settings, self.model)
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         return self.create_or_cancel(request_kwargs, None)
@@ -134,16 +137,16 @@ class OpenAIProvider(ModelProvider):
             usage = data.get("usage") or {}
             return ProviderResponse(
                 content=content, stop_reason=_stop_reason(content, choice.get("finish_reason") == "length"),
-                usage={"input": usage.get("prompt_tokens", 0), "output": usage.get("completion_tokens", 0),
-                       "cache_read": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), "cache_write": 0},
+                usage=reported_usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                                     (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)),
                 model=data.get("model", ""), response_id=data.get("id", ""))
         content = responses_content(data.get("output") or [])
         usage = data.get("usage") or {}
         cut_off = data.get("status") == "incomplete"
         return ProviderResponse(
             content=content, stop_reason=_stop_reason(content, cut_off),
-            usage={"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0),
-                   "cache_read": (usage.get("input_tokens_details") or {}).get("cached_tokens", 0), "cache_write": 0},
+            usage=reported_usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0),
+                                 (usage.get("input_tokens_details") or {}).get("cached_tokens", 0)),
             model=data.get("model", ""), response_id=data.get("id", ""))
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:

@@ -17,6 +17,11 @@ regression in request building shows up in a test exactly as it would in product
 
 - more than 4 blocks with `cache_control`.
 
+A request with `"stream": true` gets the reply as server-sent events, the way the real API streams:
+`message_start`, per block `content_block_start` / `content_block_delta` (`text_delta` a few words at
+a time, `input_json_delta` for tool input) / `content_block_stop`, a `ping`, `message_delta` with the
+stop reason and usage, `message_stop`; `stream_delay` seconds between events (0 by default).
+
 Scripted replies may also be HTTP errors (429, 529, 500…) to exercise the SDK's retries.
 
 Built with `prompt_cache=True` it reports each reply's `input_tokens` / `cache_creation_input_tokens`
@@ -35,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.conversations.testing.local_double import LocalAPIDouble
+from playground.conversations.testing.local_double import EventStream, LocalAPIDouble
 from playground.engine.history import blocks_of, text_block
 from playground.engine.prompt_cache import MAX_BREAKPOINTS, AnthropicCacheModel
 
@@ -134,6 +139,39 @@ def server_search_reply(query: str, found: list[str], *, then: list[dict[str, An
     ]
     stop = "tool_use" if any(b.get("type") == "tool_use" for b in then or []) else "end_turn"
     return message_reply(content, stop_reason=stop, **kwargs)
+
+
+WORDS_PER_TEXT_DELTA = 3
+
+
+def stream_events(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A message reply as the Messages API streams it (server-sent events, in order)."""
+    usage = dict(reply.get("usage") or {})
+    start = {**reply, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"})]
+    for index, block in enumerate(reply.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            words = re.findall(r"\S+\s*|\s+", block.get("text", ""))
+            for at in range(0, len(words), WORDS_PER_TEXT_DELTA):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "text_delta", "text": "".join(words[at:at + WORDS_PER_TEXT_DELTA])}}))
+        elif kind in ("tool_use", "server_tool_use"):
+            events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                                   "content_block": {**block, "input": {}}}))
+            encoded = json.dumps(block.get("input") or {})
+            for at in range(0, len(encoded), 16):
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                       "delta": {"type": "input_json_delta", "partial_json": encoded[at:at + 16]}}))
+        else:  # a server tool's result and other whole blocks arrive in their start event
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply.get("stop_reason"), "stop_sequence": None},
+                                     "usage": usage}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
 
 
 def _count_breakpoints(value: Any) -> int:
@@ -289,7 +327,8 @@ class FakeMessagesAPI(LocalAPIDouble):
     request_id_header = "request-id"
 
     def __init__(self, *, supports_defer_loading: bool = True, retry_after_ms: int = 5, prompt_cache: bool = False,
-                 cache_ttl: str = "5m", clock: Callable[[], float] = time.monotonic) -> None:
+                 cache_ttl: str = "5m", clock: Callable[[], float] = time.monotonic, stream_delay: float = 0.0) -> None:
+        self.stream_delay = stream_delay
         self.supports_defer_loading = supports_defer_loading
         self.cache_model = AnthropicCacheModel(ttl=cache_ttl) if prompt_cache else None
         self.clock = clock
@@ -337,6 +376,8 @@ class FakeMessagesAPI(LocalAPIDouble):
             reply = {**reply, "usage": {**reply.get("usage", {}), "input_tokens": split.uncached_tokens,
                                         "cache_creation_input_tokens": split.cache_write_tokens,
                                         "cache_read_input_tokens": split.cache_read_tokens}}
+        if body.get("stream") is True:
+            return 200, EventStream(stream_events(reply), delay=self.stream_delay), {}
         return 200, reply, {}
 
     def _invalid_json(self) -> dict[str, Any]:

@@ -9,9 +9,20 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+@dataclass
+class EventStream:
+    """A reply sent as server-sent events (`stream: true`): (event name, data) pairs, `delay` seconds
+    apart, as a vendor streams a reply while its model writes it."""
+
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    delay: float = 0.0
 
 
 class LocalAPIDouble:
@@ -88,6 +99,9 @@ class LocalAPIDouble:
                     status, payload, extra = 400, api._invalid_json(), {}
                 else:
                     status, payload, extra = api._answer(self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()}, body)
+                if isinstance(payload, EventStream):
+                    self._stream(status, payload, extra)
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -97,5 +111,25 @@ class LocalAPIDouble:
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, status: int, stream: EventStream, extra: dict[str, str]) -> None:
+                # No content-length: the body ends when the connection closes, as an SSE reply may.
+                self.close_connection = True
+                self.send_response(status)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.send_header(api.request_id_header, api._request_id())
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    for number, (event, data) in enumerate(stream.events):
+                        if number and stream.delay:
+                            time.sleep(stream.delay)
+                        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a cancelled request): nothing more to send
 
         return Handler

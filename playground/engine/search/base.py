@@ -260,12 +260,18 @@ class SearchBackend(ABC):
                         result.reading = _replace(
                             reading, note="mcp__ prefix matched no deferred tool; fell through to keyword scoring"
                         )
+                    result.reading = self.refine_reading(result.reading)
                     scored = self.rank(result.reading, self.index_for(catalog, usage), catalog, max_results)
                     result.scored = scored[:max_results]
                     result.matches = [s.name for s in result.scored]
         if not result.matches:
             result.pending_mcp_servers = list(pending_mcp_servers)
         return result
+
+    def refine_reading(self, reading: QueryReading) -> QueryReading:
+        """The keyword reading this backend ranks (and the inspector shows), after the Claude Code
+        reading. Default: unchanged — `+term` is required exactly as Claude Code reads it."""
+        return reading
 
     def describe_query(self, query: str) -> list[str]:
         """How this backend reads a keyword query beyond its terms, for people (the inspector):

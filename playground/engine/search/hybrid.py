@@ -44,6 +44,8 @@ from playground.engine.search import capabilities, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
+from playground.engine.search.language_gate import has_words
+from playground.engine.search.required import numbers_as_words
 from playground.engine.search.semantic import SemanticBackend, dense_may_answer, query_text, query_text_spans
 from playground.engine.search.usage import UsageLog
 from playground.engine.search.vector_scan import VectorScan, scan_for
@@ -85,11 +87,12 @@ DEFAULTS: dict[str, Any] = {
     # capability the request implies enters the top k (0 = off), how many such slots a request may
     # get, how many of the capability's best tools the request chooses among, and the cosine a
     # catalog's best tool must reach to the capability's description to count as a tool for it.
-    # Calibrated on the development split (docs/search-quality.md): only "produce-file" won on every
-    # toolset; the other capabilities' slots lost on at least one, so they are read but not placed.
+    # Calibrated on the development split (docs/search-quality.md): "produce-file" won on every
+    # toolset, "compute" won or tied on every one (placed only where the catalog has a calculator);
+    # the other capabilities' slots lost on at least one, so they are read but not placed.
     "capability_rank": 5,
     "capability_slots": 2,
-    "capabilities": ["produce-file"],
+    "capabilities": ["produce-file", "compute"],
     # the share of the displaced tool's score (for the request) the capability's tool must reach
     "capability_min_share": 0.0,
     "capability_multi_need_only": False,  # slots only for requests of several clauses or sentences
@@ -292,6 +295,11 @@ class HybridBackend(SearchBackend):
                 _warned.add(self.degraded_reason)
                 logger.warning("hybrid ToolSearch backend: %s", self.degraded_reason)
 
+    def refine_reading(self, reading: QueryReading) -> QueryReading:
+        # In a natural-language request, `+4915123577723` is a phone number, not a required term
+        # (required.numbers_as_words); keyword-style queries keep the Claude Code reading.
+        return numbers_as_words(reading) if reading.required and capabilities.natural_request(reading.raw) else reading
+
     def describe_query(self, query: str) -> list[str]:
         reading = read_query(query)
         if reading.kind != "keyword":
@@ -338,6 +346,11 @@ class HybridBackend(SearchBackend):
         if index.bm25.size == 0:
             return []
         mask = index.bm25.required.mask(reading.required)
+        if mask is None and not has_words(query_text(reading)):
+            # No word, no operation asked for: "12345 67890" is no request, though bfcl's catalog
+            # holds "…_12345" in an identifier (a BM25 hit that opened the dense side) and MiniLM
+            # puts digits near contact tools. `+12345` (required) keeps the Claude Code reading.
+            return []
         sentence_pieces = _split_pieces(reading.raw, _SENTENCE_END, MIN_INTENT_WORDS) if self.intent_weight > 0 else []
         clause_pieces = _split_pieces(reading.raw, _CLAUSE_BREAK, MIN_ASPECT_WORDS) if self.aspect_weight > 0 else []
         intents, aspects = [piece for piece, _ in sentence_pieces], [piece for piece, _ in clause_pieces]
@@ -349,7 +362,8 @@ class HybridBackend(SearchBackend):
         sims = self.dense_rows(reading, intents, intent_vectors, index)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
         weight = self.lexical_weight(len(pairs))
-        gated = dense is not None and not dense_may_answer(dense, bool(lexical.size) and float(lexical.max()) > 0, self.semantic.reads_as_language(reading))
+        gated = dense is not None and not dense_may_answer(
+            dense, bool(lexical.size) and float(lexical.max()) > 0, self.semantic.reads_as_language(reading), has_words(query_text(reading)))
         if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
             dense = np.zeros_like(dense)
             intents, aspects = [], []

@@ -3,7 +3,9 @@
 A sentence encoder finds "something" for any text (gibberish reaches cosines of 0.2–0.4), so a
 dense ranking alone cannot say "no match". The gate lets the dense side answer when the query
   - shares a stem with the catalog (lexical evidence), or
-  - reaches cosine `DENSE_ONLY_MIN_SIMILARITY` with some tool (clearly similar), or
+  - reaches cosine `DENSE_ONLY_MIN_SIMILARITY` with some tool (clearly similar) — only a query
+    that holds a word: MiniLM puts "12345 67890" at cosine 0.45 from tools whose texts hold
+    digits (contact and phone tools), which says nothing about what the query asks —, or
   - reads as language: at least `LANGUAGE_MIN_SHARE` of its content words (letters only, two or
     more, stopwords aside) are words to the encoder's own vocabulary (WordPiece keeps 30k
     frequent words whole, and cuts a rarer word into pieces of which one is long; gibberish
@@ -90,6 +92,13 @@ def reads_as_language(query: str, vocabulary: Vocabulary | frozenset[str]) -> bo
     return bool(vocabulary) and language_share(query, vocabulary) >= LANGUAGE_MIN_SHARE
 
 
-def dense_may_answer(max_similarity: float, lexical_hit: bool, language: bool) -> bool:
-    """Whether the dense side may rank tools for this query (see the module's docstring)."""
-    return lexical_hit or language or max_similarity >= DENSE_ONLY_MIN_SIMILARITY
+def has_words(query: str) -> bool:
+    """Whether the query holds a word at all (two letters or more, any script): digits and
+    punctuation alone ("12345 67890") are not text whose similarity means anything."""
+    return bool(_LETTERS.search(query))
+
+
+def dense_may_answer(max_similarity: float, lexical_hit: bool, language: bool, words: bool = True) -> bool:
+    """Whether the dense side may rank tools for this query (see the module's docstring). `words`:
+    whether the query has a word (`has_words`); without one, a high cosine opens nothing."""
+    return lexical_hit or language or (words and max_similarity >= DENSE_ONLY_MIN_SIMILARITY)

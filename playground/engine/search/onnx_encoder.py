@@ -21,7 +21,9 @@ import importlib.util
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -211,16 +213,23 @@ class OnnxNetwork:
         if saved_at is not None:
             _save_atomically(saved_at, serialized)
 
-    def token_states(self, batch: list[np.ndarray]) -> np.ndarray:
+    def token_states(self, batch: list[np.ndarray], concurrent_runs: int = 1) -> np.ndarray:
         """The last layer's state of every token, packed (tokens, dim) in `batch` order. Float:
         texts share rows (`pack_rows`), one row per ONNX run: every run streams all the weight
         matrices once (~2 ms of a short query's ~4 ms), so a request and its sentences and clauses
-        go through in one run, not one each. int8: one text per run (`pack_texts`)."""
+        go through in one run, not one each. int8: one text per run (`pack_texts`).
+
+        `concurrent_runs` > 1: the runs of several rows go `concurrent_runs` at a time on threads
+        (ONNX Runtime releases the GIL, and a session may run from several threads); each run is
+        the same run as alone, so the states are the same bits. For a request's own texts (the
+        request, its sentences and clauses: up to a dozen int8 runs, the tail of a long request's
+        time), not for catalog builds, which keep one core."""
         lengths = [len(ids) for ids in batch]
         starts = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
         out = np.empty((int(starts[-1]), self.dim), dtype=np.float32)
         rows = pack_rows(lengths) if self.pack_texts else [[i] for i in range(len(batch))]
-        for row in rows:
+
+        def run(row: list[int]) -> None:
             ids = np.concatenate([batch[i] for i in row])[None, :]
             positions = np.concatenate([np.arange(lengths[i]) for i in row])[None, :]
             text_of = np.repeat(np.arange(len(row)), [lengths[i] for i in row])
@@ -230,7 +239,31 @@ class OnnxNetwork:
             for i in row:
                 out[starts[i] : starts[i + 1]] = states[column : column + lengths[i]]
                 column += lengths[i]
+
+        if concurrent_runs > 1 and len(rows) > 1:
+            # Longest first, so that the last run to start is a short one.
+            rows.sort(key=lambda row: -sum(lengths[i] for i in row))
+            list(_run_pool(concurrent_runs).map(run, rows))
+        else:
+            for row in rows:
+                run(row)
         return out
+
+
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _run_pool(workers: int) -> ThreadPoolExecutor:
+    """One small thread pool per size and process, for concurrent runs of a request's texts. Keyed
+    by the process id too: a forked child (a prefork worker) must not use its parent's pool, whose
+    threads it does not have — its tasks would wait forever."""
+    key = (os.getpid(), workers)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolsearch-encode")
+        return pool
 
 
 def _save_atomically(path: Path, data: bytes) -> None:

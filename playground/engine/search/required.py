@@ -10,14 +10,50 @@ index is built on the first query that has a required term.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from playground.engine.search.base import QueryReading
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend, KeywordIndex
 from playground.engine.search.names import matches_required_term, parse_tool_name
 from playground.engine.tools import Tool, ToolCatalog
+
+
+# A `+` before a number is a phone number's or a country code's, not a required-term marker:
+# digits and the separators phone numbers are written with, then the sentence's punctuation
+# ("+4915123577723", "+1-800-555-0199", "+1234567890,", "+1").
+_NUMBER_TERM = re.compile(r"\d[\d().\-/]*[.,;:!?]*")
+
+
+def number_term(term: str) -> bool:
+    """Whether a `+term` (without its `+`) is a number rather than a word."""
+    return bool(_NUMBER_TERM.fullmatch(term))
+
+
+def numbers_as_words(reading: QueryReading) -> QueryReading:
+    """`reading` with its `+number` terms read as ordinary (optional) terms, and a note saying so.
+
+    Claude Code reads every `+term` as required, so "check if the phone number +4915123577723 is
+    valid" keeps only tools whose text holds "4915123577723": none, an empty answer to a real
+    request. A backend calls this only for a query that reads as natural language (a person does
+    not mark a required term in a sentence with a phone number); `+word` stays required, and so
+    does every `+term` of a keyword-style query.
+    """
+    numbers = tuple(term for term in reading.required if number_term(term))
+    if not numbers:
+        return reading
+    note = (f"{', '.join('+' + n for n in numbers)} read as {'numbers' if len(numbers) > 1 else 'a number'} "
+            "(a phone number or country code), not required terms: the query reads as natural language")
+    return replace(
+        reading,
+        required=tuple(term for term in reading.required if not number_term(term)),
+        optional=reading.optional + numbers,
+        note="; ".join(part for part in (reading.note, note) if part),
+    )
 
 
 class RequiredTermFilter:

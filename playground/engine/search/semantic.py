@@ -37,8 +37,8 @@ _REQUIRED_MARK = re.compile(r"(^|\s)\+(?=\S)")
 DENSE_ONLY_MIN_SIMILARITY = language_gate.DENSE_ONLY_MIN_SIMILARITY
 
 
-def dense_may_answer(sims: np.ndarray, lexical_hit: bool, language: bool = False) -> bool:
-    return lexical_hit or (sims.size > 0 and language_gate.dense_may_answer(float(sims.max()), lexical_hit, language))
+def dense_may_answer(sims: np.ndarray, lexical_hit: bool, language: bool = False, words: bool = True) -> bool:
+    return lexical_hit or (sims.size > 0 and language_gate.dense_may_answer(float(sims.max()), lexical_hit, language, words))
 
 
 def query_text(reading: QueryReading) -> str:
@@ -93,7 +93,9 @@ class QueryEmbedder:
                 else:
                     missing.append(text_)
         if missing:
-            self._remember(missing, self.encoder.encode(missing))
+            # A request's own texts: several runs at once (the same vectors; encoder.QUERY_THREADS_ENV).
+            threads = getattr(self.encoder, "query_threads", 1)
+            self._remember(missing, self.encoder.encode(missing, concurrent_runs=threads) if threads > 1 else self.encoder.encode(missing))
 
     def pooled(self, text: str, spans: tuple[tuple[int, int], ...]) -> np.ndarray:
         """`encoder.encode_pooled(text, spans)`, cached under (text, spans): a piece's pooled vector
@@ -313,7 +315,8 @@ class SemanticBackend(SearchBackend):
 
     def rank(self, reading: QueryReading, index: SemanticIndex, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         sims = self.similarities(reading, index)
-        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading))), self.reads_as_language(reading)):
+        if not dense_may_answer(sims, any(stem in index.vocabulary for stem in text.analyze(query_text(reading))), self.reads_as_language(reading),
+                                language_gate.has_words(query_text(reading))):
             return []
         scores = sims
         mask = index.required.mask(reading.required)

@@ -30,33 +30,60 @@ RESCORE = 2_000  # per query row, the best tools by the int8 scan that are score
 
 class QuantizedScan:
     """An int8 copy of a (n, dim) matrix of unit rows and an ONNX Runtime session that scores
-    query rows against it."""
+    query rows against it.
+
+    Built so that it does not stall the searches that run meanwhile (it is built in a background
+    thread of a serving process): the matrix is quantized in blocks of rows (NumPy releases the GIL
+    for each, and no 150 MB temporaries are made), and the int8 matrix reaches ONNX Runtime as an
+    external initializer, an OrtValue over the NumPy array, instead of inside the model's protobuf.
+    Copying 38 MB into the protobuf, building the graph and serializing it held the GIL for seconds
+    at 100,000 tools on a busy machine (a search arriving meanwhile waited 5 s); the model is now a
+    few hundred bytes and the session is made in a tenth of the time."""
+
+    BLOCK = 8192  # rows quantized at a time
 
     def __init__(self, matrix: np.ndarray) -> None:
         import onnxruntime as ort
-        from onnx import TensorProto, helper, numpy_helper
+        from onnx import TensorProto, helper
 
         n, dim = matrix.shape
-        scale = np.abs(matrix).max(axis=1) / 127.0
-        scale[scale == 0] = 1.0
-        quantized = np.round(matrix / scale[:, None]).astype(np.int8)
+        scale = np.empty(n, dtype=np.float32)
+        quantized = np.empty((dim, n), dtype=np.int8)  # transposed: the kernel's (K, N) weights
+        for start in range(0, n, self.BLOCK):
+            block = matrix[start : start + self.BLOCK]
+            block_scale = np.abs(block).max(axis=1) / 127.0
+            block_scale[block_scale == 0] = 1.0
+            scale[start : start + self.BLOCK] = block_scale
+            quantized[:, start : start + self.BLOCK] = np.round(block / block_scale[:, None]).T
         node = helper.make_node("DynamicQuantizeMatMul", ["queries", "tools", "scales"], ["cosines"], domain="com.microsoft")
         graph = helper.make_graph(
             [node], "tool_scan",
             [helper.make_tensor_value_info("queries", TensorProto.FLOAT, ["rows", dim])],
             [helper.make_tensor_value_info("cosines", TensorProto.FLOAT, ["rows", n])],
-            initializer=[numpy_helper.from_array(np.ascontiguousarray(quantized.T), "tools"),
-                         numpy_helper.from_array(scale.astype(np.float32), "scales")],
+            initializer=[_external("tools", TensorProto.INT8, (dim, n)), _external("scales", TensorProto.FLOAT, (n,))],
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # as the encoder: a busy machine's other core stays free
+        # The arrays are ONNX Runtime's initializers without a copy: they live as long as this object.
+        self._initializers = (quantized, scale)
+        options.add_external_initializers(["tools", "scales"], [ort.OrtValue.ortvalue_from_numpy(quantized), ort.OrtValue.ortvalue_from_numpy(scale)])
         self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         self.size = n
 
     def cosines(self, queries: np.ndarray) -> np.ndarray:
         """(rows, n) approximate cosines of each query row to every tool."""
         return self.session.run(None, {"queries": np.ascontiguousarray(queries, dtype=np.float32)})[0]
+
+
+def _external(name: str, data_type: int, dims: tuple[int, ...]) -> Any:
+    """A model initializer whose data ONNX Runtime is given apart (`add_external_initializers`)."""
+    from onnx import TensorProto
+
+    tensor = TensorProto(name=name, data_type=data_type, dims=list(dims), data_location=TensorProto.EXTERNAL)
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "in-memory"  # never read: the session options supply the data
+    return tensor
 
 
 class VectorScan:

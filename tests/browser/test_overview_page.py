@@ -1,0 +1,63 @@
+"""The overview page in the browser: a viewer reaches it from the navigation, reads the known figures,
+switches the charted figure and filters by profile."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group
+from django.utils import timezone
+
+from playground.conversations import events as ev
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation
+from playground.registry.models import AgentProfile
+from tests.browser.conftest import screenshot
+from tests.conversations.test_overview import HAIKU, call
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_a_viewer_reads_tokens_dollars_latency_and_errors_per_profile(page, viewer_user, admin_user):
+    viewer_user.groups.add(Group.objects.get(name="viewer"))
+    now = timezone.now()
+    alpha = AgentProfile.objects.create(name="Overview alpha", tool_search_mode="true")
+    beta = AgentProfile.objects.create(name="Overview beta", tool_search_mode="false")
+    a = Conversation.objects.create(owner=admin_user, profile=alpha)
+    b = Conversation.objects.create(owner=admin_user, profile=beta)
+    for hours, duration in ((1, 120), (1, 380), (30, 200), (50, 90)):
+        call(a, at=now - timedelta(hours=hours), usage={"input": 1000, "output": 200}, duration=duration)
+    call(b, at=now - timedelta(hours=2), usage={"input": 4000, "output": 100}, duration=900, model=HAIKU)
+    record_event(b, ev.ErrorEvent(message="overloaded", kind="overloaded"))
+
+    page.goto("/login/")
+    page.fill("input[name=username]", "bob")
+    page.fill("input[name=password]", "pw-bob-12345")
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-page]:not([data-page=login])")
+    page.click("header nav >> text='Usage'")
+    page.wait_for_selector("body[data-page=overview]")
+
+    rows = page.locator("[data-testid=overview-total]")
+    assert rows.count() == 2
+    first = rows.nth(0)
+    assert first.get_attribute("data-profile") == "Overview alpha" and first.get_attribute("data-calls") == "4"
+    assert float(first.get_attribute("data-cost-usd")) == pytest.approx(4 * (1000 * 3 + 200 * 15) / 1e6)
+    assert float(first.get_attribute("data-p50")) == pytest.approx(160)  # of 90, 120, 200, 380
+    second = rows.nth(1)
+    assert float(second.get_attribute("data-cost-usd")) == pytest.approx((4000 * 1 + 100 * 5) / 1e6)
+    assert second.get_attribute("data-errors") == "1"
+    assert "$0.0240" in first.inner_text()
+    assert page.locator("[data-testid=chart-line]").count() == 2
+    screenshot(page, "page-overview")
+
+    page.click("[data-testid=overview-chart] >> text='Model call p95'")
+    page.wait_for_url("**metric=p95_ms**")
+    assert "Model call p95 (ms) per day" in page.locator("[data-testid=overview-chart] h2").inner_text()
+
+    page.select_option("select[name=profile]", label="Overview beta")
+    page.click("[data-testid=apply-overview]")
+    page.wait_for_url(f"**profile={beta.pk}**")
+    assert page.locator("[data-testid=overview-total]").count() == 1
+    assert page.locator("[data-testid=overview-total]").get_attribute("data-profile") == "Overview beta"
+    assert page.locator("[data-testid=overview-row]").count() >= 1

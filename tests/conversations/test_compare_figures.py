@@ -1,0 +1,96 @@
+"""Compare: a vendor and wire style per side (Claude vs OpenAI on one profile, OpenAI's hosted search
+vs our backend), and the figures view that puts both sides in one accounting."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from playground.conversations.models import Conversation
+from playground.conversations.providers import conversation_provider_key
+from playground.conversations.selectors import accounting_figures
+from playground.engine.pricing import PriceTable
+from tests.conversations.conftest import events_of, make_profile, run_as_the_task
+
+pytestmark = pytest.mark.django_db
+TIME = "mcp__time__get_current_time"
+
+
+@pytest.fixture(autouse=True)
+def no_keys_no_queue(settings, monkeypatch):
+    from playground.conversations import tasks
+
+    settings.ANTHROPIC_API_KEY = settings.OPENAI_API_KEY = ""
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.run_conversation_task, "delay", lambda pk, run_token="": queued.append(pk))
+    return queued
+
+
+def start(client, **fields) -> list[Conversation]:
+    response = client.post(reverse("conversations:compare"), {"message": "What time is it in Tokyo?", **fields})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    group = response["Location"].rstrip("/").rsplit("/", 1)[-1]
+    return list(Conversation.objects.filter(compare_group=group).order_by("pk"))
+
+
+def test_claude_vs_openai_on_one_profile_runs_each_side_on_its_vendors_wire(admin_client, tool_world,
+                                                                           django_capture_on_commit_callbacks):
+    profile = make_profile("Tool search on")
+    with django_capture_on_commit_callbacks(execute=True):
+        left, right = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="anthropic-native",
+                            wire_b="openai-client")
+    # No keys here: each vendor's side runs with the offline demo agent on that vendor's wire.
+    assert [conversation_provider_key(c) for c in (left, right)] == ["demo", "demo-openai"]
+    for conversation in (left, right):
+        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    assert [events_of(c, "turn_started")[0].payload["wire"] for c in (left, right)] == ["native", "openai-client"]
+    # One profile, one query: the same tools found whichever vendor asked.
+    found = [events_of(c, "toolsearch_query")[0].payload["loaded"] for c in (left, right)]
+    assert found[0] == found[1] and TIME in found[0]
+
+    page = admin_client.get(reverse("conversations:compare_figures", args=[left.compare_group])).content.decode()
+    assert "openai-client" in page and "native" in page and "the engine&#x27;s estimate" in page
+    figures = [accounting_figures(c) for c in (left, right)]
+    for side in figures:
+        assert side["input_total"] > 0 and side["tool_tokens"]["cost"] > 0
+        assert side["usage_source"].startswith("the engine's estimate")
+    # The right side is priced as gpt-5.4 (the model its requests named), at the one table's prices.
+    usage = figures[1]["usage"]
+    assert figures[1]["cost_usd"] == pytest.approx(PriceTable().cost_usd(
+        "gpt-5.4", usage["input"], usage["output"], usage["cache_write"], usage["cache_read"]), abs=1e-6)
+    assert figures[0]["unpriced"] == [] and figures[1]["unpriced"] == []
+
+
+def test_hosted_search_against_our_backend(admin_client, tool_world, django_capture_on_commit_callbacks):
+    profile = make_profile("Tool search on")
+    with django_capture_on_commit_callbacks(execute=True):
+        hosted, ours = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="openai-hosted",
+                             wire_b="openai-client")
+    assert hosted.profile_snapshot["wire_style"] == "server" and ours.profile_snapshot["wire_style"] == "native"
+    for conversation in (hosted, ours):
+        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    hosted_search, our_search = (events_of(c, "toolsearch_query")[0].payload for c in (hosted, ours))
+    assert hosted_search["server_side"] and hosted_search["simulated"] and not our_search["server_side"]
+    assert TIME in hosted_search["loaded"] and TIME in our_search["loaded"]
+
+
+def test_a_side_the_deployment_cannot_run_is_refused_with_the_reason(admin_client, tool_world):
+    profile = make_profile("Tool search on")
+    page = admin_client.get(reverse("conversations:compare")).content.decode()
+    assert 'value="anthropic-server" disabled' in page  # no Anthropic key: the demo agent cannot play it
+    response = admin_client.post(reverse("conversations:compare"), {
+        "profile_a": profile.pk, "profile_b": profile.pk, "wire_a": "anthropic-server", "wire_b": "openai-hosted",
+        "message": "time?"})
+    assert response.status_code == 200 and "server wire style needs" in response.content.decode()
+    assert not Conversation.objects.exists()
+
+
+def test_the_profiles_own_wire_keeps_the_forms_provider(admin_client, tool_world, django_capture_on_commit_callbacks):
+    profile = make_profile("client", wire_style="client")
+    with django_capture_on_commit_callbacks(execute=True):
+        left, right = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, provider="demo", wire_b="openai-functions")
+    assert left.provider == "demo" and left.profile_snapshot["wire_style"] == "client"
+    assert right.provider == "demo-openai"  # an offline provider chosen: the OpenAI side is offline too
+
+
+def test_figures_of_a_comparison_nobody_may_see_are_a_404(admin_client):
+    assert admin_client.get(reverse("conversations:compare_figures", args=["no-such-group"])).status_code == 404

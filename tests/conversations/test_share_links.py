@@ -1,0 +1,172 @@
+"""Read-only share links: made and revoked by the owner, opened logged out, expiry, tampering, the socket."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.core import signing
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from playground.conversations import events as ev
+from playground.conversations import sharing
+from playground.conversations.events import record_event
+from playground.conversations.models import Conversation, ShareLink
+from playground.conversations.routing import websocket_urlpatterns
+from playground.realtime import CLOSE_FORBIDDEN
+
+SECRET = "sk-ant-api03-share-link-secret"
+
+
+def conversation_of(owner) -> Conversation:
+    conversation = Conversation.objects.create(owner=owner, title="Weather in Paris")
+    record_event(conversation, ev.ChatMessage(role="user", text="What is the weather forecast for Paris?"))
+    record_event(conversation, ev.ModelRequest(provider="anthropic", model="m", message_count=1, tool_count=0,
+                                               body=ev.request_body({"model": "m", "api_key": SECRET, "extra_headers": {"x-api-key": SECRET}})))
+    record_event(conversation, ev.ChatMessage(role="assistant", text="Sunny, 21 degrees."))
+    return conversation
+
+
+def create_link(client, conversation, hours=24):
+    return client.post(reverse("conversations:share_create", args=[conversation.pk]), {"hours": hours})
+
+
+@pytest.mark.django_db
+def test_the_owner_creates_a_link_that_opens_the_conversation_logged_out(admin_client, admin_user):
+    conversation = conversation_of(admin_user)
+    response = create_link(admin_client, conversation, hours=8)
+    assert response.status_code == 302
+    link = ShareLink.objects.get(conversation=conversation)
+    assert timedelta(hours=7, minutes=59) < link.expires_at - timezone.now() <= timedelta(hours=8)
+    token = sharing.token_for(link)
+    page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert f"/conversations/shared/{token}/" in page and 'data-testid="share-revoke"' in page
+
+    shared = Client().get(reverse("conversations:shared", args=[token]))
+    html = shared.content.decode()
+    assert shared.status_code == 200
+    assert "Sunny, 21 degrees." in html and "What is the weather forecast for Paris?" in html
+    assert f'ws-connect="/ws/shared/{token}/"' in html and "data-shared" in html
+    # Read-only and nothing else: no send or cancel form, no navigation, no export, no secret.
+    assert 'data-testid="send-form"' not in html and 'data-testid="cancel"' not in html
+    assert "export.json" not in html and f'href="{reverse("conversations:list")}"' not in html
+    assert SECRET not in html
+
+
+@pytest.mark.django_db
+def test_an_expired_link_says_so_and_a_tampered_one_is_not_valid(admin_user):
+    conversation = conversation_of(admin_user)
+    link = sharing.create_link(conversation, user=admin_user, hours=1)
+    token = sharing.token_for(link)
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    for bad in (tampered, "not-a-token", signing.dumps(link.pk, salt="another purpose"), signing.dumps("x", salt=sharing.SALT)):
+        response = Client().get(reverse("conversations:shared", args=[bad]))
+        html = response.content.decode()
+        assert response.status_code == 404, bad
+        assert ("This link is not valid" in html or "This link no longer exists" in html) and "Sunny" not in html, bad
+    ShareLink.objects.filter(pk=link.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    for name in ("conversations:shared", "conversations:shared_present"):
+        response = Client().get(reverse(name, args=[token]))
+        assert response.status_code == 410 and "This link has expired" in response.content.decode()
+        assert "Sunny" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_revoked_link_stops_working_and_leaves_the_list(admin_client, admin_user):
+    conversation = conversation_of(admin_user)
+    create_link(admin_client, conversation)
+    link = ShareLink.objects.get(conversation=conversation)
+    token = sharing.token_for(link)
+    assert Client().get(reverse("conversations:shared", args=[token])).status_code == 200
+    response = admin_client.post(reverse("conversations:share_revoke", args=[conversation.pk, link.pk]))
+    assert response.status_code == 302
+    refused = Client().get(reverse("conversations:shared", args=[token]))
+    assert refused.status_code == 410 and "This link was revoked" in refused.content.decode()
+    page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert token not in page and 'data-testid="no-share-links"' in page
+
+
+@pytest.mark.django_db
+def test_only_the_owner_or_an_admin_shares_and_the_expiry_is_bounded(client, admin_user, viewer_user, settings):
+    conversation = conversation_of(admin_user)
+    client.force_login(viewer_user)  # an operator, not the owner
+    assert create_link(client, conversation).status_code == 404
+    page = client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert 'data-testid="share"' not in page
+    owner = Client()
+    owner.force_login(admin_user)
+    settings.SHARE_LINK_MAX_HOURS = 24
+    create_link(owner, conversation, hours=24 * 7)  # not offered any more: refused with the choices
+    assert not ShareLink.objects.exists()
+    with pytest.raises(ValueError):
+        sharing.create_link(conversation, user=admin_user, hours=25)
+
+
+# -- the socket -----------------------------------------------------------------------------------------
+async def connect_shared(token: str, user=None) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/shared/{token}/")
+    communicator.scope["user"] = user or AnonymousUser()
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected
+    return communicator
+
+
+async def closed_with(communicator) -> int | None:
+    message = await communicator.receive_output(timeout=5)
+    return message.get("code") if message["type"] == "websocket.close" else None
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_the_shared_socket_streams_read_only_and_refuses_bad_links(redis, admin_user):
+    conversation = await database_sync_to_async(conversation_of)(admin_user)
+    link = await database_sync_to_async(sharing.create_link)(conversation, user=admin_user, hours=1)
+    token = sharing.token_for(link)
+
+    communicator = await connect_shared(token)
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
+    frames = [await communicator.receive_from(timeout=5) for _ in range(3)]
+    assert "Sunny, 21 degrees." in frames[2] and not any(SECRET in f for f in frames)
+    # Live: a new event reaches the logged-out socket.
+    await database_sync_to_async(record_event)(conversation.pk, ev.ChatMessage(role="assistant", text="And tomorrow rain."))
+    assert "And tomorrow rain." in await communicator.receive_from(timeout=5)
+    # Nothing that acts: a send is refused with a notice, no message is recorded.
+    await communicator.send_to(text_data=json.dumps({"action": "send", "text": "hijack"}))
+    assert "shared, read-only view" in await communicator.receive_from(timeout=5)
+    assert not await database_sync_to_async(conversation.events.filter(payload__text="hijack").exists)()
+
+    # Revoked while open: the page is closed with 4403.
+    await database_sync_to_async(sharing.revoke_link)(link, user=admin_user)
+    assert await closed_with(communicator) == CLOSE_FORBIDDEN
+    await communicator.disconnect()
+
+    # A revoked, a tampered and an expired link are refused after the handshake (no retry loop).
+    for bad in (token, token[:-3] + "xyz"):
+        refused = await connect_shared(bad)
+        assert await closed_with(refused) == CLOSE_FORBIDDEN
+        await refused.disconnect()
+    fresh = await database_sync_to_async(sharing.create_link)(conversation, user=admin_user, hours=1)
+    await database_sync_to_async(ShareLink.objects.filter(pk=fresh.pk).update)(expires_at=timezone.now() - timedelta(seconds=1))
+    refused = await connect_shared(sharing.token_for(fresh))
+    assert await closed_with(refused) == CLOSE_FORBIDDEN
+    await refused.disconnect()
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_the_shared_socket_closes_when_the_link_expires(redis, admin_user):
+    conversation = await database_sync_to_async(conversation_of)(admin_user)
+    link = await database_sync_to_async(sharing.create_link)(conversation, user=admin_user, hours=1)
+    await database_sync_to_async(ShareLink.objects.filter(pk=link.pk).update)(expires_at=timezone.now() + timedelta(seconds=1.5))
+    communicator = await connect_shared(sharing.token_for(link))
+    await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 3}))
+    assert await communicator.receive_nothing(timeout=0.3)  # open, nothing owed
+    message = await communicator.receive_output(timeout=10)
+    assert message["type"] == "websocket.close" and message.get("code") == CLOSE_FORBIDDEN
+    await communicator.disconnect()

@@ -1,0 +1,140 @@
+"""Traces out: a conversation run reaches a local OTLP/HTTP receiver as one trace of GenAI spans whose
+numbers are the page's; off by default; a dead endpoint is logged once and never touches the run."""
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from django.urls import reverse
+
+from playground import telemetry
+from playground.conversations.models import Event
+from playground.conversations.providers.demo import DemoAgentProvider
+from playground.conversations.traces import export_run
+from tests.conversations.conftest import converse
+from tests.otlp_receiver import OtlpReceiver
+from tests.polling import wait_until
+
+MESSAGE = "What is the weather forecast for Paris?"
+
+
+def spans_of_trace(server: OtlpReceiver, count: int):
+    telemetry.flush()
+    return wait_until(lambda: len(server.received()) >= count and server.received(), f"{count} spans at the receiver", 30)
+
+
+def test_a_demo_conversation_reaches_the_receiver_as_one_trace(receiver, tool_world, native_profile, admin_user, admin_client):
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn"
+    responses = list(Event.objects.filter(conversation=conversation, type="model_response").order_by("sequence"))
+    model = Event.objects.filter(conversation=conversation, type="turn_started").first().payload["model"]
+    expected = 1 + len(responses) + Event.objects.filter(conversation=conversation, type__in=("toolsearch_query", "tool_call")).count()
+    spans = spans_of_trace(receiver, expected)
+    assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
+    assert len(spans) == expected
+
+    roots = [s for s in spans if not s.parent_span_id]
+    assert [r.name for r in roots] == ["invoke_agent native"]
+    root = roots[0]
+    assert {s.trace_id for s in spans} == {root.trace_id}
+    assert all(s.parent_span_id == root.span_id for s in spans if s is not root)
+    assert root.resource["service.name"] == "playground-test"
+    assert root.attributes["session.id"] == f"conversation-{conversation.pk}"
+    assert root.attributes["gen_ai.conversation.id"] == str(conversation.pk) and root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    names = sorted(s.name for s in spans if s is not root)
+    assert names == sorted([f"chat {model}"] * len(responses) + ["execute_tool ToolSearch",
+                                                                                 "execute_tool mcp__weather__get_forecast"])
+
+    chats = sorted((s for s in spans if s.name.startswith("chat ")), key=lambda s: s.start_ns)
+    for chat in chats:
+        assert chat.kind == 3  # CLIENT
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.provider.name"] == "playground.demo"
+        assert chat.attributes["gen_ai.request.model"] == model != ""
+        assert chat.attributes["gen_ai.conversation.id"] == str(conversation.pk)
+        assert chat.start_ns <= chat.end_ns
+    search = next(s for s in spans if s.name == "execute_tool ToolSearch")
+    assert search.attributes["gen_ai.tool.name"] == "ToolSearch"
+    assert "mcp__weather__get_forecast" in search.attributes["playground.toolsearch.loaded"]
+    assert "playground.toolsearch.query" not in search.attributes  # a query is content: opt-in
+    tool = next(s for s in spans if s.name == "execute_tool mcp__weather__get_forecast")
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.type"] == "extension"
+    assert tool.attributes["playground.tool.simulated"] is True
+
+    # The numbers the page shows: each call's "in N / out M" and the conversation's dollars.
+    page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    shown = [tuple(map(int, pair)) for pair in re.findall(r"in (\d+) / out (\d+)", page)]
+    assert shown == [(c.attributes["gen_ai.usage.input_tokens"], c.attributes["gen_ai.usage.output_tokens"]) for c in chats]
+    assert root.attributes["gen_ai.usage.input_tokens"] == sum(i for i, _ in shown)
+    assert root.attributes["gen_ai.usage.output_tokens"] == sum(o for _, o in shown)
+    page_cost = float(re.search(r'data-testid="cost-total" data-cost-usd="([0-9.]+)"', page).group(1))
+    assert root.attributes["playground.cost_usd"] == pytest.approx(page_cost) and page_cost > 0
+    assert sum(c.attributes["playground.cost_usd"] for c in chats) == pytest.approx(page_cost)
+
+    # Nothing the person wrote nor any tool argument is in a span.
+    everything = repr([s.attributes for s in spans])
+    assert "Paris" not in everything and "weather forecast" not in everything
+
+
+def test_the_query_is_on_its_span_only_when_asked(receiver, settings, tool_world, native_profile, admin_user):
+    settings.OTEL_TRACES_CAPTURE_QUERIES = True
+    converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    spans = wait_until(lambda: telemetry.flush() and [s for s in receiver.received() if s.name == "execute_tool ToolSearch"],
+                       "the ToolSearch span", 30)
+    assert spans[0].attributes["playground.toolsearch.query"]
+
+
+def test_the_same_run_exported_twice_has_one_trace_id(receiver, tool_world, native_profile, admin_user):
+    conversation, _ = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert export_run(conversation.pk)
+    roots = wait_until(lambda: telemetry.flush() and len([s for s in receiver.received() if not s.parent_span_id]) >= 2
+                       and [s for s in receiver.received() if not s.parent_span_id], "two exports of the run", 30)
+    assert len({r.trace_id for r in roots}) == 1
+
+
+def test_off_by_default(settings, fresh_provider, tool_world, native_profile, admin_user):
+    assert settings.OTEL_TRACES_ENABLED is False
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn"
+    assert export_run(conversation.pk) is False
+    assert fresh_provider.made() is None  # no provider, no exporter thread, nothing sent
+
+
+def test_a_dead_endpoint_is_logged_once_and_the_run_goes_on(settings, monkeypatch, fresh_provider, tool_world, native_profile,
+                                                             admin_user, caplog):
+    with OtlpReceiver(status=503) as refusing:
+        settings.OTEL_TRACES_ENABLED = True
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.url)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+        caplog.set_level(logging.WARNING)
+        for _ in range(2):
+            _, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+            assert outcome.reason == "end_turn"
+            telemetry.flush()
+        wait_until(lambda: len(refusing.paths) >= 2, "both exports tried", 30)
+    warnings = [r for r in caplog.records if r.name == "playground.telemetry"]
+    assert len(warnings) == 1 and "failed" in warnings[0].getMessage() and refusing.url in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.name.startswith("opentelemetry") and r.levelno >= logging.WARNING]
+
+
+def test_a_trace_that_cannot_be_built_leaves_the_run_alone(receiver, monkeypatch, tool_world, native_profile, admin_user, caplog):
+    from playground.conversations import traces
+
+    def broken(conversation_id):
+        raise ValueError("a payload nobody expected")
+
+    monkeypatch.setattr(traces, "run_trace", broken)
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn" and conversation.status == "idle"
+    assert any("building or queueing its trace failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_worker_process_that_stops_sends_what_it_still_holds(receiver, tool_world, native_profile, admin_user):
+    from celery.signals import worker_process_shutdown
+
+    converse(admin_user, MESSAGE, profile=native_profile, provider=DemoAgentProvider())
+    assert not receiver.received()  # queued: the batch processor sends every 5 s
+    worker_process_shutdown.send(sender=None, pid=0, exitcode=0)
+    assert any(not s.parent_span_id for s in receiver.received())  # sent before the process would exit
