@@ -26,6 +26,7 @@ Admitting sockets. `socket_refusal` is the one check both WebSocket consumers ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import concurrent.futures
 import os
@@ -114,6 +115,27 @@ def send_to_group(group: str, message: dict, *, timeout: float = SEND_TIMEOUT_SE
         raise RuntimeError("send_to_group() is for sync code; await the channel layer's group_send instead")
     sender = _get_sender()
     sender.submit(sender._group_send(group, message), timeout)
+
+
+@contextlib.asynccontextmanager
+async def listening_to_group(group: str):
+    """On the process's portal loop (async code running there, e.g. an MCP session's callback):
+    join `group` on a channel of this process's layer and yield `receive()`, which waits for the
+    next message sent to the group (`send_to_group` from any process). Left on exit. Join first,
+    then check what you wait for, then `receive()`: a message sent in between is not lost."""
+    sender = _get_sender()
+    if sender.layer is None:
+        sender.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    layer = sender.layer
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    try:
+        yield lambda: layer.receive(channel)
+    finally:
+        try:
+            await layer.group_discard(group, channel)
+        except Exception:  # noqa: BLE001 - the group expires on its own
+            pass
 
 
 # -- sockets ------------------------------------------------------------------------------------------

@@ -284,6 +284,9 @@ AGENT_MAX_TURNS = envint("AGENT_MAX_TURNS", 12)
 AGENT_MAX_TOKENS = envint("AGENT_MAX_TOKENS", 4096)
 TOOL_CALL_TIMEOUT_SECONDS = float(os.environ.get("TOOL_CALL_TIMEOUT_SECONDS") or 30)
 PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIMEOUT_SECONDS") or 300)
+# How long the MCP workbench's session waits for a person's answer to a server's request (sampling),
+# bounded again by the calling tool call's own timeout.
+MCP_SERVER_REQUEST_WAIT_SECONDS = float(os.environ.get("MCP_SERVER_REQUEST_WAIT_SECONDS") or 300)
 # A worker running a conversation marks it alive this often; a run whose mark is older than
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)

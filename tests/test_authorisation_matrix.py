@@ -134,7 +134,7 @@ def build_world(django_user_model) -> World:
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
-    from playground.mcp_servers.models import McpServer
+    from playground.mcp_servers.models import McpCallRecord, McpServer, McpServerRequest
     from playground.registry import services as registry
     from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -151,6 +151,9 @@ def build_world(django_user_model) -> World:
     server = McpServer.objects.create(name="matrix", transport=McpServer.Transport.HTTP, url="http://127.0.0.1:9/mcp")
     server_tool = Tool.objects.create(name="mcp__matrix__ping", description="Ping", server=server,
                                       input_schema={"type": "object", "properties": {}}, source=Tool.Source.MCP)
+    server_request = McpServerRequest.objects.create(server=server, kind=McpServerRequest.Kind.SAMPLING,
+                                                     params={"messages": [], "maxTokens": 10})
+    call_record = McpCallRecord.objects.create(server=server, kind=McpCallRecord.Kind.PING, name="ping")
     rule = PermissionRule.objects.create(pattern="echo", effect="ask")
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
@@ -169,8 +172,11 @@ def build_world(django_user_model) -> World:
         "registry:profile_detail": {"pk": profile.pk}, "registry:profile_edit": {"pk": profile.pk},
         **{f"mcp_servers:{n}": {"pk": server.pk} for n in (
             "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
-            "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get")},
+            "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get",
+            "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
+        "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
+        "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
         "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
         "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},

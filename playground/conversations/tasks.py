@@ -17,6 +17,7 @@ from playground.conversations import requeue  # noqa: F401 - registers runs and 
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
 from playground.conversations.runs import expire_prompt, release_lost_runs
+from playground.conversations.sampling import answer_sampling_request
 
 logger = logging.getLogger(__name__)
 
@@ -64,3 +65,9 @@ def release_runs_of_lost_workers(**_: object) -> None:
         return
     if released:
         logger.warning("released %d conversation(s) whose worker stopped answering", released)
+
+
+@app.task(name="conversations.answer_sampling_request")
+def answer_sampling_request_task(request_id: int, profile_id: int, user_id: int | None = None) -> str:
+    """A profile's model answers an MCP server's sampling request from the workbench (sampling.py)."""
+    return answer_sampling_request(request_id, profile_id, user_id)

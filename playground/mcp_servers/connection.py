@@ -15,6 +15,7 @@ import base64
 import concurrent.futures
 import logging
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from mcp.types import (
     InitializeResult,
     LoggingMessageNotificationParams,
     PaginatedRequestParams,
+    PromptReference,
+    ResourceTemplateReference,
 )
 
 from playground.engine.execution import CancelSignal, CallCancelled
@@ -54,6 +57,27 @@ DEFAULT_CONNECT_TIMEOUT = 20.0  # spawn + initialize; mcp-server-time needs ~0.5
 DEFAULT_CALL_TIMEOUT = 30.0
 # A server answering tools/list with cursors forever is broken; stop rather than loop.
 MAX_TOOL_PAGES = 100
+
+
+@dataclass
+class ClientHandlers:
+    """How a session answers what a server asks of the client mid-call (the SDK's callbacks, passed to
+    `ClientSession` as they are). A session given none offers none of these capabilities at
+    initialize, so servers do not ask (the agent loop's and the gateway's sessions)."""
+
+    sampling: Callable[..., Any] | None = None
+    elicitation: Callable[..., Any] | None = None
+    list_roots: Callable[..., Any] | None = None
+    # Every other notification the server sends (resources/updated, list_changed); log messages go
+    # to the connection's log sink.
+    notifications: Callable[..., Any] | None = None
+    # A tool call's progress (progress, total, message): given, calls ask for it (a progress token).
+    progress: Callable[..., Any] | None = None
+
+    def session_kwargs(self) -> dict[str, Any]:
+        return {key: value for key, value in (
+            ("sampling_callback", self.sampling), ("elicitation_callback", self.elicitation),
+            ("list_roots_callback", self.list_roots), ("message_handler", self.notifications)) if value is not None}
 
 
 class McpConnectionError(Exception):
@@ -133,10 +157,12 @@ def _first(exc: BaseException, kind: type[BaseException]) -> BaseException | Non
 class McpConnection:
     """An initialized session with one server. Use through `open_connection`."""
 
-    def __init__(self, config: ServerConfig, session: ClientSession, transport: McpTransport) -> None:
+    def __init__(self, config: ServerConfig, session: ClientSession, transport: McpTransport,
+                 handlers: ClientHandlers | None = None) -> None:
         self.config = config
         self.session = session
         self.transport = transport
+        self.handlers = handlers
         self.closed = False
 
     @property
@@ -171,8 +197,9 @@ class McpConnection:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
         started = time.perf_counter()
+        progress = self.handlers.progress if self.handlers is not None else None
         result = await self._request(
-            self.session.call_tool(name, arguments, read_timeout_seconds=timeout), timeout, f"tools/call {name}"
+            self.session.call_tool(name, arguments, read_timeout_seconds=timeout, progress_callback=progress), timeout, f"tools/call {name}"
         )
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return McpCallResult(
@@ -191,9 +218,17 @@ class McpConnection:
         caps = self.session.server_capabilities
         return {
             "resources": bool(caps and caps.resources is not None),
+            "subscribe": bool(caps and caps.resources is not None and caps.resources.subscribe),
             "prompts": bool(caps and caps.prompts is not None),
             "logging": bool(caps and caps.logging is not None),
+            "completions": bool(caps and caps.completions is not None),
         }
+
+    async def send_roots_list_changed(self) -> None:
+        """Tell the server the client's roots changed (`notifications/roots/list_changed`)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
+            await self.session.send_roots_list_changed()
 
     async def timed_ping(self, *, timeout: float = 5.0) -> float:
         """Round-trip time of one `ping`, in milliseconds."""
@@ -204,6 +239,34 @@ class McpConnection:
     async def list_resources(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every resource (uri, name, description, mimeType, size), following cursors."""
         return await self._paged(self.session.list_resources, "resources", "resources/list", timeout)
+
+    async def list_resource_templates(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
+        """Every resource template (uriTemplate, name, description, mimeType), following cursors."""
+        return await self._paged(self.session.list_resource_templates, "resource_templates", "resources/templates/list", timeout)
+
+    async def subscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        """`resources/subscribe` (the protocol revisions servers speak today; a later one replaces it with listen)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await self._request(self.session.subscribe_resource(uri), timeout, f"resources/subscribe {uri}")
+
+    async def unsubscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await self._request(self.session.unsubscribe_resource(uri), timeout, f"resources/unsubscribe {uri}")
+
+    async def complete(self, ref: PromptReference | ResourceTemplateReference, argument: str, value: str,
+                       context: dict[str, str] | None = None, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> dict[str, Any]:
+        """`completion/complete`: suggested values for one argument (values, total, hasMore)."""
+        result = await self._request(self.session.complete(ref, {"name": argument, "value": value}, context_arguments=context or None),
+                                     timeout, "completion/complete")
+        return result.completion.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def set_logging_level(self, level: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        """`logging/setLevel`: the least level of the log messages the server should send."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
+            await self._request(self.session.set_logging_level(level), timeout, "logging/setLevel")
 
     async def list_prompts(self, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """Every prompt (name, description, arguments), following cursors."""
@@ -352,13 +415,15 @@ class LogForwarder:
 
 @asynccontextmanager
 async def open_connection(
-    config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+    config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
+    handlers: ClientHandlers | None = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
     Failures to start, reach or initialize the server raise `McpConnectionError` with a message
     for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
+    With `handlers`, the session offers sampling / elicitation / roots and answers through them.
     """
     transport = transport_for(config)
     connection: McpConnection | None = None
@@ -371,12 +436,13 @@ async def open_connection(
                 async with ClientSession(
                     read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO,
                     logging_callback=forwarder.on_log_message if forwarder is not None else None,
+                    **(handlers.session_kwargs() if handlers is not None else {}),
                 ) as session:
                     with anyio.fail_after(connect_timeout):
                         initialized = await session.initialize()
                     if forwarder is not None:
                         forwarder.note("session", _connected_text(config, initialized))
-                    connection = McpConnection(config, session, transport)
+                    connection = McpConnection(config, session, transport, handlers)
                     yield connection
             finally:
                 if forwarder is not None:

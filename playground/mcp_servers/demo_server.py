@@ -42,14 +42,28 @@ import sys
 import time
 import warnings
 import zlib
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import unquote
 
 import anyio
+from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp.types import ListToolsResult, PaginatedRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    Completion,
+    EmptyResult,
+    ListToolsResult,
+    NotificationParams,
+    PaginatedRequestParams,
+    SamplingMessage,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    TextContent,
+    UnsubscribeRequestParams,
+)
 
 DEMO_LABEL = "DEMO DATA (canned by the playground's demo MCP server; not real)"
 
@@ -194,7 +208,14 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
             server._lowlevel_server._request_handlers.pop(method, None)
     else:
         _add_resources_and_prompts(server)
+        _add_resource_template_features(server)
         _add_resource_template(server)
+        _add_completion_features(server)
+        _add_logging_features(server)
+    _add_client_feature_tools(server)
+    _add_roots_features(server)
+    _add_elicitation_features(server)
+    _add_notification_features(server)
     return server
 
 
@@ -206,6 +227,7 @@ def _slow_log(entry: dict[str, Any]) -> None:
 
 
 LARGE_RESOURCE_CHARS = 300_000
+COUNTER_URI = "demo://counter"
 
 
 def _add_resources_and_prompts(server: DemoServer) -> None:
@@ -230,6 +252,185 @@ def _add_resources_and_prompts(server: DemoServer) -> None:
     @server.prompt(name="plan_trip", description="Ask for a short trip plan to a city.")
     def plan_trip(city: str, days: str = "2") -> str:
         return f"Plan a {days}-day trip to {city}. Use lookup_city_timezone and weather_forecast; say the data is demo data."
+
+
+def _add_client_feature_tools(server: DemoServer) -> None:
+    """Tools that ask the client for something mid-call (the workbench answers them): sampling."""
+
+    @server.tool(description="Ask the client's model a question (MCP sampling: sampling/createMessage) and return its answer.")
+    async def ask_model(question: str, ctx: Context, max_tokens: int = 200) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # sampling is marked deprecated for a future protocol; clients still offer it
+                result = await ctx.session.create_message(
+                    [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+                    max_tokens=max_tokens,
+                    system_prompt="You answer questions from the playground's demo MCP server. Be brief.",
+                    related_request_id=ctx.request_id,
+                )
+        except MCPError as exc:  # the client offers no sampling, or its person declined
+            raise ToolError(f"the client did not answer the sampling request: {exc}") from None
+        content = result.content
+        text = content.text if isinstance(content, TextContent) else f"[{content.type} content]"
+        return f"The client's model ({result.model}) answered: {text}"
+
+
+def _add_roots_features(server: DemoServer) -> None:
+    """Roots: a tool that asks the client for its roots (roots/list), and a note on stderr when the
+    client says they changed (notifications/roots/list_changed)."""
+
+    @server.tool(description="List the client's roots (MCP roots/list): the folders the client lets this server work in.")
+    async def list_roots(ctx: Context) -> str:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # roots are marked deprecated for a future protocol; clients still offer them
+                result = await ctx.session.list_roots()
+        except MCPError as exc:
+            raise ToolError(f"the client did not list its roots: {exc}") from None
+        if not result.roots:
+            return "The client offers no roots."
+        return "\n".join(f"{root.uri}" + (f" ({root.name})" if root.name else "") for root in result.roots)
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        print("demo server: the client's roots changed (notifications/roots/list_changed)", file=sys.stderr, flush=True)
+
+    server._lowlevel_server.add_notification_handler("notifications/roots/list_changed", NotificationParams, roots_changed)
+
+
+def _add_elicitation_features(server: DemoServer) -> None:
+    """Elicitation: a tool that asks the person for a form's worth of details mid-call (elicitation/create)."""
+
+    class BookingDetails(BaseModel):
+        name: str = Field(description="Whose name the table is booked under")
+        guests: int = Field(ge=1, le=12, description="How many people (1-12)")
+        seating: Literal["indoor", "outdoor"] = Field(default="indoor", description="Where to sit")
+        vegetarian: bool = Field(default=False, description="Only vegetarian dishes")
+
+    @server.tool(description="Book a table at the demo restaurant: asks the person for the details (MCP elicitation). Canned, nothing is booked.")
+    async def book_table(restaurant: str, ctx: Context) -> str:
+        try:
+            result = await ctx.elicit(f"Book a table at {restaurant}: whose name, how many guests, where to sit?", BookingDetails)
+        except MCPError as exc:
+            raise ToolError(f"the client did not answer the elicitation: {exc}") from None
+        if result.action == "accept":
+            details = result.data
+            return (f"{DEMO_LABEL}: a table at {restaurant} for {details.guests} under {details.name}, {details.seating}"
+                    + (", vegetarian" if details.vegetarian else ""))
+        return f"No booking: the person chose {result.action}."
+
+
+def _add_resource_template_features(server: DemoServer) -> None:
+    """Resource templates and subscriptions: `demo://cities/{city}` (a template), and `demo://counter`,
+    a resource a client may subscribe to; `bump_counter` changes it and tells every subscribed session
+    (`notifications/resources/updated`)."""
+    counter = {"value": 0}
+    # uri → {connection: a session to notify on it}. The SDK hands each request its own session object
+    # over the one connection, so the connection is what identifies a subscriber.
+    subscribers: dict[str, dict[int, Any]] = {}
+
+    @server.resource("demo://cities/{city}", name="city", description="One city's IANA time zone, as JSON (a resource template).",
+                     mime_type="application/json")
+    def city(city: str) -> dict[str, str]:
+        city = unquote(city)  # the client percent-encodes a filled template ("new%20york")
+        zone = CITY_TIMEZONES.get(city.strip().lower())
+        if zone is None:
+            raise ValueError(f"unknown city {city!r}; known: {', '.join(sorted(CITY_TIMEZONES))}")
+        return {"city": city, "timezone": zone}
+
+    @server.resource(COUNTER_URI, name="counter", description="A number that bump_counter raises (subscribe to see it change).",
+                     mime_type="text/plain")
+    def counter_resource() -> str:
+        return f"counter = {counter['value']}"
+
+    def subscriber_key(ctx: Any) -> int:
+        return id(getattr(ctx.session, "_connection", ctx.session))
+
+    async def subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        subscribers.setdefault(str(params.uri), {})[subscriber_key(ctx)] = ctx.session
+        return EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        subscribers.get(str(params.uri), {}).pop(subscriber_key(ctx), None)
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    server._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+    @server.tool(description="Raise the demo counter resource by one; sessions subscribed to demo://counter are told it changed.")
+    async def bump_counter() -> str:
+        counter["value"] += 1
+        told = list(subscribers.get(COUNTER_URI, {}).values())
+        for session in told:
+            await session.send_resource_updated(COUNTER_URI)
+        return f"counter = {counter['value']} ({len(told)} subscribed session(s) told)"
+
+
+def _add_completion_features(server: DemoServer) -> None:
+    """Argument completion (completion/complete) for plan_trip's arguments and the city template."""
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        typed = (argument.value or "").lower()
+        if argument.name == "city":
+            return Completion(values=[city for city in sorted(CITY_TIMEZONES) if city.startswith(typed)])
+        if argument.name == "days":
+            return Completion(values=[str(day) for day in range(1, 8) if str(day).startswith(typed)])
+        return None
+
+
+LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+def _add_logging_features(server: DemoServer) -> None:
+    """Log levels: `logging/setLevel` sets the least level this server sends (it filters, as the
+    protocol asks of servers); `emit_logs` sends one message at each of five levels."""
+    state = {"level": "info"}
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        state["level"] = params.level
+        print(f"demo server: log level set to {params.level}", file=sys.stderr, flush=True)
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+
+    @server.tool(description="Send a log message (notifications/message) at debug, info, notice, warning and error; those below the level set with logging/setLevel are not sent.")
+    async def emit_logs(ctx: Context, message: str = "hello") -> str:
+        least = LOG_LEVELS.index(state["level"])
+        sent = [level for level in LOG_LEVELS[:5] if LOG_LEVELS.index(level) >= least]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; clients still show it
+            for level in sent:
+                await ctx.log(level, f"{level}: {message}", logger_name="demo")
+        return f"sent {len(sent)} of 5 log messages (level {state['level']}: {', '.join(sent) or 'none'})"
+
+
+def _add_notification_features(server: DemoServer) -> None:
+    """Notifications a client shows: progress (`long_task`, when the call asks for it with a progress
+    token) and a tool list that changes (`toggle_extra_tool`, then `notifications/tools/list_changed`)."""
+
+    @server.tool(description="Work through a few steps, reporting progress (notifications/progress) after each.")
+    async def long_task(ctx: Context, steps: int = 3) -> str:
+        if not 1 <= steps <= 20:
+            raise ToolError("steps must be between 1 and 20")
+        for step in range(1, steps + 1):
+            await anyio.sleep(0.05)
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        return f"done after {steps} steps"
+
+    def extra_tool() -> str:
+        return "the extra tool answered"
+
+    @server.tool(description="Add or remove the tool extra_tool, and tell the client its tool list changed (notifications/tools/list_changed).")
+    async def toggle_extra_tool(ctx: Context) -> str:
+        names = {tool.name for tool in await server.list_tools()}
+        if "extra_tool" in names:
+            server.remove_tool("extra_tool")
+            done = "removed extra_tool"
+        else:
+            server.add_tool(extra_tool, name="extra_tool", description="A tool that comes and goes (toggle_extra_tool).")
+            done = "added extra_tool"
+        await ctx.session.send_tool_list_changed()
+        return done
 
 
 def _add_content_samples(server: DemoServer) -> None:

@@ -272,3 +272,111 @@ class PromptArgumentsForm(forms.Form):
     def arguments(self) -> dict[str, str]:
         """The filled-in arguments by name (empty optional ones left out)."""
         return {key.removeprefix(self.PREFIX): value for key, value in self.cleaned_data.items() if value not in ("", None)}
+
+
+class RootsForm(forms.Form):
+    """A server's roots for the workbench's session: one `file://` URI per line, a name after a space."""
+
+    MAX_ROOTS = 50
+
+    roots_text = forms.CharField(
+        label="Roots", required=False, widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}), max_length=20_000,
+        help_text="One per line: a file:// URI, then optionally a space and a name (file:///srv/project Project).",
+    )
+
+    @staticmethod
+    def text_of(roots: list[dict[str, str]]) -> str:
+        return "\n".join(f"{root['uri']} {root['name']}".strip() if root.get("name") else root["uri"] for root in roots or [])
+
+    def clean_roots_text(self) -> list[dict[str, str]]:
+        roots: list[dict[str, str]] = []
+        for number, raw in enumerate(self.cleaned_data["roots_text"].splitlines(), start=1):
+            line = raw.strip()
+            if not line:
+                continue
+            uri, _, name = line.partition(" ")
+            if not uri.startswith("file:///") or len(uri) > 1000:
+                raise forms.ValidationError(
+                    f"line {number}: a root is a file:// URI of an absolute path (MCP roots are file:// URIs), got {uri[:80]!r}")
+            if any(root["uri"] == uri for root in roots):
+                raise forms.ValidationError(f"line {number}: {uri} is listed twice")
+            roots.append({"uri": uri, "name": name.strip()[:200]} if name.strip() else {"uri": uri})
+        if len(roots) > self.MAX_ROOTS:
+            raise forms.ValidationError(f"at most {self.MAX_ROOTS} roots")
+        return roots
+
+
+class ElicitationForm(forms.Form):
+    """A server's `elicitation/create` form, built from its requested schema (flat, primitive
+    properties: string — with email, uri, date and date-time formats —, number, integer, boolean,
+    single-choice enums as `enum` or `oneOf`, and multi-choice arrays of enums). `content()` is the
+    answer as the schema's JSON types."""
+
+    PREFIX = "el__"
+
+    def __init__(self, schema: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        schema = schema if isinstance(schema, dict) else {}
+        required = set(schema.get("required") or [])
+        self.kinds: dict[str, str] = {}
+        for name, spec in (schema.get("properties") or {}).items():
+            if isinstance(spec, dict):
+                self.fields[self.PREFIX + name] = self._field_for(name, spec, name in required)
+
+    def _field_for(self, name: str, spec: dict[str, Any], required: bool) -> forms.Field:
+        label = str(spec.get("title") or name) + ("" if required else " (optional)")
+        common: dict[str, Any] = {"label": label, "required": required, "help_text": str(spec.get("description") or "")}
+        if "default" in spec:
+            common["initial"] = spec["default"]
+        kind = spec.get("type")
+        choices = self._choices(spec)
+        if kind == "array":
+            self.kinds[name] = "multi"
+            return forms.MultipleChoiceField(choices=self._choices(spec.get("items") or {}), widget=forms.CheckboxSelectMultiple, **common)
+        if choices:
+            self.kinds[name] = "choice"
+            return forms.ChoiceField(choices=([] if required else [("", "—")]) + choices, **common)
+        if kind == "boolean":
+            self.kinds[name] = "boolean"
+            return forms.BooleanField(**{**common, "required": False})  # unchecked is false, an answer too
+        if kind in ("integer", "number"):
+            self.kinds[name] = kind
+            field_class = forms.IntegerField if kind == "integer" else forms.FloatField
+            return field_class(min_value=spec.get("minimum"), max_value=spec.get("maximum"), **common)
+        self.kinds[name] = "string"
+        bounds = {"min_length": spec.get("minLength"), "max_length": spec.get("maxLength") or 10_000}
+        form_kind = spec.get("format")
+        if form_kind == "email":
+            return forms.EmailField(**bounds, **common)
+        if form_kind == "uri":
+            return forms.URLField(assume_scheme="https", **bounds, **common)
+        if form_kind == "date":
+            self.kinds[name] = "date"
+            return forms.DateField(widget=forms.DateInput(attrs={"type": "date"}), **common)
+        if form_kind == "date-time":
+            self.kinds[name] = "date-time"
+            return forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), **common)
+        return forms.CharField(**bounds, **common)
+
+    @staticmethod
+    def _choices(spec: dict[str, Any]) -> list[tuple[str, str]]:
+        if isinstance(spec.get("enum"), list):
+            names = spec.get("enumNames") if isinstance(spec.get("enumNames"), list) else []
+            return [(str(value), str(names[i]) if i < len(names) else str(value)) for i, value in enumerate(spec["enum"])]
+        options = spec.get("oneOf") or spec.get("anyOf")
+        if isinstance(options, list):
+            return [(str(o.get("const")), str(o.get("title") or o.get("const"))) for o in options if isinstance(o, dict) and "const" in o]
+        return []
+
+    def content(self) -> dict[str, Any]:
+        """The accepted answer by property name (empty optional ones left out)."""
+        answer: dict[str, Any] = {}
+        for key, value in self.cleaned_data.items():
+            name = key.removeprefix(self.PREFIX)
+            kind = self.kinds.get(name)
+            if value in (None, "", []) and kind != "boolean":
+                continue
+            if kind in ("date", "date-time"):
+                value = value.isoformat()
+            answer[name] = value
+        return answer

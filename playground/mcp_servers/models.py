@@ -54,6 +54,8 @@ class McpServer(models.Model):
     # Written every AGENT_HEARTBEAT_SECONDS by the worker running the sync (playground/heartbeat.py):
     # a sync whose heartbeat is older than AGENT_LOST_SECONDS lost its worker and is failed by the sweep.
     sync_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The roots the workbench's session offers this server (`roots/list`): [{"uri": "file:///…", "name": …}].
+    roots = StorableJSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -126,10 +128,13 @@ class McpCallRecord(models.Model):
         PROMPT = "prompt", "prompts/get"
         PING = "ping", "ping"
         LIST = "list", "list"
+        SUBSCRIBE = "subscribe", "resources/subscribe"
+        UNSUBSCRIBE = "unsubscribe", "resources/unsubscribe"
+        SET_LEVEL = "setlevel", "logging/setLevel"
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="call_records")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    kind = StorableCharField(max_length=10, choices=Kind.choices)
+    kind = StorableCharField(max_length=12, choices=Kind.choices)
     name = StorableCharField(max_length=500)
     arguments = StorableJSONField(default=dict, blank=True)
     ok = models.BooleanField(default=True)
@@ -143,3 +148,40 @@ class McpCallRecord(models.Model):
     @property
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, indent=2, ensure_ascii=False) if self.arguments else ""
+
+
+class McpServerRequest(models.Model):
+    """A request a server sent the workbench's session mid-call that a person (or a model, on a
+    person's word) answers: `sampling/createMessage` and `elicitation/create`. The session's callback waits for the
+    answer on the channel layer (`server_requests`), holding no thread; the row is what every
+    page shows, live and on reload, and the answer's one source of truth."""
+
+    class Kind(models.TextChoices):
+        SAMPLING = "sampling", "sampling/createMessage"
+        ELICITATION = "elicitation", "elicitation/create"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an answer"
+        ANSWERED = "answered", "Answered"
+        DECLINED = "declined", "Declined"
+        CANCELLED = "cancelled", "Cancelled"
+        EXPIRED = "expired", "Expired"
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="server_requests")
+    kind = StorableCharField(max_length=20, choices=Kind.choices)
+    params = StorableJSONField(default=dict, blank=True)  # what the server asked, as sent (scrubbed)
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # The result sent back to the server (MCP JSON), and who answered: a person, or a model on their word.
+    answer = StorableJSONField(default=dict, blank=True)
+    answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    answered_with = StorableCharField(max_length=200, blank=True)  # "by hand", or the model and its provider
+    note = StorableTextField(blank=True)  # why it expired or failed, for the page
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING

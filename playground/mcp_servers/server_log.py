@@ -12,7 +12,8 @@ import json
 import logging
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
+from django.db.models import Q
 from django.template.loader import render_to_string
 
 from playground.mcp_servers.models import McpCallRecord, McpLogLine, McpServer
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 KEEP_LINES = 300
 KEEP_CALLS = 100
+HISTORY_SHOWN = 20  # rows of the call history a page shows
 MAX_SUMMARY_CHARS = 4000
 LOG_MESSAGE_TYPE = "status.update"  # the status consumer's handler: it sends the HTML as is
 
@@ -54,10 +56,25 @@ def record(server_id: int, entries: list[tuple[str, str]], secrets_of: Any) -> l
         McpLogLine.objects.filter(server_id=server_id, id__lte=newest_kept[0]).delete()
     try:
         html = render_to_string("mcp_servers/_log_lines.html", {"server_id": server_id, "lines": lines, "oob": True})
+        notifications = [line for line in lines if is_notification(line.source)]
+        if notifications:  # the notifications pane gets them too
+            html += render_to_string("mcp_servers/_notification_lines.html",
+                                     {"server_id": server_id, "lines": notifications, "oob": True})
         send_to_group(log_group(server_id), {"type": LOG_MESSAGE_TYPE, "html": html})
     except Exception:
         logger.warning("could not push log lines of MCP server %s", server_id, exc_info=True)
     return lines
+
+
+def is_notification(source: str) -> bool:
+    """What the server notified the client of: log messages and every other notification (not its
+    stderr, nor the connection's own events)."""
+    return source == "notification" or source.startswith("log:")
+
+
+def recent_notifications(server_id: int, limit: int = 100) -> list[McpLogLine]:
+    lines = McpLogLine.objects.filter(server_id=server_id).filter(Q(source="notification") | Q(source__startswith="log:"))
+    return list(reversed(lines.order_by("-id")[:limit]))
 
 
 def recent_lines(server_id: int, limit: int = 100) -> list[McpLogLine]:
@@ -95,4 +112,19 @@ def record_call(
     stale = McpCallRecord.objects.filter(server=server).order_by("-id").values_list("id", flat=True)[KEEP_CALLS:KEEP_CALLS + 1]
     if stale:
         McpCallRecord.objects.filter(server=server, id__lte=stale[0]).delete()
+    transaction.on_commit(lambda: push_history(server))
     return call
+
+
+def history(server: McpServer) -> list[McpCallRecord]:
+    return list(server.call_records.select_related("user")[:HISTORY_SHOWN])
+
+
+def push_history(server: McpServer) -> None:
+    """Send the call history to the server's open pages (admins), so every tab shows a new call as it
+    is kept — one made elsewhere, or one whose result came after its page stopped waiting. Never raises."""
+    try:
+        html = render_to_string("mcp_servers/_history.html", {"server": server, "history": history(server), "oob": True})
+        send_to_group(log_group(server.pk), {"type": LOG_MESSAGE_TYPE, "html": html})
+    except Exception:
+        logger.warning("could not push the call history of MCP server %s", server.pk, exc_info=True)

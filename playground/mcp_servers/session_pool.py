@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from playground.engine.execution import CancelSignal
 from playground.mcp_servers.connection import (
+    ClientHandlers,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     LogSink,
@@ -32,6 +33,7 @@ from playground.mcp_servers.transports import ServerConfig
 from playground.per_process import PerProcess
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.server_log import sink_for
+from playground.mcp_servers.server_requests import handlers_for, waiting_on_person
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -44,9 +46,10 @@ CLOSE_TIMEOUT = 10.0
 class PooledSession:
     """One open connection, owned by its holder task on the background loop."""
 
-    def __init__(self, config: ServerConfig, log_sink: LogSink | None = None) -> None:
+    def __init__(self, config: ServerConfig, log_sink: LogSink | None = None, handlers: ClientHandlers | None = None) -> None:
         self.config = config
         self.log_sink = log_sink
+        self.handlers = handlers
         self.connection: McpConnection | None = None
         self.error: BaseException | None = None
         self.last_used = time.monotonic()
@@ -63,7 +66,8 @@ class PooledSession:
 
     async def _hold(self, connect_timeout: float) -> None:
         try:
-            async with open_connection(self.config, connect_timeout=connect_timeout, log_sink=self.log_sink) as connection:
+            async with open_connection(self.config, connect_timeout=connect_timeout, log_sink=self.log_sink,
+                                       handlers=self.handlers) as connection:
                 self.connection = connection
                 self._ready.set()
                 await self._closing.wait()
@@ -89,9 +93,14 @@ class PooledSession:
 
 
 class SessionPool:
-    """Open sessions of this process by (server id, config fingerprint)."""
+    """Open sessions of this process by (server id, config fingerprint).
 
-    def __init__(self) -> None:
+    `handlers_for(server id, config)`, when given, makes each registered server's session answer what
+    the server asks mid-call (the workbench's pool: sampling, answered by a person). Without it a
+    session offers none of that, so the agent loop's calls never wait on a person."""
+
+    def __init__(self, handlers_for: Callable[[int, ServerConfig], ClientHandlers] | None = None) -> None:
+        self.handlers_for = handlers_for
         self._sessions: dict[tuple[Any, str], PooledSession] = {}
         self._guard: asyncio.Lock | None = None
         self._closers: set[asyncio.Task] = set()
@@ -113,6 +122,7 @@ class SessionPool:
 
     async def _run(self, key: Any, config: ServerConfig, operation: Callable[[McpConnection], Awaitable[T]]) -> T:
         session = await self._session_for(key, config)
+        self._refuse_while_waiting_on_person(key, session)
         async with session.lock:
             if not session.alive:
                 await self._drop(key, config, session)
@@ -124,6 +134,18 @@ class SessionPool:
                 raise
             session.last_used = time.monotonic()
             return result
+
+    def notify_open_session(self, key: Any, config: ServerConfig, notify: Callable[[McpConnection], Awaitable[None]]) -> bool:
+        """Send a notification on the server's session if this process has one open (a session that is
+        not open has nothing to be told: it will ask anew). Whether it was sent."""
+        async def send() -> bool:
+            session = self._sessions.get((key, config.fingerprint))
+            if session is None or not session.alive:
+                return False
+            await notify(session.connection)  # type: ignore[arg-type]
+            return True
+
+        return background_loop().run(send(), timeout=CLOSE_TIMEOUT)
 
     def close_all(self) -> None:
         if not self._sessions and not self._closers:
@@ -140,8 +162,21 @@ class SessionPool:
     def open_count(self) -> int:
         return sum(1 for s in self._sessions.values() if s.alive)
 
+    async def acall_tool(self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], *,
+                         timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
+        """`call_tool` for code already on the background loop (a workbench call the view does not wait for)."""
+        return await self._call(key, config, name, arguments, timeout)
+
+    def _refuse_while_waiting_on_person(self, key: Any, session: PooledSession) -> None:
+        # One request at a time per session: one that waits on a person's answer would hold this
+        # one (and the web request behind it) as long. Say so instead of waiting.
+        if self.handlers_for is not None and session.lock.locked() and isinstance(key, int) and waiting_on_person(key):
+            raise McpConnectionError("the server is waiting for your answer to its request (see Server requests): "
+                                     "answer or decline it first")
+
     async def _call(self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
         session = await self._session_for(key, config)
+        self._refuse_while_waiting_on_person(key, session)
         async with session.lock:
             if not session.alive:  # went away while we waited for the lock
                 await self._drop(key, config, session)
@@ -174,7 +209,9 @@ class SessionPool:
                 for stale in [k for k in self._sessions if k[0] == key and k != pool_key]:
                     await self._sessions.pop(stale).close()
                 # Registered servers (integer keys) get a live log; other keys (tests' own) do not.
-                session = PooledSession(config, sink_for(key, config) if isinstance(key, int) else None)
+                registered = isinstance(key, int)
+                handlers = self.handlers_for(key, config) if registered and self.handlers_for is not None else None
+                session = PooledSession(config, sink_for(key, config) if registered else None, handlers)
                 self._sessions[pool_key] = session
                 try:
                     await session.start(DEFAULT_CONNECT_TIMEOUT)
@@ -212,3 +249,14 @@ _pools: PerProcess[SessionPool] = PerProcess(SessionPool, close=SessionPool.clos
 def session_pool() -> SessionPool:
     """This process's pool (a forked worker starts with an empty one)."""
     return _pools.get()
+
+
+# The workbench's own sessions: a person's interactive session with each server (like MCP Inspector's),
+# which offers sampling and waits for the person's answers. Apart from the agent loop's sessions, so
+# a conversation's tool call never waits on someone at the workbench.
+_workbench_pools: PerProcess[SessionPool] = PerProcess(lambda: SessionPool(handlers_for), close=SessionPool.close_all)
+
+
+def workbench_pool() -> SessionPool:
+    """This process's workbench pool."""
+    return _workbench_pools.get()

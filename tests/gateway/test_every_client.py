@@ -168,7 +168,7 @@ def test_the_resources_and_prompts_of_the_profiles_servers_are_offered(live_gate
 
     listed, templates, readme, city, badge, unknown, prompts, prompt, no_prompt = anyio.run(flow)
     assert {"demo://readme", "demo://cities", "demo://badge.png"} <= {str(r.uri) for r in listed.resources}
-    assert [t.uri_template for t in templates.resource_templates] == ["demo://city/{name}"]
+    assert {"demo://city/{name}", "demo://cities/{city}"} == {t.uri_template for t in templates.resource_templates}
     assert "playground-demo" in readme.contents[0].text
     assert city.contents[0].text == "Asia/Tokyo"
     assert badge.contents[0].mime_type == "image/png" and badge.contents[0].blob

@@ -53,10 +53,11 @@ def wait_for_no_new_children(before: set[int], timeout: float = 10.0) -> set[int
 def no_stray_processes():
     """Fails the test if it leaves child processes behind (servers it started must be reaped)."""
     from playground.mcp_servers.builtin_sandbox import close_helpers
-    from playground.mcp_servers.session_pool import session_pool
+    from playground.mcp_servers.session_pool import session_pool, workbench_pool
 
     before = child_pids()
     yield before
+    workbench_pool().close_all()
     session_pool().close_all()  # pooled sessions stay open by design; closing them must reap every child
     close_helpers()  # so do the built-ins' helper processes
     stray = wait_for_no_new_children(before)
@@ -133,7 +134,8 @@ def _close_pooled_sessions():
     """Tests share one process: close pooled sessions so each test starts (and ends) clean."""
     yield
     from playground.mcp_servers.builtin_sandbox import close_helpers
-    from playground.mcp_servers.session_pool import session_pool
+    from playground.mcp_servers.session_pool import session_pool, workbench_pool
 
+    workbench_pool().close_all()
     session_pool().close_all()
     close_helpers()

@@ -31,4 +31,4 @@ def test_a_worker_runs_the_sync_task():
                 break
             time.sleep(0.2)
     assert server.status == McpServer.Status.CONNECTED, server.last_error
-    assert Tool.objects.filter(server=server).count() == 8
+    assert Tool.objects.filter(server=server).count() == 15

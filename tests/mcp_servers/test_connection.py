@@ -20,7 +20,7 @@ from tests.mcp_servers.conftest import demo_config, free_port, time_config
 
 pytestmark = pytest.mark.usefixtures("no_stray_processes")
 
-DEMO_TOOLS = {"add", "echo", "lookup_city_timezone", "weather_forecast", "render_badge", "fail", "slow", "crash"}
+DEMO_TOOLS = {"add", "echo", "lookup_city_timezone", "weather_forecast", "render_badge", "fail", "slow", "crash", "ask_model", "list_roots", "book_table", "bump_counter", "emit_logs", "long_task", "toggle_extra_tool"}
 
 
 def test_it_lists_the_demo_servers_tools_over_stdio():

@@ -62,7 +62,7 @@ async def test_a_sync_pushes_pending_then_connected_badges(django_user_model, ca
         await detail.disconnect()
     assert f'<tr id="mcp-row-{server.pk}"' in first and 'hx-swap-oob="true"' in first
     assert 'data-status="pending"' in first
-    assert 'data-status="connected"' in second and "<td class=\"num\">8" in second  # the row's tool count too
+    assert 'data-status="connected"' in second and "<td class=\"num\">15" in second  # the row's tool count too
     assert "mcp-sync-summary" not in first + second  # the list page has no summary to replace
     assert 'data-status="pending"' in detail_first
     assert f'id="mcp-sync-summary-{server.pk}"' in detail_second and 'data-status="connected"' in detail_second

@@ -24,14 +24,14 @@ def test_a_sync_stores_the_tools_as_mcp_rows_and_connects(stdio_demo_row):
     assert stdio_demo_row.last_synced_at is not None
     assert stdio_demo_row.last_error == ""
     assert tool_names(stdio_demo_row) == {f"mcp__demo__{n}" for n in
-                                         ["add", "echo", "lookup_city_timezone", "weather_forecast", "render_badge", "fail", "slow", "crash"]}
+                                         ["add", "echo", "lookup_city_timezone", "weather_forecast", "render_badge", "fail", "slow", "crash", "ask_model", "list_roots", "book_table", "bump_counter", "emit_logs", "long_task", "toggle_extra_tool"]}
     echo = Tool.objects.get(name="mcp__demo__echo")
     assert echo.always_load is True  # from _meta["anthropic/alwaysLoad"]
     assert echo.source == Tool.Source.MCP and echo.server_name == "demo"
     assert Tool.objects.get(name="mcp__demo__add").always_load is False
     assert all(t.token_estimate > 0 for t in Tool.objects.filter(server=stdio_demo_row))
     assert stdio_demo_row.last_sync_result["server_info"]["name"] == "playground-demo"
-    assert len(result.added) == 8 and result.removed == [] and result.updated == []
+    assert len(result.added) == 15 and result.removed == [] and result.updated == []
 
 
 def test_a_second_sync_adds_changes_and_removes_tools_and_keeps_local_flags(stdio_demo_row):
@@ -110,7 +110,7 @@ def test_a_failed_sync_keeps_the_tools_of_the_last_good_one(stdio_demo_row):
     stdio_demo_row.command = "/nonexistent/python"
     stdio_demo_row.save()
     assert not services.sync_server(stdio_demo_row).ok
-    assert len(tool_names(stdio_demo_row)) == 8
+    assert len(tool_names(stdio_demo_row)) == 15
 
 
 def test_a_disabled_server_is_not_contacted(stdio_demo_row):

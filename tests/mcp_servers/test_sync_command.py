@@ -15,9 +15,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_stray_processes
 def test_it_registers_and_syncs_the_demo_servers():
     out = StringIO()
     call_command("sync_mcp_servers", "--demo", stdout=out)
-    assert "demo: connected, 8 tools" in out.getvalue() and "time: connected, 2 tools" in out.getvalue()
+    assert "demo: connected, 15 tools" in out.getvalue() and "time: connected, 2 tools" in out.getvalue()
     assert set(McpServer.objects.values_list("status", flat=True)) == {"connected"}
-    assert Tool.objects.filter(source="mcp").count() == 10
+    assert Tool.objects.filter(source="mcp").count() == 17
 
 
 def test_a_failing_server_makes_the_command_fail_with_its_error():

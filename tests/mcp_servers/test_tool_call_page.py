@@ -47,7 +47,7 @@ def call_url(server, tool_name):
 def test_test_connection_reports_the_server_and_its_tool_count(admin_client, stdio_demo_row):
     response = admin_client.post(reverse("mcp_servers:server_test", args=[stdio_demo_row.pk]), **HTMX)
     html = response.content.decode()
-    assert 'data-ok="true"' in html and "playground-demo" in html and "8 tools" in html
+    assert 'data-ok="true"' in html and "playground-demo" in html and "15 tools" in html
     stdio_demo_row.refresh_from_db()
     assert stdio_demo_row.status == McpServer.Status.PENDING  # a test does not change the stored status
 
@@ -66,7 +66,7 @@ def test_sync_now_runs_the_task_and_progress_shows_the_result(admin_client, stdi
     assert stdio_demo_row.status == McpServer.Status.CONNECTED
     html = admin_client.get(reverse("mcp_servers:server_sync_progress", args=[stdio_demo_row.pk]), **HTMX).content.decode()
     assert 'data-testid="sync-outcome" data-ok="true"' in html
-    assert "8 added" in html
+    assert "15 added" in html
     assert 'data-status="connected"' in html and 'hx-swap-oob="true"' in html
     assert 'data-tool="mcp__demo__add"' in html  # the refreshed tool table
 
@@ -78,7 +78,7 @@ def test_progress_keeps_polling_while_pending(admin_client, stdio_demo_row):
 
 def test_the_detail_page_lists_tools_with_a_call_form_each(admin_client, synced_demo):
     html = admin_client.get(reverse("mcp_servers:server_detail", args=[synced_demo.pk])).content.decode()
-    assert html.count('data-testid="call-form"') == 8
+    assert html.count('data-testid="call-form"') == 15
     assert 'data-tool="mcp__demo__echo"' in html and "always loaded" in html
     assert 'data-testid="last-synced"' in html
 

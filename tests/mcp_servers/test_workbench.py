@@ -258,7 +258,8 @@ def test_pooled_operations_answer_through_one_session(no_stray_processes):
     assert '"tokyo": "Asia/Tokyo"' in contents[0]["text"] and ping_ms > 0
     assert pool.open_count() == 1
     bare = ServerConfig(name="bare", transport="stdio", command=config.command, args=config.args, env={"DEMO_SERVER_TOOLS_ONLY": "1"})
-    assert pool.run("workbench-bare", bare, lambda c: _caps(c)) == {"resources": False, "prompts": False, "logging": False}
+    assert pool.run("workbench-bare", bare, lambda c: _caps(c)) == {"resources": False, "subscribe": False, "prompts": False,
+                                                                  "logging": False, "completions": False}
 
 
 async def _caps(connection):
@@ -276,7 +277,7 @@ def test_an_unexpected_error_answers_with_a_reference_the_log_carries(admin_clie
         def run(self, *args, **kwargs):
             raise RuntimeError('relation "mcp_servers_secret" does not exist: SELECT token FROM mcp_servers_secret')
 
-    monkeypatch.setattr(views, "session_pool", lambda: Broken())
+    monkeypatch.setattr(views, "workbench_pool", lambda: Broken())
     caplog.set_level(logging.ERROR)
     response = post(admin_client, "server_ping", stdio_demo_row)
     text = response.content.decode()
