@@ -84,6 +84,8 @@ def _split(turn: TurnCache) -> dict[str, int]:
             "cache_read_tokens": turn.cache_read_tokens, "uncached_tokens": turn.uncached_tokens}
 
 
-def cache_strip(accounted: dict[str, Any], usage: dict[str, Any] | None) -> ev.CacheStrip:
-    """The strip event: the model's split (`ConversationCache.account`) and the API's reported one."""
-    return ev.CacheStrip(**accounted, reported=reported_split(accounted["vendor"], usage) or {})
+def cache_strip(accounted: dict[str, Any], usage: dict[str, Any] | None, usage_source: str = "api") -> ev.CacheStrip:
+    """The strip event: the model's split (`ConversationCache.account`) and the reported one, named by
+    who reported it (an API, or the offline demo agent whose usage is the same model's estimate)."""
+    return ev.CacheStrip(**accounted, reported=reported_split(accounted["vendor"], usage) or {},
+                         reported_by="estimate" if usage_source == "estimate" else "api")

@@ -215,6 +215,7 @@ class CacheStrip(LoopEvent):
     cost_usd: float | None = None  # the input at cache prices (None: the model has no price)
     uncached_cost_usd: float | None = None  # the same input with nothing cached
     reported: dict[str, int] = field(default_factory=dict)  # the API's split, same keys; {} = none reported
+    reported_by: str = "api"  # api | estimate (the offline demo agent's usage: the cache model's own figures)
     all_tools: dict[str, Any] = field(default_factory=dict)  # the all-tools baseline's split and cost, cached
     counter: str = ""  # what counted the tokens
     not_replayed: int = 0  # earlier requests whose body was not kept (too large): missing from the model

@@ -300,7 +300,7 @@ class AgentRun:
                                        model=str(request.get("model", "")), cache_ttl=self.agent_settings.prompt_cache_ttl,
                                        usage_source=response.usage_source),
                       turn_sequence=turn_seq)
-            self.emit(cache_strip(cached, response.usage), turn_sequence=turn_seq)
+            self.emit(cache_strip(cached, response.usage, response.usage_source), turn_sequence=turn_seq)
             if response.content:  # the API rejects an empty message in the history
                 self.store.append("assistant", response.content)
             self.emit_server_searches(response, turn_seq)

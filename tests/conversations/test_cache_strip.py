@@ -79,6 +79,7 @@ def test_every_turn_has_a_strip_equal_to_the_doubles_reported_split(admin_user, 
         assert (strip["input_tokens"], strip["cache_write_tokens"], strip["cache_read_tokens"], strip["uncached_tokens"]) == (
             turn.input_tokens, turn.cache_write_tokens, turn.cache_read_tokens, turn.uncached_tokens)
         assert strip["reported"] == {k: strip[k] for k in ("input_tokens", "cache_write_tokens", "cache_read_tokens", "uncached_tokens")}
+        assert strip["reported_by"] == "api"
     assert found[0]["first_request"] and found[0]["cache_write_tokens"] > 1024
     assert found[1]["prefix_break"] == {} and found[1]["cache_read_tokens"] > 1024  # the discovery kept the prefix
     assert found[1]["cost_usd"] < found[1]["uncached_cost_usd"]
@@ -231,3 +232,7 @@ def test_caching_off_every_token_is_uncached_and_the_demo_reports_the_same_block
     assert found and all(not s["enabled"] and s["uncached_tokens"] == s["input_tokens"] > 0 for s in found)
     assert all(s["reported"]["input_tokens"] == s["input_tokens"] for s in found)  # the demo counts the model's blocks
     assert found[0]["cost_usd"] == found[0]["uncached_cost_usd"]
+    # The demo's usage is the cache model's own estimate: the strip says so, and never "reported by the API".
+    assert {s["reported_by"] for s in found} == {"estimate"}
+    html = render_event_frame(conversation, events_of(conversation, "cache_strip")[0])
+    assert "reported by the offline demo agent" in html and "reported by the API" not in html
