@@ -209,6 +209,12 @@ def test_compare_backends_side_by_side_above_the_fold(logged_in_page):
     page.wait_for_selector('[data-testid=inspector-results][data-state=ready][data-columns="1"]')
     assert page.locator("[data-testid=term-contribution]").count() > 0  # back to the single view
 
+    # A typed field other than the query searches as it is typed too: the results and the address bar
+    # follow the form without leaving the field (they stayed one change behind until it lost focus).
+    page.locator("input[name=max_results]").fill("7")
+    page.wait_for_function("() => location.search.includes('max_results=7')", timeout=15_000)
+    assert page.locator("input[name=max_results]").evaluate("e => e === document.activeElement")
+
 
 def scores(page) -> dict[str, float]:
     """Tool → score in rank order, read from the data-* attributes of the results."""
