@@ -409,13 +409,19 @@ def cmd_cost(args: argparse.Namespace) -> int:
     print(f"{args.wire}: {args.turns} turns {args.gap:g} s apart discovering {args.discover} tools, "
           f"{args.model or default_model(args.wire)}, cache TTL {args.ttl} "
           f"(input tokens only; estimated as characters ÷ 2.5)")
-    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
-    for row, reason in zip(figures["turns"], report.reasons, strict=True):
-        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
-              f"{row['uncached_tokens']:>9,} {row['cost_usd']:>10.5f}  {reason or '-'}")
+    _print_cost_turns(figures["turns"], report.reasons)
     print(f"total ${figures['total_cost_usd']:.5f}; every tool in full: ${figures['all_tools_cached_total_cost_usd']:.5f} cached, "
           f"${figures['all_tools_uncached_total_cost_usd']:.5f} uncached")
     return 0
+
+
+def _print_cost_turns(turns: list[dict], reasons: list[str | None]) -> None:
+    """The per-turn table of `cost`, simulated or replayed from an export (one layout for both)."""
+    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
+    for row, reason in zip(turns, reasons, strict=True):
+        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.5f}"
+        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
+              f"{row['uncached_tokens']:>9,} {cost:>10}  {reason or '-'}")
 
 
 def _cost_of_export(args: argparse.Namespace) -> int:
@@ -438,11 +444,7 @@ def _cost_of_export(args: argparse.Namespace) -> int:
         return 0
     print(f"conversation {figures['conversation']}: {len(figures['turns'])} requests as recorded (input tokens only; "
           "estimated as characters ÷ 2.5)")
-    print(f"{'turn':>4} {'input':>9} {'written':>9} {'read':>9} {'uncached':>9} {'cost $':>10}  prefix break")
-    for row, reason in zip(figures["turns"], report.reasons, strict=True):
-        cost = "no price" if row["cost_usd"] is None else f"{row['cost_usd']:.5f}"
-        print(f"{row['turn']:>4} {row['input_tokens']:>9,} {row['cache_write_tokens']:>9,} {row['cache_read_tokens']:>9,} "
-              f"{row['uncached_tokens']:>9,} {cost:>10}  {reason or '-'}")
+    _print_cost_turns(figures["turns"], report.reasons)
     total = figures["total_cost_usd"]
     print("total " + ("no price for a model in the price table" if total is None else f"${total:.5f}"))
     return 0

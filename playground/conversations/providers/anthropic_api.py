@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import queue
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from typing import Any
 
 import anthropic
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract, sdk_errors
 from playground.engine.execution import CallCancelled, CancelSignal
 from playground.mcp_servers.connection import background_loop
 from playground.per_process import portal
@@ -74,7 +73,7 @@ class AnthropicProvider(ModelProvider):
         return self.create_or_cancel(request_kwargs, None)
 
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
-        with _api_errors():
+        with sdk_errors(anthropic):
             message = background_loop().run(self.async_client.messages.create(**request_kwargs), cancel=cancel)
         return _response(message)
 
@@ -90,7 +89,7 @@ class AnthropicProvider(ModelProvider):
 
         future = portal().submit(stream())
         future.add_done_callback(lambda _: pieces.put(_STREAM_END))
-        with _api_errors(), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
+        with sdk_errors(anthropic), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
             # Wakes for each piece and once at the end; a cancel cancels the future, which ends it too.
             while (piece := pieces.get()) is not _STREAM_END:
                 on_text(piece)
@@ -114,20 +113,6 @@ class AnthropicProvider(ModelProvider):
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
 
 
-@contextmanager
-def _api_errors() -> Iterator[None]:
-    """The SDK's errors, after its own retries, as the ProviderError the loop shows."""
-    try:
-        yield
-    except anthropic.APITimeoutError as exc:
-        raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
-    except anthropic.APIConnectionError as exc:
-        raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
-    except anthropic.APIStatusError as exc:
-        raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
-                            retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
-
-
 def _response(message: Any) -> ProviderResponse:
     return ProviderResponse(
         content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
@@ -136,22 +121,3 @@ def _response(message: Any) -> ProviderResponse:
         model=message.model,
         response_id=message.id,
     )
-
-
-def _status_kind(status: int) -> str:
-    if status == 429:
-        return "rate_limit"
-    if status == 529:
-        return "overloaded"
-    if status >= 500:
-        return "server_error"
-    if status in (401, 403):
-        return "authentication"
-    return "invalid_request" if status == 400 else "api_error"
-
-
-def _status_message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else {}
-    detail = error.get("message") or str(exc)
-    return f"Model API error {exc.status_code} ({error.get('type', 'error')}): {detail}"

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
+from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract, sdk_errors
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
 from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name, openai_settings
@@ -121,15 +121,8 @@ class OpenAIProvider(ModelProvider):
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
         chat = "messages" in request_kwargs
         call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
-        try:
+        with sdk_errors(openai):
             reply = background_loop().run(call, cancel=cancel)
-        except openai.APITimeoutError as exc:
-            raise ProviderError(f"The model API timed out after retries: {exc}", kind="timeout", retryable=True) from exc
-        except openai.APIConnectionError as exc:
-            raise ProviderError(f"Could not reach the model API: {exc}", kind="connection", retryable=True) from exc
-        except openai.APIStatusError as exc:
-            raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
-                                retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
         data = reply.model_dump(mode="json", exclude_none=True)
         if chat:
             choice = (data.get("choices") or [{}])[0]
@@ -158,20 +151,3 @@ class OpenAIProvider(ModelProvider):
         except openai.APIError:
             return plain_extract(messages)  # compaction must not fail the conversation
         return (reply.choices[0].message.content or "").strip() or plain_extract(messages)
-
-
-def _status_kind(status: int) -> str:
-    if status == 429:
-        return "rate_limit"
-    if status >= 500:
-        return "server_error"
-    if status in (401, 403):
-        return "authentication"
-    return "invalid_request" if status == 400 else "api_error"
-
-
-def _status_message(exc: openai.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else body
-    detail = (error or {}).get("message") or str(exc)
-    return f"Model API error {exc.status_code} ({(error or {}).get('type', 'error')}): {detail}"
