@@ -127,6 +127,7 @@ def test_describe_query_names_the_sentences_and_clauses_it_scores():
     backend = HybridBackend.__new__(HybridBackend)
     backend.intent_weight, backend.aspect_weight, backend.piece_vectors, backend.semantic = 0.3, 0.3, "alone", object()
     backend.capability_rank = 0  # capability lines: tests/search/test_capabilities.py
+    backend.query_frame = ""  # the frame's line: test_describe_query_shows_how_the_encoder_reads_the_request
     lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
     assert len(lines) == 2
     assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")
