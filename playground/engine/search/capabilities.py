@@ -21,6 +21,21 @@ anywhere: what a catalog offers for "write content to a file" is whatever that c
 text says. A catalog with no tool clearly for the capability (its best cosine to the
 description under `CAPABILITY_MIN_COSINE`) gets nothing from it.
 
+Chains (a deliverable made in steps): a request for a *document* ("summarize it in a PPT in
+/root/ppt/apple.pptx", "a PDF report titled report.pdf") needs more than one tool: the document is
+created, filled and saved, and a catalog's document servers split those into tools of their own
+(create_presentation, add_slide, save_presentation). One slot placed only the first step, and
+the request's words pull in *other* tools about the same kind of document (a .pptx reader)
+rather than the later steps, which share no word with it. So a document-type variant names its
+later steps too (`CapabilityCue.chain`, in tool words: "add a paragraph of text to the document",
+"save the presentation to a file"); hybrid answers each step among the tools of the server of the
+first step's tool — a document lives on the server that made it, so another server's "save" is no
+step of this chain — and places it where it displaces least: in the place of a top-k tool about the
+same kind of document that is no step of the chain, or in the capability's slot when the first
+step was already in the top k (hybrid `capability_chain`, "kin"). A step the server has no tool
+for (cosine under `chain_min_cosine`) is left out; nothing is placed for a plain file ("write
+content to a file" is one step).
+
 Only natural-language requests are read for capabilities (keyword-style queries of a few words
 carry no structure to read): see `natural_request`.
 """

@@ -18,6 +18,11 @@ General refinements, all tuned on the development split only (docs/search-qualit
     picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
     score / the best + λ × how much it covers clauses the tools already picked do not. A request
     of one clause ranks as without it.
+  - capabilities beside topics (`capabilities`, `capability_rank`; capabilities.py): a request's
+    implied generic step (write the file, compute) gets the catalog's best tool for it at rank 5;
+    a document deliverable is read as a chain of steps (`capability_chain`), each later step
+    answered among the first step's server and put in the place of a top-k tool about the same
+    kind of document that is no step of it.
   - piece vectors (`piece_vectors`): sentences and clauses are encoded as texts of their own
     ("alone", the default), or pooled from the token states of the one pass over the request
     ("pooled", late chunking): about half the time of a multi-piece request, for a point or so of
@@ -101,7 +106,10 @@ DEFAULTS: dict[str, Any] = {
     # presentation, add to it, save it). "off"; "kin": each later step's tool (found among the
     # server of the first step's tool) takes the place of a top-k tool that is about the same kind
     # of document but no step of the chain, lowest first, or the capability's slot if the first
-    # step did not need it; "rank": the later steps take the ranks above the slot.
+    # step did not need it; "rank": the later steps take the ranks above the slot. Measured on the
+    # development split (docs/search-quality.md, "Chains"): "kin" and "rank" +1 / −0 on
+    # livemcpbench, no change elsewhere; "kin" displaces fewer topic tools. `chain_min_cosine`: a
+    # step's tool must reach it to the step's description (0.45–0.65 gave the same figures).
     "capability_chain": "kin",
     "chain_min_cosine": 0.55,
     "capability_min_cosine": 0.45,
