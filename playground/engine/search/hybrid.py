@@ -442,9 +442,9 @@ class HybridBackend(SearchBackend):
             if diverse:
                 fused = slot_scores(fused, order, diverse)
         slots: dict[int, CapabilitySlot] = {}
+        demoted: dict[int, CapabilitySlot] = {}  # a tool a chain step took the place of → that step
         if not gated and mask is None and not (single_need and self.capability_multi_need_only):
             order, slots = self.fill_capability_slots(reading, index, request_scores, order, max_results)
-            # a tool a chain step took the place of: the step that did, by its index
             demoted = {slot.replaced: slot for slot in slots.values() if slot.replaced is not None}
             if slots:
                 fused = slot_scores(fused, order, {**slots, **demoted})
