@@ -199,3 +199,13 @@ def test_describe_query_lists_a_chains_steps(encoder):
     assert not any("in steps" in line for line in HybridBackend(capability_chain="off").describe_query(PPT_REQUEST))
     with pytest.raises(ValueError, match="capability_chain"):
         HybridBackend(capability_chain="always")
+
+
+def test_the_rank_variant_puts_the_steps_just_above_the_slot_which_keeps_its_rank(encoder, embeddings_dir, slides_catalog):
+    result = HybridBackend(capability_chain="rank").search(PPT_REQUEST, slides_catalog, max_results=6)
+    assert result.matches[4] == "mcp__slides__create_presentation"  # the capability's slot
+    assert set(result.matches[2:4]) == {"mcp__slides__save_presentation", "mcp__slides__add_slide"}
+    rules = {s.name: [c.rule for c in s.breakdown if c.term == "(capability)"] for s in result.scored}
+    assert rules["mcp__slides__add_slide"] == [f"capability slot {result.matches.index('mcp__slides__add_slide') + 1}: produce a file, step 2 of 3"]
+    scores = [s.score for s in result.scored]
+    assert scores == sorted(scores, reverse=True)

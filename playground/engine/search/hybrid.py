@@ -254,6 +254,7 @@ class CapabilitySlot:
     step: int = 0
     steps: int = 0
     replaced: int | None = None
+    first_slot: int = 0  # the capability's slot (1-based)
 
 
 class HybridBackend(SearchBackend):
@@ -607,7 +608,8 @@ class HybridBackend(SearchBackend):
         `capability_min_cosine` to the first step's description: "get information about a .pptx
         file" for "create a presentation"), the lowest first; that tool moves just below the top k.
         With none left, the step takes the capability's slot if the first step did not need it.
-        With "rank", the steps take the ranks above the slot (the tools there move down one)."""
+        With "rank", the steps take the ranks just above the slot (ending at it when it is free);
+        the tools there move down, the slot's own tool keeps its rank."""
         server_id = int(index.bm25.servers.ids[first])
         if server_id < 0:
             return order
@@ -621,34 +623,45 @@ class HybridBackend(SearchBackend):
         if not missing:
             return order
         first_vector = self.semantic.embed_query(cue.description)
+        first_name, first_server = index.bm25.tools[first].name, index.bm25.tools[first].server or ""
+
+        def record(i: int, cosine: float, description: str, rank: int, moved_from: int | None, replaced: int | None) -> None:
+            slots[i] = CapabilitySlot(
+                replace(cue, description=description, chain=()), rank, cosine, moved_from, chain_first=first_name,
+                chain_server=first_server, step=numbered[i], steps=len(steps) + 1, replaced=replaced, first_slot=position + 1,
+            )
+
         if self.capability_chain == "rank":
-            targets = ([position] if slot_free else []) + list(range(position - 1, -1, -1))
-            targets = [t for t in targets if t < len(order) and order[t] not in slots][: len(missing)]
-        else:
-            kin = [
-                at for at in range(min(position + 1, len(order)))
-                if order[at] not in chain_ids and order[at] not in slots
-                and (int(index.bm25.servers.ids[order[at]]) == server_id or float(index.semantic.vectors[order[at]] @ first_vector) >= self.capability_min_cosine)
-            ]
-            targets = sorted(kin, reverse=True)  # the lowest first; the free slot last
-            if slot_free and position < len(order) and position not in targets and order[position] not in slots:
-                targets.append(position)
-        first_name = index.bm25.tools[first].name
+            # the steps as a block just above the slot (ending at it when it is free); the tools
+            # there move down, the slot's own tool keeps its rank
+            block = missing[: position + 1 if slot_free else position]
+            begin = position + 1 - len(block) if slot_free else position - len(block)
+            moved = {i: order.index(i) + 1 if i in order else None for i, _, _ in block}
+            rest = [t for t in order if t not in moved and (slot_free or t != first)]
+            order = rest[:begin] + [i for i, _, _ in block] + ([] if slot_free else [first]) + rest[begin:]
+            for at, (i, cosine, description) in enumerate(block):
+                record(i, cosine, description, begin + at + 1, moved[i], None)
+            return order
+        kin = [
+            at for at in range(min(position + 1, len(order)))
+            if order[at] not in chain_ids and order[at] not in slots
+            and (int(index.bm25.servers.ids[order[at]]) == server_id or float(index.semantic.vectors[order[at]] @ first_vector) >= self.capability_min_cosine)
+        ]
+        targets = sorted(kin, reverse=True)  # the lowest first; the free slot last
+        if slot_free and position < len(order) and position not in targets and order[position] not in slots:
+            targets.append(position)
         for (i, cosine, description), target in zip(missing, targets):
             moved_from = order.index(i) + 1 if i in order else None
             if i in order:
                 order.remove(i)  # it stood below the top k: the targets above keep their indices
             replaced = None
-            if self.capability_chain == "kin" and target != position:
+            if target != position:
                 replaced = order[target]  # about the document, no step of it: just below the top k
                 order[target] = i
                 order.insert(position + 1, replaced)
             else:
                 order.insert(target, i)
-            slots[i] = CapabilitySlot(
-                replace(cue, description=description, chain=()), target + 1, cosine, moved_from,
-                chain_first=first_name, chain_server=index.bm25.tools[first].server or "", step=numbered[i], steps=len(steps) + 1, replaced=replaced,
-            )
+            record(i, cosine, description, target + 1, moved_from, replaced)
         return order
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
@@ -799,7 +812,9 @@ def capability_contribution(slot: CapabilitySlot, points: float, index: HybridIn
     if slot.step:
         took = (
             f"in place of {index.bm25.tools[slot.replaced].name if index is not None else slot.replaced} (about the same kind of document, no step of it)"
-            if slot.replaced is not None else "in the capability's slot (its first step already stood in the top k)"
+            if slot.replaced is not None
+            else "in the capability's slot (its first step already stood in the top k)" if slot.slot == slot.first_slot
+            else f"above the capability's slot ({slot.first_slot}), the tools there moved down"
         )
         return TermContribution(
             term="(capability)",
