@@ -235,6 +235,8 @@ class HybridIndex:
     semantic: Any  # SemanticIndex, or None when the extra is missing
     # capability description → (its best tools, best first, and the best one's cosine to it)
     capability_answers: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+    # (a chain step's description, server id) → that server's tool for it and its cosine, or None
+    chain_steps: dict[tuple[str, int], tuple[int, float] | None] = field(default_factory=dict)
     # server id → the stems of its name that say what it is (server routing: queries naming it)
     server_stems: dict[int, frozenset[str]] | None = None
 
@@ -556,9 +558,12 @@ class HybridBackend(SearchBackend):
         order = list(order)
         slots: dict[int, CapabilitySlot] = {}
         for cue in cues:
-            if len(slots) >= self.capability_slots:
+            # a chain's later steps take no capability slot of their own (they replace tools about
+            # the document, or a slot the first step did not need)
+            placed = sum(1 for slot in slots.values() if not slot.step)
+            if placed >= self.capability_slots:
                 break
-            position = self.capability_rank - 1 + len(slots)  # 0-based
+            position = self.capability_rank - 1 + placed  # 0-based
             if position >= max_results:
                 break
             answers, cosine = self.capability_answers(cue.description, index)
@@ -583,7 +588,14 @@ class HybridBackend(SearchBackend):
 
     def chain_step(self, description: str, server_id: int, index: HybridIndex) -> tuple[int, float] | None:
         """The best tool of one server for a chain step's description (fused score), and its cosine
-        to it; None when that server has no tool for it (cosine under `chain_min_cosine`)."""
+        to it; None when that server has no tool for it (cosine under `chain_min_cosine`). Once per
+        index, step and server."""
+        key = (description, server_id)
+        if key not in index.chain_steps:
+            index.chain_steps[key] = self._chain_step(description, server_id, index)
+        return index.chain_steps[key]
+
+    def _chain_step(self, description: str, server_id: int, index: HybridIndex) -> tuple[int, float] | None:
         siblings = np.flatnonzero(index.bm25.servers.ids == server_id)
         if siblings.size == 0:
             return None
