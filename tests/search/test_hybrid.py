@@ -232,6 +232,7 @@ class RecordingEmbedder:
 
     def pooled(self, text, spans):
         self.texts.append(text)
+        self.pieces = [text[start:end] for start, end in spans]
         return self.inner.pooled(text, spans)
 
     def clear(self):
@@ -282,3 +283,13 @@ def test_describe_query_shows_how_the_encoder_reads_the_request(encoder):
 def test_a_query_frame_needs_one_place_for_the_request(frame):
     with pytest.raises(ValueError, match="query_frame"):
         HybridBackend(query_frame=frame)
+
+
+def test_pooled_pieces_are_found_in_the_framed_request(encoder, embeddings_dir, small_catalog):
+    request = "Find the weather forecast for Paris for the next days and create an issue about it in my repository"
+    backend = HybridBackend(piece_vectors="pooled")
+    backend.semantic.embed_query = recorder = RecordingEmbedder(backend.semantic.embed_query)
+    backend.search(request, small_catalog, max_results=3)
+    assert recorder.texts[0] == f"a tool to {request}"
+    # the clauses' spans moved with the frame: each still covers its own words
+    assert recorder.pieces == ["Find the weather forecast for Paris for the next days", "create an issue about it in my repository"]
