@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from playground.engine.search import hybrid as hybrid_module
-from playground.engine.search.base import read_query
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.hybrid import HybridBackend, cover_aspects, split_aspects
 
@@ -294,31 +293,3 @@ def test_pooled_pieces_are_found_in_the_framed_request(encoder, embeddings_dir, 
     assert recorder.texts[0] == f"a tool to {request}"
     # the clauses' spans moved with the frame: each still covers its own words
     assert recorder.pieces == ["Find the weather forecast for Paris for the next days", "create an issue about it in my repository"]
-
-
-def test_a_flat_dense_top_gives_the_bm25_side_more_weight():
-    backend = HybridBackend.__new__(HybridBackend)
-    backend.flat_dense_spread, backend.flat_dense_boost = 0.05, 2.0
-    request = read_query(ONE_SENTENCE)
-    flat = np.array([0.50, 0.49, 0.49, 0.49, 0.49, 0.49, 0.49, 0.49, 0.49, 0.49, 0.1], dtype=np.float32)  # spread 0.009
-    sure = np.array([0.80, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.1], dtype=np.float32)  # spread 0.36
-    middle = flat.copy()
-    middle[0] = 0.49 + 0.0125 / 0.9  # spread 0.0125: √(0.05 / 0.0125) = 2
-    assert backend.flat_dense_factor(request, flat)[0] == 2.0  # at most × flat_dense_boost
-    assert backend.flat_dense_factor(request, middle)[0] == pytest.approx(2.0, abs=1e-3)
-    assert backend.flat_dense_factor(request, sure) == (1.0, pytest.approx(0.36, abs=1e-3))  # never less
-    assert backend.flat_dense_factor(read_query("weather forecast paris days"), flat)[0] == 1.0  # keyword style: unchanged
-    backend.flat_dense_spread = 0.0
-    assert backend.flat_dense_factor(request, flat)[0] == 1.0
-
-
-def test_the_bm25_sides_extra_weight_is_explained(encoder, embeddings_dir, small_catalog):
-    plain = HybridBackend(flat_dense_spread=0).search(ONE_SENTENCE, small_catalog, max_results=3)
-    boosted = HybridBackend(flat_dense_spread=2.0).search(ONE_SENTENCE, small_catalog, max_results=3)  # every top is "flat" to 2.0
-    lexical = {s.name: next(c for c in s.breakdown if c.field == "bm25") for s in boosted.scored}
-    before = {s.name: next(c for c in s.breakdown if c.field == "bm25") for s in plain.scored}
-    top = boosted.scored[0].name
-    assert "the dense side's top is flat" in lexical[top].detail and "× 2.00" in lexical[top].detail
-    assert "flat" not in before[plain.scored[0].name].detail
-    if top in before and before[top].points:
-        assert lexical[top].points == pytest.approx(2 * before[top].points, rel=1e-3)

@@ -130,12 +130,6 @@ DEFAULTS: dict[str, Any] = {
     # queries are read as typed. Chosen on the development split (docs/search-quality.md,
     # "Dense-side round"): framing every request lost on stabletoolbench's multi-sentence ones.
     "query_frame": "a tool to {}",
-    # Query-performance prediction: where the dense side cannot tell its best tool from the next
-    # ones — its top-1 cosine minus the mean of its top 10 (the "spread") under `flat_dense_spread` —
-    # the BM25 side weighs more, × √(flat_dense_spread / spread), at most × `flat_dense_boost`.
-    # Natural-language requests only (0 = off; docs/search-quality.md, "Dense-side round").
-    "flat_dense_spread": 0.05,
-    "flat_dense_boost": 2.0,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -328,8 +322,6 @@ class HybridBackend(SearchBackend):
         if not isinstance(frame, str) or (frame and frame.count("{}") != 1):
             raise ValueError(f"hybrid query_frame must be a text with one {{}} where the request goes, or \"\", not {frame!r}")
         self.query_frame: str = frame
-        self.flat_dense_spread = number_option("hybrid flat_dense_spread", settings["flat_dense_spread"], 0, 2)
-        self.flat_dense_boost = number_option("hybrid flat_dense_boost", settings["flat_dense_boost"], 1, 100)
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -420,8 +412,6 @@ class HybridBackend(SearchBackend):
         sims = self.dense_rows(reading, intents, intent_vectors, index, framed)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
         weight = self.lexical_weight(len(pairs))
-        boost, spread = self.flat_dense_factor(reading, dense)
-        weight *= boost
         gated = dense is not None and not dense_may_answer(
             dense, bool(lexical.size) and float(lexical.max()) > 0, self.semantic.reads_as_language(reading), has_words(query_text(reading)))
         if gated:  # no shared word and nothing clearly similar: answer "no match" like BM25
@@ -488,9 +478,7 @@ class HybridBackend(SearchBackend):
                     rule=f"hybrid {self.fusion}: bm25 side",
                     points=round(float(lexical_part[i]), 4),
                     field="bm25",
-                    detail=f"bm25 rank {lexical_rank.get(i, '-')}, score {float(lexical[i]):.3f} ({term_summary})" + (
-                        f"; weight {weight:.3g}: × {boost:.2f}, the dense side's top is flat (its best cosine {spread:.3f} above the mean of its top 10)"
-                        if boost > 1 else ""),
+                    detail=f"bm25 rank {lexical_rank.get(i, '-')}, score {float(lexical[i]):.3f} ({term_summary})",
                 )
             ]
             if dense is not None:
@@ -778,18 +766,6 @@ class HybridBackend(SearchBackend):
         hit the query cache."""
         if self.semantic is not None and texts:
             self.semantic.embed_query.prefetch([self.dense_text(read_query(t), framed) for t in texts])
-
-    def flat_dense_factor(self, reading: QueryReading, dense: np.ndarray | None) -> tuple[float, float]:
-        """How much more the BM25 side weighs for this request, and the dense side's spread (its
-        top-1 cosine minus the mean of its top 10): × √(flat_dense_spread / spread), between 1 and
-        `flat_dense_boost`, for a natural-language request; 1 otherwise. A flat top says the dense
-        side does not know which tool it is, so the words the request shares with a tool decide more."""
-        if self.flat_dense_spread <= 0 or dense is None or dense.size < 2 or not capabilities.natural_request(reading.raw):
-            return 1.0, 0.0
-        top = np.sort(dense[np.argpartition(-dense, min(9, dense.size - 1))[: min(10, dense.size)]])[::-1]
-        spread = float(top[0] - top.mean())
-        factor = float(np.sqrt(self.flat_dense_spread / spread)) if spread > 0 else self.flat_dense_boost
-        return min(max(factor, 1.0), self.flat_dense_boost), spread
 
     def lexical_weight(self, stems: int) -> float:
         """The BM25 side's weight for a query of this many distinct stems."""
