@@ -26,7 +26,7 @@ from django.db.models import Count, Max, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from playground.engine.history import CompactionBoundary
-from playground.engine.memory import return_freed_memory
+from playground.engine.memory import collector_paused, return_freed_memory
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.requests import permission_filter as engine_permission_filter
@@ -151,6 +151,14 @@ def _build_catalog(queryset: QuerySet) -> ToolCatalog:
     """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly
     ORM), read in chunks: the rows of 100,000 tools are never all in memory beside their tools, and
     the memory their decoding used is handed back afterwards (a web process's size is what it keeps)."""
+    with collector_paused():  # tools, schemas and rows hold no cycles
+        catalog = _read_catalog(queryset)
+    if len(catalog) >= _CATALOG_CHUNK:
+        return_freed_memory(collect=False)
+    return catalog
+
+
+def _read_catalog(queryset: QuerySet) -> ToolCatalog:
     keyed: list[tuple[bool, str, EngineTool]] = []
     schemas = _SchemaReader()
     # Tuples, not a dict per row: 100,000 rows are read on a fresh process's first search.
@@ -167,11 +175,7 @@ def _build_catalog(queryset: QuerySet) -> ToolCatalog:
             always_load=always_load,
         ), content_hash)))
     keyed.sort(key=lambda k: (k[0], k[1]))
-    catalog = ToolCatalog(tool for _, _, tool in keyed)
-    del keyed
-    if len(catalog) >= _CATALOG_CHUNK:
-        return_freed_memory()
-    return catalog
+    return ToolCatalog(tool for _, _, tool in keyed)
 
 
 # -- permissions and profiles --------------------------------------------------------------------
