@@ -66,6 +66,20 @@ def result_rows(run: EvaluationRun) -> list[dict]:
     return rows
 
 
+def default_comparison(run: EvaluationRun) -> dict | None:
+    """Where the run's default backend is not the best, as stored by the run (`quality.default_gaps`):
+    a plain sentence per gap and its example queries. None for runs without the default backend or
+    stored before the comparison existed (their rows cannot be compared query by query any more)."""
+    results = run.results or {}
+    if "gaps" not in results:
+        return None
+    default = results.get("default_backend") or ""
+    if not any(quality.usage_free_name(row.get("backend", "")) == default for row in results.get("rows") or []):
+        return {"default": default, "present": False, "gaps": []}
+    gaps = [{**gap, "sentence": quality.describe_gap(gap)} for gap in results["gaps"]]
+    return {"default": default, "present": True, "gaps": gaps, "metric": quality.GAP_METRIC, "depth": quality.RANKED_DEPTH}
+
+
 @dataclass
 class Bar:
     label: str

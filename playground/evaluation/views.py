@@ -12,7 +12,8 @@ from playground.evaluation.models import EvaluationRun
 
 
 def _run_context(run: EvaluationRun) -> dict:
-    return {"run": run, "chart": selectors.recall_chart(run), "rows": selectors.result_rows(run)}
+    return {"run": run, "chart": selectors.recall_chart(run), "rows": selectors.result_rows(run),
+            "comparison": selectors.default_comparison(run)}
 
 
 @role_for_writes(EDITOR, message="only editors can start evaluation runs")

@@ -183,7 +183,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if args.json:
         print(quality.results_json(results, split=args.split, limit=args.limit, toolsets=names, backends=backends, styles=styles,
-                                   usage_from=args.usage_from))
+                                   usage_from=args.usage_from, default_gaps=[gap.to_dict() for gap in quality.default_gaps(results)]))
         return 0
     print(f"split {args.split}{f', {args.limit} sampled queries per toolset' if args.limit else ''}; recall/full hit at 5 and 10, MRR@10; latency per search")
     if args.usage_from != "none":
@@ -191,6 +191,8 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     print(quality.format_table(results))
     print()
     print(quality.format_answer_rates(results))
+    print()
+    print(quality.format_gaps(results))
     return 0
 
 

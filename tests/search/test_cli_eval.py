@@ -23,6 +23,7 @@ def test_eval_json_has_one_row_per_backend_and_style(toy_toolsets):  # noqa: F81
         assert {"recall@1", "recall@3", "recall@5", "recall@10", "complete@5", "complete@10", "mrr"} <= set(row["metrics"])
         assert row["queries"] == 12 and row["tools"] == 3
     assert rows[2]["metrics"]["recall@5"] == 1.0
+    assert report["default_gaps"] == []  # the default (hybrid) is not in this run
 
 
 def test_eval_table_and_bad_input(toy_toolsets):  # noqa: F811
@@ -31,6 +32,7 @@ def test_eval_table_and_bad_input(toy_toolsets):  # noqa: F811
     assert "| toy | natural | bm25 | 12 | 1.000 |" in done.stdout
     # beside recall: no labelled query answered with nothing, every nonsense query with "no match"
     assert "| toy | natural | bm25 | 0 of 12 | 19 of 19 |" in done.stdout
+    assert "The default backend (hybrid) is not in this run: no comparison with it." in done.stdout
     missing = run_cli("eval", "--toolsets", "nope", "--backends", "bm25", "--toolsets-dir", str(toy_toolsets))
     assert missing.returncode == 2 and "not found" in missing.stderr
     assert run_cli("eval").returncode == 2

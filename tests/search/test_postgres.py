@@ -198,3 +198,16 @@ def test_postgres_runs_in_the_evaluation_suite_and_says_what_it_synced(pg_table,
     # a second run finds the rows in place
     again = quality.run_suite(["toy"], ["postgres"], split="all", styles=["natural"], root=root, backend_options=options)
     assert "postgres sync: 0 inserted, 0 updated, 0 deleted, 3 unchanged" in again[0].notes
+
+
+def test_nonsense_gets_no_match_though_pgvector_always_has_neighbours(pg_table, small_catalog, request):
+    """pgvector returns the nearest tools of any text; the semantic backend's gate decides whether
+    cosine alone may answer, so keyboard mashes and digits get "no match" as with every other backend."""
+    from playground.engine.search import quality
+
+    dsn, table = _pgvector_dsn(pg_table, request), pg_table[1]
+    backend = get_backend("postgres", dsn=dsn, table=table)
+    assert backend.search("is it going to rain tomorrow", small_catalog).matches  # a request with no shared word: answered
+    for nonsense in ("zzzz qqqq", "asdfgh jkl", "12345 67890", "!!!! ????"):
+        assert backend.search(nonsense, small_catalog).matches == [], nonsense
+    assert quality.nonsense_no_match(backend, small_catalog) == 1.0

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.engine.search import text
+from playground.engine.search import language_gate, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS
 from playground.engine.search.embedding_cache import embed_tools
@@ -275,11 +275,19 @@ class PostgresSearchBackend(SearchBackend):
         allowed = [handle.tools[i].name for i in np.flatnonzero(mask)] if mask is not None else None
         if allowed is not None and not allowed:
             return []
+        if not reading.required and not language_gate.has_words(query_text(reading)):
+            return []  # digits and punctuation ask for nothing (as hybrid and semantic answer them)
         words = [w for term in reading.scoring_terms for w in text.words(term) if w not in text.STOPWORDS]
         lexical = dict(handle.index.fulltext(words, self.depth, allowed))
         dense: dict[str, float] = {}
         if self.semantic is not None and handle.index.has_vector:
             dense = dict(handle.index.nearest(self.semantic.embed_query(query_text(reading)), self.depth, allowed))
+            # pgvector answers any text with its nearest tools, gibberish included: the semantic
+            # backend's gate decides whether cosine alone may answer (full text found nothing).
+            if dense and not lexical and not language_gate.dense_may_answer(
+                max(dense.values()), False, self.semantic.reads_as_language(reading), language_gate.has_words(query_text(reading))
+            ):
+                dense = {}
         top = max(lexical.values(), default=0.0)
         scores: dict[str, tuple[float, float]] = {}
         for name in set(lexical) | set(dense):

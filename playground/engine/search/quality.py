@@ -26,14 +26,14 @@ import json
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolset_folder
 from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
 from playground.engine.search import text
-from playground.engine.search.backends import backend_from_spec
+from playground.engine.search.backends import DEFAULT_BACKEND, backend_from_spec
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.embedding_cache import EmbedStats
 from playground.engine.search.equivalence import SameOperation
@@ -125,9 +125,14 @@ class RunResult:
     build_s: float
     index_mb: float
     notes: str = ""
+    # Per query, in the split's order: id, text, gold, recall@5 and the first gold tool's rank (1–10,
+    # else None) — what `default_gaps` compares backends by. Not stored with the row (`to_dict`).
+    per_query: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        row.pop("per_query")
+        return row
 
 
 def index_notes(index: Any) -> list[str]:
@@ -180,13 +185,17 @@ def evaluate_backend(
         notes.append(f"same operation on other servers: {len(same_operation)} tools in {len(same_operation.groups())} groups")
     totals: dict[str, float] = {}
     latencies: list[float] = []
+    per_query: list[dict[str, Any]] = []
     for n, query in enumerate(labelled, start=1):
         text_ = styled_query(query.query, style)
         started = time.perf_counter()
         result = backend.search(text_, catalog, max_results=10, usage=usage)
         latencies.append((time.perf_counter() - started) * 1000)
-        for key, value in score_query(result.matches, query, same_operation).items():
+        scores = score_query(result.matches, query, same_operation)
+        for key, value in scores.items():
             totals[key] = totals.get(key, 0.0) + value
+        per_query.append({"id": query.id, "query": text_, "gold": list(query.expected_tool_names),
+                          "recall@5": scores["recall@5"], "gold_rank": first_gold_rank(result.matches, query)})
         if progress and (n % 25 == 0 or n == len(labelled)):
             progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
         totals["empty"] = totals.get("empty", 0.0) + (not result.matches)
@@ -207,7 +216,16 @@ def evaluate_backend(
         build_s=round(build_s, 3),
         index_mb=round(index_mb, 2),
         notes="; ".join(notes),
+        per_query=per_query,
     )
+
+
+def first_gold_rank(top: Sequence[str], query: LabelledQuery) -> int | None:
+    """The 1-based rank of the first gold tool (or an accepted alternative) in `top`, else None."""
+    for rank, name in enumerate(top[:RANKED_DEPTH], start=1):
+        if any(name in query.accepted_names(gold) for gold in query.expected_tool_names):
+            return rank
+    return None
 
 
 def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: UsageLog | None = None) -> float:
@@ -292,6 +310,126 @@ def run_suite(
                 results.append(result)
                 done += 1
     return results
+
+
+GAP_METRIC = "recall@5"
+GAP_EXAMPLES = 3  # queries shown per gap: where the other backend gains most over the default
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass
+class DefaultGap:
+    """One place where a backend beats the default on `GAP_METRIC`: by how much, on how many
+    queries each way, whether the difference is outside the noise of this many queries (a paired
+    bootstrap 95 % interval of the per-query difference), and the queries that make it."""
+
+    toolset: str
+    style: str
+    split: str
+    default: str
+    leader: str
+    default_value: float
+    leader_value: float
+    queries: int
+    better: int  # queries where the leader finds more gold tools in its top 5
+    worse: int  # … and where it finds fewer
+    interval: tuple[float, float]  # paired 95 % interval of leader − default
+    examples: list[dict[str, Any]]  # {query, gold, default_found, leader_found, default_rank, leader_rank}
+
+    @property
+    def difference(self) -> float:
+        return round(self.leader_value - self.default_value, 4)
+
+    @property
+    def within_noise(self) -> bool:
+        return self.interval[0] <= 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "interval": list(self.interval), "difference": self.difference, "within_noise": self.within_noise}
+
+
+def usage_free_name(backend: str) -> str:
+    return backend.removesuffix(" +usage")
+
+
+def default_gaps(results: Sequence[RunResult], default: str = DEFAULT_BACKEND) -> list[DefaultGap]:
+    """Every toolset × style × split of `results` where another backend's `GAP_METRIC` is higher
+    than the default's, compared like with like (a "+usage" row against the default's "+usage"
+    row). Empty when the default wins everywhere or is not among the results."""
+    import numpy as np
+
+    gaps: list[DefaultGap] = []
+    for row in results:
+        if usage_free_name(row.backend) != default:
+            continue
+        learned = row.backend != default
+        rivals = [r for r in results if (r.toolset, r.style, r.split) == (row.toolset, row.style, row.split)
+                  and usage_free_name(r.backend) != default and r.backend.endswith(" +usage") == learned
+                  and r.metrics.get(GAP_METRIC, 0.0) > row.metrics.get(GAP_METRIC, 0.0)]
+        ours = {q["id"]: q for q in row.per_query}
+        for rival in sorted(rivals, key=lambda r: -r.metrics[GAP_METRIC]):
+            pairs = [(ours[q["id"]], q) for q in rival.per_query if q["id"] in ours]
+            diff = np.array([theirs[GAP_METRIC] - mine[GAP_METRIC] for mine, theirs in pairs], dtype=float)
+            if len(diff):
+                rng = np.random.default_rng(0)  # the same interval every time for the same figures
+                means = diff[rng.integers(0, len(diff), size=(BOOTSTRAP_RESAMPLES, len(diff)))].mean(axis=1)
+                interval = (round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4))
+            else:
+                interval = (0.0, 0.0)
+            order = sorted(range(len(pairs)), key=lambda i: (-diff[i], pairs[i][0]["id"]))
+            examples = [{"query": pairs[i][1]["query"], "gold": pairs[i][1]["gold"],
+                         "default_found": _found(pairs[i][0]), "leader_found": _found(pairs[i][1]),
+                         "default_rank": pairs[i][0]["gold_rank"], "leader_rank": pairs[i][1]["gold_rank"]}
+                        for i in order[:GAP_EXAMPLES] if diff[i] > 0]
+            gaps.append(DefaultGap(
+                toolset=row.toolset, style=row.style, split=row.split, default=row.backend, leader=rival.backend,
+                default_value=row.metrics.get(GAP_METRIC, 0.0), leader_value=rival.metrics[GAP_METRIC], queries=len(pairs),
+                better=int((diff > 0).sum()), worse=int((diff < 0).sum()), interval=interval, examples=examples,
+            ))
+    return gaps
+
+
+def describe_gap(gap: DefaultGap | Mapping[str, Any]) -> str:
+    """One plain sentence: where, by how much, how many queries each way, and whether it is noise."""
+    g = gap.to_dict() if isinstance(gap, DefaultGap) else gap
+    low, high = g["interval"]
+    verdict = ("within the noise of this many queries (the interval includes no difference)" if g["within_noise"]
+               else "a real difference on this split (the interval excludes no difference)")
+    return (f"{g['toolset']}, {g['style']} queries: {g['leader']} {g['leader_value']:.3f} against the default "
+            f"{g['default']} {g['default_value']:.3f} ({g['difference']:+.3f} {GAP_METRIC}); it finds more gold tools on "
+            f"{g['better']} of {g['queries']} queries and fewer on {g['worse']}; paired 95 % interval "
+            f"{low:+.3f} to {high:+.3f}: {verdict}")
+
+
+def format_gaps(results: Sequence[RunResult], default: str = DEFAULT_BACKEND) -> str:
+    """The CLI's plain statement of where the default is not the best (or that it is everywhere)."""
+    if not any(usage_free_name(r.backend) == default for r in results):
+        return f"The default backend ({default}) is not in this run: no comparison with it."
+    gaps = default_gaps(results, default)
+    if not gaps:
+        return f"The default backend ({default}) has the best {GAP_METRIC} on every toolset and style of this run."
+    lines = [f"Where the default backend ({default}) is not the best ({GAP_METRIC}):"]
+    for gap in gaps:
+        lines.append(f"- {describe_gap(gap)}")
+        for example in gap.examples:
+            gold = len(example["gold"])
+            lines.append(f"    {gap.leader} {example['leader_found']} of {gold} (first {_rank(example['leader_rank'])}), "
+                         f"{gap.default} {example['default_found']} of {gold} (first {_rank(example['default_rank'])}): "
+                         f"{_shorten(example['query'])} → {', '.join(example['gold'])}")
+    return "\n".join(lines)
+
+
+def _found(query: Mapping[str, Any]) -> int:
+    """Gold tools found in the top 5 of one query's entry."""
+    return round(query[GAP_METRIC] * len(query["gold"]))
+
+
+def _rank(rank: int | None) -> str:
+    return f"#{rank}" if rank else f">{RANKED_DEPTH}"
+
+
+def _shorten(query: str, limit: int = 100) -> str:
+    return query if len(query) <= limit else query[: limit - 1] + "…"
 
 
 TABLE_COLUMNS = ("recall@5", "recall@10", "complete@5", "mrr")
