@@ -55,6 +55,23 @@ def test_the_host_is_read_at_most_once_a_second():
     assert reads == [1000.0, 1001.0]
 
 
+def test_a_forked_worker_starts_its_own_history(monkeypatch):
+    """A prefork worker inherits its parent's samples, but its CPU clock starts from zero: the
+    parent's history would read as negative use of its own."""
+    import os
+
+    clock = Clock()
+    watched = host(load=1.2, clock=clock)
+    watched.idle_cores()
+    clock.wall += 10.0
+    clock.cpu = 0.5  # the child's CPU clock
+    monkeypatch.setattr(os, "getpid", lambda: -7)
+    assert watched.idle_cores() == pytest.approx(0.8)  # a fresh history: nothing known of its own use yet
+    clock.wall += 10.0
+    clock.cpu += 10.0
+    assert watched.idle_cores() == pytest.approx(1.8)
+
+
 def test_fixed_settings_are_kept_and_bad_ones_refused(monkeypatch):
     busy = host(load=9.0)
     assert request_threads(1, busy) == 1 and request_threads("3", busy) == 3

@@ -80,11 +80,15 @@ class HostLoad:
         self._cpu = cpu or time.process_time
         self._samples: deque[tuple[float, float]] = deque()  # (wall, this process's CPU seconds)
         self._idle: float | None = None
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def idle_cores(self) -> float:
         wall = self._clock()
         with self._lock:
+            if os.getpid() != self._pid:  # a forked worker: its CPU clock starts again from zero
+                self._pid, self._idle = os.getpid(), None
+                self._samples.clear()
             if self._idle is not None and wall - self._samples[-1][0] < OWN_USE_SAMPLE_S:
                 return self._idle
             self._samples.append((wall, self._cpu()))
