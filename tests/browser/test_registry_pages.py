@@ -359,3 +359,40 @@ def test_the_inspector_shows_the_capabilities_a_request_implies_and_the_slot_eac
     ranked = list(scores(page))
     assert ranked[4] == "mcp__files__write_file" and all(name.startswith("mcp__github__") for name in ranked[:2]), ranked
     screenshot(page, "inspector-capabilities")
+
+
+def test_the_inspector_shows_a_documents_chain_of_steps_and_what_made_room(logged_in_page):
+    """A request for a presentation reads as a chain (create, add, save) answered by one server;
+    the inspector lists the steps and, for a step placed in the top k, the tool it replaced."""
+    from playground.registry import services
+
+    seed_catalog()
+    tools = [
+        ("stocks", "get_historical_prices", "Get the historical daily prices of a stock ticker for a date range."),
+        ("stocks", "get_income_statement", "Get the income statement of a company by its stock ticker."),
+        ("slides", "create_presentation", "Create a new PowerPoint presentation."),
+        ("slides", "add_slide", "Add a new slide with a title and body text to the presentation."),
+        ("slides", "save_presentation", "Save the presentation to a .pptx file on disk."),
+        ("pptinfo", "get_pptx_info", "Get information about the slides of a PowerPoint presentation file."),
+    ]
+    lines = [json.dumps({"name": f"mcp__{server}__{tool}", "server": server, "description": description,
+                         "input_schema": {"type": "object", "properties": {}}}) for server, tool, description in tools]
+    staged, preview = services.stage_import("\n".join(lines) + "\n", filename="slides.jsonl")
+    assert preview.ok
+    services.commit_import(staged)
+    page = logged_in_page
+    page.goto("/inspector/")
+    page.wait_for_selector("body[data-page=inspector]")
+    page.select_option("[data-testid=inspector-backend]", "hybrid")
+    request = "Analyze ACME's stock prices for the past year and summarize them in a PPT in /root/ppt/acme.pptx."
+    page.locator("[data-testid=inspector-query]").fill(request)
+    page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
+    notes = page.locator("[data-testid=query-note]").all_inner_texts()
+    assert any("in steps" in line and "save the presentation to a file" in line for line in notes), notes
+    slots = {item.get_attribute("data-tool"): item.inner_text() for item in page.locator("[data-testid=capability-slot]").all()}
+    step = slots.get("mcp__slides__add_slide", "")
+    assert "step 2 of 3" in step and "in place of mcp__pptinfo__get_pptx_info" in step, slots
+    ranked = list(scores(page))
+    assert {"mcp__slides__create_presentation", "mcp__slides__add_slide", "mcp__slides__save_presentation"} <= set(ranked[:5]), ranked
+    assert "mcp__pptinfo__get_pptx_info" not in ranked[:5], ranked
+    screenshot(page, "inspector-capability-chain")

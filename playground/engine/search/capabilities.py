@@ -21,6 +21,21 @@ anywhere: what a catalog offers for "write content to a file" is whatever that c
 text says. A catalog with no tool clearly for the capability (its best cosine to the
 description under `CAPABILITY_MIN_COSINE`) gets nothing from it.
 
+Chains (a deliverable made in steps): a request for a *document* ("summarize it in a PPT in
+/root/ppt/apple.pptx", "a PDF report titled report.pdf") needs more than one tool: the document is
+created, filled and saved, and a catalog's document servers split those into tools of their own
+(create_presentation, add_slide, save_presentation). One slot placed only the first step, and
+the request's words pull in *other* tools about the same kind of document (a .pptx reader)
+rather than the later steps, which share no word with it. So a document-type variant names its
+later steps too (`CapabilityCue.chain`, in tool words: "add a paragraph of text to the document",
+"save the presentation to a file"); hybrid answers each step among the tools of the server of the
+first step's tool — a document lives on the server that made it, so another server's "save" is no
+step of this chain — and places it where it displaces least: in the place of a top-k tool about the
+same kind of document that is no step of the chain, or in the capability's slot when the first
+step was already in the top k (hybrid `capability_chain`, "kin"). A step the server has no tool
+for (cosine under `chain_min_cosine`) is left out; nothing is placed for a plain file ("write
+content to a file" is one step).
+
 Only natural-language requests are read for capabilities (keyword-style queries of a few words
 carry no structure to read): see `natural_request`.
 """
@@ -45,7 +60,9 @@ class Capability:
     cues: re.Pattern[str]  # what in a request implies it
     # More precise readings: the first whose pattern the request matches gives the description
     # the catalog is searched with instead (a PowerPoint file needs another tool than a text file).
-    variants: tuple[tuple[re.Pattern[str], str], ...] = ()
+    # Each variant may also name the later steps of producing that kind of document (add content,
+    # save it): the chain, answered among the first step's server (hybrid `capability_chain`).
+    variants: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = ()
 
 
 _FILE_EXTENSIONS = r"(?:md|markdown|txt|csv|tsv|json|jsonl|html?|xml|ya?ml|log|docx?|xlsx?|pptx?|pdf|png|jpe?g|svg|py|js|ts|sh)"
@@ -56,17 +73,24 @@ CAPABILITIES: tuple[Capability, ...] = (
         "produce a file",
         "write content to a file on disk, creating or overwriting the file",
         re.compile(
-            # a file path with an extension, or "save/write/export … to/in/as … file/folder/path"
+            # a file path with an extension, or "save/write/export … to/in/as … file/folder/path", or a
+            # producing verb before a file name
             r"(?:^|[\s\"'(])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.%s\b" % _FILE_EXTENSIONS
             + r"|\b(?:save|saving|saved|write|writing|export|exporting|store|storing|output)\b[^.;!?]{0,80}?"
-            r"\b(?:to|in|into|as|under|at)\b[^.;!?]{0,60}?(?:\bfiles?\b|\bfolder\b|\bdirectory\b|\bdisk\b|/|\.%s\b)" % _FILE_EXTENSIONS,
+            r"\b(?:to|in|into|as|under|at)\b[^.;!?]{0,60}?(?:\bfiles?\b|\bfolder\b|\bdirectory\b|\bdisk\b|/|\.%s\b)" % _FILE_EXTENSIONS
+            # a producing verb, then a file name with an extension: "generate a PDF report titled report.pdf"
+            + r"|\b(?:generate|generating|create|creating|make|produce|compile|prepare|draft)\b[^.;!?]{0,80}?\b[\w-]+\.%s\b" % _FILE_EXTENSIONS,
             re.IGNORECASE,
         ),
         (
-            (re.compile(r"\.pptx?\b|\b(?:ppt|powerpoint|presentation|slides|slide deck)\b", re.IGNORECASE), "create a new PowerPoint presentation"),
-            (re.compile(r"\.xlsx?\b|\b(?:excel|spreadsheet|workbook)\b", re.IGNORECASE), "create a new Excel workbook"),
-            (re.compile(r"\.docx?\b|\bword document\b", re.IGNORECASE), "create a new Word document"),
-            (re.compile(r"\.pdf\b|\bpdf\b", re.IGNORECASE), "create a new PDF document"),
+            (re.compile(r"\.pptx?\b|\b(?:ppt|powerpoint|presentation|slides|slide deck)\b", re.IGNORECASE), "create a new PowerPoint presentation",
+             ("add a slide with a title and text to the presentation", "save the presentation to a file")),
+            (re.compile(r"\.xlsx?\b|\b(?:excel|spreadsheet|workbook)\b", re.IGNORECASE), "create a new Excel workbook",
+             ("write data to the cells of a worksheet", "save the workbook to a file")),
+            (re.compile(r"\.docx?\b|\bword document\b", re.IGNORECASE), "create a new Word document",
+             ("add a paragraph of text to the document", "save the document to a file")),
+            (re.compile(r"\.pdf\b|\bpdf\b", re.IGNORECASE), "create a new PDF document",
+             ("add a paragraph of text to the document", "save the document as a PDF file")),
         ),
     ),
     Capability(
@@ -129,6 +153,7 @@ class CapabilityCue:
     capability: Capability
     evidence: str  # the request's own words that showed the cue
     description: str = ""  # what the catalog is searched with (a variant's, else the capability's)
+    chain: tuple[str, ...] = ()  # the later steps of producing the deliverable (a variant's), if any
 
     def __post_init__(self) -> None:
         if not self.description:
@@ -153,6 +178,8 @@ def detect(query: str, keys: frozenset[str] | None = None) -> list[CapabilityCue
             continue
         found = capability.cues.search(query)
         if found:
-            description = next((described for pattern, described in capability.variants if pattern.search(query)), capability.description)
-            cues.append(CapabilityCue(capability, " ".join(found.group(0).split())[:80], description))
+            description, chain = next(
+                ((described, steps) for pattern, described, steps in capability.variants if pattern.search(query)), (capability.description, ())
+            )
+            cues.append(CapabilityCue(capability, " ".join(found.group(0).split())[:80], description, chain))
     return cues

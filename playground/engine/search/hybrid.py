@@ -18,6 +18,11 @@ General refinements, all tuned on the development split only (docs/search-qualit
     picked greedily by xQuAD (Santos et al., 2010): each next tool scores (1 − λ) × its fused
     score / the best + λ × how much it covers clauses the tools already picked do not. A request
     of one clause ranks as without it.
+  - capabilities beside topics (`capabilities`, `capability_rank`; capabilities.py): a request's
+    implied generic step (write the file, compute) gets the catalog's best tool for it at rank 5;
+    a document deliverable is read as a chain of steps (`capability_chain`), each later step
+    answered among the first step's server and put in the place of a top-k tool about the same
+    kind of document that is no step of it.
   - piece vectors (`piece_vectors`): sentences and clauses are encoded as texts of their own
     ("alone", the default), or pooled from the token states of the one pass over the request
     ("pooled", late chunking): about half the time of a multi-piece request, for a point or so of
@@ -97,6 +102,16 @@ DEFAULTS: dict[str, Any] = {
     "capability_min_share": 0.0,
     "capability_multi_need_only": False,  # slots only for requests of several clauses or sentences
     "capability_pool": 3,
+    # Chains (capabilities.py, variants): producing a document takes more than one tool (create a
+    # presentation, add to it, save it). "off"; "kin": each later step's tool (found among the
+    # server of the first step's tool) takes the place of a top-k tool that is about the same kind
+    # of document but no step of the chain, lowest first, or the capability's slot if the first
+    # step did not need it; "rank": the later steps take the ranks above the slot. Measured on the
+    # development split (docs/search-quality.md, "Chains"): "kin" and "rank" +1 / −0 on
+    # livemcpbench, no change elsewhere; "kin" displaces fewer topic tools. `chain_min_cosine`: a
+    # step's tool must reach it to the step's description (0.45–0.65 gave the same figures).
+    "capability_chain": "kin",
+    "chain_min_cosine": 0.55,
     "capability_min_cosine": 0.45,
     # Server-level evidence (`server_weight`) for which requests: "always" (every request), or
     # "evidence" (a request of several clauses or sentences — several needs, often met by one
@@ -223,6 +238,8 @@ class HybridIndex:
     # capability description → its vector: the catalog's, not the request's (the query cache may be
     # cleared or evicted between requests; a slot's cosine must not cost an encoder run)
     capability_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    # (a chain step's description, server id) → that server's tool for it and its cosine, or None
+    chain_steps: dict[tuple[str, int], tuple[int, float] | None] = field(default_factory=dict)
     # server id → the stems of its name that say what it is (server routing: queries naming it)
     server_stems: dict[int, frozenset[str]] | None = None
 
@@ -235,6 +252,14 @@ class CapabilitySlot:
     slot: int  # 1-based rank it was given
     cosine: float  # its cosine to the capability's description
     moved_from: int | None  # its rank before (None: below the top k)
+    # A later step of a deliverable's chain (capability_chain): the chain's first tool, the step
+    # (1-based) and the steps in all, and the tool it took the place of (None: the free slot).
+    chain_first: str = ""
+    chain_server: str = ""
+    step: int = 0
+    steps: int = 0
+    replaced: int | None = None
+    first_slot: int = 0  # the capability's slot (1-based)
 
 
 class HybridBackend(SearchBackend):
@@ -282,6 +307,10 @@ class HybridBackend(SearchBackend):
             raise ValueError(f"hybrid capabilities must be a list of {', '.join(capabilities.BY_KEY)}, not {keys!r}")
         self.capability_keys = frozenset(keys)
         self.capability_multi_need_only = bool(settings["capability_multi_need_only"])
+        if settings["capability_chain"] not in ("off", "kin", "rank"):
+            raise ValueError(f"hybrid capability_chain must be 'off', 'kin' or 'rank', not {settings['capability_chain']!r}")
+        self.capability_chain: str = settings["capability_chain"]
+        self.chain_min_cosine = number_option("hybrid chain_min_cosine", settings["chain_min_cosine"], -1, 1)
         self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
         if not 0.0 <= self.aspect_weight < 1.0:
@@ -317,6 +346,12 @@ class HybridBackend(SearchBackend):
                 "capabilities implied: " + " · ".join(f"{cue.capability.label} (\u201c{cue.evidence}\u201d)" for cue in cues)
                 + f"; each answered by the catalog's best tool for it, from rank {self.capability_rank} on"
             )
+            if self.capability_chain != "off":
+                lines.extend(
+                    f"{cue.capability.label} (“{cue.evidence}”) in steps, each answered among the first step's server: "
+                    + " → ".join(f"“{step}”" for step in (cue.description, *cue.chain))
+                    for cue in cues if cue.chain
+                )
         if lines and self.piece_vectors == "pooled" and self.semantic is not None:
             lines.append("sentence and clause vectors pooled from one pass over the request (late chunking)")
         return lines
@@ -413,10 +448,12 @@ class HybridBackend(SearchBackend):
             if diverse:
                 fused = slot_scores(fused, order, diverse)
         slots: dict[int, CapabilitySlot] = {}
+        demoted: dict[int, CapabilitySlot] = {}  # a tool a chain step took the place of → that step
         if not gated and mask is None and not (single_need and self.capability_multi_need_only):
             order, slots = self.fill_capability_slots(reading, index, request_scores, order, max_results)
+            demoted = {slot.replaced: slot for slot in slots.values() if slot.replaced is not None}
             if slots:
-                fused = slot_scores(fused, order, slots)
+                fused = slot_scores(fused, order, {**slots, **demoted})
         lexical_rank = _ranks(lexical, order)
         dense_rank = _ranks(dense, order) if dense is not None else {}
         pooled_note = " vectors pooled from the request's tokens" if pooled else ""
@@ -477,7 +514,13 @@ class HybridBackend(SearchBackend):
                 ))
             slot = slots.get(i)
             if slot is not None:
-                breakdown.append(capability_contribution(slot, float(fused[i]) - sum(c.points for c in breakdown)))
+                breakdown.append(capability_contribution(slot, float(fused[i]) - sum(c.points for c in breakdown), index))
+            if i in demoted:
+                breakdown.append(TermContribution(
+                    term="(chain)", rule=f"moved below a step of a chain: {demoted[i].cue.capability.label}", points=round(float(fused[i]) - sum(c.points for c in breakdown), 4),
+                    field="capability", detail=f"about the same kind of document as “{demoted[i].cue.evidence}” but no step of producing it; "
+                    f"its place in the top k went to step {demoted[i].step} (“{demoted[i].cue.description}”)",
+                ))
             results.append(ScoredTool(name=index.bm25.tools[i].name, score=round(float(fused[i]), 4), breakdown=breakdown))
         return results
 
@@ -518,16 +561,22 @@ class HybridBackend(SearchBackend):
         order = list(order)
         slots: dict[int, CapabilitySlot] = {}
         for cue in cues:
-            if len(slots) >= self.capability_slots:
+            # a chain's later steps take no capability slot of their own (they replace tools about
+            # the document, or a slot the first step did not need)
+            placed = sum(1 for slot in slots.values() if not slot.step)
+            if placed >= self.capability_slots:
                 break
-            position = self.capability_rank - 1 + len(slots)  # 0-based
+            position = self.capability_rank - 1 + placed  # 0-based
             if position >= max_results:
                 break
             answers, cosine = self.capability_answers(cue.description, index)
             if not answers or cosine < self.capability_min_cosine:
                 continue  # the catalog has no tool clearly for it
-            if any(i in order[: position + 1] for i in answers):
-                continue  # the ranking already answers it
+            present = [i for i in order[: position + 1] if i in answers]
+            if present:  # the ranking already answers it
+                if cue.chain and self.capability_chain != "off":
+                    order = self.place_chain(cue, present[0], index, request_scores, order, position, slots, slot_free=True)
+                continue
             chosen = max(answers, key=lambda i: (float(request_scores[i]), -answers.index(i)))
             if position < len(order) and float(request_scores[chosen]) < self.capability_min_share * float(request_scores[order[position]]):
                 continue  # the request does not want it enough to displace that tool
@@ -536,6 +585,8 @@ class HybridBackend(SearchBackend):
                 order.remove(chosen)
             order.insert(position, chosen)
             slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.capability_vector(cue.description, index)), moved_from)
+            if cue.chain and self.capability_chain != "off":
+                order = self.place_chain(cue, chosen, index, request_scores, order, position, slots, slot_free=False)
         return order[:max_results], slots
 
     def capability_vector(self, description: str, index: HybridIndex) -> np.ndarray:
@@ -545,6 +596,96 @@ class HybridBackend(SearchBackend):
         if vector is None:
             vector = index.capability_vectors[description] = self.semantic.embed_query(description)
         return vector
+
+    def chain_step(self, description: str, server_id: int, index: HybridIndex) -> tuple[int, float] | None:
+        """The best tool of one server for a chain step's description (fused score), and its cosine
+        to it; None when that server has no tool for it (cosine under `chain_min_cosine`). Once per
+        index, step and server."""
+        key = (description, server_id)
+        if key not in index.chain_steps:
+            index.chain_steps[key] = self._chain_step(description, server_id, index)
+        return index.chain_steps[key]
+
+    def _chain_step(self, description: str, server_id: int, index: HybridIndex) -> tuple[int, float] | None:
+        siblings = np.flatnonzero(index.bm25.servers.ids == server_id)
+        if siblings.size == 0:
+            return None
+        vector = self.semantic.embed_query(description)
+        dense = index.semantic.vectors[siblings] @ vector
+        lexical = self.bm25.score_all([token for token, _ in self.bm25.query_tokens(read_query(description))], index.bm25)[siblings]
+        best = int(np.argmax(np.add(*self.fuse(lexical, dense))))
+        return (int(siblings[best]), float(dense[best])) if float(dense[best]) >= self.chain_min_cosine else None
+
+    def place_chain(
+        self, cue: capabilities.CapabilityCue, first: int, index: HybridIndex, request_scores: np.ndarray, order: list[int],
+        position: int, slots: dict[int, CapabilitySlot], *, slot_free: bool,
+    ) -> list[int]:
+        """Place the later steps of producing a document (the cue's chain: add content, save it).
+
+        Each step is answered among the tools of the server of the chain's first tool (`first`:
+        the one the slot placed, or the capability's answer already in the top k) — a document is
+        made, filled and saved by the server that holds it —, by the fused score to the step's
+        description, if that tool reaches `chain_min_cosine` to it. A step not yet in the top k
+        then takes, with "kin", the place of a top-k tool that is about the same kind of document
+        but no step of the chain (a sibling of the chain's server, or a tool that reaches
+        `capability_min_cosine` to the first step's description: "get information about a .pptx
+        file" for "create a presentation"), the lowest first; that tool moves just below the top k.
+        With none left, the step takes the capability's slot if the first step did not need it.
+        With "rank", the steps take the ranks just above the slot (ending at it when it is free);
+        the tools there move down, the slot's own tool keeps its rank."""
+        server_id = int(index.bm25.servers.ids[first])
+        if server_id < 0:
+            return order
+        steps = [(i, cosine, description) for description in cue.chain if (found := self.chain_step(description, server_id, index)) for i, cosine in [found]]
+        steps = [step for n, step in enumerate(steps) if step[0] != first and step[0] not in [s[0] for s in steps[:n]]]
+        chain_ids = {first, *(i for i, _, _ in steps)}
+        numbered = {i: n for n, (i, _, _) in enumerate(steps, start=2)}
+        top = order[: position + 1]
+        # the steps not in the top k, the one the request scores best first (it gets the lowest place)
+        missing = sorted((step for step in steps if step[0] not in top), key=lambda step: -float(request_scores[step[0]]))
+        if not missing:
+            return order
+        first_vector = self.capability_vector(cue.description, index)
+        first_name, first_server = index.bm25.tools[first].name, index.bm25.tools[first].server or ""
+
+        def record(i: int, cosine: float, description: str, rank: int, moved_from: int | None, replaced: int | None) -> None:
+            slots[i] = CapabilitySlot(
+                replace(cue, description=description, chain=()), rank, cosine, moved_from, chain_first=first_name,
+                chain_server=first_server, step=numbered[i], steps=len(steps) + 1, replaced=replaced, first_slot=position + 1,
+            )
+
+        if self.capability_chain == "rank":
+            # the steps as a block just above the slot (ending at it when it is free); the tools
+            # there move down, the slot's own tool keeps its rank
+            block = missing[: position + 1 if slot_free else position]
+            begin = position + 1 - len(block) if slot_free else position - len(block)
+            moved = {i: order.index(i) + 1 if i in order else None for i, _, _ in block}
+            rest = [t for t in order if t not in moved and (slot_free or t != first)]
+            order = rest[:begin] + [i for i, _, _ in block] + ([] if slot_free else [first]) + rest[begin:]
+            for at, (i, cosine, description) in enumerate(block):
+                record(i, cosine, description, begin + at + 1, moved[i], None)
+            return order
+        kin = [
+            at for at in range(min(position + 1, len(order)))
+            if order[at] not in chain_ids and order[at] not in slots
+            and (int(index.bm25.servers.ids[order[at]]) == server_id or float(index.semantic.vectors[order[at]] @ first_vector) >= self.capability_min_cosine)
+        ]
+        targets = sorted(kin, reverse=True)  # the lowest first; the free slot last
+        if slot_free and position < len(order) and position not in targets and order[position] not in slots:
+            targets.append(position)
+        for (i, cosine, description), target in zip(missing, targets):
+            moved_from = order.index(i) + 1 if i in order else None
+            if i in order:
+                order.remove(i)  # it stood below the top k: the targets above keep their indices
+            replaced = None
+            if target != position:
+                replaced = order[target]  # about the document, no step of it: just below the top k
+                order[target] = i
+                order.insert(position + 1, replaced)
+            else:
+                order.insert(target, i)
+            record(i, cosine, description, target + 1, moved_from, replaced)
+        return order
 
     def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
         """A clause's weighted fused score of each candidate (BM25 normalised over the whole
@@ -687,18 +828,37 @@ def slot_scores(fused: np.ndarray, order: list[int], placed: Mapping[int, Any]) 
     return fused
 
 
-def capability_contribution(slot: CapabilitySlot, points: float) -> TermContribution:
+def capability_contribution(slot: CapabilitySlot, points: float, index: HybridIndex | None = None) -> TermContribution:
     """The explanation line of a tool a capability slot placed: what the request implies, the
-    words that imply it, and the capability's description it answers."""
+    words that imply it, and the capability's description it answers (for a later step of a
+    chain: the step, the server it was found among, and the tool whose place it took)."""
     where = f"from rank {slot.moved_from}" if slot.moved_from else "from below the top k"
+    if slot.step:
+        took = (
+            f"in place of {index.bm25.tools[slot.replaced].name if index is not None else slot.replaced} (about the same kind of document, no step of it)"
+            if slot.replaced is not None
+            else "in the capability's slot (its first step already stood in the top k)" if slot.slot == slot.first_slot
+            else f"above the capability's slot ({slot.first_slot}), the tools there moved down"
+        )
+        return TermContribution(
+            term="(capability)",
+            rule=f"capability slot {slot.slot}: {slot.cue.capability.label}, step {slot.step} of {slot.steps}",
+            points=round(points, 4),
+            field="capability",
+            detail=(
+                f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”), a document made in steps; "
+                f"step {slot.step}, “{slot.cue.description}”, is answered by this tool of {slot.chain_server}, "
+                f"the server of step 1 ({slot.chain_first}) (cosine {slot.cosine:.2f}); {took}; moved {where}"
+            ),
+        )
     return TermContribution(
         term="(capability)",
         rule=f"capability slot {slot.slot}: {slot.cue.capability.label}",
         points=round(points, 4),
         field="capability",
         detail=(
-            f"the request implies \u201c{slot.cue.capability.label}\u201d (\u201c{slot.cue.evidence}\u201d); "
-            f"among the catalog's best tools for \u201c{slot.cue.description}\u201d the request scores this one best "
+            f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”); "
+            f"among the catalog's best tools for “{slot.cue.description}” the request scores this one best "
             f"(cosine {slot.cosine:.2f} to that description); moved {where}"
         ),
     )
