@@ -121,6 +121,15 @@ class Tool:
         return cls(**values)
 
 
+def with_stored_content_hash(tool: Tool, content_hash: str) -> Tool:
+    """`tool` with its `content_hash` taken as given: a hash the caller stored from this very
+    definition (the web app keeps it in each tool's row), so that a catalog of 100,000 tools read
+    back is not serialised and hashed again for its fingerprint. Empty: computed as usual."""
+    if content_hash:
+        tool.__dict__["content_hash"] = content_hash  # where `cached_property` keeps it
+    return tool
+
+
 # The sorted-key JSON of a schema, for content hashes and token estimates, kept per schema object:
 # a catalog read from the database shares one object among the tools with the same schema, and at
 # 100,000 tools serialising every schema again for each hash and each count is seconds of CPU.

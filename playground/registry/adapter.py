@@ -26,7 +26,7 @@ from django.db.models import Count, Max, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from playground.engine.history import CompactionBoundary
-from playground.engine.memory import return_freed_memory
+from playground.engine.memory import collector_paused, return_freed_memory
 from playground.engine.permissions import PermissionFilterResult, PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.requests import permission_filter as engine_permission_filter
@@ -35,7 +35,7 @@ from playground.engine.search.usage import UsageLog
 from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tools import Tool as EngineTool
-from playground.engine.tools import ToolCatalog
+from playground.engine.tools import ToolCatalog, with_stored_content_hash
 from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.engine.turn import TurnPlan
 from playground.engine.turn import plan_turn as engine_plan_turn
@@ -112,7 +112,7 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
 
 
 _CATALOG_FIELDS = ("name", "description", "search_hint", "server_name", "server__name",
-                   "should_defer", "always_load", "source")
+                   "should_defer", "always_load", "source", "content_hash")
 
 
 class _SchemaReader:
@@ -151,25 +151,31 @@ def _build_catalog(queryset: QuerySet) -> ToolCatalog:
     """One query; plain values rather than model instances (a cold build of 10,000 tools is mostly
     ORM), read in chunks: the rows of 100,000 tools are never all in memory beside their tools, and
     the memory their decoding used is handed back afterwards (a web process's size is what it keeps)."""
+    with collector_paused():  # tools, schemas and rows hold no cycles
+        catalog = _read_catalog(queryset)
+    if len(catalog) >= _CATALOG_CHUNK:
+        return_freed_memory(collect=False)
+    return catalog
+
+
+def _read_catalog(queryset: QuerySet) -> ToolCatalog:
     keyed: list[tuple[bool, str, EngineTool]] = []
     schemas = _SchemaReader()
-    rows = queryset.order_by().values(*_CATALOG_FIELDS, schema_text=Cast("input_schema", TextField()))
-    for r in rows.iterator(chunk_size=_CATALOG_CHUNK):
-        keyed.append((r["source"] != Tool.Source.BUILTIN, r["name"], engine_tool(
-            name=r["name"],
-            description=r["description"],
-            input_schema=schemas.read(r["schema_text"]),
-            search_hint=r["search_hint"],
-            server=r["server__name"] or r["server_name"],
-            should_defer=r["should_defer"],
-            always_load=r["always_load"],
-        )))
+    # Tuples, not a dict per row: 100,000 rows are read on a fresh process's first search.
+    rows = queryset.order_by().values_list(*_CATALOG_FIELDS, Cast("input_schema", TextField()))
+    for name, description, search_hint, server_name, server, should_defer, always_load, source, content_hash, schema_text \
+            in rows.iterator(chunk_size=_CATALOG_CHUNK):
+        keyed.append((source != Tool.Source.BUILTIN, name, with_stored_content_hash(engine_tool(
+            name=name,
+            description=description,
+            input_schema=schemas.read(schema_text),
+            search_hint=search_hint,
+            server=server or server_name,
+            should_defer=should_defer,
+            always_load=always_load,
+        ), content_hash)))
     keyed.sort(key=lambda k: (k[0], k[1]))
-    catalog = ToolCatalog(tool for _, _, tool in keyed)
-    del keyed
-    if len(catalog) >= _CATALOG_CHUNK:
-        return_freed_memory()
-    return catalog
+    return ToolCatalog(tool for _, _, tool in keyed)
 
 
 # -- permissions and profiles --------------------------------------------------------------------

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from playground import lost_tasks
-from playground.engine.search import stored
+from playground.engine.search import equivalence, stored
 from playground.engine.search.embedding_cache import embedding_key
 from playground.engine.search.semantic import SemanticBackend, dense_side
 from playground.engine.search.text import tool_document
@@ -119,7 +119,7 @@ def _embed_missing(row: SearchIndexBuild) -> None:
 
 
 def store_indexes(spec: str = "") -> list[str]:
-    """Store the backend's prebuilt indexes of the current catalog (BM25 postings, vector keys and vectors), so
+    """Store the backend's prebuilt indexes of the current catalog (BM25 postings, vector keys and vectors, the same-operation groups), so
     that every process loads them instead of analysing the catalog on its first search; the keys
     written (none when nothing is built in the background)."""
     store = backends.index_store()
@@ -127,10 +127,12 @@ def store_indexes(spec: str = "") -> list[str]:
         return []
     backend = backends.search_backend(spec or None)
     catalog = adapter.engine_catalog()
-    written = stored.save_indexes(backend, catalog, store)
     permitted = adapter.filtered_catalog(None)[1].permitted  # what searches without a profile rank
-    if permitted.fingerprint != catalog.fingerprint:
-        written += stored.save_indexes(backend, permitted, store)
+    written: list[str] = []
+    for searched in [catalog] if permitted.fingerprint == catalog.fingerprint else [catalog, permitted]:
+        written += stored.save_indexes(backend, searched, store)
+        # The inspector groups its results by same operation on other servers (made from the whole catalog).
+        written.append(equivalence.save_same_operation(searched, store))
     return written
 
 

@@ -11,6 +11,10 @@ from playground.registry import tool_fields
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
 
+# What `refresh_derived_fields` sets: every write of a definition writes these too.
+DERIVED_FIELDS = ("token_estimate", "deferred", "content_hash")
+
+
 class Tool(models.Model):
     """A tool row; `playground.registry.adapter` turns rows into engine `Tool`s."""
 
@@ -37,6 +41,9 @@ class Tool(models.Model):
     # Denormalised from the engine's `is_deferred` rule on every save, so lists can filter in SQL
     # without restating the rule here.
     deferred = models.BooleanField(default=False, db_index=True)
+    # The engine's `Tool.content_hash` of the definition, kept with the fields above, so that reading
+    # the catalog back does not hash every tool again for its fingerprint ("": computed when read).
+    content_hash = StorableCharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -58,14 +65,14 @@ class Tool(models.Model):
         return self.server_name
 
     def refresh_derived_fields(self) -> None:
-        """Recompute what the engine derives from the definition (token estimate, deferral)."""
+        """Recompute what the engine derives from the definition (token estimate, deferral, content hash)."""
         tool_fields.refresh_derived_fields(self)
 
     def save(self, *args, **kwargs):
         self.refresh_derived_fields()
         update_fields = kwargs.get("update_fields")
         if update_fields is not None:
-            kwargs["update_fields"] = {*update_fields, "token_estimate", "deferred", "updated_at"}
+            kwargs["update_fields"] = {*update_fields, *DERIVED_FIELDS, "updated_at"}
         super().save(*args, **kwargs)
 
 

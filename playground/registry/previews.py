@@ -197,7 +197,7 @@ def inspect_query(
     answer.content = tool_search_user_blocks(INSPECTOR_TOOL_USE_ID, answer.result, wire_style)
     answer.query_notes = search_backend.describe_query(query) if answer.result.reading.kind == "keyword" else []
     answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
-    answer.same_operation = groups_in_results(turn.permitted, answer.result.matches)
+    answer.same_operation = groups_in_results(turn.permitted, answer.result.matches, backends.index_store())
     if filtered.excluded:
         # The same search over the unfiltered tools: which hits did permissions take away?
         decisions = dict(filtered.excluded)

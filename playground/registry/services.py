@@ -16,7 +16,7 @@ from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError
 from playground.engine import safe_json
 from playground.engine.tools import Tool as EngineTool
 from playground.registry import adapter, indexing
-from playground.registry.models import PermissionChange, PermissionRule, Tool, ToolImport
+from playground.registry.models import DERIVED_FIELDS, PermissionChange, PermissionRule, Tool, ToolImport
 
 # -- bulk actions --------------------------------------------------------------------------------
 _BULK_CHANGES: dict[str, dict[str, bool]] = {
@@ -39,7 +39,7 @@ def bulk_tool_action(tools: Iterable[Tool], action: str) -> int:
             setattr(row, name, value)
         row.refresh_derived_fields()
         row.updated_at = now
-    Tool.objects.bulk_update(rows, [*changes, "deferred", "token_estimate", "updated_at"], batch_size=500)
+    Tool.objects.bulk_update(rows, [*changes, *DERIVED_FIELDS, "updated_at"], batch_size=500)
     indexing.request_index_build()  # enabled or deferred tools join the searched catalog
     return len(rows)
 
@@ -207,7 +207,7 @@ def commit_import(staged: ToolImport) -> dict[str, int]:
         for row in rows:
             adapter.update_definition(row, by_name[row.name])
             row.updated_at = now
-        Tool.objects.bulk_update(rows, [*_COMPARED_FIELDS, "token_estimate", "deferred", "updated_at"], batch_size=500)
+        Tool.objects.bulk_update(rows, [*_COMPARED_FIELDS, *DERIVED_FIELDS, "updated_at"], batch_size=500)
     summary = preview.summary()
     staged.status = ToolImport.Status.COMMITTED
     staged.summary = summary

@@ -67,6 +67,8 @@ def refresh_derived_fields(row: Tool) -> None:
             [{"name": row.name, "description": row.description, "input_schema": row.input_schema}]
         )
         row.deferred = False
+        row.content_hash = ""
         return
     row.token_estimate = token_counter().count_tools([tool.to_api()])
     row.deferred = is_deferred(tool)
+    row.content_hash = tool.content_hash

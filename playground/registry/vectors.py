@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import psycopg
 from django.db import connection
 
 from playground.engine.search.embedding_cache import MemoryVectorStore, SqliteVectorStore, VectorStore, default_cache_path
@@ -101,6 +102,8 @@ class DatabaseIndexStore(IndexStore):
         self.keep = keep
 
     def get(self, key: str) -> bytes | None:
+        if connection.vendor == "postgresql":
+            return _read_binary(f"SELECT data FROM {connection.ops.quote_name(StoredSearchIndex._meta.db_table)} WHERE key = %s", key)
         blob = StoredSearchIndex.objects.filter(key=key).values_list("data", flat=True).first()
         return bytes(blob) if blob is not None else None
 
@@ -109,3 +112,14 @@ class DatabaseIndexStore(IndexStore):
         stale = list(StoredSearchIndex.objects.order_by("-created_at", "-id").values_list("id", flat=True)[self.keep :])
         if stale:
             StoredSearchIndex.objects.filter(id__in=stale).delete()
+
+
+def _read_binary(sql: str, *params: object) -> bytes | None:
+    """The first column of the first row, asked for in PostgreSQL's binary format. Django's cursors
+    bind on the client, which only reads text: a bytea arrives as hex, twice its size, encoded by the
+    server and decoded here (a 150 MB stored index: 4.2 s against 1.4 s, most of a first search)."""
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        row = cursor.fetchone()
+    return None if row is None else bytes(row[0])

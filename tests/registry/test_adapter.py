@@ -248,3 +248,41 @@ def test_the_prompt_cache_setting_reaches_every_profiles_wire_request(profile, s
     turn = adapter.plan_turn(adapter.engine_catalog(), adapter.permission_policy(profile), engine_settings,
                              learn_from_usage=False)
     assert breakpoints_of(turn.wire_request())[0].startswith("tools: ")
+
+
+def test_the_catalog_is_read_with_the_cycle_collector_paused_and_back_after(tools, monkeypatch):
+    """A 100,000-tool catalog's allocations set off full collector passes over the whole process
+    (0.4–0.8 s of a first search); its tools hold no cycles, so the collector waits until it is read."""
+    import gc
+
+    from playground.registry import tool_fields
+
+    seen: list[bool] = []
+    made = tool_fields.engine_tool
+
+    def watched(**fields):
+        seen.append(gc.isenabled())
+        return made(**fields)
+
+    monkeypatch.setattr(adapter, "engine_tool", watched)
+    assert gc.isenabled()
+    catalog = adapter.engine_catalog()
+    assert len(seen) == len(catalog) and not any(seen)
+    assert gc.isenabled()
+
+
+def test_a_paused_collector_comes_back_as_it_was():
+    import gc
+
+    from playground.engine.memory import collector_paused
+
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # someone else turned it off: left off
+    finally:
+        gc.enable()

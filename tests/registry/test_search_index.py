@@ -231,7 +231,8 @@ def test_the_build_stores_the_index_and_a_fresh_process_loads_it_with_the_same_r
     queries = ["create a github issue", "post a message to slack", "+git list", "tool number 7", "nothing like this"]
     row = indexing.schedule_index_build()
     assert tasks.build_search_index_task(row.version)["status"] == "done"
-    assert sorted(key.split(".")[0] for key in StoredSearchIndex.objects.values_list("key", flat=True)) == ["bm25f", "dense"]
+    assert sorted(key.split(".")[0].split("|")[0] for key in StoredSearchIndex.objects.values_list("key", flat=True)) == [
+        "bm25f", "dense", "same-operation"]
     catalog = adapter.filtered_catalog(None)[1].permitted
     built = [backends.search_backend("").search(q, catalog).to_dict() for q in queries]
 
@@ -258,3 +259,95 @@ def test_the_index_store_keeps_the_newest_rows(db):
     store.put("k3", b"new")  # the same key again replaces its row
     assert sorted(StoredSearchIndex.objects.values_list("key", flat=True)) == ["k2", "k3"]
     assert store.get("k3") == b"new" and store.get("k0") is None
+
+
+def test_the_inspectors_first_search_in_a_fresh_process_reads_what_the_build_stored_and_makes_nothing(tools, fake_encoder, queued, monkeypatch):
+    """The web path of a first search (the inspector's service, as a page or a conversation turn runs
+    it): the BM25 and dense indexes, the inspector's same-operation groups and the tools' content
+    hashes all come from the database; nothing is analysed, made or hashed again."""
+    from functools import cached_property
+
+    from playground.engine import tools as engine_tools
+    from playground.engine.search import bm25 as bm25_module
+    from playground.engine.search import equivalence
+    from playground.engine.search.bm25 import BM25Backend
+    from playground.engine.search.semantic import SemanticBackend
+    from playground.registry import previews
+    from tests.registry.conftest import make_tool
+
+    make_tool("mcp__gitlab__create_issue", "Open a new issue in a GitLab project", source="imported")  # same operation as GitHub's
+    query = "create an issue"
+    row = indexing.schedule_index_build()
+    assert tasks.build_search_index_task(row.version)["status"] == "done"
+    built = previews.inspect_query(query)
+    assert built.same_operation and {m[0] for m in built.same_operation[0].members} == {
+        "mcp__github__create_issue", "mcp__gitlab__create_issue"}
+
+    # A fresh process: its own catalog, backends, memos and groups.
+    adapter.reset_caches()
+    backends.reset_caches()
+    monkeypatch.setattr(embedding_cache, "_shared_caches", {})
+    monkeypatch.setattr(equivalence, "_cache", type(equivalence._cache)())
+    bm25_module._analysis_cache.clear()
+
+    def made(what):
+        def fail(*args, **kwargs):
+            pytest.fail(f"{what} was made in the request, not read from what the build stored")
+        return fail
+
+    monkeypatch.setattr(BM25Backend, "build_index", made("the BM25 index"))
+    monkeypatch.setattr(SemanticBackend, "build_index", made("the dense index"))
+    monkeypatch.setattr(equivalence, "_Keys", made("the same-operation groups"))
+    hashed = cached_property(made("a tool's content hash"))
+    hashed.__set_name__(engine_tools.Tool, "content_hash")
+    monkeypatch.setattr(engine_tools.Tool, "content_hash", hashed)
+    fake_encoder.texts.clear()
+    loaded = previews.inspect_query(query)
+    assert loaded.result.matches == built.result.matches and not loaded.result.index_state
+    assert [s.score for s in loaded.result.scored] == [s.score for s in built.result.scored]
+    assert loaded.same_operation == built.same_operation
+    assert _tool_count(fake_encoder) == 0  # no tool encoded (the query at most)
+
+
+def test_each_tool_row_keeps_its_content_hash_through_every_write(tools, fake_encoder, queued):
+    from playground.registry.models import Tool
+    from playground.registry.tool_fields import tool_to_engine
+
+    def agrees() -> bool:
+        rows = list(Tool.objects.select_related("server"))
+        return all(row.content_hash == tool_to_engine(row).content_hash for row in rows) and all(r.content_hash for r in rows)
+
+    assert agrees()
+    row = Tool.objects.get(name="mcp__github__create_issue")
+    before = row.content_hash
+    row.description = "Create an issue"
+    row.save(update_fields=["description"])
+    row.refresh_from_db()
+    assert row.content_hash != before and agrees()
+    services.bulk_tool_action(Tool.objects.filter(name__startswith="mcp__github"), "defer")
+    staged, _ = services.stage_import('{"name": "mcp__github__create_issue", "description": "Create a GitHub issue now"}\n'
+                                      '{"name": "mcp__jira__create_ticket", "description": "Create a Jira ticket"}\n')
+    services.commit_import(staged)
+    assert agrees() and Tool.objects.filter(name="mcp__jira__create_ticket").exists()
+    catalog = adapter.engine_catalog()
+    assert catalog.get("mcp__github__create_issue").content_hash == tool_to_engine(
+        Tool.objects.get(name="mcp__github__create_issue")).content_hash
+
+
+def test_a_stored_index_is_read_in_postgresqls_binary_format(db):
+    """Django's cursors bind on the client and read a bytea as hex text (twice its size, encoded and
+    decoded); the store reads it as binary, past them: same bytes, no query through Django's cursor."""
+    from django.db import connection
+
+    from playground.registry.vectors import DatabaseIndexStore
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: other databases are read through the ORM")
+    store = DatabaseIndexStore()
+    blob = bytes(range(256)) * 4096 + b"\x00end"
+    store.put("blob", blob)
+    through_django: list[str] = []
+    with connection.execute_wrapper(lambda execute, sql, *rest: through_django.append(sql) or execute(sql, *rest)):
+        assert store.get("blob") == blob
+        assert store.get("missing") is None
+    assert through_django == []

@@ -174,3 +174,26 @@ def test_bm25f_options_are_checked():
     assert BM25Backend(scoring="bm25f").k1 == BM25Backend().k1  # specs saved with the option still load
     with pytest.raises(ValueError, match="unknown BM25 field"):
         BM25Backend(scoring="bm25f", field_b={"title": 0.5})
+
+
+def test_server_boost_is_each_servers_best_score_with_or_without_serverless_tools():
+    """`ServerGroups.boost`: weight × the best score among the tool's server (never below 0), 0 for
+    a tool without a server; the catalog where every tool has a server takes a shorter path."""
+    from playground.engine.search.bm25 import ServerGroups
+    from playground.engine.tools import Tool
+
+    rng = np.random.default_rng(3)
+    servers = [f"s{int(k)}" for k in rng.integers(0, 40, 400)]
+    scores = rng.random(400).astype(np.float32) - np.float32(0.2)  # some negative: a server's best starts at 0
+
+    def expected(names: list[str]) -> np.ndarray:
+        best: dict[str, float] = {}
+        for name, score in zip(names, scores):
+            if name:
+                best[name] = max(best.get(name, 0.0), float(score))
+        return np.array([np.float32(0.6) * np.float32(best[name]) if name else 0.0 for name in names], dtype=np.float32)
+
+    for names in (servers, [name if i % 7 else "" for i, name in enumerate(servers)]):
+        groups = ServerGroups([Tool(name=f"t{i}", description="d", server=name) for i, name in enumerate(names)])
+        boosted = groups.boost(scores, 0.6)
+        assert boosted.dtype == np.float32 and np.allclose(boosted, expected(names), rtol=0, atol=1e-7)

@@ -209,3 +209,24 @@ def test_the_rank_variant_puts_the_steps_just_above_the_slot_which_keeps_its_ran
     assert rules["mcp__slides__add_slide"] == [f"capability slot {result.matches.index('mcp__slides__add_slide') + 1}: produce a file, step 2 of 3"]
     scores = [s.score for s in result.scored]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_capability_slot_costs_no_encoding_once_the_index_has_the_capabilitys_vector(encoder, embeddings_dir, small_catalog, monkeypatch):
+    """The capability's description is the catalog's business, not the request's: its vector is
+    kept with the index, so a later request (with the query cache cleared, as the bench does, or
+    evicted) encodes only its own texts."""
+    backend = HybridBackend(capability_rank=3)
+    first = backend.search(SAVE_REQUEST, small_catalog, max_results=3)
+    assert any(c.term == "(capability)" for c in first.scored[2].breakdown)
+    backend.semantic.embed_query.clear()
+    encoded: list[str] = []
+    real = type(encoder).encode
+
+    def recording(self, texts, **options):
+        encoded.extend(texts)
+        return real(self, texts, **options)
+
+    monkeypatch.setattr(type(encoder), "encode", recording)
+    again = backend.search(SAVE_REQUEST, small_catalog, max_results=3)
+    assert again.scored == first.scored
+    assert encoded and not {cue.description for cue in capabilities.detect(SAVE_REQUEST)} & set(encoded)

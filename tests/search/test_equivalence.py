@@ -77,3 +77,68 @@ def test_the_inspector_groups_list_the_members_with_their_ranks():
     [group] = groups_in_results(catalog, ["mcp__puppeteer__puppeteer_navigate", "mcp__weather__get_weather"])
     assert group.operation == "navigate" and group.servers == 2
     assert group.members == (("mcp__playwright__playwright_navigate", "playwright", None), ("mcp__puppeteer__puppeteer_navigate", "puppeteer", 1))
+
+
+def _plain_groups(tools) -> list[tuple[str, ...]]:
+    """The rules as the module states them, every pair compared (no shortcuts): the reference."""
+    from playground.engine.search.equivalence import _descriptions_agree, description_key
+
+    tools = list(tools)
+    parent = {t.name: t.name for t in tools}
+
+    def find(name):
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for n, a in enumerate(tools):
+        for b in tools[:n]:
+            same_description = description_key(a) and description_key(a) == description_key(b)
+            operation = operation_key(a)
+            same_operation = bool(operation) and operation == operation_key(b) and (
+                " " in operation or _descriptions_agree(a, b, operation))
+            if same_description or same_operation:
+                parent[find(a.name)] = find(b.name)
+    members: dict[str, list[str]] = {}
+    for tool in tools:
+        members.setdefault(find(tool.name), []).append(tool.name)
+    servers = {t.name: t.server for t in tools}
+    return sorted(tuple(names) for names in members.values() if len({servers[n] for n in names}) > 1)
+
+
+def test_the_groups_are_the_plain_rules_groups_on_real_toolsets():
+    """The shortcuts (text split once, stems made once, tools of one group not compared again) change
+    no group: every pair compared by the plain rules, on a shared toolset's catalog and a grown one."""
+    from playground.bench.scorer import scaled_catalog, source_tools
+    from playground.engine.catalog_io import toolsets_dir
+
+    catalogs = [browser_catalog()]
+    if (toolsets_dir() / "mcp-combined").exists():  # the shared toolsets, when this checkout has them beside it
+        base = source_tools(toolsets_dir())
+        catalogs += [ToolCatalog(base[:300]), scaled_catalog(base[:60], 300)]
+    for catalog in catalogs:
+        assert sorted(SameOperation(catalog.deferred).groups()) == _plain_groups(catalog.deferred)
+
+
+def test_groups_stored_by_the_build_are_read_not_made(monkeypatch):
+    from playground.engine.search import equivalence
+    from playground.engine.search.stored import MemoryIndexStore
+
+    catalog = browser_catalog()
+    store = MemoryIndexStore()
+    equivalence.save_same_operation(catalog, store)
+    made = groups_in_results(catalog, ["mcp__filesystem__read_file", "mcp__weather__get_weather"])
+    made_groups = SameOperation(catalog.deferred).groups()
+    monkeypatch.setattr(equivalence, "_cache", type(equivalence._cache)())  # a fresh process
+    monkeypatch.setattr(equivalence, "_Keys", lambda: (_ for _ in ()).throw(AssertionError("the groups were made, not read")))
+    assert groups_in_results(catalog, ["mcp__filesystem__read_file", "mcp__weather__get_weather"], store) == made
+    read = equivalence.same_operation_for(catalog, store)
+    assert read.groups() == made_groups
+    assert read.others("mcp__filesystem__read_file") == {"mcp__desktop-commander__read_file"}
+    assert read.group("mcp__weather__get_weather") == () and read.group("no_such_tool") == ()
+    assert read.collapse(["mcp__playwright__playwright_navigate", "mcp__weather__get_weather", "mcp__puppeteer__puppeteer_navigate"]) == [
+        ("mcp__playwright__playwright_navigate", ["mcp__puppeteer__puppeteer_navigate"]), ("mcp__weather__get_weather", [])]
+    # another catalog has no stored groups: they are made
+    monkeypatch.undo()
+    other = ToolCatalog(list(catalog.deferred)[:4])
+    assert equivalence.same_operation_for(other, store).group("mcp__playwright__playwright_navigate")

@@ -293,3 +293,21 @@ def test_pooled_pieces_are_found_in_the_framed_request(encoder, embeddings_dir, 
     assert recorder.texts[0] == f"a tool to {request}"
     # the clauses' spans moved with the frame: each still covers its own words
     assert recorder.pieces == ["Find the weather forecast for Paris for the next days", "create an issue about it in my repository"]
+
+
+def test_side_ranks_count_better_tools_and_earlier_ties_over_the_whole_catalog():
+    """`_ranks` looks at the tools that score at least the lowest wanted one (one pass over the
+    catalog), and ranks as counting over every tool did: better ones, then ties in catalog order."""
+    rng = np.random.default_rng(7)
+    scores = np.round(rng.random(5_000), 2).astype(np.float32)  # many ties
+    scores[100:140] = 0.0
+    wanted = [int(i) for i in rng.choice(5_000, 12, replace=False)] + [110, 4_999]
+
+    def counted(scores: np.ndarray, i: int) -> int:
+        return int(np.count_nonzero(scores > scores[i])) + int(np.count_nonzero(scores[:i] == scores[i])) + 1
+
+    assert hybrid_module._ranks(scores, wanted) == {i: counted(scores, i) for i in wanted}
+    with_nan = scores.copy()  # a NaN among the wanted: counted over every tool, as before
+    with_nan[wanted[0]] = np.nan
+    assert hybrid_module._ranks(with_nan, wanted[:3]) == {i: counted(with_nan, i) for i in wanted[:3]}
+    assert hybrid_module._ranks(None, wanted) == {} and hybrid_module._ranks(scores, []) == {}

@@ -79,10 +79,33 @@ def test_the_int8_matrix_reaches_onnx_runtime_outside_the_model(monkeypatch):
     matrix, queries = unit_rows(20_000, seed=3), unit_rows(2, seed=4)
     matrix[7] = 0.0  # a zero row: scale 1, no division by zero
     scan = QuantizedScan(matrix)
-    assert len(models) == 1 and len(models[0]) < 2_000  # the weights are 20,000 × 384 bytes, not in there
+    # one session per part of the tools; the weights are 20,000 × 384 bytes, not in there
+    assert len(models) == QuantizedScan.PARTS and all(len(model) < 2_000 for model in models)
     scale = np.abs(matrix).max(axis=1) / 127.0
     scale[scale == 0] = 1.0
     reference = np.round(matrix / scale[:, None]).astype(np.int8)
-    quantized, scales = scan._initializers
+    quantized = np.concatenate([part for part, _ in scan._initializers], axis=1)
+    scales = np.concatenate([part for _, part in scan._initializers])
     assert np.array_equal(quantized, reference.T) and np.array_equal(scales, scale.astype(np.float32))
     assert np.abs(scan.cosines(queries) - queries @ matrix.T).max() < 0.01
+
+
+def test_the_parts_of_the_scan_give_the_cosines_of_one_scan_alone_or_side_by_side():
+    """The int8 matrix is split into parts, each its own ONNX Runtime session, so a request can scan
+    them on two threads: every tool gets the cosine one session over the whole matrix gives it (the
+    query rows are quantized per run, alike in every part), on one thread or two, and so do the
+    rows rescored exactly."""
+    from playground.engine.search.vector_scan import QuantizedScan
+
+    matrix, queries = unit_rows(9_001, seed=5), unit_rows(4, seed=6)
+    whole = QuantizedScan.__new__(QuantizedScan)
+    whole.sessions = [QuantizedScan._session(*whole._quantize(matrix))]
+    split = QuantizedScan(matrix)
+    assert len(split.sessions) == 2
+    alone = whole.cosines(queries)
+    assert np.array_equal(split.cosines(queries), alone)
+    assert np.array_equal(split.cosines(queries, threads=2), alone)
+    scan = VectorScan(matrix, min_tools=1000, rescore=300)
+    scan.prepare()
+    assert scan.wait(60) and scan.quantized
+    assert np.array_equal(scan.rows(queries, threads=2), scan.rows(queries))

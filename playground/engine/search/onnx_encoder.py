@@ -21,13 +21,12 @@ import importlib.util
 import logging
 import os
 import tempfile
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from playground.engine.search import concurrency
 from playground.engine.search.embedding_cache import default_cache_path
 from playground.engine.search.model_weights import weights_digest
 
@@ -230,10 +229,14 @@ class OnnxNetwork:
         rows = pack_rows(lengths) if self.pack_texts else [[i] for i in range(len(batch))]
 
         def run(row: list[int]) -> None:
-            ids = np.concatenate([batch[i] for i in row])[None, :]
-            positions = np.concatenate([np.arange(lengths[i]) for i in row])[None, :]
-            text_of = np.repeat(np.arange(len(row)), [lengths[i] for i in row])
-            bias = np.where(text_of[:, None] == text_of[None, :], np.float32(0.0), np.float32(-1e4))[None, None]
+            if len(row) == 1:  # int8's one text per run: the same inputs, without building them from parts
+                length = lengths[row[0]]
+                ids, positions, bias = batch[row[0]][None, :], _positions(length), _no_bias(length)
+            else:
+                ids = np.concatenate([batch[i] for i in row])[None, :]
+                positions = np.concatenate([np.arange(lengths[i]) for i in row])[None, :]
+                text_of = np.repeat(np.arange(len(row)), [lengths[i] for i in row])
+                bias = np.where(text_of[:, None] == text_of[None, :], np.float32(0.0), np.float32(-1e4))[None, None]
             states = self.session.run(["states"], {"input_ids": ids, "position_ids": positions, "attention_bias": bias})[0][0]
             column = 0
             for i in row:
@@ -243,27 +246,18 @@ class OnnxNetwork:
         if concurrent_runs > 1 and len(rows) > 1:
             # Longest first, so that the last run to start is a short one.
             rows.sort(key=lambda row: -sum(lengths[i] for i in row))
-            list(_run_pool(concurrent_runs).map(run, rows))
-        else:
-            for row in rows:
-                run(row)
+        concurrency.run_all(run, rows, concurrent_runs)
         return out
 
 
-_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_pools_lock = threading.Lock()
+def _positions(length: int) -> np.ndarray:
+    """Position ids 0 … length − 1 of one text, as (1, length) int64."""
+    return np.arange(length, dtype=np.int64)[None, :]
 
 
-def _run_pool(workers: int) -> ThreadPoolExecutor:
-    """One small thread pool per size and process, for concurrent runs of a request's texts. Keyed
-    by the process id too: a forked child (a prefork worker) must not use its parent's pool, whose
-    threads it does not have — its tasks would wait forever."""
-    key = (os.getpid(), workers)
-    with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None:
-            pool = _pools[key] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolsearch-encode")
-        return pool
+def _no_bias(length: int) -> np.ndarray:
+    """The attention bias of a row holding one text: every token sees every token (all zeros)."""
+    return np.zeros((1, 1, length, length), dtype=np.float32)
 
 
 def _save_atomically(path: Path, data: bytes) -> None:

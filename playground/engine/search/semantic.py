@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.engine.search import language_gate, stored, text
+from playground.engine.search import concurrency, language_gate, stored, text
 from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
 from playground.engine.search.bm25 import REQUIRED_TERM_POINTS, analyzed_fields, top_indices
 from playground.engine.search.embedding_cache import EmbeddingCache, EmbedStats, VectorStore, document_keys, embed_tools, shared_cache
@@ -93,8 +93,9 @@ class QueryEmbedder:
                 else:
                     missing.append(text_)
         if missing:
-            # A request's own texts: several runs at once (the same vectors; encoder.QUERY_THREADS_ENV).
-            threads = getattr(self.encoder, "query_threads", 1)
+            # A request's own texts: two runs at once when the host has an idle core (the same
+            # vectors; concurrency.py).
+            threads = concurrency.request_threads(getattr(self.encoder, "query_threads", 1))
             self._remember(missing, self.encoder.encode(missing, concurrent_runs=threads) if threads > 1 else self.encoder.encode(missing))
 
     def pooled(self, text: str, spans: tuple[tuple[int, int], ...]) -> np.ndarray:
