@@ -173,7 +173,7 @@ def test_pooled_piece_vectors_encode_a_request_once_and_say_so(encoder, embeddin
     calls: list[str] = []
     for method in ("encode", "encode_pooled"):
         original = getattr(encoder, method)
-        monkeypatch.setattr(encoder, method, lambda *args, _original=original, _method=method: calls.append(_method) or _original(*args))
+        monkeypatch.setattr(encoder, method, lambda *args, _original=original, _method=method, **kwargs: calls.append(_method) or _original(*args, **kwargs))
     alone.search("warm up the catalog vectors", small_catalog)
     pooled.semantic.embed_query.clear()
     calls.clear()
