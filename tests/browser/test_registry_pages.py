@@ -117,8 +117,11 @@ def test_typing_in_the_inspector_changes_the_scores(logged_in_page):
     request = "open a github issue about the outage and post a slack message to the team"
     query.fill(request)
     page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
-    note = page.locator("[data-testid=query-note]").last.inner_text()
-    assert "2 clauses for aspect coverage" in note and "post a slack message to the team" in note, note
+    notes = page.locator("[data-testid=query-note]").all_inner_texts()
+    note = next((line for line in notes if "aspect coverage" in line), "")
+    assert "2 clauses for aspect coverage" in note and "post a slack message to the team" in note, notes
+    # and what the encoder read: the one-sentence request as what a tool does
+    assert f"the encoder reads the request as \u201ca tool to {request}\u201d" in "\n".join(notes), notes
     top_two = list(scores(page))[:2]
     assert {name.split("__")[1] for name in top_two} == {"github", "slack"}, top_two
     screenshot(page, "inspector-clauses")

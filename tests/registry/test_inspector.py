@@ -227,10 +227,11 @@ def test_it_shows_how_the_hybrid_backend_split_a_request(viewer_client, tools):
     answer = response.context["answer"]
     assert answer.query_notes == [
         "2 clauses for aspect coverage (xQuAD, \u03bb 0.3): \u201ccreate a github issue about the outage\u201d · "
-        "\u201cpost a message to the team on slack\u201d"
+        "\u201cpost a message to the team on slack\u201d",
+        f"the encoder reads the request as \u201ca tool to {query}\u201d (a one-sentence request, read as what a tool does)",
     ]
     body = response.content.decode()
-    assert body.count('data-testid="query-note"') == 1 and "aspect coverage" in body
+    assert body.count('data-testid="query-note"') == 2 and "aspect coverage" in body and "the encoder reads the request as" in body
     # each clause has a tool in the top 2 (which GitHub tool is a near tie on the dense side)
     assert {name.split("__")[1] for name in answer.result.matches[:2]} == {"github", "slack"}
     assert 'data-term="(aspects)"' in body
@@ -238,7 +239,7 @@ def test_it_shows_how_the_hybrid_backend_split_a_request(viewer_client, tools):
     assert plain.context["answer"].query_notes == [] and 'data-testid="query-note"' not in plain.content.decode()
     pooled = viewer_client.get(URL, {"q": query, "backend": "hybrid-pooled"}, headers=HTMX)
     notes = pooled.context["answer"].query_notes
-    assert notes[0] == answer.query_notes[0] and notes[1] == "sentence and clause vectors pooled from one pass over the request (late chunking)"
+    assert notes[:2] == answer.query_notes and notes[2] == "sentence and clause vectors pooled from one pass over the request (late chunking)"
     assert "clause vectors pooled from the request" in pooled.content.decode()
 
 
@@ -286,7 +287,8 @@ def test_settings_tune_the_backend_for_this_search(viewer_client, tools):
     response = viewer_client.get(URL, {"q": QUERY_TWO_CLAUSES, "backend": "hybrid", "settings": "aspect_weight=0:intent_weight=0"}, headers=HTMX)
     tuned = response.context["answer"]
     assert tuned.error == "" and tuned.backend == "hybrid:aspect_weight=0:intent_weight=0"
-    assert any("aspect coverage" in line for line in plain.query_notes) and tuned.query_notes == []  # no clauses without aspects
+    assert any("aspect coverage" in line for line in plain.query_notes)
+    assert not any("aspect coverage" in line for line in tuned.query_notes)  # no clauses without aspects
     assert all(c.term != "(aspects)" for s in tuned.result.scored for c in s.breakdown)
     body = response.content.decode()
     assert 'data-backend="hybrid:aspect_weight=0:intent_weight=0"' in body

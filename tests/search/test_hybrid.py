@@ -127,6 +127,7 @@ def test_describe_query_names_the_sentences_and_clauses_it_scores():
     backend = HybridBackend.__new__(HybridBackend)
     backend.intent_weight, backend.aspect_weight, backend.piece_vectors, backend.semantic = 0.3, 0.3, "alone", object()
     backend.capability_rank = 0  # capability lines: tests/search/test_capabilities.py
+    backend.query_frame = ""  # the frame's line: test_describe_query_shows_how_the_encoder_reads_the_request
     lines = backend.describe_query("Find the weather in Paris for tomorrow. Then email the forecast to my team")
     assert len(lines) == 2
     assert lines[0].startswith("2 sentences, each also scored alone (share 0.3): ")
@@ -172,7 +173,7 @@ def test_pooled_piece_vectors_encode_a_request_once_and_say_so(encoder, embeddin
     calls: list[str] = []
     for method in ("encode", "encode_pooled"):
         original = getattr(encoder, method)
-        monkeypatch.setattr(encoder, method, lambda *args, _original=original, _method=method: calls.append(_method) or _original(*args))
+        monkeypatch.setattr(encoder, method, lambda *args, _original=original, _method=method, **kwargs: calls.append(_method) or _original(*args, **kwargs))
     alone.search("warm up the catalog vectors", small_catalog)
     pooled.semantic.embed_query.clear()
     calls.clear()
@@ -213,6 +214,85 @@ def test_hybrid_pooled_is_hybrid_with_pooled_pieces_under_its_own_name(embedding
     assert backend.name == "hybrid-pooled" and backend.piece_vectors == "pooled"
     assert get_backend("hybrid").piece_vectors == "alone"
     assert backend_from_spec("hybrid-pooled:aspect_weight=0").aspect_weight == 0  # its other settings stay open
+
+
+class RecordingEmbedder:
+    """The backend's query embedder, noting every text the encoder is asked to read."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, []
+
+    def __call__(self, text):
+        self.texts.append(text)
+        return self.inner(text)
+
+    def prefetch(self, texts):
+        self.texts.extend(texts)
+        self.inner.prefetch(texts)
+
+    def pooled(self, text, spans):
+        self.texts.append(text)
+        self.pieces = [text[start:end] for start, end in spans]
+        return self.inner.pooled(text, spans)
+
+    def clear(self):
+        self.inner.clear()
+
+
+ONE_SENTENCE = "Can you tell me what the weather will be like in Paris over the next days?"
+
+
+def read_by_encoder(backend: HybridBackend, query: str, catalog) -> tuple[list[str], object]:
+    backend.semantic.embed_query = recorder = RecordingEmbedder(backend.semantic.embed_query)
+    result = backend.search(query, catalog, max_results=3)
+    return recorder.texts, result
+
+
+def test_a_one_sentence_request_is_read_by_the_encoder_as_what_a_tool_does(encoder, embeddings_dir, small_catalog):
+    texts, result = read_by_encoder(HybridBackend(), ONE_SENTENCE, small_catalog)
+    framed = f"a tool to {ONE_SENTENCE}"
+    assert framed in texts and ONE_SENTENCE not in texts
+    assert result.matches[0] == "mcp__weather__get_forecast"
+    dense = next(c for c in result.scored[0].breakdown if c.field == "embedding")
+    assert dense.detail.endswith(f"to \u201c{framed}\u201d")
+    # its clauses are framed too ("…, and …" splits it into two)
+    clauses = "Find the weather forecast for Paris for the next days and create an issue about it in my repository"
+    texts, _ = read_by_encoder(HybridBackend(), clauses, small_catalog)
+    assert "a tool to Find the weather forecast for Paris for the next days" in texts
+
+
+def test_keyword_queries_and_requests_of_several_sentences_are_read_as_typed(encoder, embeddings_dir, small_catalog):
+    texts, result = read_by_encoder(HybridBackend(), "weather forecast paris days", small_catalog)
+    assert texts and not any(t.startswith("a tool to") for t in texts)
+    assert "to \u201c" not in next(c for c in result.scored[0].breakdown if c.field == "embedding").detail
+    two = "I am planning a trip to France next week. What will the weather be like in Paris?"
+    texts, _ = read_by_encoder(HybridBackend(), two, small_catalog)
+    assert two in texts and not any(t.startswith("a tool to") for t in texts)
+    texts, _ = read_by_encoder(HybridBackend(query_frame=""), ONE_SENTENCE, small_catalog)
+    assert ONE_SENTENCE in texts and not any(t.startswith("a tool to") for t in texts)
+
+
+def test_describe_query_shows_how_the_encoder_reads_the_request(encoder):
+    lines = HybridBackend().describe_query(ONE_SENTENCE)
+    assert f"the encoder reads the request as \u201ca tool to {ONE_SENTENCE}\u201d (a one-sentence request, read as what a tool does)" in lines
+    assert not any("encoder reads" in line for line in HybridBackend(query_frame="").describe_query(ONE_SENTENCE))
+    assert HybridBackend().describe_query("weather forecast paris days") == []
+
+
+@pytest.mark.parametrize("frame", ["a tool to", "{} and {}", 3])
+def test_a_query_frame_needs_one_place_for_the_request(frame):
+    with pytest.raises(ValueError, match="query_frame"):
+        HybridBackend(query_frame=frame)
+
+
+def test_pooled_pieces_are_found_in_the_framed_request(encoder, embeddings_dir, small_catalog):
+    request = "Find the weather forecast for Paris for the next days and create an issue about it in my repository"
+    backend = HybridBackend(piece_vectors="pooled")
+    backend.semantic.embed_query = recorder = RecordingEmbedder(backend.semantic.embed_query)
+    backend.search(request, small_catalog, max_results=3)
+    assert recorder.texts[0] == f"a tool to {request}"
+    # the clauses' spans moved with the frame: each still covers its own words
+    assert recorder.pieces == ["Find the weather forecast for Paris for the next days", "create an issue about it in my repository"]
 
 
 def test_side_ranks_count_better_tools_and_earlier_ties_over_the_whole_catalog():

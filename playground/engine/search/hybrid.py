@@ -122,6 +122,14 @@ DEFAULTS: dict[str, Any] = {
     # the one it replaces (0 = off).
     "server_diversity": 0.0,
     "diversity_depth": 5,
+    # What the encoder reads for a one-sentence natural-language request (capabilities.natural_request)
+    # and its clauses: the text put into this frame at "{}" ("" = the text as typed). Tool texts
+    # say what a tool does; the frame reads the request as one ("a tool to find flights from …"),
+    # which moves its vector towards the tools that do it rather than the ones that share its
+    # topic or places. Requests of several sentences (context, then the ask) and keyword-style
+    # queries are read as typed. Chosen on the development split (docs/search-quality.md,
+    # "Dense-side round"): framing every request lost on stabletoolbench's multi-sentence ones.
+    "query_frame": "a tool to {}",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -313,6 +321,10 @@ class HybridBackend(SearchBackend):
         self.chain_min_cosine = number_option("hybrid chain_min_cosine", settings["chain_min_cosine"], -1, 1)
         self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
+        frame = settings["query_frame"]
+        if not isinstance(frame, str) or (frame and frame.count("{}") != 1):
+            raise ValueError(f"hybrid query_frame must be a text with one {{}} where the request goes, or \"\", not {frame!r}")
+        self.query_frame: str = frame
         if not 0.0 <= self.aspect_weight < 1.0:
             raise ValueError(f"hybrid aspect_weight must be in [0, 1), not {self.aspect_weight!r}")
         # The BM25 side ranks without its own server routing: the fused score gets it once.
@@ -352,6 +364,8 @@ class HybridBackend(SearchBackend):
                     + " → ".join(f"“{step}”" for step in (cue.description, *cue.chain))
                     for cue in cues if cue.chain
                 )
+        if self.semantic is not None and self.framed(reading):
+            lines.append(f"the encoder reads the request as \u201c{self.dense_text(reading, True)}\u201d (a one-sentence request, read as what a tool does)")
         if lines and self.piece_vectors == "pooled" and self.semantic is not None:
             lines.append("sentence and clause vectors pooled from one pass over the request (late chunking)")
         return lines
@@ -392,12 +406,13 @@ class HybridBackend(SearchBackend):
         sentence_pieces = _split_pieces(reading.raw, _SENTENCE_END, MIN_INTENT_WORDS) if self.intent_weight > 0 else []
         clause_pieces = _split_pieces(reading.raw, _CLAUSE_BREAK, MIN_ASPECT_WORDS) if self.aspect_weight > 0 else []
         intents, aspects = [piece for piece, _ in sentence_pieces], [piece for piece, _ in clause_pieces]
-        piece_vectors = self.pooled_vectors(reading, [span for _, span in sentence_pieces + clause_pieces])
+        framed = self.framed(reading)
+        piece_vectors = self.pooled_vectors(reading, [span for _, span in sentence_pieces + clause_pieces], framed)
         intent_vectors, aspect_vectors = piece_vectors[: len(intents)], piece_vectors[len(intents) :]
         pooled = any(vector is not None for vector in piece_vectors)
         if not pooled:
-            self.prefetch_queries([reading.raw, *intents, *aspects])
-        sims = self.dense_rows(reading, intents, intent_vectors, index)
+            self.prefetch_queries([reading.raw, *intents, *aspects], framed)
+        sims = self.dense_rows(reading, intents, intent_vectors, index, framed)
         pairs, lexical, dense = self.side_scores(reading, index, mask, sims[0] if sims is not None else None)
         weight = self.lexical_weight(len(pairs))
         gated = dense is not None and not dense_may_answer(
@@ -434,7 +449,7 @@ class HybridBackend(SearchBackend):
         if aspects:
             candidates = top_indices(fused, max(self.aspect_pool, max_results))
             if candidates:
-                clause_scores = np.stack([self.clause_scores(clause, index, candidates, vector) for clause, vector in zip(aspects, aspect_vectors)])
+                clause_scores = np.stack([self.clause_scores(clause, index, candidates, vector, framed) for clause, vector in zip(aspects, aspect_vectors)])
                 chosen = cover_aspects(fused, clause_scores, aspects, candidates, max_results, self.aspect_weight, self.aspect_sharpness)
                 order = [i for i, _, _ in chosen]
                 fused = fused.copy()
@@ -476,7 +491,7 @@ class HybridBackend(SearchBackend):
                         rule=f"hybrid {self.fusion}: dense side",
                         points=round(float(dense_part[i]), 4),
                         field="embedding",
-                        detail=f"dense rank {dense_rank.get(i, '-')}, cosine {float(dense[i]):.3f}",
+                        detail=f"dense rank {dense_rank.get(i, '-')}, cosine {float(dense[i]):.3f}" + (f" to \u201c{self.dense_text(reading, True)}\u201d" if framed else ""),
                     )
                 )
             else:
@@ -687,7 +702,9 @@ class HybridBackend(SearchBackend):
             record(i, cosine, description, target + 1, moved_from, replaced)
         return order
 
-    def clause_scores(self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None) -> np.ndarray:
+    def clause_scores(
+        self, clause: str, index: HybridIndex, candidates: list[int], vector: np.ndarray | None = None, framed: bool = False,
+    ) -> np.ndarray:
         """A clause's weighted fused score of each candidate (BM25 normalised over the whole
         catalog, as in `fuse`). The dense side is computed for the candidates only: at 100k tools a
         full product per clause would cost ~10 ms. `vector`: the clause's pooled vector, if any."""
@@ -696,18 +713,33 @@ class HybridBackend(SearchBackend):
         cand = np.asarray(candidates)
         dense = None
         if index.semantic is not None:
-            dense = index.semantic.vectors[cand] @ (self.semantic.embed_query(query_text(reading)) if vector is None else vector)
+            dense = index.semantic.vectors[cand] @ (self.request_vector(reading, framed) if vector is None else vector)
         return np.add(*self._weighted(lexical[cand], dense, self.bm25_weight, _top(lexical)))
+
+    def framed(self, reading: QueryReading) -> bool:
+        """Whether the encoder reads this request in `query_frame`: a natural-language request
+        (capabilities.natural_request) of one sentence; never a keyword-style query."""
+        return bool(self.query_frame) and capabilities.natural_request(reading.raw) and not split_intents(reading.raw)
+
+    def dense_text(self, reading: QueryReading, framed: bool) -> str:
+        """What the encoder reads for a request, sentence or clause: `query_text`, in the frame."""
+        typed = query_text(reading)
+        return self.query_frame.replace("{}", typed) if framed else typed
+
+    def request_vector(self, reading: QueryReading, framed: bool) -> np.ndarray:
+        """The encoder's vector of a request or clause: the text as typed, or in `query_frame`."""
+        return self.semantic.embed_query(self.dense_text(reading, framed))
 
     def dense_rows(
         self, reading: QueryReading, intents: list[str], intent_vectors: list[np.ndarray | None], index: HybridIndex,
+        framed: bool = False,
     ) -> np.ndarray | None:
         """The cosine of every tool to the request (row 0) and to each sentence, in one product:
         the tool vectors (15 MB at 10k tools, 150 MB at 100k) are read once, not once per sentence."""
         if index.semantic is None:
             return None
-        vectors = [self.semantic.embed_query(query_text(reading))] + [
-            self.semantic.embed_query(query_text(read_query(sentence))) if vector is None else vector
+        vectors = [self.request_vector(reading, framed)] + [
+            self.request_vector(read_query(sentence), framed) if vector is None else vector
             for sentence, vector in zip(intents, intent_vectors)
         ]
         return self.scan_rows(index, np.stack(vectors), intents)
@@ -728,20 +760,24 @@ class HybridBackend(SearchBackend):
         scan.prepare()
         return scan
 
-    def pooled_vectors(self, reading: QueryReading, spans: list[Span]) -> list[np.ndarray | None]:
+    def pooled_vectors(self, reading: QueryReading, spans: list[Span], framed: bool = False) -> list[np.ndarray | None]:
         """One entry per span: with piece_vectors "pooled", the piece's vector from one pass over
         the request (which also caches the request's own vector); else None (encoded alone)."""
         if self.piece_vectors != "pooled" or self.semantic is None or not spans:
             return [None] * len(spans)
         encoder_text, encoder_spans = query_text_spans(reading, spans)
+        if framed:  # the pieces move right by the frame's text before the request
+            shift = self.query_frame.index("{}")
+            encoder_text = self.query_frame.replace("{}", encoder_text)
+            encoder_spans = tuple((start + shift, end + shift) for start, end in encoder_spans)
         return list(self.semantic.embed_query.pooled(encoder_text, encoder_spans)[1:])
 
-    def prefetch_queries(self, texts: list[str]) -> None:
+    def prefetch_queries(self, texts: list[str], framed: bool = False) -> None:
         """Encode a request, its sentences and its clauses in one batch: per call, the encoder
         streams all its weights (~40 MB), so a batch of short texts costs about one; later lookups
         hit the query cache."""
         if self.semantic is not None and texts:
-            self.semantic.embed_query.prefetch([query_text(read_query(t)) for t in texts])
+            self.semantic.embed_query.prefetch([self.dense_text(read_query(t), framed) for t in texts])
 
     def lexical_weight(self, stems: int) -> float:
         """The BM25 side's weight for a query of this many distinct stems."""
