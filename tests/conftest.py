@@ -25,6 +25,12 @@ RUN_BASE_ID = os.environ.setdefault("TEST_RUN_BASE_ID", os.environ.get("TEST_RUN
 RUN_ID = os.environ["TEST_RUN_ID"] = f"{RUN_BASE_ID}_{XDIST_WORKER}" if XDIST_WORKER else RUN_BASE_ID
 
 
+# A request's texts are encoded one at a time in tests: `auto` (the default) takes a second thread
+# only when the host has an idle core, which would make a test's path depend on the machine's load.
+# The two paths give the same bits (tests/search/test_concurrency.py sets the variable itself).
+os.environ.setdefault("TOOLSEARCH_QUERY_THREADS", "1")
+
+
 def require_service(available: bool, what: str) -> None:
     if available:
         return

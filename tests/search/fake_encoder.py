@@ -21,7 +21,7 @@ class FakeEncoder:
         seed = int.from_bytes(hashlib.sha1(word.encode()).digest()[:4], "little")
         return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
 
-    def encode(self, texts, *, batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts, *, batch_size: int = 32, concurrent_runs: int = 1) -> np.ndarray:
         self.texts.extend(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):

@@ -125,7 +125,7 @@ def test_query_embedder_batches_misses_and_keeps_what_a_prefetch_touched():
     class FakeEncoder:
         calls: list[list[str]] = []
 
-        def encode(self, texts):
+        def encode(self, texts, *, concurrent_runs=1):
             self.calls.append(list(texts))
             return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
 
@@ -198,7 +198,7 @@ def test_query_embedder_caches_pooled_vectors_apart_from_the_pieces_alone():
     class FakeEncoder:
         calls: list[tuple] = []
 
-        def encode(self, texts):
+        def encode(self, texts, *, concurrent_runs=1):
             self.calls.append(("alone", *texts))
             return np.array([[float(len(t)), 0.0] for t in texts], dtype=np.float32)
 
