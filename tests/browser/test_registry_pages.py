@@ -338,22 +338,31 @@ def test_the_inspectors_counts_and_decision_are_the_engines_turn(logged_in_page)
         screenshot(page, f"inspector-counts-{mode}")
 
 
-def test_the_inspector_shows_the_capabilities_a_request_implies_and_the_slot_each_filled(logged_in_page):
+def _import_tools(lines: list[str], filename: str) -> None:
+    """Add tools (JSON lines) to the registry through the import service, as an admin's upload does."""
     from playground.registry import services
 
-    seed_catalog()
-    write_file = {"name": "mcp__files__write_file", "server": "files", "input_schema": {"type": "object", "properties": {}},
-                  "description": "Create a new file or overwrite an existing file with new content."}
-    staged, preview = services.stage_import(json.dumps(write_file) + "\n", filename="files.jsonl")
+    staged, preview = services.stage_import("\n".join(lines) + "\n", filename=filename)
     assert preview.ok
     services.commit_import(staged)
-    page = logged_in_page
+
+
+def _search_with_hybrid(page, request: str):
+    """The inspector with the hybrid backend, `request` typed and its results shown."""
     page.goto("/inspector/")
     page.wait_for_selector("body[data-page=inspector]")
     page.select_option("[data-testid=inspector-backend]", "hybrid")
-    request = "List the open pull requests of my repository and put the list in /tmp/prs.md"
     page.locator("[data-testid=inspector-query]").fill(request)
     page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
+    return page
+
+
+def test_the_inspector_shows_the_capabilities_a_request_implies_and_the_slot_each_filled(logged_in_page):
+    seed_catalog()
+    write_file = {"name": "mcp__files__write_file", "server": "files", "input_schema": {"type": "object", "properties": {}},
+                  "description": "Create a new file or overwrite an existing file with new content."}
+    _import_tools([json.dumps(write_file)], "files.jsonl")
+    page = _search_with_hybrid(logged_in_page, "List the open pull requests of my repository and put the list in /tmp/prs.md")
     notes = page.locator("[data-testid=query-note]").all_inner_texts()
     assert any("capabilities implied: produce a file" in line and "/tmp/prs.md" in line for line in notes), notes
     slot = page.locator("[data-testid=capability-slot]")
@@ -367,8 +376,6 @@ def test_the_inspector_shows_the_capabilities_a_request_implies_and_the_slot_eac
 def test_the_inspector_shows_a_documents_chain_of_steps_and_what_made_room(logged_in_page):
     """A request for a presentation reads as a chain (create, add, save) answered by one server;
     the inspector lists the steps and, for a step placed in the top k, the tool it replaced."""
-    from playground.registry import services
-
     seed_catalog()
     tools = [
         ("stocks", "get_historical_prices", "Get the historical daily prices of a stock ticker for a date range."),
@@ -380,16 +387,8 @@ def test_the_inspector_shows_a_documents_chain_of_steps_and_what_made_room(logge
     ]
     lines = [json.dumps({"name": f"mcp__{server}__{tool}", "server": server, "description": description,
                          "input_schema": {"type": "object", "properties": {}}}) for server, tool, description in tools]
-    staged, preview = services.stage_import("\n".join(lines) + "\n", filename="slides.jsonl")
-    assert preview.ok
-    services.commit_import(staged)
-    page = logged_in_page
-    page.goto("/inspector/")
-    page.wait_for_selector("body[data-page=inspector]")
-    page.select_option("[data-testid=inspector-backend]", "hybrid")
-    request = "Analyze ACME's stock prices for the past year and summarize them in a PPT in /root/ppt/acme.pptx."
-    page.locator("[data-testid=inspector-query]").fill(request)
-    page.wait_for_selector(f'[data-testid=inspector-results][data-state=ready][data-query="{request}"]')
+    _import_tools(lines, "slides.jsonl")
+    page = _search_with_hybrid(logged_in_page, "Analyze ACME's stock prices for the past year and summarize them in a PPT in /root/ppt/acme.pptx.")
     notes = page.locator("[data-testid=query-note]").all_inner_texts()
     assert any("in steps" in line and "save the presentation to a file" in line for line in notes), notes
     slots = {item.get_attribute("data-tool"): item.inner_text() for item in page.locator("[data-testid=capability-slot]").all()}
