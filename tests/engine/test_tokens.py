@@ -38,3 +38,21 @@ def test_an_image_counts_as_its_upper_bound_not_as_its_base64_text():
     assert with_image[0]["content"][1]["content"][0]["source"]["data"] == "A" * 1_000_000  # the input is not changed
     assert count_messages(counter, text) == counter.count_text(json.dumps(text))
     assert IMAGE_TOKENS < count_messages(counter, with_image) < IMAGE_TOKENS + 100
+
+
+def test_each_tool_is_escaped_once_however_many_turns_count_it(monkeypatch):
+    """Every turn's mode decision counts the whole permitted catalog: a tool's JSON length is worked
+    out once (escaping 100,000 names and descriptions on each request cost ~0.3 s)."""
+    from playground.engine import tools as tools_module
+    from playground.engine.tools import Tool
+
+    escaped: list[str] = []
+    real = tools_module._json_string
+    monkeypatch.setattr(tools_module, "_json_string", lambda value: escaped.append(value) or real(value))
+    catalog = [Tool(name=f"t{i}", description=f"tool number {i}", input_schema={"type": "object", "properties": {}}) for i in range(5)]
+    counter = CharEstimateCounter()
+    first = counter.count_engine_tools(catalog)
+    after_first = len(escaped)
+    assert after_first > 0
+    assert counter.count_engine_tools(catalog) == first and counter.count_engine_tools(catalog, {"t2"}) > first
+    assert len(escaped) == after_first  # nothing escaped again
