@@ -41,12 +41,15 @@ def hits(query: LabelledQuery, top: Sequence[str]) -> int:
     return sum(1 for gold in query.expected_tool_names if query.accepted_names(gold) & shown)
 
 
-def reciprocal_rank(query: LabelledQuery, ranked: Sequence[str]) -> float:
+def first_hit_rank(query: LabelledQuery, ranked: Sequence[str]) -> int | None:
+    """The 1-based position of the first gold tool (or an accepted alternative) in `ranked`, else None."""
     accepted = set().union(*(query.accepted_names(g) for g in query.expected_tool_names))
-    for position, name in enumerate(ranked, start=1):
-        if name in accepted:
-            return 1.0 / position
-    return 0.0
+    return next((position for position, name in enumerate(ranked, start=1) if name in accepted), None)
+
+
+def reciprocal_rank(query: LabelledQuery, ranked: Sequence[str]) -> float:
+    position = first_hit_rank(query, ranked)
+    return 1.0 / position if position else 0.0
 
 
 def score_query(query: LabelledQuery, ranked: Sequence[str], k: int, latency_ms: float = 0.0) -> QueryOutcome:

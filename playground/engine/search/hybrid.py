@@ -869,6 +869,7 @@ def capability_contribution(slot: CapabilitySlot, points: float, index: HybridIn
     words that imply it, and the capability's description it answers (for a later step of a
     chain: the step, the server it was found among, and the tool whose place it took)."""
     where = f"from rank {slot.moved_from}" if slot.moved_from else "from below the top k"
+    rule = f"capability slot {slot.slot}: {slot.cue.capability.label}"
     if slot.step:
         took = (
             f"in place of {index.bm25.tools[slot.replaced].name if index is not None else slot.replaced} (about the same kind of document, no step of it)"
@@ -876,28 +877,15 @@ def capability_contribution(slot: CapabilitySlot, points: float, index: HybridIn
             else "in the capability's slot (its first step already stood in the top k)" if slot.slot == slot.first_slot
             else f"above the capability's slot ({slot.first_slot}), the tools there moved down"
         )
-        return TermContribution(
-            term="(capability)",
-            rule=f"capability slot {slot.slot}: {slot.cue.capability.label}, step {slot.step} of {slot.steps}",
-            points=round(points, 4),
-            field="capability",
-            detail=(
-                f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”), a document made in steps; "
-                f"step {slot.step}, “{slot.cue.description}”, is answered by this tool of {slot.chain_server}, "
-                f"the server of step 1 ({slot.chain_first}) (cosine {slot.cosine:.2f}); {took}; moved {where}"
-            ),
-        )
-    return TermContribution(
-        term="(capability)",
-        rule=f"capability slot {slot.slot}: {slot.cue.capability.label}",
-        points=round(points, 4),
-        field="capability",
-        detail=(
-            f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”); "
-            f"among the catalog's best tools for “{slot.cue.description}” the request scores this one best "
-            f"(cosine {slot.cosine:.2f} to that description); moved {where}"
-        ),
-    )
+        rule += f", step {slot.step} of {slot.steps}"
+        detail = (f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”), a document made in steps; "
+                  f"step {slot.step}, “{slot.cue.description}”, is answered by this tool of {slot.chain_server}, "
+                  f"the server of step 1 ({slot.chain_first}) (cosine {slot.cosine:.2f}); {took}; moved {where}")
+    else:
+        detail = (f"the request implies “{slot.cue.capability.label}” (“{slot.cue.evidence}”); "
+                  f"among the catalog's best tools for “{slot.cue.description}” the request scores this one best "
+                  f"(cosine {slot.cosine:.2f} to that description); moved {where}")
+    return TermContribution(term="(capability)", rule=rule, points=round(points, 4), field="capability", detail=detail)
 
 
 def _top(scores: np.ndarray) -> float:

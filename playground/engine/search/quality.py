@@ -30,8 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from playground.engine.catalog_io import LabelledQuery, load_catalog, load_queries, toolset_folder
-from playground.engine.evaluate import RANKED_DEPTH, hits, percentile, reciprocal_rank
+from playground.engine.evaluate import RANKED_DEPTH, first_hit_rank, hits, percentile, reciprocal_rank
 from playground.engine.search import text
 from playground.engine.search.backends import DEFAULT_BACKEND, backend_from_spec
 from playground.engine.search.base import SearchBackend
@@ -195,7 +197,7 @@ def evaluate_backend(
         for key, value in scores.items():
             totals[key] = totals.get(key, 0.0) + value
         per_query.append({"id": query.id, "query": text_, "gold": list(query.expected_tool_names),
-                          "recall@5": scores["recall@5"], "gold_rank": first_gold_rank(result.matches, query)})
+                          "recall@5": scores["recall@5"], "gold_rank": first_hit_rank(query, result.matches[:RANKED_DEPTH])})
         if progress and (n % 25 == 0 or n == len(labelled)):
             progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
         totals["empty"] = totals.get("empty", 0.0) + (not result.matches)
@@ -219,13 +221,6 @@ def evaluate_backend(
         per_query=per_query,
     )
 
-
-def first_gold_rank(top: Sequence[str], query: LabelledQuery) -> int | None:
-    """The 1-based rank of the first gold tool (or an accepted alternative) in `top`, else None."""
-    for rank, name in enumerate(top[:RANKED_DEPTH], start=1):
-        if any(name in query.accepted_names(gold) for gold in query.expected_tool_names):
-            return rank
-    return None
 
 
 def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: UsageLog | None = None) -> float:
@@ -356,8 +351,6 @@ def default_gaps(results: Sequence[RunResult], default: str = DEFAULT_BACKEND) -
     """Every toolset × style × split of `results` where another backend's `GAP_METRIC` is higher
     than the default's, compared like with like (a "+usage" row against the default's "+usage"
     row). Empty when the default wins everywhere or is not among the results."""
-    import numpy as np
-
     gaps: list[DefaultGap] = []
     for row in results:
         if usage_free_name(row.backend) != default:
