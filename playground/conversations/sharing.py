@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 REVOKED_MESSAGE_TYPE = "share.revoked"
 
 SALT = "playground.conversations.share-link"
+# Its own salt: a timestamped token of SALT is also a valid plain signature of "value:timestamp" under SALT.
+ID_SALT = f"{SALT}.id"
 # The expiries offered on the conversation page (hours), within SHARE_LINK_MAX_HOURS.
 EXPIRY_CHOICES_HOURS = (1, 8, 24, 24 * 7)
 
@@ -79,7 +81,16 @@ def _close_open_pages(link: ShareLink) -> None:
 
 
 def token_for(link: ShareLink) -> str:
-    return signing.dumps(link.pk, salt=SALT, compress=False)
+    """The link's signed id. No timestamp in it (the expiry is the row's): `signing.dumps` added the
+    second it was made, so the owner's page showed another address for the same link every second."""
+    return signing.Signer(salt=ID_SALT).sign_object(link.pk)
+
+
+def _link_id(token: str) -> object:
+    try:
+        return signing.Signer(salt=ID_SALT).unsign_object(token)
+    except signing.BadSignature:
+        return signing.loads(token, salt=SALT)  # a link handed out before: signed with the second it was made
 
 
 def active_links(conversation: Conversation) -> list[ShareLink]:
@@ -89,7 +100,7 @@ def active_links(conversation: Conversation) -> list[ShareLink]:
 def resolve(token: str) -> ShareLink:
     """The working link a token names, with its conversation; ShareLinkRefused otherwise."""
     try:
-        link_id = signing.loads(token, salt=SALT)
+        link_id = _link_id(token)
     except signing.BadSignature:
         raise ShareLinkRefused("This link is not valid",
                                "The address was changed or cut short: ask whoever shared it for the link again.", status=404) from None

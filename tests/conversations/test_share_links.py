@@ -45,6 +45,9 @@ def test_the_owner_creates_a_link_that_opens_the_conversation_logged_out(admin_c
     link = ShareLink.objects.get(conversation=conversation)
     assert timedelta(hours=7, minutes=59) < link.expires_at - timezone.now() <= timedelta(hours=8)
     token = sharing.token_for(link)
+    # One address per link, whenever it is asked for: no second-of-signing in it (it made the page's
+    # address and this one differ when they were made a second apart).
+    assert token.count(":") == 1 and sharing.token_for(ShareLink.objects.get(pk=link.pk)) == token
     page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert f"/conversations/shared/{token}/" in page and 'data-testid="share-revoke"' in page
 
@@ -65,7 +68,8 @@ def test_an_expired_link_says_so_and_a_tampered_one_is_not_valid(admin_user):
     link = sharing.create_link(conversation, user=admin_user, hours=1)
     token = sharing.token_for(link)
     tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
-    for bad in (tampered, "not-a-token", signing.dumps(link.pk, salt="another purpose"), signing.dumps("x", salt=sharing.SALT)):
+    for bad in (tampered, "not-a-token", signing.dumps(link.pk, salt="another purpose"), signing.dumps("x", salt=sharing.SALT),
+                signing.Signer(salt="another purpose").sign_object(link.pk)):
         response = Client().get(reverse("conversations:shared", args=[bad]))
         html = response.content.decode()
         assert response.status_code == 404, bad
@@ -170,3 +174,13 @@ async def test_the_shared_socket_closes_when_the_link_expires(redis, admin_user)
     message = await communicator.receive_output(timeout=10)
     assert message["type"] == "websocket.close" and message.get("code") == CLOSE_FORBIDDEN
     await communicator.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_link_handed_out_with_a_timestamped_token_still_opens(admin_user):
+    """Tokens made before they lost their timestamp (`signing.dumps`) still name their link."""
+    conversation = conversation_of(admin_user)
+    link = sharing.create_link(conversation, user=admin_user, hours=1)
+    old_token = signing.dumps(link.pk, salt=sharing.SALT, compress=False)
+    assert old_token != sharing.token_for(link)
+    assert Client().get(reverse("conversations:shared", args=[old_token])).status_code == 200
