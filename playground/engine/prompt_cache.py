@@ -194,12 +194,27 @@ class BlockMemo:
         self._current: dict[bytes, _BlockFacts] = {}
         self.counter: TokenCounter | None = None
         self.worked_out = 0  # blocks whose facts were computed (not found): what the tests count
+        # The last request's whole tools array: its key, its blocks, the chain after them and the
+        # tools' facts. Tools come first, so an identical array gives identical blocks and keys.
+        self._tools: tuple[bytes, tuple[PrefixBlock, ...], Any, dict[bytes, _BlockFacts]] | None = None
 
     def begin(self, counter: TokenCounter) -> None:
         """A new request: what the last one used becomes what this one may find."""
         if counter is not self.counter:
-            self._current, self.counter = {}, counter
+            self._current, self.counter, self._tools = {}, counter, None
         self._previous, self._current = self._current, {}
+
+    def tools_section(self, key: bytes | None) -> tuple[tuple[PrefixBlock, ...], Any] | None:
+        """The blocks and chain of a tools array identical to the last request's (its tools' facts
+        carried over for the next request), or None."""
+        if key is None or self._tools is None or self._tools[0] != key:
+            return None
+        self._current.update(self._tools[3])
+        return self._tools[1], self._tools[2].copy()
+
+    def keep_tools_section(self, key: bytes | None, blocks: Sequence[PrefixBlock], chain: Any) -> None:
+        """Remember this request's tools array (called right after its tools: `_current` holds them)."""
+        self._tools = None if key is None else (key, tuple(blocks), chain.copy(), dict(self._current))
 
     def facts(self, section: str, content: Any, make: Callable[[], _BlockFacts]) -> _BlockFacts:
         key = _content_key(section, content)
@@ -258,11 +273,18 @@ def prefix_blocks(request: dict[str, Any], counter: TokenCounter | None = None,
                                _has_breakpoint(content), tuple(_tool_references(block)))
         return memo.facts("messages", content, make)
 
-    for tool in tools:
-        if tool.get("defer_loading"):
-            continue  # deferred definitions are not in the prefix (and cost nothing until referenced)
-        facts = tool_facts(tool)
-        add("tools", str(tool.get("name", "?")), facts, facts.tokens)
+    whole = _content_key("tools array", tools)  # one marshal of the array: most turns repeat it exactly
+    repeated = memo.tools_section(whole)
+    if repeated is not None:
+        blocks.extend(repeated[0])
+        chain = repeated[1]
+    else:
+        for tool in tools:
+            if tool.get("defer_loading"):
+                continue  # deferred definitions are not in the prefix (and cost nothing until referenced)
+            facts = tool_facts(tool)
+            add("tools", str(tool.get("name", "?")), facts, facts.tokens)
+        memo.keep_tools_section(whole, blocks, chain)
     system = request.get("system")
     if system:
         for block in [{"type": "text", "text": system}] if isinstance(system, str) else system:

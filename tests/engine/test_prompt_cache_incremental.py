@@ -149,6 +149,11 @@ def test_a_repeated_block_is_not_worked_out_again():
     assert model.memo.worked_out == 202 + 3
     model.send(second, 2.0)
     assert model.memo.worked_out == 205  # nothing changed: nothing worked out
+    changed = [*tools[:100], tool("mcp__s__t100", extra="x"), *tools[101:]]
+    third = {**second, "tools": with_cache_breakpoints({"tools": changed})["tools"]}
+    model.send(third, 3.0)
+    assert model.memo.worked_out == 206  # one tool changed: the other 199 found (kept across the repeat)
+    assert as_tuples(model.blocks(third)) == as_tuples(prefix_blocks(third, COUNTER))
 
 
 def test_exact_content_only_one_and_one_point_zero_are_different_blocks():
