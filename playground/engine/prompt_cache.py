@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,6 +179,13 @@ class _BlockFacts:
     references: tuple[str, ...] = ()
 
 
+# The tools sections of the process's latest distinct tools arrays, by counter and the array's exact
+# content: a conversation's first request (a new model) finds its catalog's blocks made by another's.
+_SHARED_TOOLS: OrderedDict[tuple[Any, bytes], tuple[bytes, tuple[PrefixBlock, ...], Any, dict[bytes, _BlockFacts]]] = OrderedDict()
+_SHARED_TOOLS_KEPT = 8
+_SHARED_LOCK = threading.Lock()
+
+
 class BlockMemo:
     """A cache model's memory of the previous request's blocks, by their exact content.
 
@@ -205,16 +214,32 @@ class BlockMemo:
         self._previous, self._current = self._current, {}
 
     def tools_section(self, key: bytes | None) -> tuple[tuple[PrefixBlock, ...], Any] | None:
-        """The blocks and chain of a tools array identical to the last request's (its tools' facts
-        carried over for the next request), or None."""
-        if key is None or self._tools is None or self._tools[0] != key:
+        """The blocks and chain of a tools array identical to the last request's, or to one another
+        model of this process counted with the same counter (every conversation's all-tools baseline
+        sends the same catalog), its tools' facts carried over for the next request; or None."""
+        if key is None:
             return None
+        if self._tools is None or self._tools[0] != key:
+            with _SHARED_LOCK:
+                shared = _SHARED_TOOLS.get((self.counter, key))
+                if shared is None:
+                    return None
+                _SHARED_TOOLS.move_to_end((self.counter, key))
+            self._tools = shared
         self._current.update(self._tools[3])
         return self._tools[1], self._tools[2].copy()
 
     def keep_tools_section(self, key: bytes | None, blocks: Sequence[PrefixBlock], chain: Any) -> None:
         """Remember this request's tools array (called right after its tools: `_current` holds them)."""
-        self._tools = None if key is None else (key, tuple(blocks), chain.copy(), dict(self._current))
+        if key is None:
+            self._tools = None
+            return
+        self._tools = (key, tuple(blocks), chain.copy(), dict(self._current))
+        with _SHARED_LOCK:
+            _SHARED_TOOLS[(self.counter, key)] = self._tools
+            while len(_SHARED_TOOLS) > _SHARED_TOOLS_KEPT:
+                _SHARED_TOOLS.popitem(last=False)
+
 
     def facts(self, section: str, content: Any, make: Callable[[], _BlockFacts]) -> _BlockFacts:
         key = _content_key(section, content)

@@ -109,7 +109,8 @@ def test_blocks_worked_out_turn_by_turn_equal_a_full_recount_and_the_original_ch
     ours, theirs = [], []
     for request in requests:
         incremental = as_tuples(prefix_blocks(request, COUNTER, memo))
-        assert incremental == as_tuples(prefix_blocks(request, COUNTER))  # a fresh memo: the full recount
+        # a fresh memo and counter (nothing shared in the process either): the full recount
+        assert incremental == as_tuples(prefix_blocks(request, CharEstimateCounter()))
         reference = reference_blocks(request, COUNTER)
         same_shape(incremental, reference)
         ours.append([b[2] for b in incremental])
@@ -129,7 +130,8 @@ def test_a_model_fed_turn_by_turn_gives_the_figures_of_one_that_recounts_everyth
     incremental = cache_model(vendor, enabled=enabled, counter=COUNTER)
     recounting = cache_model(vendor, enabled=enabled, counter=COUNTER)
     for at, request in enumerate(conversation()):
-        recounting.memo = BlockMemo()  # forget the previous request: every block worked out again
+        # forget the previous request (and, by a new counter, the process's shared tools sections)
+        recounting.memo, recounting.counter = BlockMemo(), CharEstimateCounter()
         assert incremental.send(request, at * 10.0) == recounting.send(request, at * 10.0)
     assert incremental.entries == recounting.entries
 
@@ -154,6 +156,21 @@ def test_a_repeated_block_is_not_worked_out_again():
     model.send(third, 3.0)
     assert model.memo.worked_out == 206  # one tool changed: the other 199 found (kept across the repeat)
     assert as_tuples(model.blocks(third)) == as_tuples(prefix_blocks(third, COUNTER))
+
+
+def test_a_new_conversations_model_finds_the_catalogs_tools_another_made():
+    """Every conversation's all-tools baseline sends the same catalog: the process keeps the tools
+    sections of its latest tools arrays, so a new model (a new run) does not work them out again."""
+    counter = CharEstimateCounter()
+    tools = [tool(f"mcp__shared__t{i}") for i in range(50)]
+    request = with_cache_breakpoints({"model": "m", "tools": tools, "messages": [{"role": "user", "content": "hi"}]})
+    first, second = cache_model("anthropic", counter=counter), cache_model("anthropic", counter=counter)
+    assert first.send(request, 0.0) == second.send(request, 0.0)
+    assert (first.memo.worked_out, second.memo.worked_out) == (51, 1)  # the second: its message only
+    other_counter = cache_model("anthropic", counter=CharEstimateCounter())
+    other_counter.send(request, 0.0)
+    assert other_counter.memo.worked_out == 51  # counted with another counter: not shared
+    assert as_tuples(second.blocks(request)) == as_tuples(prefix_blocks(request, CharEstimateCounter()))
 
 
 def test_exact_content_only_one_and_one_point_zero_are_different_blocks():
