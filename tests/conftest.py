@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from playground.engine.catalog_io import toolsets_dir
+from tests.durations_report import DurationsReport
 from tests.otlp_receiver import fresh_provider, receiver  # noqa: F401 - fixtures: a local OTLP receiver (traces)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -160,6 +161,8 @@ def pytest_configure(config):
     from playground.runner.embedded_redis import ensure_redis, redis_answers
 
     _isolate_run(settings)
+    if not XDIST_WORKER:  # the process that sees every test's report: the slowest files and tests at the end
+        config.pluginmanager.register(DurationsReport(), DURATIONS_PLUGIN)
 
     # Under xdist the controller runs this first, before it starts its workers: a failed check ends
     # the run once, and an embedded Redis it starts is the one every worker finds at REDIS_URL.
@@ -251,7 +254,7 @@ def pytest_sessionstart(session):
 # finished, so files go out longest first: by the seconds they took last time (kept in pytest's
 # cache by the controller), else estimated from their markers.
 FILE_SECONDS_KEY = "playground/file-seconds"
-_FILE_SECONDS: dict[str, float] = {}
+DURATIONS_PLUGIN = "playground-durations"
 
 
 def _estimated_seconds(file_items) -> float:
@@ -269,16 +272,11 @@ def _longest_files_first(config, items) -> None:
     items[:] = [item for path in sorted(by_file, key=lambda p: (-seconds[p], p)) for item in by_file[path]]
 
 
-def pytest_runtest_logreport(report):
-    if not XDIST_WORKER:  # the controller (or a one-process run) sees every worker's reports
-        path = report.nodeid.split("::", 1)[0]
-        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
-
-
 def pytest_sessionfinish(session):
-    if not XDIST_WORKER and _FILE_SECONDS and session.config.cache is not None:
+    report = session.config.pluginmanager.get_plugin(DURATIONS_PLUGIN)
+    if report is not None and report.tests and session.config.cache is not None:
         kept = session.config.cache.get(FILE_SECONDS_KEY, {})
-        kept.update({path: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()})
+        kept.update({path: round(seconds, 1) for path, seconds in report.file_seconds().items()})
         session.config.cache.set(FILE_SECONDS_KEY, kept)
 
 
