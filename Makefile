@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= dev,semantic
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: run test setup bench load clean
+.PHONY: run test test-fast setup bench load clean
 
 # Create or reuse .venv and install the project (uv when it can be had: much faster than pip).
 $(STAMP): pyproject.toml
@@ -25,6 +25,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) scripts/run_tests.py
+
+# The inner loop while developing: every test not marked slow or browser (no stacks, no Chromium), in workers.
+test-fast: $(STAMP)
+	$(PY) scripts/run_tests.py -m "not slow and not browser"
 
 bench: $(STAMP)
 	$(PY) -m playground.toolsearch bench
