@@ -47,9 +47,11 @@ def worker_count() -> int:
 def parallel_args(args: list[str]) -> list[str]:
     """`-n N --dist loadfile` unless the caller chose already, N is 1, or xdist is not installed.
 
-    loadfile: a module's tests run in one worker, so module fixtures (a browser, an MCP server) start
-    once, not once per worker. Files go out in collection order, which tests/conftest.py makes
-    longest first (--no-loadscope-reorder: xdist would otherwise order them by their number of tests)."""
+    loadfile: a file's tests run in one worker, so module fixtures (an MCP server) start once, not once
+    per worker; tests/conftest.py's scheduler sends each folder sharing a session stack (tests/browser,
+    tests/gateway) as one unit, so its stack starts once in the run. Units go out in collection order,
+    which tests/conftest.py makes longest first (--no-loadscope-reorder: xdist would otherwise order
+    them by their number of tests)."""
     chosen = any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
                  for a in args) or "no:xdist" in args
     if chosen:
