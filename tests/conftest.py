@@ -272,6 +272,7 @@ def work_unit(nodeid: str) -> str:
     return next((folder for folder in STACK_FOLDERS if path.startswith(folder)), path)
 
 
+@pytest.hookimpl(optionalhook=True)  # unknown when xdist is off (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile`, with a stack folder's files as one unit (see above)."""
     if config.getvalue("dist") != "loadfile":

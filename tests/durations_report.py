@@ -1,6 +1,7 @@
 """Where the suite's time went: the slowest files and tests, printed at the end of every run and kept
 in test-artifacts/durations.txt (what is printed) and test-artifacts/durations.json (every file and
-test), so a run that got slower says why.
+test), so a run that got slower says why; test-artifacts/file-seconds.json has the seconds per file
+in the shape of tests/file_seconds.json (copy it there after a full run to refresh a fresh clone's order).
 
 Registered by tests/conftest.py in the process that sees every test's report: the controller of a
 pytest-xdist run (its workers report to it), or the only process of a one-process run. A test's
@@ -111,6 +112,9 @@ class DurationsReport:
         }
         path = ARTIFACTS / "durations.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
+        # The seconds per file in the shape of tests/file_seconds.json (the order of a fresh clone's run).
+        per_file = {name: round(seconds, 1) for name, seconds in sorted(by_file.items())}
+        (ARTIFACTS / "file-seconds.json").write_text(json.dumps(per_file, indent=0) + "\n")
         return path
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
