@@ -156,3 +156,31 @@ def test_a_run_stored_before_top_1_shows_a_dash_not_a_zero(admin_client):
     )
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
     assert 'title="stored before top-1 was measured"' in page
+
+
+def test_a_profiles_own_labelled_set_runs_like_a_toolset(admin_client, monkeypatch, django_capture_on_commit_callbacks):
+    from playground.registry import labelled_sets
+    from playground.registry.models import AgentProfile
+    from tests.registry.conftest import make_tool
+
+    make_tool("mcp__github__create_issue", "Create a new issue in a GitHub repository")
+    make_tool("mcp__weather__get_forecast", "Weather forecast for a city")
+    make_tool("mcp__slack__post_message", "Post a message to a Slack channel")
+    profile = AgentProfile.objects.create(name="team", tool_search_mode="true", search_backend="bm25")
+    labelled = [("open a bug ticket", "mcp__github__create_issue"), ("rain tomorrow in oslo", "mcp__weather__get_forecast"),
+                ("tell the team channel", "mcp__slack__post_message")]
+    for query, tool in labelled:
+        labelled_sets.add_labelled_query(profile, query, tool)
+    toolset = labelled_sets.toolset_name(profile)
+    form = admin_client.get(reverse("evaluation:index"), {"toolset": toolset}).content.decode()
+    assert f'<option value="{toolset}" selected>team: its own labelled set (3 labelled)</option>' in form
+
+    monkeypatch.setattr(tasks.run_evaluation, "delay", lambda pk: tasks.run_evaluation.apply(args=(pk,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("evaluation:index"), {"toolset": toolset, "backends": ["bm25"], "query_style": "natural",
+                                                        "split": "all", "query_limit": ""})
+    run = EvaluationRun.objects.get()
+    assert run.status == "done", run.error
+    row = run.results["rows"][0]
+    assert row["toolset"] == toolset and row["queries"] == 3 and row["tools"] == 3
+    assert 0.0 <= row["metrics"]["top@1"] <= row["metrics"]["recall@5"] <= 1.0

@@ -118,3 +118,17 @@ def search_misses(messages: Sequence[Message], searchable: Collection[str]) -> l
                         close(tool)
     flush_unanswered()
     return misses
+
+
+def keyword_searches(messages: Sequence[Message]) -> int:
+    """How many keyword searches (usage evidence) a history holds: the denominator of a miss rate."""
+    count = 0
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for block in blocks_of(message):
+            query = (block.get("input") or {}).get("query") if isinstance(block.get("input"), dict) else None
+            if block.get("type") in ("tool_use", "server_tool_use") and block.get("name") in (TOOL_SEARCH_NAME, SERVER_BM25_SEARCH) \
+                    and isinstance(query, str) and is_usage_evidence(query):
+                count += 1
+    return count

@@ -271,9 +271,12 @@ def run_suite(
     backend_options: dict[str, dict[str, Any]] | None = None,
     registry: Mapping[str, str] | None = None,
     usage_from: str = "none",
+    load: Callable[[str], tuple[ToolCatalog, list[LabelledQuery]]] | None = None,
 ) -> list[RunResult]:
     """Every toolset × backend × style. Backends are built once and reused across toolsets.
-    `usage_from="dev"`: search the test split with the dev split as the log of past searches."""
+    `usage_from="dev"`: search the test split with the dev split as the log of past searches.
+    `load`: how a toolset name becomes (catalog, labelled queries) — default the shared toolsets'
+    folder (the web app also passes a profile's own labelled set)."""
     for style in styles:
         styled_query("", style)  # validate early
     if usage_from not in USAGE_SOURCES:
@@ -288,7 +291,7 @@ def run_suite(
     done = 0
     results: list[RunResult] = []
     for toolset in toolsets:
-        catalog, queries = load_toolset(toolset, root)
+        catalog, queries = load(toolset) if load is not None else load_toolset(toolset, root)
         chosen = select_queries(queries, split, limit)
         # One log per style (the dev queries in that style), shared by every backend.
         dev = select_queries(queries, "dev") if usage_from == "dev" else []
