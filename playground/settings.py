@@ -277,6 +277,9 @@ MODEL_PROVIDERS = {
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-5.4")
+# Each SDK's own retries (429, 5xx, timeouts, with backoff) and per-attempt timeout.
+OPENAI_MAX_RETRIES = envint("OPENAI_MAX_RETRIES", 2)
+OPENAI_TIMEOUT_SECONDS = float(os.environ.get("OPENAI_TIMEOUT_SECONDS") or 60)
 ANTHROPIC_MAX_RETRIES = envint("ANTHROPIC_MAX_RETRIES", 2)
 ANTHROPIC_TIMEOUT_SECONDS = float(os.environ.get("ANTHROPIC_TIMEOUT_SECONDS") or 60)
 # The agent loop: model round trips per person's message, tool call timeout, permission prompt wait.

@@ -28,6 +28,7 @@ from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
 from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.models import Conversation, Event
+from playground.conversations.providers import estimating_provider_keys
 from playground.engine.agent_measures import measure_task
 from playground.queueing import queue_task
 from playground.registry.models import AgentProfile
@@ -261,7 +262,8 @@ def measure_item(item: TaskRunItem) -> dict:
     except PriceTableError:
         prices = None  # the defaults; the page says the setting is malformed
     measures = measure_task(events, item.task.expected_tools,
-                            item.task.equivalent_names, prices=prices, wall_s=wall)
+                            item.task.equivalent_names, prices=prices, wall_s=wall,
+                            estimating_providers=estimating_provider_keys())
     return measures.to_dict()
 
 

@@ -14,7 +14,13 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
-from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
+from playground.conversations.providers import (
+    ProviderError,
+    automatic_provider_key,
+    conversation_provider_key,
+    provider_class,
+    stand_in_for,
+)
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
@@ -67,7 +73,7 @@ def provider_is(key: str) -> Q:
     # A profile's choice that resolves to `key`: `key` itself, or a provider it stands in for here.
     chosen = [k for k in settings.MODEL_PROVIDERS if stand_in_for(k) == key]
     match = Q(provider=key) | (automatic & Q(profile_snapshot__provider__in=chosen)) | (no_snapshot_choice & Q(profile__provider__in=chosen))
-    if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
+    if key == automatic_provider_key():
         match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
     return match
 

@@ -4,9 +4,8 @@ A task is a person's request and the tools that would satisfy it (gold tools, wi
 `equivalent_names` accepted as the retrieval evaluation accepts them). From one conversation's typed
 events (type, payload) this module reads: success (a gold tool was called and returned without an
 error), first-call success (the first tool called was a gold one, and it returned without an error:
-right at the first try), searches, model turns, tokens (the
-API's reported usage, or the engine's estimate when the provider is the offline demo agent: marked),
-cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
+right at the first try), searches, model turns, tokens (the API's reported usage, or the engine's
+estimate when the response says so — the offline demo agent's: marked), cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
 intervals, means, the median wall time, and between two profiles an exact McNemar test on the tasks
 both completed. Plain Python: the Django side hands in the events.
 """
@@ -23,7 +22,6 @@ from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import reported_split
 
 WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
-ESTIMATING_PROVIDERS = frozenset({"demo"})  # providers whose usage is the engine's estimate, not an API's report
 Z_95 = 1.959963984540054
 
 
@@ -66,8 +64,10 @@ def accepted_names(expected: Sequence[str], equivalent: Mapping[str, Sequence[st
 
 def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequence[str],
                  equivalent: Mapping[str, Sequence[str]] | None = None, *, prices: PriceTable | None = None,
-                 wall_s: float = 0.0, ttl: str = "5m") -> TaskMeasures:
-    """The measures of one task's conversation from its events, in sequence order."""
+                 wall_s: float = 0.0, ttl: str = "5m", estimating_providers: frozenset[str] = frozenset()) -> TaskMeasures:
+    """The measures of one task's conversation from its events, in sequence order. A model response
+    says whether its usage is an estimate (`usage_source`); one saved before responses said so is
+    an estimate when its turn's provider is one of `estimating_providers` (the caller knows them)."""
     prices = prices or PriceTable()
     accepted = accepted_names(expected, equivalent or {})
     measures = TaskMeasures(wall_s=round(wall_s, 3))
@@ -136,7 +136,8 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
         elif kind == "model_response":
             settle(None)  # the previous response had no cache strip after it (a run from before strips)
             pending = (model, dict(payload.get("usage") or {}))
-            if provider in ESTIMATING_PROVIDERS:
+            source = payload.get("usage_source")
+            if source == "estimate" or (not source and provider in estimating_providers):
                 measures.tokens_estimated = True
         elif kind == "cache_strip":
             settle(payload)  # its vendor says how the usage splits, its TTL what a write costs

@@ -15,8 +15,9 @@ def turn(model="claude-sonnet-4-5", provider="anthropic", subagent=""):
     return ("turn_started", {"model": model, "provider": provider, "subagent": subagent})
 
 
-def response(input_tokens=1000, output=50, write=0, read=0):
-    return ("model_response", {"usage": {"input": input_tokens, "output": output, "cache_write": write, "cache_read": read}})
+def response(input_tokens=1000, output=50, write=0, read=0, usage_source=None):
+    payload = {"usage": {"input": input_tokens, "output": output, "cache_write": write, "cache_read": read}}
+    return ("model_response", payload if usage_source is None else {**payload, "usage_source": usage_source})
 
 
 def call(name, use_id):
@@ -64,11 +65,22 @@ def test_a_gold_first_call_that_failed_is_no_first_call_success():
 
 
 def test_cache_parts_are_input_and_priced_apart_and_the_demo_is_marked_estimated():
-    events = [turn(provider="demo"), response(input_tokens=100, output=10, write=1000, read=10_000)]
+    events = [turn(provider="demo"), response(input_tokens=100, output=10, write=1000, read=10_000, usage_source="estimate")]
     m = measure_task(events, [GOLD])
     assert (m.input_tokens, m.cache_write_tokens, m.cache_read_tokens, m.tokens_estimated) == (11_100, 1000, 10_000, True)
     # 100 × 3 + 10 × 15 + 1,000 × 3.75 + 10,000 × 0.30, per million.
     assert m.cost_usd == pytest.approx((300 + 150 + 3750 + 3000) / 1e6)
+
+
+def test_the_response_says_whether_its_usage_is_an_estimate_on_either_wire():
+    # The regression: only the "demo" key was known to estimate, so the demo agent on OpenAI's wire read as reported.
+    assert measure_task([turn(provider="demo-openai"), response(usage_source="estimate")], [GOLD]).tokens_estimated
+    assert not measure_task([turn(provider="anthropic"), response(usage_source="reported")], [GOLD]).tokens_estimated
+    # A response saved before responses said so: its provider, as the caller knows them.
+    old = [turn(provider="demo-openai"), response()]
+    assert measure_task(old, [GOLD], estimating_providers=frozenset({"demo", "demo-openai"})).tokens_estimated
+    assert not measure_task([turn(provider="anthropic"), response()], [GOLD],
+                            estimating_providers=frozenset({"demo", "demo-openai"})).tokens_estimated
 
 
 def test_the_cache_strip_prices_a_one_hour_write_and_an_openai_split_and_the_raw_cost_stays_beside_it():
