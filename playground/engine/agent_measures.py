@@ -20,6 +20,7 @@ from typing import Any
 
 from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import reported_split
+from playground.engine.refusals import error_kind
 
 WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
 Z_95 = 1.959963984540054
@@ -130,7 +131,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             if payload.get("simulated"):
                 measures.simulated_calls += 1
             if payload.get("is_error"):
-                errors[_tool_error_kind(payload)] += 1
+                errors[error_kind(payload)] += 1  # by the code the result carries (refusals.py)
             elif name in accepted and name not in measures.gold_called:
                 measures.gold_called.append(name)
         elif kind == "model_response":
@@ -158,19 +159,6 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     measures.cost_usd = None if unpriced else round(cost, 8)
     measures.uncached_cost_usd = None if unpriced else round(uncached_cost, 8)
     return measures
-
-
-def _tool_error_kind(payload: Mapping[str, Any]) -> str:
-    error = str(payload.get("error") or "")
-    if "before it was loaded" in error:
-        return "tool_not_loaded"
-    if error.startswith("Permission to use") or "denied" in error:
-        return "permission_denied"
-    if "does not exist" in error:
-        return "unknown_tool"
-    if "cancelled" in error:
-        return "cancelled"
-    return "tool_error"
 
 
 # -- statistics ---------------------------------------------------------------------------------------

@@ -24,9 +24,10 @@ def call(name, use_id):
     return ("tool_call", {"tool_use_id": use_id, "name": name})
 
 
-def result(name, use_id, *, error="", is_error=False, simulated=False):
-    return ("tool_result", {"tool_use_id": use_id, "name": name, "is_error": is_error or bool(error), "error": error,
-                            "simulated": simulated})
+def result(name, use_id, *, error="", is_error=False, simulated=False, refusal=None):
+    payload = {"tool_use_id": use_id, "name": name, "is_error": is_error or bool(error) or bool(refusal), "error": error,
+               "simulated": simulated}
+    return ("tool_result", payload if refusal is None else {**payload, "refusal": refusal})
 
 
 def test_search_then_the_gold_tool_is_a_first_call_success_with_priced_tokens():
@@ -48,7 +49,7 @@ def test_an_equivalent_name_counts_a_wrong_first_pick_and_errors_by_kind():
     events = [
         turn(), response(),
         call("mcp__weather__get_forecast", "a"), result("mcp__weather__get_forecast", "a"),
-        call(GOLD, "b"), result(GOLD, "b", error="deferred tool called before it was loaded"),
+        call(GOLD, "b"), result(GOLD, "b", error="deferred tool called before it was loaded", refusal="deferred"),
         call(ALT, "c"), result(ALT, "c"),
         ("error", {"kind": "max_turns"}),
     ]
@@ -59,9 +60,36 @@ def test_an_equivalent_name_counts_a_wrong_first_pick_and_errors_by_kind():
 
 
 def test_a_gold_first_call_that_failed_is_no_first_call_success():
-    events = [turn(), response(), call(GOLD, "a"), result(GOLD, "a", error="Permission to use x was denied (rule).")]
+    events = [turn(), response(), call(GOLD, "a"), result(GOLD, "a", error=f"Tool {GOLD!r} is not available.", refusal="denied")]
     m = measure_task(events, [GOLD])
     assert (m.success, m.first_call_success, m.errors) == (False, False, {"permission_denied": 1})
+
+
+def test_errors_are_counted_by_the_code_on_the_result_not_by_its_words():
+    named = "mcp__audit__list_denied_logins"  # the words "denied" and "cancelled" in a tool's name or output mean nothing
+    events = [turn(), response(),
+              call(named, "a"), result(named, "a", error=f"Tool {named!r} does not exist or is not available in this conversation.",
+                                       refusal="unknown"),
+              call("mcp__shop__cancelled_orders", "b"), result("mcp__shop__cancelled_orders", "b", is_error=True),
+              call(GOLD, "c"), result(GOLD, "c", error="The person denied permission to use it.", refusal="person_denied"),
+              call(GOLD, "d"), result(GOLD, "d", error="Cancelled by the person while it ran.", refusal="cancelled"),
+              call(GOLD, "e"), result(GOLD, "e", error="Permission to use it was not granted.", refusal="prompt_timeout"),
+              call("ToolSearch", "f"), result("ToolSearch", "f", error="ToolSearch is not available.", refusal="server_search")]
+    assert measure_task(events, [GOLD]).errors == {"cancelled": 1, "permission_denied": 2, "tool_error": 2, "unknown_tool": 1}
+
+
+def test_a_result_saved_before_codes_reads_by_the_loops_own_note():
+    named = "mcp__audit__list_denied_logins"
+    old = [turn(), response(),
+           call(GOLD, "a"), result(GOLD, "a", error="deferred tool called before it was loaded"),
+           call(named, "b"), result(named, "b", error=f"Tool {named!r} does not exist or is not available in this conversation."),
+           call(GOLD, "c"), result(GOLD, "c", error=f"Tool {GOLD!r} is not available: it is denied by a permission rule."),
+           call(GOLD, "d"), result(GOLD, "d", error="Permission to use x was not granted: nobody answered within 5 seconds."),
+           call(GOLD, "e"), result(GOLD, "e", error="cancelled while it ran"),
+           call(GOLD, "f"), result(GOLD, "f", is_error=True)]  # a tool's own error: no note
+    # The word "denied" in the unknown tool's name no longer makes it a permission denial.
+    assert measure_task(old, [GOLD]).errors == {"cancelled": 1, "permission_denied": 2, "tool_error": 1, "tool_not_loaded": 1,
+                                                "unknown_tool": 1}
 
 
 def test_cache_parts_are_input_and_priced_apart_and_the_demo_is_marked_estimated():
