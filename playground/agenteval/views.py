@@ -15,7 +15,7 @@ from playground.agenteval.models import TaskRun, TaskSet
 from playground.conversations.models import Conversation
 from playground.conversations.providers import provider_is_offline
 from playground.conversations.selectors import can_act
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in: its success measures ToolSearch "
              "plus argument filling, not a model's judgement. Its tokens are the engine's estimate. Set ANTHROPIC_API_KEY "
@@ -23,10 +23,7 @@ DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in:
 
 
 def _price_table_note() -> str:
-    try:
-        table = current_price_table()
-    except PriceTableError as exc:
-        return f"The PRICE_TABLE setting is malformed ({exc}); the defaults are used."
+    table = current_price_table()
     dates = sorted({p.as_of for p in table.prices.values()})
     return f"Dollars from the price table (prices as of {', '.join(dates)}; PRICE_TABLE overrides them)."
 

@@ -52,7 +52,6 @@ from playground.engine import toolsearch_tool as ts
 from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
 from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
@@ -62,7 +61,7 @@ from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -226,11 +225,7 @@ class AgentRun:
     def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
         """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
         if self._cache is None:
-            try:
-                table = current_price_table()
-            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
-                table = PriceTable({})
-            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, current_price_table())
         return self._cache
 
     def check_cancel(self) -> None:

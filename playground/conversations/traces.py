@@ -28,10 +28,11 @@ from django.conf import settings
 from opentelemetry.trace import SpanKind
 
 from playground import telemetry
-from playground.conversations.costs import call_cost, price_table, usage_numbers
+from playground.conversations.costs import call_cost, price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import otel_provider_name, provider_estimates_usage
 from playground.conversations.providers.base import USAGE_ESTIMATE
+from playground.engine.pricing import Usage, priced_model
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.tools import TOOL_SEARCH_NAME
 
@@ -147,12 +148,12 @@ class RunTrace:
         payload = event.payload or {}
         turn = self.turns.get(event.turn_sequence)
         turn_payload = turn.payload if turn is not None else {}
-        model = str(payload.get("model") or turn_payload.get("model") or "")
+        model = priced_model(payload.get("model"), turn_payload.get("model"))
         provider = str(turn_payload.get("provider") or "")
-        uncached, output, write, read = usage_numbers(payload.get("usage"))
+        usage = Usage.of(payload.get("usage"))
         cost = call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or ""), table=self.table)
-        totals["input"] += uncached + write + read
-        totals["output"] += output
+        totals["input"] += usage.input_total
+        totals["output"] += usage.output
         if cost is None:
             totals["priced"] = False
         else:
@@ -170,10 +171,10 @@ class RunTrace:
                 "gen_ai.request.model": model,
                 "gen_ai.response.finish_reasons": [str(payload.get("stop_reason") or "")],
                 # The semantic conventions count cached input in input_tokens (the API reports it apart).
-                "gen_ai.usage.input_tokens": uncached + write + read,
-                "gen_ai.usage.output_tokens": output,
-                "gen_ai.usage.cache_creation.input_tokens": write,
-                "gen_ai.usage.cache_read.input_tokens": read,
+                "gen_ai.usage.input_tokens": usage.input_total,
+                "gen_ai.usage.output_tokens": usage.output,
+                "gen_ai.usage.cache_creation.input_tokens": usage.cache_write,
+                "gen_ai.usage.cache_read.input_tokens": usage.cache_read,
                 "gen_ai.conversation.id": str(self.conversation.pk),
                 "playground.cost_usd": cost,
                 # The response says where its usage came from; one saved before it did, its provider.

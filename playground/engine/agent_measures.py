@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from playground.engine.pricing import PriceTable
-from playground.engine.prompt_cache import reported_split
+from playground.engine.pricing import DEFAULT_TTL, PriceTable, Usage, priced_model, unpriced_name
 from playground.engine.refusals import error_kind
 
 WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
@@ -65,7 +64,7 @@ def accepted_names(expected: Sequence[str], equivalent: Mapping[str, Sequence[st
 
 def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequence[str],
                  equivalent: Mapping[str, Sequence[str]] | None = None, *, prices: PriceTable | None = None,
-                 wall_s: float = 0.0, ttl: str = "5m", estimating_providers: frozenset[str] = frozenset()) -> TaskMeasures:
+                 wall_s: float = 0.0, ttl: str = DEFAULT_TTL, estimating_providers: frozenset[str] = frozenset()) -> TaskMeasures:
     """The measures of one task's conversation from its events, in sequence order. A model response
     says whether its usage is an estimate (`usage_source`); one saved before responses said so is
     an estimate when its turn's provider is one of `estimating_providers` (the caller knows them)."""
@@ -79,28 +78,23 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     cost = uncached_cost = 0.0
     unpriced: set[str] = set()
     lost_workers = 0  # worker_lost errors not (yet) followed by the run going on
-    pending: tuple[str, dict[str, Any]] | None = None  # a response's (model, usage), priced when its strip comes
+    pending: tuple[str, Usage] | None = None  # a response's (model, usage), priced when its strip comes
 
     def settle(strip: Mapping[str, Any] | None) -> None:
         nonlocal pending, cost, uncached_cost
         if pending is None:
             return
-        priced_model, usage = pending
+        model_priced, usage = pending
         pending = None
-        vendor = str((strip or {}).get("vendor") or "anthropic")
-        split = reported_split(vendor, usage) or {"input_tokens": 0, "cache_write_tokens": 0, "cache_read_tokens": 0,
-                                                   "uncached_tokens": 0}
-        output = int(usage.get("output") or 0)
-        write, read = split["cache_write_tokens"], split["cache_read_tokens"]
-        measures.input_tokens += split["input_tokens"]
-        measures.output_tokens += output
-        measures.cache_write_tokens += write
-        measures.cache_read_tokens += read
-        priced = prices.cost_usd(priced_model, split["uncached_tokens"], output, write, read,
-                                 ttl=str((strip or {}).get("ttl") or ttl))
-        plain = prices.cost_usd(priced_model, split["input_tokens"], output)
+        # Usage is saved in one accounting for both vendors: the strip's vendor names whose figures they are.
+        measures.input_tokens += usage.input_total
+        measures.output_tokens += usage.output
+        measures.cache_write_tokens += usage.cache_write
+        measures.cache_read_tokens += usage.cache_read
+        priced = prices.call_cost(usage, model_priced, str((strip or {}).get("ttl") or ttl))
+        plain = prices.call_cost(Usage(uncached=usage.input_total, output=usage.output), model_priced)
         if priced is None or plain is None:
-            unpriced.add(priced_model or "(no model)")
+            unpriced.add(unpriced_name(model_priced))
         else:
             cost, uncached_cost = cost + priced, uncached_cost + plain
 
@@ -136,7 +130,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
                 measures.gold_called.append(name)
         elif kind == "model_response":
             settle(None)  # the previous response had no cache strip after it (a run from before strips)
-            pending = (model, dict(payload.get("usage") or {}))
+            pending = (priced_model(payload.get("model"), model), Usage.of(payload.get("usage")))
             source = payload.get("usage_source")
             if source == "estimate" or (not source and provider in estimating_providers):
                 measures.tokens_estimated = True
