@@ -168,3 +168,12 @@ def test_a_profile_on_openai_answers_a_sampling_request_in_chat_completions_shap
                                             settings.AGENT_MAX_TOKENS, "gpt-test")
     row.refresh_from_db()
     assert row.answered_with == "gpt-test (profile gpt)" and row.answer["content"]["text"] == "A red dot."
+
+
+def test_every_pages_offline_label_follows_the_automatic_choice(settings, rf):
+    from playground.context_processors import playground
+
+    settings.ANTHROPIC_API_KEY = ""
+    assert playground(rf.get("/"))["has_model_key"] is False
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    assert playground(rf.get("/"))["has_model_key"] is True
