@@ -23,8 +23,8 @@ from django.db.models.functions import Cast, Coalesce, NullIf, Trunc
 from django.utils import timezone
 
 from playground.conversations.costs import price_table
-from playground.engine.pricing import Usage, unpriced_name
 from playground.conversations.models import Event
+from playground.engine.pricing import Usage, unpriced_name
 from playground.registry.models import AgentProfile
 
 # period → (how far back, bucket size)

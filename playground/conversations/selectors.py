@@ -13,7 +13,6 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
-from playground.engine.pricing import Usage, priced_model
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -22,6 +21,7 @@ from playground.conversations.providers import (
     provider_class,
     stand_in_for,
 )
+from playground.engine.pricing import Usage, priced_model
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")

@@ -28,7 +28,7 @@ from django.conf import settings
 from opentelemetry.trace import SpanKind
 
 from playground import telemetry
-from playground.conversations.costs import call_cost, price_table
+from playground.conversations.costs import price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import otel_provider_name, provider_estimates_usage
 from playground.conversations.providers.base import USAGE_ESTIMATE
@@ -151,7 +151,7 @@ class RunTrace:
         model = priced_model(payload.get("model"), turn_payload.get("model"))
         provider = str(turn_payload.get("provider") or "")
         usage = Usage.of(payload.get("usage"))
-        cost = call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or ""), table=self.table)
+        cost = self.table.call_cost(usage, model, payload.get("cache_ttl"))
         totals["input"] += usage.input_total
         totals["output"] += usage.output
         if cost is None:
