@@ -30,9 +30,11 @@ from opentelemetry.trace import SpanKind
 from playground import telemetry
 from playground.conversations.costs import call_cost, price_table, usage_numbers
 from playground.conversations.models import Conversation, Event
+from playground.conversations.selectors import turn_wire
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.agent_measures import ESTIMATING_PROVIDERS
 from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.wires.registry import wire_style
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,14 @@ TRACED_TYPES = ("message", "turn_started", "model_response", "toolsearch_query",
                 "cancelled", "turn_finished", "status", "permission_prompt", "permission_answer")
 # gen_ai.provider.name: the semantic conventions' value where there is one; the demo agent is ours.
 PROVIDER_NAMES = {"anthropic": "anthropic", "openai": "openai", "demo": "playground.demo"}
+
+
+def otel_wire_name(name: str) -> str:
+    """A turn's wire style as traces name it (the style's `otel_name`; an unknown one as it was saved)."""
+    try:
+        return wire_style(name).otel_name
+    except ValueError:
+        return name
 
 
 def export_run(conversation_id: int) -> bool:
@@ -178,7 +188,7 @@ class RunTrace:
                 "gen_ai.conversation.id": str(self.conversation.pk),
                 "playground.cost_usd": cost,
                 "playground.tokens_estimated": provider in ESTIMATING_PROVIDERS,
-                "playground.turn.wire_style": str(turn_payload.get("wire_style") or ""),
+                "playground.turn.wire_style": otel_wire_name(turn_wire(turn_payload)),
                 "playground.turn.tool_search": bool(decision.get("enabled")),
                 "playground.turn.tools_sent": int(turn_payload.get("loaded_count", len(turn_payload.get("loaded_tools") or []))),
                 "playground.turn.tools_deferred": int(turn_payload.get("deferred_count", len(turn_payload.get("deferred_tools") or []))),
