@@ -36,6 +36,7 @@ from playground.engine.history import (
     referenced_tool_names,
     result_text,
     search_output_tool_names,
+    server_search_tool_names,
     tool_search_use_ids,
 )
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, Tool, server_of
@@ -329,7 +330,9 @@ def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     tool_reference in the messages loads it; everything else in full, and the tools
     `tool_search_output` items in the input loaded."""
     seen: list[dict[str, Any]] = []
-    referenced = set(referenced_tool_names(body.get("messages", [])))
+    messages = body.get("messages", [])
+    # Expanded by the API: tools our ToolSearch referenced, and those Anthropic's server-side search loaded.
+    referenced = {*referenced_tool_names(messages), *server_search_tool_names(messages)}
     for tool in body.get("tools", []):
         if tool.get("type") == "namespace":
             if all(t.get("defer_loading") for t in tool.get("tools", [])):

@@ -26,7 +26,7 @@ from playground.engine.cache_cost import (
 )
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
-from playground.engine.openai_wire import hosted_search_items, tool_tokens
+from playground.engine.openai_wire import tool_tokens
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable, PriceTableError, price_table
 from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
@@ -36,6 +36,7 @@ from playground.engine.search import quality
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
 from playground.engine.tokens import CharEstimateCounter
+from playground.engine.toolsearch_tool import run_tool_search
 from playground.engine.tools import ToolCatalog
 from playground.engine.turn import plan_turn
 from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS
@@ -334,23 +335,17 @@ FIRST_USER_MESSAGE = "hello"
 
 
 def discovered_history(names: Sequence[str], settings: AgentSettings, catalog: ToolCatalog) -> list[dict]:
-    """A first user message and one ToolSearch call that loaded `names`, answered as the planned
-    style answers it (tool_reference blocks, or the client style's JSON text)."""
+    """A first user message and one `select:` search that loaded `names`, leaving the history the
+    wire style itself leaves (`WireStyle.discovery_messages`: our ToolSearch answered as the loop
+    answers it, or the vendor's own search items)."""
     history: list[dict] = [{"role": "user", "content": FIRST_USER_MESSAGE}]
     if not names:
         return history
     style = wire_style(settings.wire)
-    if style.searches_on_server and style.vendor == "openai":  # OpenAI searched: its own items, as the history holds them
-        return history + hosted_search_items("call_cli_search", names, catalog.get)
-    call_id = "toolu_cli_search"
-    if settings.planned_as == "native":
-        content: list[dict] = [{"type": "tool_reference", "tool_name": name} for name in names]
-    else:
-        content = [{"type": "text", "text": json.dumps({"matches": list(names), "query": f"select:{','.join(names)}"})}]
-    history.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": call_id, "name": "ToolSearch", "input": {"query": f"select:{','.join(names)}"}}]})
-    history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": content}]})
-    return history
+    arguments = {"query": f"select:{','.join(names)}"}
+    result = run_tool_search(arguments, catalog, get_backend("default"), default_max_results=max(len(names), 1))
+    return history + style.discovery_messages(f"{style.search_call_prefix}cli_search", arguments, result,
+                                              definitions=catalog.get, server_search=settings.server_search)
 
 
 def cmd_request(args: argparse.Namespace) -> int:

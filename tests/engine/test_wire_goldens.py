@@ -6,6 +6,9 @@ style's own history after each discovery, cached and not, and the all-tools base
 figures, and what one `TurnPlan` answers (wire request, tokens, announcement, cache vendor, call
 checks, cache-aware figures). The golden file was written by the code before the wire styles
 became one family (`engine/wires/`), and is compared part by part so a failure names the style.
+One intended change since: `toolsearch request --discovered` builds its history with the style's
+own `discovery_messages` (as the loop, the model view and the cost command do), so its
+`request/*/discovered` bodies were regenerated then; their tool tokens are unchanged.
 """
 from __future__ import annotations
 
