@@ -49,6 +49,16 @@ def test_each_profile_style_has_a_counterpart_on_each_vendor(vendor, profile_sty
     assert registry.counterpart(style.name, "anthropic").name == profile_style  # and back
 
 
+def test_settings_move_to_another_vendor_as_its_counterpart():
+    hosted = registry.settings_for_vendor(AgentSettings(wire="server", server_search="regex", model="claude-opus-4-5",
+                                                        base_url="https://gateway"), "openai", "gpt-5.4")
+    assert (hosted.wire, hosted.server_search, hosted.model, hosted.base_url) == ("openai-hosted", "", "gpt-5.4", "")
+    back = registry.settings_for_vendor(hosted, "anthropic", "claude-sonnet-4-5")
+    assert (back.wire, back.server_search, back.model) == ("server", "bm25", "claude-sonnet-4-5")  # the default variant
+    same = registry.settings_for_vendor(AgentSettings(wire="client", base_url="https://gateway"), "anthropic")
+    assert (same.wire, same.base_url) == ("client", "https://gateway")
+
+
 def test_a_model_belongs_to_a_vendor_by_its_prefix():
     assert registry.vendor_of_model("claude-sonnet-4-5") == "anthropic"
     assert registry.vendor_of_model("GPT-5.4") == "openai"

@@ -119,6 +119,6 @@ def settings_for_vendor(settings: Any, vendor: str, default_model: str = "") -> 
     search variant belong to Anthropic's wire; on another vendor's they are cleared."""
     style = counterpart(settings.wire, vendor)
     model = settings.model if vendor_of_model(settings.model) in ("", vendor) else (default_model or settings.model)
-    keep = vendor == ANTHROPIC
-    return replace(settings, wire=style.name, model=model, base_url=settings.base_url if keep else "",
-                   server_search=settings.server_search if style.searches_on_server and keep else "")
+    variant = (settings.server_search or style.default_settings().get("server_search", "")) if style.server_search_variants else ""
+    return replace(settings, wire=style.name, model=model, base_url=settings.base_url if vendor == ANTHROPIC else "",
+                   server_search=variant)
