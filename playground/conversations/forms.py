@@ -9,7 +9,8 @@ from playground.conversations.providers import provider_choices, provider_class,
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.conversations.sharing import expiry_options
 from playground.registry import availability
-from playground.engine.wires.registry import VENDOR_LABELS, profile_style_of, wire_styles
+from playground.engine.wires.registry import profile_style_of, wire_styles
+from playground.engine.wires.vendors import VENDOR_LABELS
 from playground.registry.models import AgentProfile
 
 ENTER_HINT = "Enter sends · Shift+Enter for a new line"

@@ -16,7 +16,7 @@ from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.toolsearch_tool import PLANNING_STYLES, NATIVE_STYLE
 from playground.engine.turn import plan_turn
-from playground.engine.wires import registry
+from playground.engine.wires import registry, vendors
 from playground.engine.wires.anthropic import AnthropicWire
 from playground.engine.wires.base import WireStyle
 from playground.toolsearch.cli import REQUEST_WIRE_STYLES
@@ -32,7 +32,7 @@ def test_the_registry_holds_every_style_once_with_its_facts():
     assert registry.wire_names() == BUILT_IN
     assert len({s.command_name for s in styles}) == len(styles)
     for style in styles:
-        assert isinstance(style, WireStyle) and style.vendor in registry.VENDORS
+        assert isinstance(style, WireStyle) and style.vendor in vendors.VENDORS
         assert style.planned_as in PLANNING_STYLES and style.label and style.loads_by
         assert style.command_name.startswith(f"{style.vendor}-") and registry.by_command_name(style.command_name) is style
     assert [s.name for s in registry.profile_styles()] == ["native", "client", "server"]
@@ -60,9 +60,9 @@ def test_settings_move_to_another_vendor_as_its_counterpart():
 
 
 def test_a_model_belongs_to_a_vendor_by_its_prefix():
-    assert registry.vendor_of_model("claude-sonnet-4-5") == "anthropic"
-    assert registry.vendor_of_model("GPT-5.4") == "openai"
-    assert registry.vendor_of_model("llama-3") == ""
+    assert vendors.vendor_of_model("claude-sonnet-4-5") == "anthropic"
+    assert vendors.vendor_of_model("GPT-5.4") == "openai"
+    assert vendors.vendor_of_model("llama-3") == ""
 
 
 def test_an_unknown_style_is_refused_with_the_names():

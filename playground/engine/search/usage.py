@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any
 
 from playground.engine.history import Message, blocks_of, client_style_matches, result_content
-from playground.engine.search.base import js_trim, read_query
+from playground.engine.search.query import js_trim, read_query
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 
 MAX_QUERIES_PER_TOOL = 25

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from playground.engine.prompt_cache import with_cache_breakpoints
-from playground.engine.wires.base import ANTHROPIC, WireStyle
+from playground.engine.wires.base import WireStyle
+from playground.engine.wires.vendors import ANTHROPIC
 
 
 class AnthropicWire(WireStyle):

@@ -30,7 +30,6 @@ from playground.engine.tokens import TokenCounter
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool
 from playground.engine.toolsearch_tool import tool_search_user_blocks
 
-ANTHROPIC, OPENAI = "anthropic", "openai"
 MESSAGES_API = "messages"  # the SDK call a style's body is for: `messages.create` …
 RESPONSES_API, CHAT_COMPLETIONS_API = "responses", "chat.completions"  # … `responses.create`, `chat.completions.create`
 

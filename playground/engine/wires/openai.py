@@ -12,7 +12,8 @@ from playground.engine.announcements import DELTA_OPEN, FULL_OPEN
 from playground.engine.history import blocks_of
 from playground.engine.openai_wire import visible_tools
 from playground.engine.tools import Tool
-from playground.engine.wires.base import OPENAI, WireStyle
+from playground.engine.wires.base import WireStyle
+from playground.engine.wires.vendors import OPENAI
 
 
 class OpenAIWire(WireStyle):

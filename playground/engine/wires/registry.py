@@ -5,8 +5,8 @@ debug-toolbar's way with panels), in the order menus show them; a style is impor
 it is asked for. Adding a style is one module under `wires/` and one line here
 (docs/architecture.md#wire-styles walks through one).
 
-The vendors' facts the styles share are here too: which vendor a model name belongs to (by its id
-prefix) and what pages call the vendor.
+The vendors' facts the styles share (which vendor a model id names, what pages call a vendor) are
+`vendors.py`, a leaf module the price table reads too.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from playground.engine.wires.base import ANTHROPIC, OPENAI, WireStyle
+from playground.engine.wires.base import WireStyle
+from playground.engine.wires.vendors import ANTHROPIC, vendor_of_model
 
 WIRE_STYLE_CLASSES: tuple[str, ...] = (
     "playground.engine.wires.anthropic_native.AnthropicNative",
@@ -25,11 +26,6 @@ WIRE_STYLE_CLASSES: tuple[str, ...] = (
     "playground.engine.wires.openai_client.OpenAIClient",
     "playground.engine.wires.openai_functions.OpenAIFunctions",
 )
-VENDORS: tuple[str, ...] = (ANTHROPIC, OPENAI)
-VENDOR_LABELS: dict[str, str] = {ANTHROPIC: "Claude", OPENAI: "OpenAI"}
-# A model id's vendor by its prefix (pricing picks a caching scheme by it; an OpenAI provider handed
-# a Claude model name uses its own default model).
-VENDOR_MODEL_PREFIXES: dict[str, tuple[str, ...]] = {ANTHROPIC: ("claude",), OPENAI: ("gpt-",)}
 
 
 def _import_style(path: str) -> WireStyle:
@@ -104,12 +100,6 @@ def counterpart(name: str, vendor: str) -> WireStyle:
 def vendor_of(name: str) -> str:
     """Whose API (and prompt cache) a style's requests go to."""
     return wire_style(name).vendor
-
-
-def vendor_of_model(model: str) -> str:
-    """The vendor a model id belongs to by its prefix, or "" for one neither names."""
-    model = (model or "").strip().lower()
-    return next((vendor for vendor, prefixes in VENDOR_MODEL_PREFIXES.items() if model.startswith(prefixes)), "")
 
 
 def settings_for_vendor(settings: Any, vendor: str, default_model: str = "") -> Any:

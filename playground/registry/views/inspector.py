@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from playground.access import EDITOR, VIEWER, has_role, role_required
-from playground.engine.wires.base import ANTHROPIC
 from playground.engine.wires.registry import wire_styles
+from playground.engine.wires.vendors import ANTHROPIC
 from playground.registry import availability, backends, ports, previews
 from playground.registry.models import AgentProfile
 
