@@ -267,10 +267,11 @@ class AgentRun:
                 self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
-            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
+            body = ev.request_body(request)  # once a turn: the event keeps it, the cache strip keys on it
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request, body)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
-                                      request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
+                                      request=_request_summary(request), body=body), turn_sequence=turn_seq)
             started = time.perf_counter()
             # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
             streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \

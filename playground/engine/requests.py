@@ -298,7 +298,7 @@ def build_request(
     decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter,
                          pending_mcp_servers=pending_mcp_servers, announcement=first)
     history = _with_summary(state)
-    baseline = token_counter.count_engine_tools(permitted.tools)
+    baseline = token_counter.count_catalog(permitted)
 
     if not decision.enabled:
         tools = [t.to_api() for t in permitted]
@@ -408,7 +408,7 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
     return decide_mode(
         setting,
         deferred_tools=deferred,
-        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
+        deferred_tokens=token_counter.count_catalog(permitted, deferred=True) if deferred else 0,
         announcement_tokens=announcement_tokens,
         token_counter=token_counter,
         context_window=settings.context_window,
