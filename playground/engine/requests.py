@@ -67,7 +67,7 @@ DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AG
 class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
-    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
+    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N, auto:Ntokens
     wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client (how the engine plans the turn)
     # Anthropic's server-side search tool (bm25 | regex) replacing our ToolSearch on the wire, or "".
     # Set, the turn is planned as native and its wire request is the "server" style's

@@ -105,7 +105,9 @@ class AgentProfile(models.Model):
     system_prompt = StorableTextField(blank=True)
     model = StorableCharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
     tool_search_mode = StorableCharField(
-        max_length=10, blank=True, help_text="true, false, auto or auto:N; empty = unset (the environment's default)."
+        max_length=40, blank=True,
+        help_text="true, false, auto, auto:N (percent of the context window) or auto:Ntokens (e.g. auto:50000tokens); "
+                  "empty = unset (the environment's default).",
     )
     wire_style = StorableCharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
     # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.

@@ -18,7 +18,7 @@ from playground.registry.models import AgentProfile
 WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
 # The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
 MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)"), *OPENAI_STYLE_LABELS.items()]
-MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
+MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25", "auto:50000tokens"]
 # Backends only editors may pick on the page: `naive` rescans every tool for every term (the
 # benchmark baseline); the engine CLI still offers it.
 STAFF_BACKENDS = frozenset({"naive"})
