@@ -45,7 +45,8 @@ def backend(request):
     ("use FindSymbol to find the symbol", "mcp__lsp__find_symbol"),
     ("web fetch https://example.com", "WebFetch"),
     ("webfetch the page", "WebFetch"),
-    ("tracker create issue about the crash", "mcp__tracker__create_issue"),
+    ("tracker create issue crash", "mcp__tracker__create_issue"),
+    ("could you please use find_symbol to look up the Parser class", "mcp__lsp__find_symbol"),
 ])
 def test_the_named_tool_ranks_first_in_every_backend(backend, catalog, query, first):
     result = backend.search(query, catalog)
@@ -62,6 +63,17 @@ def test_both_tools_of_one_name_come_first_the_one_with_its_server_named_ahead(b
     assert set(backend.search("create_issue about the crash", catalog).matches[:2]) == {
         "mcp__tracker__create_issue", "mcp__other__create_issue"}
     assert backend.search("other create issue", catalog).matches[0] == "mcp__other__create_issue"
+
+
+def test_in_a_sentence_only_an_identifier_names_a_tool(catalog):
+    # Plain words that spell a name are ordinary words in a sentence ("create an issue" is a
+    # request, not the tool create_issue); an identifier-shaped token is a deliberate mention.
+    index = mention_index(catalog)
+    sentence = "I would like to find symbol definitions in the code of this project"
+    assert [m.name for m in index.mentions(sentence)] == ["mcp__lsp__find_symbol"]
+    assert index.mentions(sentence, spaced=False) == []
+    assert all(c.rule != MENTION_RULE for s in get_backend("bm25").search(sentence, catalog).scored for c in s.breakdown)
+    assert get_backend("bm25").search(sentence.replace("find symbol", "Find_Symbol"), catalog).matches[0] == "mcp__lsp__find_symbol"
 
 
 def test_a_one_word_name_is_an_ordinary_word(catalog):

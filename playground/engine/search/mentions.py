@@ -9,8 +9,13 @@ PostgreSQL — honours it by the same rule, and its explanation says why.
 What counts as naming a tool (rules on the shape of names only, never on a particular tool):
 - the tool's whole name as one token of the request, any case (`mcp__github__create_issue`,
   `WebFetch`); for an MCP tool, also its own name after `mcp__<server>__` (`create_issue`);
-- the words of that name, in order and next to each other (`create issue`, `github create issue`):
-  the "spaced form".
+- a token shaped like an identifier (an `_` or a camelCase boundary in it) whose words are the
+  name's (`FindSymbol`, `Find_Symbol` for `find_symbol`);
+- the words of the name, in order and next to each other (`find symbol`, `github create issue`):
+  the "spaced form" — only in a keyword-style request (`capabilities.natural_request` false). In a
+  sentence, two ordinary words that happen to be a tool's name ("stock price", "home page", "air
+  quality") are not a mention: on the dev split they named a wrong tool four times out of five
+  (docs/search-quality.md, "Named tools").
 Only names of two or more words count: a one-word name (`Read`, `weather`) is an ordinary word of
 a request, not a mention of the tool.
 """
@@ -22,6 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from playground.engine.search.capabilities import natural_request
 from playground.engine.search.names import matches_required_term, parse_tool_name
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
@@ -59,13 +65,19 @@ class MentionIndex:
                     self.phrases.setdefault(words, []).append(tool.name)
         self.longest = max((len(words) for words in self.phrases), default=0)
 
-    def mentions(self, query: str) -> list[Mention]:
-        """The tools `query` names, surest first (an identifier, then the most words), each once."""
+    def mentions(self, query: str, *, spaced: bool = True) -> list[Mention]:
+        """The tools `query` names, surest first (an identifier, then the most words), each once.
+        `spaced`: whether plain words count too (the spaced form), not only identifier-shaped tokens."""
         found: dict[str, Mention] = {}
         for token in _IDENTIFIER.findall(query):
-            for name in self.identifiers.get(token.lower(), ()):
+            names = self.identifiers.get(token.lower(), ())
+            if not names and ("_" in token or _CAMEL.search(token)):
+                names = self.phrases.get(_words_of(token), ())
+            for name in names:
                 if name not in found:
                     found[name] = Mention(name, token, len(_words_of(token)) + _MAX_PHRASE_WORDS)
+        if not spaced:
+            return sorted(found.values(), key=lambda m: -m.words)
         words = _WORD.findall(_CAMEL.sub(r"\1 \2", query).replace("_", " ").lower())
         for size in range(min(self.longest, len(words)), 1, -1):
             for start in range(len(words) - size + 1):
@@ -105,7 +117,7 @@ def mention_index(catalog: ToolCatalog) -> MentionIndex:
 
 def named_tools(query: str, catalog: ToolCatalog, required: Sequence[str] = ()) -> list[Mention]:
     """The deferred tools `query` names that also pass its `+required` terms (Claude Code's rule)."""
-    mentions = mention_index(catalog).mentions(query)
+    mentions = mention_index(catalog).mentions(query, spaced=not natural_request(query))
     if not required or not mentions:
         return mentions
     kept = []
