@@ -12,7 +12,7 @@ What counts as naming a tool (rules on the shape of names only, never on a parti
 - a token shaped like an identifier (an `_` or a camelCase boundary in it) whose words are the
   name's (`FindSymbol`, `Find_Symbol` for `find_symbol`);
 - the words of the name, in order and next to each other (`find symbol`, `github create issue`):
-  the "spaced form" — only in a keyword-style request (`capabilities.natural_request` false). In a
+  the "spaced form" — only in a keyword-style request (`text.natural_request` false). In a
   sentence, two ordinary words that happen to be a tool's name ("stock price", "home page", "air
   quality") are not a mention: on the dev split they named a wrong tool four times out of five
   (docs/search-quality.md, "Named tools").
@@ -27,8 +27,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from playground.engine.search.capabilities import natural_request
 from playground.engine.search.names import matches_required_term, parse_tool_name
+from playground.engine.search.text import natural_request
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
 MENTION_RULE = "tool named in the request"
