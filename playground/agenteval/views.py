@@ -16,7 +16,7 @@ from playground.conversations.models import Conversation
 from playground.conversations.selectors import can_act
 from playground.registry.prices import PriceTableError, current_price_table
 
-DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in: its success measures ToolSearch "
+DEMO_NOTE = ("These tasks ran with the offline demo agent, which is not a model: a heuristic stand-in whose success measures ToolSearch "
              "plus argument filling, not a model's judgement. Its tokens are the engine's estimate. Set ANTHROPIC_API_KEY "
              "(or give the profiles the anthropic provider) to measure Claude itself.")
 
