@@ -324,6 +324,7 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
         "prompt_cache": profile_caches(profile),
         "prompt_cache_ttl": (getattr(profile, "prompt_cache_ttl", "") if profile else "") or settings.PROMPT_CACHE_TTL,
+        "load_on_call": bool(getattr(profile, "load_on_call", False)) if profile else False,
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
     values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],
