@@ -15,9 +15,6 @@ from playground.engine.agent_measures import paired_comparison, profile_summary
 from playground.engine.modes import parse_mode
 from playground.registry.models import AgentProfile
 
-PROVIDER_LABELS = {"demo": "offline demo agent", "anthropic": "Claude (Messages API)"}
-
-
 def items_of(run: TaskRun) -> list[TaskRunItem]:
     return list(run.items.select_related("task", "conversation").order_by("position", "id"))
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0013_tool_content_hash'),
+        ('registry', '0014_labelled_query'),
     ]
 
     operations = [

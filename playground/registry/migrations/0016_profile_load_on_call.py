@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0014_profile_mode_token_threshold'),
+        ('registry', '0015_profile_mode_token_threshold'),
     ]
 
     operations = [
