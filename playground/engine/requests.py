@@ -65,7 +65,7 @@ DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AG
 class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
-    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
+    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N, auto:Ntokens
     # The wire style, by its one name (engine/wires/registry.py): native, client, server, openai-hosted,
     # openai-client, openai-functions. The style says how the turn is planned (`planned_as`) and sent.
     wire: str = NATIVE_STYLE
@@ -87,6 +87,17 @@ class AgentSettings:
     # (end of tools, end of system, the conversation's tail) with this TTL, "5m" or "1h".
     prompt_cache: bool = False
     prompt_cache_ttl: str = DEFAULT_TTL
+    # A deferred tool the model calls before a search loaded it: load it (as `select:<tool>` would)
+    # and ask the model to call it again, instead of only the error naming `select:` (the default).
+    load_on_call: bool = False
+
+    @property
+    def loads_on_call(self) -> bool:
+        """Whether a deferred tool called early is loaded (`load_on_call`) in this turn's wire: a
+        tool_result's tool_reference is a discovery on Anthropic's wires (the client style reads it
+        as a text marker) and on OpenAI's functions; OpenAI's tool_search styles load a function
+        only through a `tool_search_output` answering a search call, so there the error stays."""
+        return self.load_on_call and self.wire not in ("openai-client", "openai-hosted")
 
     def __post_init__(self) -> None:
         wire_style(self.wire).check_settings(self.server_search)  # an unknown style or a bad variant fails here
