@@ -57,6 +57,9 @@ class WireStyle:
     server_search_variants: ClassVar[tuple[str, ...]] = ()  # the server-side search tools it takes (`AgentSettings.server_search`)
     search_call_prefix: ClassVar[str] = "toolu_"  # the id a search call of this wire carries (a made-up history's)
     sends_announcement: ClassVar[bool] = True  # the deferred-tools announcement goes on the wire
+    # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
+    # through a search's own output (OpenAI's tool_search styles)
+    loads_from_tool_result: ClassVar[bool] = True
 
     # -- names ------------------------------------------------------------------------------------------
     @property
