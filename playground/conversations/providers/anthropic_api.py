@@ -20,7 +20,15 @@ from typing import Any
 import anthropic
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract, sdk_errors
+from playground.conversations.providers.base import (
+    ModelProvider,
+    ProviderError,
+    ProviderResponse,
+    TextSink,
+    parsed_reply,
+    plain_extract,
+    sdk_errors,
+)
 from playground.engine.execution import CallCancelled, CancelSignal
 from playground.mcp_servers.connection import background_loop
 from playground.per_process import portal
@@ -82,6 +90,8 @@ class AnthropicProvider(ModelProvider):
 
         async def stream() -> Any:
             async with self.async_client.messages.stream(**request_kwargs) as events:
+                if not events.response.headers.get("content-type", "").startswith("text/event-stream"):
+                    parsed_reply((await events.response.aread())[:2000])  # a proxy's page, not a stream: says so
                 async for event in events:
                     if event.type == "text" and event.text:
                         pieces.put(event.text)
@@ -114,6 +124,7 @@ class AnthropicProvider(ModelProvider):
 
 
 def _response(message: Any) -> ProviderResponse:
+    message = parsed_reply(message)
     return ProviderResponse(
         content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
         stop_reason=message.stop_reason or "",

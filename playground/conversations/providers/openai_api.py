@@ -18,7 +18,14 @@ from typing import Any
 import openai
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract, sdk_errors
+from playground.conversations.providers.base import (
+    ModelProvider,
+    ProviderError,
+    ProviderResponse,
+    parsed_reply,
+    plain_extract,
+    sdk_errors,
+)
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
 from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name, openai_settings
@@ -123,7 +130,7 @@ class OpenAIProvider(ModelProvider):
         call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
         with sdk_errors(openai):
             reply = background_loop().run(call, cancel=cancel)
-        data = reply.model_dump(mode="json", exclude_none=True)
+        data = parsed_reply(reply).model_dump(mode="json", exclude_none=True)
         if chat:
             choice = (data.get("choices") or [{}])[0]
             content = chat_content(choice.get("message") or {})
