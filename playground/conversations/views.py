@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import OPERATOR, VIEWER, has_role, role_required
@@ -16,7 +17,7 @@ from playground.conversations.forms import (
     AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
 from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
-from playground.conversations.fragments import render_notice
+from playground.conversations.fragments import SHARED_KEY, render_notice
 from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
     accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
@@ -138,7 +139,18 @@ def _shared_or_refusal(request, token: str):
     try:
         return sharing.resolve(token), None
     except sharing.ShareLinkRefused as refused:
-        return None, render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status)
+        return None, _not_kept(render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status))
+
+
+def _not_kept(response: HttpResponse) -> HttpResponse:
+    """A shared page is stored by no cache (a proxy, the browser's): revoking the link ends it."""
+    patch_cache_control(response, no_store=True, private=True)
+    return response
+
+
+def _anonymous(context: dict) -> dict:
+    """A panel or presentation context as a share link shows it: no internal id, no forms, no names."""
+    return {**context, "conv_key": SHARED_KEY, "shared": True, "can_act": False}
 
 
 @require_safe
@@ -147,11 +159,11 @@ def shared_conversation(request, token: str):
     link, refusal = _shared_or_refusal(request, token)
     if refusal is not None:
         return refusal
-    panel = panel_context(link.conversation, None)
+    panel = _anonymous(panel_context(link.conversation, None))
     panel["share_token"] = token
-    return render(request, "conversations/shared.html", {
+    return _not_kept(render(request, "conversations/shared.html", {
         "panel": panel, "link": link, "present_url": reverse("conversations:shared_present", args=[token]),
-    })
+    }))
 
 
 @require_safe
@@ -159,10 +171,10 @@ def shared_present(request, token: str):
     link, refusal = _shared_or_refusal(request, token)
     if refusal is not None:
         return refusal
-    return render(request, "conversations/present.html", {
-        "present": presentation_context(link.conversation),
+    return _not_kept(render(request, "conversations/present.html", {
+        "present": _anonymous(presentation_context(link.conversation)),
         "back_url": reverse("conversations:shared", args=[token]),
-    })
+    }))
 
 
 @role_required(VIEWER)
