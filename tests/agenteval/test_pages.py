@@ -163,3 +163,22 @@ def test_cancel_needs_an_active_run(admin_client, admin_user, claude_profiles):
     run = finished_run(admin_user, claude_profiles)
     response = admin_client.post(reverse("agenteval:run_cancel", args=[run.pk]), follow=True)
     assert "already ended" in response.content.decode()
+
+
+def test_a_run_is_cancelled_by_the_editor_who_started_it_or_an_admin(client, admin_user, claude_profiles, django_user_model):
+    from django.contrib.auth.models import Group
+
+    editors = [django_user_model.objects.create_user(username=name, password="x") for name in ("ed-starter", "ed-other")]
+    for editor in editors:
+        editor.groups.add(Group.objects.get(name="editor"))
+    run = finished_run(admin_user, claude_profiles)
+    TaskRun.objects.filter(pk=run.pk).update(created_by=editors[0], status=TaskRun.Status.RUNNING)
+    client.force_login(editors[1])
+    assert 'data-testid="cancel-run"' not in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 404
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.RUNNING
+    for who in (editors[0], admin_user):
+        client.force_login(who)
+        assert 'data-testid="cancel-run"' in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 302
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.CANCELLING
