@@ -86,7 +86,7 @@ def taskset_detail(request, pk: int):
     if request.GET.get("format") == "jsonl":
         lines = [json.dumps({"id": t.external_id, "query": t.query, "expected_tool_names": t.expected_tools,
                              "equivalent_names": t.equivalent_names, "category": t.category}) for t in task_set.tasks.all()]
-        response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
+        response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="tasks-{task_set.pk}.jsonl"'
         return response
     tasks = list(task_set.tasks.all()[:500])
@@ -173,6 +173,6 @@ def run_export(request, pk: int):
         return response
     body = {**selectors.report(run, items), "run": run.pk, "task_set": run.task_set.name, "status": run.status,
             "permission_policy": run.permission_policy, "items": selectors.task_json(items)}
-    response = HttpResponse(json.dumps(body, indent=2), content_type="application/json")
+    response = HttpResponse(json.dumps(body, indent=2), content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="task-run-{run.pk}.json"'
     return response

@@ -183,7 +183,9 @@ def conversation_export(request, pk: int):
     """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
     conversation"). Same access as the page; the payloads are the ones the page renders."""
     conversation = _get_conversation_for_user(request, pk)
-    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    # The charset said: without it a browser opening the file reads UTF-8 as Latin-1 ("Â±" for "±").
+    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False},
+                            content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
     return response
 
