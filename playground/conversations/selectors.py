@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
-from playground.conversations.costs import call_cost, cost_of_events
+from playground.conversations.costs import call_cost, cost_of_events, price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
 
@@ -374,10 +374,17 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
     cost = cost_of_events(events)
     turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
     wires = list(dict.fromkeys(turn_wire(e.payload or {}) for e in turns))
+    label, offline = provider_label(conversation), _is_offline(conversation)
+    turn_models = {e.sequence: str((e.payload or {}).get("model") or "") for e in turns}
     return {
         "conv": conversation,
-        "provider_label": provider_label(conversation),
-        "offline": _is_offline(conversation),
+        "provider_label": label,
+        "offline": offline,
+        # Beside the "offline demo agent" badge, only what the label adds to it ("(OpenAI wire)").
+        "label_beyond_badge": label.replace("offline demo agent", "").strip() if offline else label,
+        "calls": [((e.payload or {}).get("usage") or {}, str((e.payload or {}).get("model") or models.get(e.turn_sequence)
+                   or turn_models.get(e.turn_sequence) or ""), str((e.payload or {}).get("cache_ttl") or ""))
+                  for e in events if e.type == "model_response"],
         "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
         "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
         "tool_tokens": tokens_total(turns),
@@ -388,3 +395,56 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],
         "responses": sum(1 for e in events if e.type == "model_response"),
     }
+
+
+def _uncached(usage: dict[str, Any]) -> dict[str, int]:
+    """The same call with every input token billed at the uncached rate (no cache read or write)."""
+    whole = sum(int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
+    return {"input": whole, "output": int(usage.get("output") or 0)}
+
+
+def cost_difference(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any] | None:
+    """What the left side's cost minus the right side's is made of, in dollars, so that the three parts
+    add up to it exactly:
+
+    - tokens: both sides' calls priced alike (at the left side's model, no caching) — the number of
+      model calls (turns) and the tokens each one sent;
+    - price: the right side's calls at its own models' rates rather than the left's;
+    - caching: minus what each side's prompt cache saved against paying every input token in full.
+
+    None when a call's model has no price (then no split is honest)."""
+    table = price_table()
+    left_model = next((model for _, model, _ in left["calls"] if model), "")
+
+    def total(calls, *, model: str = "", cached: bool = True) -> float | None:
+        dollars = 0.0
+        for usage, call_model, ttl in calls:
+            cost = call_cost(usage if cached else _uncached(usage), model or call_model, ttl, table=table)
+            if cost is None:
+                return None
+            dollars += cost
+        return dollars
+
+    figures = [total(left["calls"]), total(left["calls"], cached=False), total(right["calls"]),
+               total(right["calls"], cached=False), total(right["calls"], model=left_model, cached=False)]
+    if not left["calls"] or not right["calls"] or any(f is None for f in figures):
+        return None
+    left_cost, left_full, right_cost, right_full, right_at_left_prices = figures
+    left_saved, right_saved = left_full - left_cost, right_full - right_cost
+    return {
+        "difference": left_cost - right_cost,
+        "tokens": left_full - right_at_left_prices,
+        "price": right_at_left_prices - right_full,
+        "caching": -(left_saved - right_saved),
+        "left_saved": left_saved, "right_saved": right_saved,
+        "left_calls": len(left["calls"]), "right_calls": len(right["calls"]),
+        "left_input": left["input_total"], "right_input": right["input_total"],
+        "left_model": left_model,
+        "shown": {key: _signed_usd(value) for key, value in (("tokens", left_full - right_at_left_prices),
+                  ("price", right_at_left_prices - right_full), ("caching", -(left_saved - right_saved)))},
+        "abs_difference": f"${abs(left_cost - right_cost):.4f}",
+    }
+
+
+def _signed_usd(value: float) -> str:
+    return f"{'+' if value >= 0 else '−'}${abs(value):.4f}"

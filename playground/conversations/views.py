@@ -20,7 +20,7 @@ from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import SHARED_KEY, render_notice
 from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.selectors import (
-    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
+    accounting_figures, can_act, cost_difference, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
     panel_context, presentation_context, provider_label,
 )
 
@@ -277,8 +277,9 @@ def compare_figures(request, group: str):
                      if can_view(request.user, c)]
     if not conversations:
         raise Http404("No such comparison")
+    sides = [accounting_figures(c) for c in conversations]
     return render(request, "conversations/_compare_figures.html", {
-        "group": group, "sides": [accounting_figures(c) for c in conversations]})
+        "group": group, "sides": sides, "split": cost_difference(sides[0], sides[-1]) if len(sides) == 2 else None})
 
 
 @role_required(VIEWER)
