@@ -340,12 +340,21 @@ def _is_offline(conversation: Conversation) -> bool:
         return False
 
 
+# Bookkeeping an audience does not follow: shown with the step before them (present.js), not steps
+# of their own (6 turns made 26 steps, some of them "open Announcement").
+PRESENT_QUIET_TYPES = ("announcement_sent", "model_request", "model_response", "cache_strip", "status", "turn_finished")
+
+
 def presentation_context(conversation: Conversation) -> dict[str, Any]:
     """Presentation mode: the page's chat and timeline (the same templates), replayed a step at a time
-    in the browser. A step is one saved event, in sequence order; streamed text is not a step (the
-    replay types each assistant message out instead)."""
+    in the browser, beside the tool tokens per turn and the dollars so far. A step is one saved event
+    an audience follows, in sequence order — a message, a turn, a search, a call, its result, a
+    prompt, the run's end; bookkeeping events (PRESENT_QUIET_TYPES) appear with the step before them,
+    and streamed text is not a step (the replay types each assistant message out instead)."""
     panel = panel_context(conversation, None)
-    return {**panel, "steps": conversation.events.exclude(type="text_delta").count()}
+    steps = conversation.events.exclude(type="text_delta").exclude(
+        Q(type__in=PRESENT_QUIET_TYPES) & ~Q(type="turn_finished", payload__final=True)).count()
+    return {**panel, "steps": steps, "quiet_types": " ".join(PRESENT_QUIET_TYPES)}
 
 
 # -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------

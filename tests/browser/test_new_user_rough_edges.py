@@ -88,3 +88,22 @@ def test_save_as_task_looks_like_a_link_not_a_disabled_button(logged_in_page, ad
     assert button.is_enabled() and button.evaluate("b => getComputedStyle(b).cursor") == "pointer"
     logout = page.locator(".topbar button.link")
     assert logout.evaluate("b => getComputedStyle(b).color") == "rgb(203, 213, 225)"  # the dark bar keeps its light link
+
+
+def test_ticking_compare_boxes_quickly_logs_no_console_error(logged_in_page):
+    from django.core.management import call_command
+
+    call_command("load_demo_data")
+    page = logged_in_page
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/inspector/?q=slack+message")
+    page.wait_for_selector("[data-testid=scored-tool]")
+    boxes = page.locator("[data-testid=compare-backend]:not([disabled])")
+    for _ in range(3):
+        for i in range(boxes.count()):
+            boxes.nth(i).click(delay=0)
+    page.wait_for_selector("[data-testid=inspector-results][data-state]")
+    page.wait_for_load_state("networkidle")
+    assert errors == [], errors
