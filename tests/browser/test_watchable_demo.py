@@ -91,7 +91,7 @@ def test_the_assistants_text_grows_as_it_streams(logged_in_page, demo_data):  # 
 def finished_conversation(owner) -> Conversation:
     conversation = Conversation.objects.create(owner=owner, title="Presenting the weather")
     record_event(conversation, ev.ChatMessage(role="user", text="What is the weather forecast for Paris?"))
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="offline-demo-agent", wire_style="native",
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="offline-demo-agent", wire="native",
                                                      loaded_tools=["ToolSearch"], deferred_tools=["mcp__weather__get_forecast"]))
     record_event(conversation, ev.ToolCall(tool_use_id="t1", name="mcp__weather__get_forecast", arguments={"city": "Paris"}),
                  turn_sequence=turn.sequence)
@@ -104,7 +104,7 @@ def finished_conversation(owner) -> Conversation:
     return conversation
 
 
-def test_presentation_steps_are_what_an_audience_follows_with_tokens_and_dollars_so_far(logged_in_page, admin_user, tool_world):
+def test_presentation_steps_are_what_an_audience_follows_with_tokens_and_dollars_so_far(logged_in_page, admin_user, tool_world):  # noqa: F811
     """A demo-agent run: its model requests, responses, announcements and cache strips came one step
     each (26 steps for 6 turns); they now show with the step before them, and the figures beside the
     replay count the tool tokens and dollars of what has been shown."""
