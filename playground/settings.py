@@ -14,6 +14,7 @@ import dj_database_url
 from playground.engine.pricing import PriceTableError
 from playground.engine.pricing import load_overrides as load_price_overrides
 from playground.engine.search.backends import BUILTIN_BACKENDS, DEFAULT_BACKEND
+from playground.secret_key import development_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,10 @@ def envlist(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = envbool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY") or ("dev-only-insecure-key" if DEBUG else "")
+# Without SECRET_KEY, a development run signs with a random key made on its first start and kept in
+# the state folder (playground/secret_key.py): never a key anyone can read in the repository.
+SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / "var" / "secret_key")
+SECRET_KEY = os.environ.get("SECRET_KEY") or (development_secret_key(SECRET_KEY_FILE) if DEBUG else "")
 if not SECRET_KEY:
     raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
 

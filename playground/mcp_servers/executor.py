@@ -162,7 +162,9 @@ class PlaygroundExecutor(ToolExecutor):
             if "error" in answer:
                 return error_outcome(answer["error"])
             return ToolOutcome(content=[text_block(answer["text"])], structured=answer["structured"])
-        return simulated_outcome(tool, arguments, "it is a catalog-only tool with no backend.")
+        return simulated_outcome(tool, arguments, "this playground has no implementation of it (a definition the model "
+                                                  "sees, without a backend: a catalog-only tool, or a built-in of Claude Code's "
+                                                  "such as Read or Write, labelled \"Built-in · simulated\").")
 
     def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float,
                      cancel: CancelSignal | None) -> ToolOutcome:

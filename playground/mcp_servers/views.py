@@ -686,7 +686,7 @@ def server_export(request: HttpRequest, pk: int) -> HttpResponse:
     """The server as an `mcp.json` entry (env and header values as `${NAME}` placeholders)."""
     server = get_object_or_404(McpServer, pk=pk)
     response = HttpResponse(json.dumps(config_files.export_entry(server), indent=2, ensure_ascii=False) + "\n",
-                            content_type="application/json")
+                            content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{server.name}.mcp.json"'
     return response
 
