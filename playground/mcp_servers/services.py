@@ -157,17 +157,20 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
                 "version": probe.server_version,
                 "protocol": probe.protocol_version,
             }
+            if probe.tools_ttl_ms is not None:
+                result.server_info["tools_ttl_ms"] = probe.tools_ttl_ms
             result.duration_ms = (time.perf_counter() - started) * 1000
             now = timezone.now()
             locked.status = McpServer.Status.CONNECTED
             locked.last_error = ""
+            locked.negotiated_version = (probe.protocol_version or "")[:40]
             locked.last_synced_at = now
             locked.last_attempt_at = now
             locked.sync_warnings = result.warnings
             locked.last_sync_result = result.to_dict()
             locked.save(
                 update_fields=[
-                    "status", "last_error", "last_synced_at", "last_attempt_at",
+                    "status", "last_error", "negotiated_version", "last_synced_at", "last_attempt_at",
                     "sync_warnings", "last_sync_result", "tool_names", "updated_at",
                 ]
             )
