@@ -27,10 +27,12 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ToolsListChanged,
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from playground.gateway import listen, service, upstream
+from playground import telemetry
+from playground.gateway import listen, service, traces, upstream
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession, GatewayToken
 from playground.incidents import report_unexpected
+from playground.mcp_servers import trace_context
 
 logger = logging.getLogger(__name__)
 denials = logging.getLogger("playground.gateway")  # the endpoint's refusals log here too
@@ -240,9 +242,16 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
     if planned.needs_person:
         prompt = service.open_prompt(session, planned, ask_client=ask_client)
         return None, [], (session.pk, planned, prompt.pk)
-    call = service.refuse(planned) if planned.refusal else service.execute(planned)
+    with _traced(session):
+        call = service.refuse(planned) if planned.refusal else service.execute(planned)
     _record_call(session, info, call.event)
     return call, [], None
+
+
+def _traced(session: GatewaySession):
+    """Upstream calls carry the session's trace context (its trace, under its span): an MCP server
+    that traces joins the session's trace (mcp_servers/trace_context.py)."""
+    return trace_context.spans_under(*telemetry.ids_for(traces.session_key(session)))
 
 
 def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.PlannedCall, prompt_pk: int, status: str):
@@ -258,7 +267,8 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
             call = service.refuse(again, answer=status)
             _record_call(session_pk, info, call.event)
             return call
-    call = service.finish_prompted_call(planned, status)
+    with _traced(GatewaySession.objects.get(pk=session_pk)):
+        call = service.finish_prompted_call(planned, status)
     _record_call(session_pk, info, call.event)
     return call
 

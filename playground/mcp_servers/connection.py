@@ -217,12 +217,13 @@ class McpConnection:
                 return listings
         raise McpConnectionError(f"tools/list still had a next cursor after {MAX_TOOL_PAGES} pages; giving up")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT,
+                        meta: dict[str, Any] | None = None) -> McpCallResult:
         started = time.perf_counter()
         progress = self.handlers.progress if self.handlers is not None else None
         result = await self._request(self._rounds(lambda responses, state: self.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, progress_callback=progress, input_responses=responses,
-            request_state=state, allow_input_required=True)), timeout, f"tools/call {name}")
+            request_state=state, meta=meta, allow_input_required=True)), timeout, f"tools/call {name}")
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return McpCallResult(
             content=dumped.get("content") or [],

@@ -31,6 +31,10 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
   (``server/discover`` and every request carrying its version in ``_meta`` work). With ``--http
   --stateless`` the HTTP side keeps no session either (the SDK's stateless session manager).
 
+- ``DEMO_SERVER_SHOW_META=1`` adds ``show_trace_context``, which answers the ``traceparent`` the
+  request carried in ``_meta`` (how a tracing server would join the caller's trace).
+- ``DEMO_SERVER_LEGACY_ONLY=1`` does not answer ``server/discover`` (method not found), as servers
+  written before 2026-07-28 do: the handshake era only.
 - ``DEMO_SERVER_TOOLS_TTL_MS=N`` marks its ``tools/list`` answers fresh for N ms (``ttlMs``, read by
   2026-07-28 clients), so a sync's respect for it can be tested.
 
@@ -148,7 +152,8 @@ class RefuseHandshake:
 
 
 def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
-                 content_samples: bool = False, modern_only: bool = False, tools_ttl_ms: int = 0) -> DemoServer:
+                 content_samples: bool = False, modern_only: bool = False, tools_ttl_ms: int = 0,
+                 legacy_only: bool = False) -> DemoServer:
     server = DemoServer(
         cache_hints={"tools/list": CacheHint(ttl_ms=tools_ttl_ms)} if tools_ttl_ms > 0 else None,
         name="playground-demo",
@@ -240,6 +245,15 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
 
     if content_samples:
         _add_content_samples(server)
+    if os.environ.get("DEMO_SERVER_SHOW_META", "") == "1":
+
+        @server.tool(description="Answer the W3C traceparent this request carried in _meta, or 'none'.")
+        def show_trace_context(ctx: Context) -> str:
+            meta = ctx.request_context.meta
+            value = meta.get("traceparent") if isinstance(meta, dict) else getattr(meta, "traceparent", None)
+            if value is None and meta is not None:
+                value = (meta.model_extra or {}).get("traceparent") if hasattr(meta, "model_extra") else None
+            return str(value or "none")
 
     if tools_only:
         # MCPServer answers every method; dropping these makes its capabilities say "tools only".
@@ -257,6 +271,8 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
     _add_notification_features(server)
     if modern_only:
         server._lowlevel_server.middleware.append(RefuseHandshake())
+    if legacy_only:
+        server._lowlevel_server._request_handlers.pop("server/discover", None)
     return server
 
 
@@ -571,6 +587,7 @@ def main(argv: list[str] | None = None) -> None:
         tools_only=os.environ.get("DEMO_SERVER_TOOLS_ONLY", "") == "1",
         content_samples=os.environ.get("DEMO_SERVER_CONTENT_SAMPLES", "") == "1",
         modern_only=os.environ.get("DEMO_SERVER_MODERN_ONLY", "") == "1",
+        legacy_only=os.environ.get("DEMO_SERVER_LEGACY_ONLY", "") == "1",
         tools_ttl_ms=int(os.environ.get("DEMO_SERVER_TOOLS_TTL_MS", "0") or 0),
     )
 

@@ -103,17 +103,17 @@ def test_a_modern_only_server_is_refused_in_the_legacy_era_and_reached_in_auto(m
     assert not result.is_error and "3" in result.content[0]["text"]
 
 
-def test_a_pinned_version_against_a_server_that_does_not_speak_it_says_so(http_demo_server):
-    """The plain (stateful) demo server answers server/discover too; an old-only server would not.
-    mcp-server-time is such a server (the handshake only)."""
-    from tests.mcp_servers.conftest import time_config
-
-    old = time_config()
-    pinned = ServerConfig(name=old.name, transport=old.transport, command=old.command, args=old.args, protocol_era=MODERN)
-    with pytest.raises(McpConnectionError, match="does not speak MCP 2026-07-28"):
-        list_server_tools(pinned)
-    auto = ServerConfig(name=old.name, transport=old.transport, command=old.command, args=old.args, protocol_era="auto")
-    assert list_server_tools(auto)[1].protocol_version in (LEGACY_LATEST, "2025-06-18", "2025-03-26", "2024-11-05")
+def test_a_pinned_version_against_a_server_that_does_not_speak_it_says_so():
+    """A server of the handshake era only (no server/discover, over HTTP): pinned fails saying why;
+    auto falls back to the handshake."""
+    old = HttpDemoServer(env={"DEMO_SERVER_LEGACY_ONLY": "1"})
+    try:
+        with pytest.raises(McpConnectionError, match="does not speak MCP 2026-07-28"):
+            list_server_tools(ServerConfig(name="old", transport="http", url=old.url, protocol_era=MODERN))
+        _, probe = list_server_tools(ServerConfig(name="old", transport="http", url=old.url, protocol_era="auto"))
+        assert probe.protocol_version == LEGACY_LATEST
+    finally:
+        old.stop()
 
 
 def test_input_required_rounds_go_to_the_sessions_handlers_and_back_with_the_answer():
@@ -209,3 +209,30 @@ def test_the_server_form_sets_the_era(admin_client):
         "enabled": "on", "args_text": "", "env_text": "", "headers_text": "", "url": ""})
     assert response.status_code == 200 and not McpServer.objects.filter(name="bad-era").exists()
     assert "Select a valid choice" in response.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("era", ["legacy", MODERN])
+def test_our_trace_context_rides_in_meta_while_tracing_is_on(settings, era):
+    from playground import telemetry
+    from playground.mcp_servers import trace_context
+    from playground.mcp_servers.executor import call_registered_tool
+    from playground.mcp_servers.models import McpServer
+    from playground.mcp_servers.session_pool import SessionPool
+
+    server = McpServer.objects.create(name="traced", transport="stdio", command=sys.executable, args=DEMO_ARGS,
+                                      env={"DEMO_SERVER_SHOW_META": "1"}, protocol_era=era)
+    pool = SessionPool()
+    try:
+        trace_id, span_id = telemetry.ids_for("a test trace")
+        settings.OTEL_TRACES_ENABLED = False
+        with trace_context.spans_under(trace_id, span_id):
+            off, _ = call_registered_tool(server, "mcp__traced__show_trace_context", {}, pool=pool)
+        settings.OTEL_TRACES_ENABLED = True
+        with trace_context.spans_under(trace_id, span_id):
+            on, _ = call_registered_tool(server, "mcp__traced__show_trace_context", {}, pool=pool)
+        outside, _ = call_registered_tool(server, "mcp__traced__show_trace_context", {}, pool=pool)
+    finally:
+        pool.close_all()
+    assert off.text() == "none" and outside.text() == "none"
+    assert on.text() == f"00-{trace_id:032x}-{span_id:016x}-01"
