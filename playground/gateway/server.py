@@ -459,9 +459,9 @@ def _read_resource(session_id: str, info: dict[str, Any], client: tuple[str, str
     started = time.perf_counter()
     event: dict[str, Any] = {"uri": uri}
     try:
-        server = upstream.owner_of(servers, uri)
+        server, upstream_uri = upstream.owner_of(servers, uri)
         event["server"] = server.name
-        contents = upstream.read_resource(server, uri)
+        contents = upstream.read_resource(server, upstream_uri)
     except upstream.UpstreamError as exc:
         record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {
             **event, "error": str(exc), "duration_ms": round((time.perf_counter() - started) * 1000, 1)})

@@ -178,6 +178,7 @@ class McpConnection:
         self.closed = False
         # The least `ttlMs` of the last tools/list's pages (2026-07-28): how long the listing stays fresh.
         self.tools_ttl_ms: int | None = None
+        self.tools_offered = 0  # how many tools the last tools/list offered (more than it kept, past `keep`)
         # 2026-07-28: the resources this session is subscribed to, and the listen stream that carries
         # their updates and the list changes (`listen_for_changes`).
         self.subscribed: set[str] = set()
@@ -192,17 +193,22 @@ class McpConnection:
     def protocol_version(self) -> str:
         return self.session.protocol_version or ""
 
-    async def list_tools(self, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list[McpToolListing]:
-        """Every tool, following `nextCursor` page by page."""
+    async def list_tools(self, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, keep: int | None = None) -> list[McpToolListing]:
+        """Every tool, following `nextCursor` page by page. With `keep`, only the first `keep` are
+        kept (a hostile server's 10,000 tools are counted, not held): `self.tools_offered` says how many."""
         listings: list[McpToolListing] = []
         cursor: str | None = None
         self.tools_ttl_ms = None
+        self.tools_offered = 0
         for _ in range(MAX_TOOL_PAGES):
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
             result = await self._request(self.session.list_tools(params=params), timeout, "tools/list")
             if result.ttl_ms is not None:
                 self.tools_ttl_ms = result.ttl_ms if self.tools_ttl_ms is None else min(self.tools_ttl_ms, result.ttl_ms)
             for tool in result.tools:
+                self.tools_offered += 1
+                if keep is not None and len(listings) >= keep:
+                    continue
                 dumped = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
                 listings.append(
                     McpToolListing(
@@ -662,20 +668,21 @@ def background_loop() -> BackgroundLoop:
 
 
 def list_server_tools(
-    config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+    config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
+    keep: int | None = None,
 ) -> tuple[list[McpToolListing], ServerProbe]:
-    """Connect, list every tool, close."""
+    """Connect, list every tool (the first `keep` of them; the probe's count is every one), close."""
 
     async def run() -> tuple[list[McpToolListing], ServerProbe]:
         started = time.perf_counter()
         async with open_connection(config, connect_timeout=timeout, log_sink=log_sink) as connection:
-            tools = await connection.list_tools(timeout=timeout)
+            tools = await connection.list_tools(timeout=timeout, keep=keep)
             info = connection.server_info
             probe = ServerProbe(
                 server_name=info.name if info else "",
                 server_version=info.version if info else "",
                 protocol_version=connection.protocol_version,
-                tool_count=len(tools),
+                tool_count=connection.tools_offered,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 tools_ttl_ms=connection.tools_ttl_ms,
             )

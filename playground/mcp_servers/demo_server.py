@@ -33,6 +33,8 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
 
 - ``DEMO_SERVER_SHOW_META=1`` adds ``show_trace_context``, which answers the ``traceparent`` the
   request carried in ``_meta`` (how a tracing server would join the caller's trace).
+- ``DEMO_SERVER_FLOOD=N`` adds N generated tools, two of them with a 1 MB description and one with
+  a 100 KB input schema: a hostile server, for the limits on what a sync stores.
 - ``DEMO_SERVER_LEGACY_ONLY=1`` does not answer ``server/discover`` (method not found), as servers
   written before 2026-07-28 do: the handshake era only.
 - ``DEMO_SERVER_TOOLS_TTL_MS=N`` marks its ``tools/list`` answers fresh for N ms (``ttlMs``, read by
@@ -245,6 +247,9 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
 
     if content_samples:
         _add_content_samples(server)
+    flood = int(os.environ.get("DEMO_SERVER_FLOOD", "0") or 0)
+    if flood > 0:
+        _add_flood(server, flood)
     if os.environ.get("DEMO_SERVER_SHOW_META", "") == "1":
 
         @server.tool(description="Answer the W3C traceparent this request carried in _meta, or 'none'.")
@@ -274,6 +279,23 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
     if legacy_only:
         server._lowlevel_server._request_handlers.pop("server/discover", None)
     return server
+
+
+def _add_flood(server: DemoServer, count: int) -> None:
+    """`count` generated tools (DEMO_SERVER_FLOOD): two with 1 MB descriptions, one with a huge schema."""
+
+    def flooded(value: str = "") -> str:
+        return value
+
+    for index in range(count):
+        description = f"Generated tool number {index}."
+        if index < 2:
+            description += " " + "x" * 1_000_000
+        server.add_tool(flooded, name=f"flood_{index:05d}", description=description)
+    huge = {"type": "object", "properties": {f"field_{i}": {"type": "string", "description": "y" * 100} for i in range(1000)}}
+    tool = server._tool_manager._tools.get("flood_00002") if count > 2 else None
+    if tool is not None:
+        tool.parameters = huge
 
 
 def _slow_log(entry: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -106,25 +107,36 @@ def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("mcp_servers:server_list")
 
 
-def _tools_with_call_forms(server: McpServer) -> list:
-    tools = list(selectors.server_tools(server))
+# A server's page shows its tools a page at a time, each schema cut: a server of 10,000 tools (or
+# of huge schemas) gives a page of bounded size, whoever views it.
+TOOLS_PER_PAGE = 25
+SHOWN_SCHEMA_CHARS = 4000
+
+
+def _tools_with_call_forms(server: McpServer, page_number: Any = 1) -> tuple[list, Any]:
+    """(this page's tools, each with its call form and shown schema; the page)."""
+    page = Paginator(selectors.server_tools(server), TOOLS_PER_PAGE).get_page(page_number)
+    tools = list(page.object_list)
     for tool in tools:
         tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
-        tool.schema_json = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
-    return tools
+        schema = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
+        tool.schema_json = schema if len(schema) <= SHOWN_SCHEMA_CHARS else (
+            schema[:SHOWN_SCHEMA_CHARS] + f"\n… [{len(schema) - SHOWN_SCHEMA_CHARS:,} more characters: the tool's own page has it all]")
+    return tools, page
 
 
 @role_required(VIEWER)
 @require_safe
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
-    tools = _tools_with_call_forms(server)
+    tools, tools_page = _tools_with_call_forms(server, request.GET.get("tools_page"))
     return render(
         request,
         "mcp_servers/server_detail.html",
         {
             "server": server,
             "tools": tools,
+            "tools_page": tools_page,
             "masked_env": _masked(server.env),
             "masked_headers": _masked(server.headers),
             "config": ServerConfig.from_server(server),
@@ -184,7 +196,7 @@ def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
         "finished": server.status != McpServer.Status.PENDING,
     }
     if context["finished"]:
-        context["tools"] = _tools_with_call_forms(server)
+        context["tools"], context["tools_page"] = _tools_with_call_forms(server)
     return render(request, "mcp_servers/_sync_progress.html", context)
 
 
@@ -229,7 +241,8 @@ def _history(server: McpServer) -> list[McpCallRecord]:
 def server_tools(request: HttpRequest, pk: int) -> HttpResponse:
     """The tool table alone: fetched again by a detail page when a sync changed the tools."""
     server = get_object_or_404(McpServer, pk=pk)
-    return render(request, "mcp_servers/_tool_table.html", {"server": server, "tools": _tools_with_call_forms(server)})
+    tools, tools_page = _tools_with_call_forms(server, request.GET.get("tools_page"))
+    return render(request, "mcp_servers/_tool_table.html", {"server": server, "tools": tools, "tools_page": tools_page})
 
 
 @admin_only
