@@ -250,9 +250,10 @@ class McpConnection:
         return is_stateless(self.session)
 
     async def listen_for_changes(self) -> None:
-        """(Re)open this stateless session's `subscriptions/listen` stream: tool, prompt and resource
-        list changes and the subscribed resources' updates, handed to the notifications handler as
-        the notifications a handshake-era server sends on its own. Returns once acknowledged."""
+        """(Re)open this stateless session's `subscriptions/listen` stream, from the first resource
+        subscription on (a session with none keeps no stream open): tool, prompt and resource list
+        changes and the subscribed resources' updates, handed to the notifications handler as the
+        notifications a handshake-era server sends on its own. Returns once acknowledged."""
         if self.handlers is None or self.handlers.notifications is None or not self.stateless:
             return
         await self.stop_listening()
@@ -557,11 +558,6 @@ async def open_connection(
                     if forwarder is not None:
                         forwarder.note("session", _connected_text(config, session))
                     connection = McpConnection(config, session, transport, handlers)
-                    try:
-                        await connection.listen_for_changes()
-                    except Exception as exc:  # noqa: BLE001 - a server without listen still serves
-                        if forwarder is not None:
-                            forwarder.note("error", f"subscriptions/listen: {describe_error(exc)}")
                     try:
                         yield connection
                     finally:

@@ -495,7 +495,8 @@ def _add_resource_template_features(server: DemoServer) -> None:
         told = list(subscribers.get(COUNTER_URI, {}).values())
         for session in told:
             await session.send_resource_updated(COUNTER_URI)
-        await ctx.notify_resource_updated(COUNTER_URI)  # 2026-07-28 clients: on their listen streams
+        if _stateless(ctx):
+            await ctx.notify_resource_updated(COUNTER_URI)  # 2026-07-28 clients: on their listen streams
         return f"counter = {counter['value']} ({len(told)} subscribed session(s) told)"
 
 
@@ -563,8 +564,10 @@ def _add_notification_features(server: DemoServer) -> None:
         else:
             server.add_tool(extra_tool, name="extra_tool", description="A tool that comes and goes (toggle_extra_tool).")
             done = "added extra_tool"
-        await ctx.session.send_tool_list_changed()
-        await ctx.notify_tools_changed()  # 2026-07-28 clients hear it on their listen streams
+        if _stateless(ctx):
+            await ctx.notify_tools_changed()  # 2026-07-28 clients hear it on their listen streams
+        else:
+            await ctx.session.send_tool_list_changed()
         return done
 
 

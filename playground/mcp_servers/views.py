@@ -114,15 +114,32 @@ SHOWN_SCHEMA_CHARS = 4000
 
 
 def _tools_with_call_forms(server: McpServer, page_number: Any = 1) -> tuple[list, Any]:
-    """(this page's tools, each with its call form and shown schema; the page)."""
+    """(this page's tools, each with its call form and schema; the page). A tool whose schema is
+    large gets neither here: its row loads them when opened (`tool_body`), so a page of such tools
+    stays small."""
     page = Paginator(selectors.server_tools(server), TOOLS_PER_PAGE).get_page(page_number)
     tools = list(page.object_list)
     for tool in tools:
-        tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
         schema = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
-        tool.schema_json = schema if len(schema) <= SHOWN_SCHEMA_CHARS else (
-            schema[:SHOWN_SCHEMA_CHARS] + f"\n… [{len(schema) - SHOWN_SCHEMA_CHARS:,} more characters: the tool's own page has it all]")
+        if len(schema) > SHOWN_SCHEMA_CHARS:
+            tool.body_deferred = True
+            tool.schema_chars = len(schema)
+            continue
+        tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
+        tool.schema_json = schema
     return tools, page
+
+
+@role_required(VIEWER)
+@require_safe
+def tool_body(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
+    """One tool's schema and call form: what its row shows when opened, for a tool too large to
+    render inline on the server's page."""
+    server = get_object_or_404(McpServer, pk=pk)
+    tool = get_object_or_404(server.tools, pk=tool_pk)
+    tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
+    tool.schema_json = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
+    return render(request, "mcp_servers/_tool_body.html", {"server": server, "tool": tool})
 
 
 @role_required(VIEWER)

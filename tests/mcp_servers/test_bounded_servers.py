@@ -56,7 +56,9 @@ def test_a_server_of_ten_thousand_tools_shows_a_bounded_page(admin_client, viewe
     body = first.content.decode()
     assert first.status_code == 200 and len(first.content) <= 1_000_000, len(first.content)
     assert "Tools (10000)" in body and body.count('data-testid="tool-row"') == 25
-    assert "page 1 of 400" in body and "more characters: the tool's own page has it all" in body
+    assert "page 1 of 400" in body and body.count('data-testid="tool-body-deferred"') == 25
+    opened = admin_client.get(reverse("mcp_servers:tool_body", args=[server.pk, Tool.objects.get(name="mcp__huge__tool_00000").pk]))
+    assert opened.status_code == 200 and 'data-testid="call-form"' in opened.content.decode() and "p99" in opened.content.decode()
     last = admin_client.get(url + "?tools_page=400").content.decode()
     assert "mcp__huge__tool_09999" in last and "mcp__huge__tool_00000" not in last
     fragment = admin_client.get(reverse("mcp_servers:server_tools", args=[server.pk]) + "?tools_page=2")
