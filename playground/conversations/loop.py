@@ -47,21 +47,20 @@ from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
+from playground.engine import refusals
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
 from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
-from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -225,11 +224,7 @@ class AgentRun:
     def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
         """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
         if self._cache is None:
-            try:
-                table = current_price_table()
-            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
-                table = PriceTable({})
-            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, current_price_table())
         return self._cache
 
     def check_cancel(self) -> None:
@@ -243,7 +238,7 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
         """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
-        if self.agent_settings.server_search and SERVER_STYLE not in self.provider.wire_styles:
+        if self.agent_settings.server_search and self.agent_settings.wire not in self.provider.wire_styles:
             raise ProviderError(f"The {self.provider.label} cannot run Anthropic's server-side search tools; "
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
         backend = backends.search_backend(self.agent_settings.backend)
@@ -272,10 +267,11 @@ class AgentRun:
                 self.store.extend_last_user(plan.announcement_block)
             turn_seq = self.emit_turn_started(turn, turn_plan)
             request = turn_plan.wire_request()
-            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
+            body = ev.request_body(request)  # once a turn: the event keeps it, the cache strip keys on it
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request, body)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
-                                      request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
+                                      request=_request_summary(request), body=body), turn_sequence=turn_seq)
             started = time.perf_counter()
             # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
             streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \
@@ -399,8 +395,7 @@ class AgentRun:
             turn=turn,
             provider=self.provider.key,
             model=plan.model,
-            wire_style=plan.wire_style,
-            wire=turn_plan.wire_style,
+            wire=turn_plan.wire,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
             loaded_tools=list(plan.tool_names),
@@ -457,13 +452,13 @@ class AgentRun:
         check = turn.check_call(name)
         if name == TOOL_SEARCH_NAME:
             if check.refused:
-                return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+                return self.tool_error(tool_use_id, name, check.message, turn_seq, refusal=check.refusal), []
             return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments,
                                          permission=check.permission.effect), turn_sequence=turn_seq)
         if check.refused:
             error = "deferred tool called before it was loaded" if check.refusal == "deferred" else check.message
-            return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error), []
+            return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
         if check.needs_person and name not in self.always_allowed():
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
             raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
@@ -480,7 +475,8 @@ class AgentRun:
             after_ms = round((time.perf_counter() - started) * 1000, 1)
             text = f"Cancelled by the person while it ran (after {after_ms / 1000:.1f} s)."
             self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=[{"type": "text", "text": text}], is_error=True,
-                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+                                    duration_ms=after_ms, error="cancelled while it ran", refusal=refusals.CANCELLED),
+                      turn_sequence=turn_seq)
             raise Cancelled("tool_call", interrupted=name, after_ms=after_ms,
                             result=error_tool_result(tool_use_id, text)) from None
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=outcome.content, is_error=outcome.is_error,
@@ -490,16 +486,17 @@ class AgentRun:
             result["is_error"] = True
         return result, []
 
-    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int, *, error: str = "") -> dict[str, Any]:
-        """The error tool_result the model reads (`message`); `error`: the event's note, if not the message."""
+    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int, *, refusal: str,
+                   error: str = "") -> dict[str, Any]:
+        """The error tool_result the model reads (`message`); `error`: the event's note, if not the message;
+        `refusal`: why, as a code (engine/refusals.py), which the task measures count by."""
         result = error_tool_result(tool_use_id, message)
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
-                                error=error or message), turn_sequence=turn_seq)
+                                error=error or message, refusal=refusal), turn_sequence=turn_seq)
         return result
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        wire_style = self.agent_settings.wire_style
         backend = turn.backend
         try:
             result = turn.run_tool_search(arguments)
@@ -513,7 +510,7 @@ class AgentRun:
             scored=data["scored"], loaded=list(result.matches), already_loaded=data["already_loaded"],
             not_found=data["not_found"], total_deferred_tools=result.total_deferred_tools, notes=list(result.notes),
         ), turn_sequence=turn_seq)
-        blocks = ts.tool_search_user_blocks(tool_use_id, result, wire_style)
+        blocks = turn.style.search_answer(tool_use_id, result)
         return blocks[0], blocks[1:]
 
     def always_allowed(self) -> list[str]:
@@ -551,13 +548,14 @@ class AgentRun:
         call = state["call"]
         tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
         answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
-        allowed, why = permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name,
-                                          float(state.get("timeout") or 0))
+        choice = answer.payload.get("choice") if answer is not None else "timeout"
+        allowed, why = permission_outcome(choice, name, float(state.get("timeout") or 0))
         if not allowed:
-            return self.tool_error(tool_use_id, name, why, turn_seq), []
+            refusal = refusals.PROMPT_TIMEOUT if choice == "timeout" else refusals.PERSON_DENIED
+            return self.tool_error(tool_use_id, name, why, turn_seq, refusal=refusal), []
         check = turn.check_call(name)
         if check.refused:
-            return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+            return self.tool_error(tool_use_id, name, check.message, turn_seq, refusal=check.refusal), []
         return self.run_allowed_call(tool_use_id, name, arguments, check.tool, int(state.get("call_sequence") or 0), turn_seq)
 
     def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
@@ -565,7 +563,8 @@ class AgentRun:
         """Run an `Agent` call as a nested run; with `resume`, go on with the subagent that paused on a prompt."""
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
-            return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
+            return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq,
+                                   refusal=refusals.BAD_INPUT)
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
@@ -585,7 +584,8 @@ class AgentRun:
             after_ms = round((time.perf_counter() - started) * 1000, 1)
             text = subagent_cancelled_text(after_ms, cancelled.interrupted)
             self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=AGENT_TOOL_NAME, content=[text_block(text)], is_error=True,
-                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+                                    duration_ms=after_ms, error="cancelled while it ran", refusal=refusals.CANCELLED),
+                      turn_sequence=turn_seq)
             cancelled.result = error_tool_result(tool_use_id, text)
             if not cancelled.interrupted:  # stopped between the subagent's steps: the Agent call is what it cut short
                 cancelled.stage, cancelled.interrupted, cancelled.after_ms = "tool_call", AGENT_TOOL_NAME, after_ms

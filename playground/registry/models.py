@@ -5,8 +5,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 
 from playground.engine import permissions as engine_permissions
-from playground.engine.server_search import SERVER_STYLE
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.engine.wires.registry import profile_styles
 from playground.registry import tool_fields
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
@@ -77,10 +76,9 @@ class Tool(models.Model):
 
 
 class AgentProfile(models.Model):
-    class WireStyle(models.TextChoices):
-        NATIVE = NATIVE_STYLE, "Native (defer_loading + tool_reference)"
-        CLIENT = CLIENT_STYLE, "Client-side (any model or gateway)"
-        SERVER = SERVER_STYLE, "Anthropic server-side search tool"
+    # The wire styles a profile may store, from the engine's registry (NATIVE, CLIENT, SERVER): their
+    # names are the stored values, their labels the form's choices.
+    WireStyle = models.TextChoices("WireStyle", [(s.name.upper(), (s.name, s.label)) for s in profile_styles()])
 
     class Announcement(models.TextChoices):
         FULL = "full", "Full list every request"
@@ -271,3 +269,26 @@ class StoredSearchIndex(models.Model):
 
     def __str__(self) -> str:
         return f"stored index {self.key[:60]} ({self.size:,} bytes)"
+
+
+class LabelledQuery(models.Model):
+    """A request a team labelled with the tool it should find: a profile's own labelled set, built
+    from where its searches failed (the conversations' "Search misses" page adds a row per query and
+    the tool finally called). Queries of one text share one id and so one split, the shared toolsets'
+    rule (`quality.split_of`): tuning never sees a test query. Registry sits below conversations, so
+    the conversation it came from is a plain id."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="labelled_queries")
+    query = StorableTextField()
+    query_hash = StorableCharField(max_length=40)  # sha1 of the query: its id in the labelled set, and its split
+    tool_name = StorableCharField(max_length=255)
+    conversation_id = models.PositiveBigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["profile", "query_hash", "tool_name"], name="labelled_query_once")]
+
+    def __str__(self) -> str:
+        return f"{self.query[:40]} → {self.tool_name}"
