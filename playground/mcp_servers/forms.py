@@ -69,18 +69,26 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["name", "transport", "command", "url", "enabled", "always_load"]
+        fields = ["name", "transport", "command", "url", "protocol_era", "enabled", "always_load"]
         help_texts = {
             "command": "stdio: the executable to start, e.g. a path to python or npx.",
+            "protocol_era": "Which MCP protocol to speak: auto asks server/discover first (2026-07-28) and falls "
+                            "back to the initialize handshake; legacy always uses the handshake; a version "
+                            "speaks only that stateless version.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["protocol_era"].required = False
         instance = self.instance
         if not self.is_bound:
             self.initial["args_text"] = "\n".join(instance.args or [])
             self.initial["env_text"] = _format_pairs(instance.env or {}, "=", masked=bool(instance.pk))
             self.initial["headers_text"] = _format_pairs(instance.headers or {}, ":", masked=bool(instance.pk))
+
+    def clean_protocol_era(self) -> str:
+        # Left out (a script posting the older form): the server keeps its era, a new one gets auto.
+        return self.cleaned_data.get("protocol_era") or self.instance.protocol_era or McpServer.ProtocolEra.AUTO
 
     def clean_args_text(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]
