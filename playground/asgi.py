@@ -21,7 +21,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
 from playground.gateway.endpoint import with_gateway
+from django.urls import get_resolver
+
 from playground.routing import websocket_urlpatterns
+
+# Import every view now, while the process starts, not on its first request: Django resolves the
+# URLconf lazily, and importing the views (the SDKs, the engine, the search backends) made the first
+# page a person opened after a start take seconds (issue 46: 7.4 s for Conversations).
+URL_PATTERNS = get_resolver().url_patterns
 
 # A URL longer than this is answered 414 with a message (the inspector sends long queries by POST).
 # The web server lets lines up to 64 KB through so that this limit, not a dropped connection, answers.

@@ -49,6 +49,12 @@ ALLOWED_LATE_IMPORTS = {
         "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/conversations/apps.py", "playground.registry.ports"):
         "AppConfig.ready: where the conversations app hands its usage log and providers to the registry",
+    ("playground/mcp_servers/apps.py", "playground.mcp_servers.builtin_tools"):
+        "AppConfig.ready: modules that import models load only once the app registry is ready",
+    ("playground/mcp_servers/apps.py", "playground.mcp_servers.secrets"):
+        "AppConfig.ready: the scrubber forgets the process's keys when a setting changes (connected here)",
+    ("playground/mcp_servers/apps.py", "playground.registry.models"):
+        "AppConfig.ready: modules that import models load only once the app registry is ready",
     ("playground/loadtest/stack.py", "playground.celery_app"):
         "the load test sets its stack's environment (database, Redis prefix, queue) before Celery reads the settings",
     ("playground/loadtest/stack.py", "playground.conversations.models"):
