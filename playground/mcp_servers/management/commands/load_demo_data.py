@@ -58,6 +58,24 @@ PROFILES: list[dict[str, Any]] = [
         "system_prompt": "Tool search turns on when deferred tools would take at least 10% of the context window.",
     },
     {
+        # Anthropic's mid-conversation tool changes: the harness ranks each message before the turn and
+        # adds the likely tools by tool_addition (no search round trip); no ToolSearch at all.
+        "name": "Tool changes (predicted)",
+        "tool_search_mode": "true",
+        "wire_style": "tool-changes",
+        "tool_changes_search": False,
+        "system_prompt": "You are a helpful assistant. The tools likely to help are added before each of your turns.",
+    },
+    {
+        # The hybrid: the predicted tools are added, ToolSearch stays for what the prediction missed.
+        "name": "Tool changes + search",
+        "tool_search_mode": "true",
+        "wire_style": "tool-changes",
+        "tool_changes_search": True,
+        "system_prompt": "You are a helpful assistant. Likely tools are added before each turn; use ToolSearch "
+                         "to find others.",
+    },
+    {
         "name": "Research subagent",
         "tool_search_mode": "true",
         "wire_style": AgentProfile.WireStyle.NATIVE,

@@ -1,0 +1,66 @@
+"""The "tool-changes" wire style through the loop: the prediction stored as a system message and shown
+like a search, the request accepted by the Messages API double through the real SDK, and the demo agent."""
+from __future__ import annotations
+
+import pytest
+
+from playground.conversations.models import Message
+from playground.conversations.providers.demo import DemoAgentProvider
+from playground.conversations.testing.fake_api import text_reply, tool_use_reply
+from playground.engine.wires.anthropic_tool_changes import TOOL_CHANGES_BETA
+from tests.conversations.conftest import converse, event_types, events_of, make_profile
+
+TIME_TOOL = "mcp__time__get_current_time"
+
+
+def stored_system_messages(conversation) -> list[list[dict]]:
+    return list(Message.objects.filter(conversation=conversation, role="system").order_by("position")
+                .values_list("content", flat=True))
+
+
+@pytest.mark.parametrize("keep_search", [False, True])
+def test_the_demo_agent_calls_the_predicted_tool_without_a_search(admin_user, tool_world, keep_search):
+    profile = make_profile(f"changes-{keep_search}", wire_style="tool-changes", tool_changes_search=keep_search)
+    conversation, outcome = converse(admin_user, "What is the current time in Tokyo?", profile=profile,
+                                     provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn", event_types(conversation)
+    prediction = events_of(conversation, "toolsearch_query")[0].payload
+    assert prediction["predicted"] and TIME_TOOL in prediction["loaded"] and prediction["scored"]
+    assert any(s["breakdown"] for s in prediction["scored"])  # the "why" of each score
+    assert len(events_of(conversation, "toolsearch_query")) == 1  # no search of the model's
+    assert events_of(conversation, "tool_call")[0].payload["name"] == TIME_TOOL
+    assert stored_system_messages(conversation)[0] == [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": n}} for n in prediction["loaded"]]
+    tools = {t["name"] for t in events_of(conversation, "model_request")[0].payload["request"]["tools"]}
+    assert ("ToolSearch" in tools) == keep_search
+
+
+def test_the_real_sdk_sends_the_beta_and_the_tools_array_stays_the_same(admin_user, tool_world, fake_api, claude):
+    profile = make_profile("changes-sdk", wire_style="tool-changes")
+    fake_api.replies.extend([tool_use_reply(TIME_TOOL, {"timezone": "Asia/Tokyo"}), text_reply("It is noon."),
+                             text_reply("You are welcome.")])
+    conversation, outcome = converse(admin_user, "What is the current time in Tokyo?", profile=profile, provider=claude)
+    assert outcome.reason == "end_turn", [r.error for r in fake_api.message_requests]
+    conversation, outcome = converse(admin_user, "thanks", profile=profile, provider=claude, conversation=conversation)
+    assert outcome.reason == "end_turn", [r.error for r in fake_api.message_requests]
+    requests = fake_api.message_requests
+    assert all(r.status == 200 and TOOL_CHANGES_BETA in r.headers["anthropic-beta"] for r in requests)
+    assert len({repr(r.body["tools"]) for r in requests}) == 1  # the cached prefix never changes
+    first = requests[0].body["messages"]
+    assert first[-1]["role"] == "system" and {"type": "tool_addition", "tool": {"type": "tool_reference", "name": TIME_TOOL}} \
+        in first[-1]["content"]
+    assert events_of(conversation, "tool_result")[0].payload["is_error"] is False
+
+
+def test_a_denied_tool_is_withdrawn_on_the_next_message(admin_user, tool_world, fake_api, claude):
+    from playground.registry.models import PermissionRule
+
+    profile = make_profile("changes-deny", wire_style="tool-changes")
+    fake_api.replies.extend([text_reply("ok"), text_reply("ok again")])
+    conversation, _ = converse(admin_user, "What is the current time in Tokyo?", profile=profile, provider=claude)
+    PermissionRule.objects.create(effect="deny", pattern=TIME_TOOL, profile=profile)
+    conversation, outcome = converse(admin_user, "and now?", profile=profile, provider=claude, conversation=conversation)
+    assert outcome.reason == "end_turn", [r.error for r in fake_api.message_requests]
+    last = fake_api.message_requests[-1].body["messages"][-1]
+    assert {"type": "tool_removal", "tool": {"type": "tool_reference", "name": TIME_TOOL}} in last["content"]
+    assert events_of(conversation, "toolsearch_query")[-1].payload["removed"] == [TIME_TOOL]
