@@ -110,3 +110,17 @@ def test_without_tool_search_the_request_drops_it_and_its_announcement(small_cat
     assert turn.wire_announcement is None and turn.wire_tokens.announcement_tokens == 0
     with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
     assert "ToolSearch" in [t["name"] for t in with_search.wire_request()["tools"]] and with_search.wire_announcement
+
+
+def test_a_discovery_in_this_style_is_the_harness_adding_the_tools(small_catalog):
+    from playground.engine.toolsearch_tool import run_tool_search
+
+    style = wire_style("tool-changes")
+    result = run_tool_search({"query": f"select:{ISSUE}"}, small_catalog, ClaudeCodeKeywordBackend())
+    history = [person("hello"), *style.discovery_messages("toolu_x", {"query": f"select:{ISSUE}"}, result,
+                                                          definitions=small_catalog.get)]
+    assert history[-1] == {"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": ISSUE}}]}
+    turn = turn_for(small_catalog, history, tool_changes_search=False)
+    assert turn.tool_changes is None and turn.check_call(ISSUE).verdict == ALLOW
+    assert "ToolSearch" not in [t["name"] for t in turn.wire_request()["tools"]]

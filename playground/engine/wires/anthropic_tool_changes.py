@@ -19,6 +19,7 @@ the SDK's `BetaSystemMessageParam` / `BetaRequestToolAdditionBlockParam` / `…R
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +33,7 @@ from playground.engine.history import (
 )
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.toolsearch_tool import NATIVE_STYLE
-from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.tools import TOOL_SEARCH_NAME, Tool
 from playground.engine.wires.anthropic import AnthropicWire
 
 TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
@@ -224,6 +225,15 @@ class AnthropicToolChanges(AnthropicWire):
         offered = set(offered_names(messages))
         return [n for n in turn.request.discovered_tools if n in declared and n not in offered
                 and turn.catalog.is_deferred(n)]
+
+    # -- the history -------------------------------------------------------------------------------
+    def discovery_messages(self, call_id: str, arguments: Mapping[str, Any], result: ToolSearchResult, *,
+                           definitions: Callable[[str], Tool | None], server_search: str = "") -> list[dict[str, Any]]:
+        """The history in which `result.matches` are offered, as this style offers tools: the harness's
+        system message adding them (no search call; "what the model sees", `toolsearch request
+        --discovered` and the cost command build their histories with it)."""
+        return [{"role": "system", "content": [change_block(TOOL_ADDITION, n) for n in result.matches]}] \
+            if result.matches else []
 
     # -- what the model sees ------------------------------------------------------------------------
     def announces(self, turn: Any) -> bool:
