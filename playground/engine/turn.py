@@ -243,6 +243,10 @@ class TurnPlan:
 
     def _refused(self, name: str, permission: PermissionDecision) -> CallCheck:
         refusal, message = self.request.refusal(name)
+        if refusal == "deferred" and TOOL_SEARCH_NAME not in self.sent_tool_names:
+            # No ToolSearch on the wire to load it with (the tool-changes style without search): say so.
+            message = (f"Tool {name!r} is not offered in this conversation: it was not added for this request, "
+                       "and there is no ToolSearch to load it.")
         return CallCheck(name, REFUSE, permission, refusal=refusal, message=message)
 
     def run_tool_search(

@@ -124,3 +124,12 @@ def test_a_discovery_in_this_style_is_the_harness_adding_the_tools(small_catalog
     turn = turn_for(small_catalog, history, tool_changes_search=False)
     assert turn.tool_changes is None and turn.check_call(ISSUE).verdict == ALLOW
     assert "ToolSearch" not in [t["name"] for t in turn.wire_request()["tools"]]
+
+
+def test_a_tool_not_added_is_refused_without_naming_a_toolsearch_that_is_not_there(small_catalog):
+    turn = turn_for(small_catalog, [person("create an issue in the github repository")], tool_changes_search=False)
+    check = turn.check_call("mcp__slack__post_message")
+    assert check.verdict == REFUSE and check.refusal == "deferred"
+    assert "ToolSearch" in check.message and "select:" not in check.message
+    with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
+    assert "select:mcp__slack__post_message" in with_search.check_call("mcp__slack__post_message").message
