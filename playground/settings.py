@@ -206,7 +206,7 @@ OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTE
 # arguments, results and messages never go in a span.
 OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
 
-# ToolSearch: true | false | auto | auto:N (empty = unset, Claude Code's default behaviour).
+# ToolSearch: true | false | auto | auto:N | auto:Ntokens (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
 # Models that cannot take tool_reference blocks (regular expressions, matched case-insensitively).
 TOOL_SEARCH_UNSUPPORTED_MODELS = envlist("TOOL_SEARCH_UNSUPPORTED_MODELS", "haiku")

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 PROFILE_KEYS = ("profile", "provider", "tasks", "completed", "success", "success_ci", "first_call_success",
-                "searches_per_task", "turns_per_task", "input_tokens_per_task", "output_tokens_per_task",
-                "cost_usd_per_task", "task_p50_s", "errors")
+                "searches_per_task", "turns_per_task", "model_calls_per_task", "input_tokens_per_task",
+                "output_tokens_per_task", "cache_read_tokens_per_task", "cache_write_tokens_per_task", "cost_usd_per_task", "task_p50_s", "errors")
 PAIR_KEYS = ("a", "b", "success_diff", "p_value")
+EVERY_MODE = "every-mode"
 
 
 class CommandError(RuntimeError):
@@ -36,7 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--tasks", required=True, metavar="TOOLSET_OR_FILE",
                         help="a toolset with labelled queries (as the evaluation page lists them) or a queries.jsonl file")
-    parser.add_argument("--profiles", required=True, metavar='"NAME,NAME"', help="agent profile names, comma-separated")
+    parser.add_argument("--profiles", required=True, metavar='"NAME,NAME"',
+                        help=f"agent profile names, comma-separated; {EVERY_MODE!r}: one profile per loading mode")
     parser.add_argument("--limit", type=int, default=None, help="evenly sampled tasks of the split (default: all)")
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all", help="which tasks (default all)")
     parser.add_argument("--policy", choices=("allow", "deny"), default="allow", help="answer to permission prompts (default allow)")
@@ -72,14 +74,15 @@ def json_shape(report: dict[str, Any]) -> dict[str, Any]:
 
 def format_table(report: dict[str, Any]) -> str:
     lines = [f"{'profile':<28} {'provider':<10} {'done':>9} {'success [95% CI]':>22} {'1st ok':>7} {'search':>7} "
-             f"{'turns':>6} {'in tok':>9} {'out tok':>8} {'$/task':>10} {'p50 s':>7}  errors"]
+             f"{'turns':>6} {'calls':>6} {'in tok':>9} {'cache rd':>9} {'cache wr':>9} {'out tok':>8} {'$/task':>10} {'p50 s':>7}  errors"]
     for row in report["profiles"]:
         cost = "—" if row["cost_usd_per_task"] is None else f"{row['cost_usd_per_task']:.5f}"
         low, high = row["success_ci"]
         lines.append(
             f"{row['profile'][:28]:<28} {row['provider'][:10]:<10} {row['completed']:>4}/{row['tasks']:<4} "
             f"{row['success']:>7.0%} [{low:.0%}–{high:.0%}]".ljust(64) + f" {row['first_call_success']:>6.0%} "
-            f"{row['searches_per_task']:>7.2f} {row['turns_per_task']:>6.2f} {row['input_tokens_per_task']:>9.0f} "
+            f"{row['searches_per_task']:>7.2f} {row['turns_per_task']:>6.2f} {row['model_calls_per_task']:>6.2f} "
+            f"{row['input_tokens_per_task']:>9.0f} {row['cache_read_tokens_per_task']:>9.0f} {row['cache_write_tokens_per_task']:>9.0f} "
             f"{row['output_tokens_per_task']:>8.0f} {cost:>10} {row['task_p50_s']:>7.2f}  "
             + (", ".join(f"{k} {v}" for k, v in row["errors"].items()) or "—"))
     for pair in report["pairs"]:
@@ -111,6 +114,9 @@ def run_tasks(args: argparse.Namespace) -> dict[str, Any]:
     except sources.TaskSourceError as exc:
         raise CommandError(str(exc)) from None
     names = [name.strip() for name in args.profiles.split(",") if name.strip()]
+    if EVERY_MODE in names:  # the page's "every loading mode": one profile per mode, beside any named
+        names = list(dict.fromkeys(n for name in names for n in (
+            [p.name for p in selectors.loading_mode_profiles()] if name == EVERY_MODE else [name])))
     profiles = {p.name: p for p in AgentProfile.objects.filter(name__in=names)}
     unknown = [name for name in names if name not in profiles]
     if unknown:

@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
+from playground.engine.modes import parse_mode
+from playground.registry.models import AgentProfile
 
 def items_of(run: TaskRun) -> list[TaskRunItem]:
     return list(run.items.select_related("task", "conversation").order_by("position", "id"))
@@ -102,7 +104,7 @@ def grid(run: TaskRun, items: list[TaskRunItem], *, only: str = "") -> list[Grid
 
 
 CSV_FIELDS = ("task_id", "query", "expected_tools", "profile", "status", "conversation", "success", "first_call_success",
-              "first_tool", "searches", "turns", "input_tokens", "output_tokens", "tokens_estimated", "cost_usd", "wall_s",
+              "first_tool", "searches", "turns", "model_calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "tokens_estimated", "cost_usd", "wall_s",
               "errors", "end_reason", "simulated_calls")
 
 
@@ -115,7 +117,8 @@ def csv_text(items: list[TaskRunItem]) -> str:
         writer.writerow([
             item.task.external_id, item.task.query, " ".join(item.task.expected_tools), item.profile_name, item.status,
             item.conversation_id or "", m.get("success", ""), m.get("first_call_success", ""), m.get("first_tool", ""),
-            m.get("searches", ""), m.get("turns", ""), m.get("input_tokens", ""), m.get("output_tokens", ""),
+            m.get("searches", ""), m.get("turns", ""), m.get("model_calls", ""), m.get("input_tokens", ""),
+            m.get("cache_read_tokens", ""), m.get("cache_write_tokens", ""), m.get("output_tokens", ""),
             m.get("tokens_estimated", ""), "" if m.get("cost_usd") is None else m["cost_usd"], m.get("wall_s", ""),
             ";".join(f"{k}={v}" for k, v in (m.get("errors") or {}).items()), m.get("end_reason", ""),
             m.get("simulated_calls", ""),
@@ -194,3 +197,42 @@ def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[
     charts = [chart for chart in (success_chart(data["profiles"], by="tokens"), success_chart(data["profiles"], by="cost"))
               if chart is not None]
     return {"run": run, "progress": progress(run, items), "report": data, "charts": charts}
+
+
+# -- the "every loading mode" preset ------------------------------------------------------------------
+# (mode, what it is) in the order the table shows them: each mode a profile can be set to.
+LOADING_MODES = (
+    ("off", "every tool sent up front"),
+    ("native", "ToolSearch answering with tool_reference (Anthropic)"),
+    ("client", "ToolSearch answering with text (any Anthropic-compatible gateway)"),
+    ("openai-hosted", "OpenAI's hosted tool_search"),
+    ("openai-client", "OpenAI's client tool_search, our backend answering"),
+    ("openai-functions", "plain functions with a ToolSearch function (any chat model)"),
+)
+_OPENAI_MODES = {"native": "openai-client", "client": "openai-functions", "server": "openai-hosted"}
+
+
+def loading_mode_of(profile: AgentProfile) -> str:
+    """Which of `LOADING_MODES` a profile runs (the server-side Anthropic search: "server")."""
+    try:
+        off = parse_mode(profile.tool_search_mode).kind == "false"
+    except ValueError:
+        off = False
+    if profile.provider == "openai":
+        return "off" if off else _OPENAI_MODES.get(profile.wire_style, profile.wire_style)
+    return "off" if off else profile.wire_style
+
+
+def loading_mode_profiles() -> list[AgentProfile]:
+    """One profile per loading mode, in `LOADING_MODES` order, for a task run that sets every mode
+    side by side on the same tasks: per mode the plainest profile (flat announcement, the mode set
+    explicitly, the oldest first). A mode no profile runs is left out."""
+    chosen: dict[str, AgentProfile] = {}
+    candidates = AgentProfile.objects.filter(is_subagent=False).order_by("pk")
+    for profile in sorted(candidates, key=lambda p: (p.announcement_layout != AgentProfile.Layout.FLAT,
+                                                     p.tool_search_mode not in ("true", "false"), p.pk)):
+        mode = loading_mode_of(profile)
+        if mode == "off" and profile.provider == "openai":
+            continue  # "off" is the all-tools baseline on Anthropic's wire
+        chosen.setdefault(mode, profile)
+    return [chosen[mode] for mode, _ in LOADING_MODES if mode in chosen]

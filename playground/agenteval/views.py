@@ -17,7 +17,7 @@ from playground.conversations.providers import provider_is_offline
 from playground.conversations.selectors import can_act
 from playground.registry.prices import current_price_table
 
-DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in: its success measures ToolSearch "
+DEMO_NOTE = ("These tasks ran with the offline demo agent, which is not a model: a heuristic stand-in whose success measures ToolSearch "
              "plus argument filling, not a model's judgement. Its tokens are the engine's estimate. Set ANTHROPIC_API_KEY "
              "(or give the profiles the anthropic provider) to measure Claude itself.")
 

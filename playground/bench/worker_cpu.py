@@ -60,14 +60,14 @@ def measure(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
     from playground.conversations import services, tasks
     from playground.conversations.broadcast import conversation_group
     from playground.conversations.models import Event
+    from playground.per_process import portal
     from playground.registry import indexing, tasks as registry_tasks
 
     call_command("migrate", interactive=False, verbosity=0)
@@ -77,7 +77,15 @@ def measure(args: argparse.Namespace) -> None:
     if build is not None:
         indexing.build_index(build.version)
     user = get_user_model().objects.create(username="bench")
-    layer = get_channel_layer()
+    # The watchers' layer lives on the process's portal loop: the pub/sub layer is bound to a loop,
+    # and a channel must be made in the process (new_channel) before it joins a group.
+    watchers: list = []
+
+    async def watch(group: str) -> None:
+        if not watchers:
+            watchers.append(channel_layers.make_backend(DEFAULT_CHANNEL_LAYER))
+        await watchers[0].group_add(group, await watchers[0].new_channel())
+
     queued: list[tuple[int, str]] = []
     tasks.run_conversation_task.delay = lambda conversation_id, run_token="": queued.append((conversation_id, run_token))
 
@@ -86,7 +94,7 @@ def measure(args: argparse.Namespace) -> None:
         for _ in range(count):
             conversation = services.start_conversation(user, provider="demo")
             # One socket watching, as in the load command: the broadcast has a member to reach.
-            async_to_sync(layer.group_add)(conversation_group(conversation.pk), f"{layer.prefix}.watcher!{uuid.uuid4().hex}")
+            portal().submit(watch(conversation_group(conversation.pk))).result(timeout=30)
             services.send_message(conversation, MESSAGE, user=user)
         return list(queued)
 

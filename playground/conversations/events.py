@@ -160,17 +160,45 @@ def _without_secrets(value: Any) -> Any:
     return value
 
 
+# A key `_SECRET_KEY` finds, as JSON writes it before a string value: the word, the rest of the key,
+# `": "`. Searched in the body's JSON with ASCII letters lowered (the same length, so any match is a
+# real key's or a harmless false alarm). Four letters outside ASCII match an ASCII one under
+# IGNORECASE (İ ı ſ and the Kelvin sign): a body holding one is checked the slow way.
+_SECRET_WORDS = (b"api", b"authorization", b"secret", b"password", b"passwd", b"token")
+_SECRET_PAIR = re.compile(rb"(?:api[_-]?key|authorization|secret|password|passwd|token)(?:[^\"\\]|\\.)*\": \"", re.DOTALL)
+_FOLDS_TO_ASCII = tuple(c.encode() for c in "\u0130\u0131\u017f\u212a")
+_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+
+
+def _may_hold_secrets(encoded: bytes) -> bool:
+    """Whether a body's JSON may hold a string under a key that looks like a credential (False: none,
+    so `_without_secrets` would return it unchanged)."""
+    if any(fold in encoded for fold in _FOLDS_TO_ASCII):
+        return True
+    lowered = encoded.translate(_ASCII_LOWER)
+    for word in _SECRET_WORDS:
+        start = lowered.find(word)
+        while start >= 0:
+            if _SECRET_PAIR.match(lowered, start):
+                return True
+            start = lowered.find(word, start + 1)
+    return False
+
+
 def request_body(request: dict[str, Any]) -> dict[str, Any]:
     """The Messages API body as sent (model, system, tools, messages …), for the timeline's "request body".
 
     Transport options and anything that looks like a credential are left out; a body over
-    MAX_STORED_BODY_BYTES is replaced by a note giving its size.
+    MAX_STORED_BODY_BYTES is replaced by a note giving its size. The body is serialised once: when
+    its JSON holds no key that looks like a credential (almost always) that JSON is the stored body's
+    (and its size the note's); otherwise the body is copied without those values and serialised again.
     """
-    body = _without_secrets({k: v for k, v in request.items() if k not in _DROPPED_KEYS})
-    encoded = json.dumps(body, ensure_ascii=False, default=str)
-    size = len(encoded.encode("utf-8"))
-    if size > MAX_STORED_BODY_BYTES:
-        return _body_note(size)
+    sent = {k: v for k, v in request.items() if k not in _DROPPED_KEYS}
+    encoded = json.dumps(sent, ensure_ascii=False, default=str).encode("utf-8")
+    if _may_hold_secrets(encoded):
+        encoded = json.dumps(_without_secrets(sent), ensure_ascii=False, default=str).encode("utf-8")
+    if len(encoded) > MAX_STORED_BODY_BYTES:
+        return _body_note(len(encoded))
     return json.loads(encoded)  # plain JSON types, as the JSONField will give them back
 
 

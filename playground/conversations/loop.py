@@ -272,10 +272,11 @@ class AgentRun:
             if changes is not None:
                 self.emit_tool_changes(changes, turn_seq)
             request = turn_plan.wire_request()
-            cached = self.prompt_cache(turn_plan).account(turn_plan, request)
+            body = ev.request_body(request)  # once a turn: the event keeps it, the cache strip keys on it
+            cached = self.prompt_cache(turn_plan).account(turn_plan, request, body)
             self.emit(ev.ModelRequest(provider=self.provider.key, model=request.get("model", ""),
                                       message_count=len(_request_messages(request)), tool_count=len(request.get("tools", []) or []),
-                                      request=_request_summary(request), body=ev.request_body(request)), turn_sequence=turn_seq)
+                                      request=_request_summary(request), body=body), turn_sequence=turn_seq)
             started = time.perf_counter()
             # The main agent's text streams to the chat; a subagent's shows in its Agent call's result.
             streamer = TextStreamer(self, turn_seq, flush_seconds=settings.STREAM_FLUSH_SECONDS) \
@@ -471,6 +472,8 @@ class AgentRun:
             return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments,
                                          permission=check.permission.effect), turn_sequence=turn_seq)
+        if check.refused and check.refusal == "deferred" and self.agent_settings.loads_on_call:
+            return self.load_on_call(tool_use_id, name, turn, turn_seq)
         if check.refused:
             error = "deferred tool called before it was loaded" if check.refusal == "deferred" else check.message
             return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
@@ -478,6 +481,26 @@ class AgentRun:
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
             raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
         return self.run_allowed_call(tool_use_id, name, arguments, check.tool, call_seq, turn_seq)
+
+    def load_on_call(self, tool_use_id: str, name: str, turn: TurnPlan,
+                     turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The profile's "load on call": a deferred tool called before a search loaded it is loaded
+        as `select:<tool>` would load it — the call's tool_result holds its tool_reference, which
+        every wire style reads as a discovery (the client styles as a text marker) — and a sibling
+        text asks the model to call it again. The call itself did not run: its result event is an
+        error of kind `tool_not_loaded`, and the loading is a ToolSearch event with a note."""
+        result = turn.run_tool_search({"query": f"select:{name}"})
+        note = f"{name} was called before a search loaded it; loaded on call (the profile's option), as select:{name} would"
+        self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=result.query, backend=result.backend,
+                                     reading=result.reading.to_dict(), loaded=list(result.matches),
+                                     already_loaded=list(result.already_loaded), not_found=list(result.not_found),
+                                     total_deferred_tools=result.total_deferred_tools, notes=[note]), turn_sequence=turn_seq)
+        again = f"{name} was deferred and had not been loaded; it is loaded now. Call {name} again with the same input."
+        self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=[text_block(again)], is_error=True,
+                                error="deferred tool called before it was loaded: loaded on call", refusal=refusals.DEFERRED),
+                  turn_sequence=turn_seq)
+        references = [{"type": "tool_reference", "tool_name": loaded} for loaded in result.matches]
+        return {"type": "tool_result", "tool_use_id": tool_use_id, "content": references}, [text_block(again)]
 
     def run_allowed_call(self, tool_use_id: str, name: str, arguments: dict[str, Any], tool: Any, call_seq: int,
                          turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:

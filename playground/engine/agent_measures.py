@@ -4,8 +4,9 @@ A task is a person's request and the tools that would satisfy it (gold tools, wi
 `equivalent_names` accepted as the retrieval evaluation accepts them). From one conversation's typed
 events (type, payload) this module reads: success (a gold tool was called and returned without an
 error), first-call success (the first tool called was a gold one, and it returned without an error:
-right at the first try), searches, model turns, tokens (the API's reported usage, or the engine's
-estimate when the response says so — the offline demo agent's: marked), cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
+right at the first try), searches, model turns and model calls (subagents' included), tokens (cache
+reads and writes apart; the API's reported usage, or the engine's estimate when the response says so
+— the offline demo agent's: marked), cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
 intervals, means, the median wall time, and between two profiles an exact McNemar test on the tasks
 both completed. Plain Python: the Django side hands in the events.
 """
@@ -34,6 +35,7 @@ class TaskMeasures:
     tools_called: list[str] = field(default_factory=list)
     searches: int = 0
     turns: int = 0
+    model_calls: int = 0  # model responses of the whole run: the main agent's turns and its subagents'
     input_tokens: int = 0  # every input token: uncached + cache written + cache read
     output_tokens: int = 0
     cache_write_tokens: int = 0
@@ -129,6 +131,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             elif name in accepted and name not in measures.gold_called:
                 measures.gold_called.append(name)
         elif kind == "model_response":
+            measures.model_calls += 1
             settle(None)  # the previous response had no cache strip after it (a run from before strips)
             pending = (priced_model(payload.get("model"), model), Usage.of(payload.get("usage")))
             source = payload.get("usage_source")
@@ -204,8 +207,12 @@ def profile_summary(profile: str, provider: str, items: Sequence[Mapping[str, An
         "first_call_success": round(first / len(done), 4) if done else 0.0,
         "searches_per_task": _mean([m["searches"] for m in done]),
         "turns_per_task": _mean([m["turns"] for m in done]),
+        # A task measured before model calls were counted: its turns were its main agent's model calls.
+        "model_calls_per_task": _mean([m.get("model_calls", m["turns"]) for m in done]),
         "input_tokens_per_task": _mean([m["input_tokens"] for m in done]),
         "output_tokens_per_task": _mean([m["output_tokens"] for m in done]),
+        "cache_read_tokens_per_task": _mean([m.get("cache_read_tokens", 0) for m in done]),
+        "cache_write_tokens_per_task": _mean([m.get("cache_write_tokens", 0) for m in done]),
         "cost_usd_per_task": round(sum(costs) / len(costs), 8) if costs and len(costs) == len(done) else None,
         "uncached_cost_usd_per_task": round(sum(uncached) / len(uncached), 8) if uncached and len(uncached) == len(done) else None,
         "task_p50_s": round(statistics.median(walls), 3) if walls else 0.0,

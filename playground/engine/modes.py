@@ -1,8 +1,11 @@
 """When tool search is on: `ENABLE_TOOL_SEARCH` and the gates that switch it off, each with a reason.
 
-Values: unset (Claude Code's default: on, MCP tools deferred), `true`, `false`, `auto` (= `auto:10`)
-and `auto:N` (N clamped to 0–100; `auto:0` is always on, `auto:100` always off; otherwise on when
-the deferred tools' tokens ≥ floor(context_window × N / 100)).
+Values: unset (Claude Code's default: on, MCP tools deferred), `true`, `false`, `auto` (= `auto:10`),
+`auto:N` (N clamped to 0–100; `auto:0` is always on, `auto:100` always off; otherwise on when
+the deferred tools' tokens ≥ floor(context_window × N / 100)) and `auto:Ntokens` (an absolute
+threshold, whatever the window: on when the deferred tools' tokens ≥ N; `auto:50000tokens`,
+`auto:50k tokens` and `auto:1.5m tokens` read alike). Claude Code's own values stay as they are; the
+absolute form is ours, for 1M-token windows where 10 % (100,000 tokens) never triggers.
 
 Gates, in order (the first that applies decides):
 1. `false` → off.
@@ -43,12 +46,20 @@ class ModeSetting:
     raw: str
     kind: ModeKind
     percent: int | None = None  # auto only, clamped to 0–100
+    tokens: int | None = None  # auto with an absolute threshold (`auto:Ntokens`) instead of a percent
 
     @property
     def label(self) -> str:
+        if self.kind == "auto" and self.tokens is not None:
+            return f"auto:{self.tokens}tokens"
         if self.kind == "auto":
             return f"auto:{self.percent}"
         return self.kind
+
+
+# `auto:50000tokens`, `auto:50000 tokens`, `auto:50k tokens`, `auto:1.5M tokens` (case-insensitive).
+_TOKEN_THRESHOLD = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)\s*tokens?")
+_TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000}
 
 
 def parse_mode(value: str | None) -> ModeSetting:
@@ -67,7 +78,12 @@ def parse_mode(value: str | None) -> ModeSetting:
         number = text[len("auto:"):].strip()
         if re.fullmatch(r"[+-]?\d+", number):
             return ModeSetting(raw, "auto", min(100, max(0, int(number))))
-    raise ValueError(f"ENABLE_TOOL_SEARCH={raw!r} is not valid: use true, false, auto or auto:N (N from 0 to 100), or leave it unset")
+        absolute = _TOKEN_THRESHOLD.fullmatch(number)
+        if absolute:
+            tokens = int(float(absolute.group(1)) * _TOKEN_UNITS[absolute.group(2)])
+            return ModeSetting(raw, "auto", tokens=tokens)
+    raise ValueError(f"ENABLE_TOOL_SEARCH={raw!r} is not valid: use true, false, auto, auto:N (N percent of the context window, "
+                     "0 to 100) or auto:Ntokens (an absolute threshold, e.g. auto:50000tokens or auto:50k tokens), or leave it unset")
 
 
 @dataclass(frozen=True)
@@ -161,11 +177,16 @@ def decide_mode(
     if setting.kind in ("true", "unset"):
         why = "ENABLE_TOOL_SEARCH=true" if setting.kind == "true" else "ENABLE_TOOL_SEARCH unset (Claude Code's default)"
         return decision(True, "enabled", f"{why}: {len(deferred_tools)} deferred tools are loaded on demand", deferred_tokens=deferred_tokens)
-    if setting.percent == 0:
+    if setting.tokens is None and setting.percent == 0:
         return decision(True, "auto-always", "auto:0 means always on", deferred_tokens=deferred_tokens)
-    if setting.percent == 100:
+    if setting.tokens is None and setting.percent == 100:
         return decision(False, "auto-never", "auto:100 means never on", deferred_tokens=deferred_tokens)
-    threshold = math.floor(context_window * setting.percent / 100)
+    if setting.tokens is not None:
+        threshold = setting.tokens
+        of_what = f"the absolute threshold {threshold} tokens (auto:{threshold}tokens, whatever the {context_window}-token window)"
+    else:
+        threshold = math.floor(context_window * setting.percent / 100)
+        of_what = f"the threshold {threshold} = {setting.percent}% of a {context_window}-token context window"
     saving = deferred_tokens - announcement_tokens
     enabled = saving >= threshold
     comparison = "≥" if enabled else "<"
@@ -178,8 +199,7 @@ def decide_mode(
     return decision(
         enabled,
         "auto-threshold",
-        f"{measured} {comparison} the threshold {threshold} = {setting.percent}% of a {context_window}-token context window: "
-        f"tool search {'on' if enabled else 'off'}",
+        f"{measured} {comparison} {of_what}: tool search {'on' if enabled else 'off'}",
         threshold_tokens=threshold,
         deferred_tokens=deferred_tokens,
         announcement_tokens=announcement_tokens,

@@ -13,15 +13,19 @@ Two halves (checked facts: ../shared/reference/prompt-caching.md):
 
 A request is split into prefix blocks in the order the API caches it, tools → system → messages:
 one per tool sent in the prefix (deferred tools, `defer_loading: true`, are not in it), one per
-system text block, one per message content block. A block's key is its content without
-`cache_control` (a breakpoint does not change what is cached); a `tool_reference` block costs the
-definition it expands to.
+system text block, one per message content block. A block's key digests its content without
+`cache_control` (a breakpoint does not change what is cached) after the key of the block before it;
+a `tool_reference` block costs the definition it expands to. A cache model works out only the
+blocks that changed since its previous request (`BlockMemo`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import marshal
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,63 +167,196 @@ def _tool_references(value: Any) -> Iterable[str]:
             yield from _tool_references(item)
 
 
-def prefix_blocks(request: dict[str, Any], counter: TokenCounter | None = None) -> list[PrefixBlock]:
-    """The request's blocks in cache order (tools → system → messages) with cumulative keys."""
+@dataclass(frozen=True)
+class _BlockFacts:
+    """What one block's content gives, whatever comes before it: the digest of what it caches as,
+    its own tokens, whether it carries a breakpoint, and the tools it references (a message block's
+    `tool_reference`s cost the definitions they expand to, looked up in the request it is in)."""
+
+    digest: bytes
+    tokens: int
+    breakpoint: bool
+    references: tuple[str, ...] = ()
+
+
+# The tools sections of the process's latest distinct tools arrays, by counter and the array's exact
+# content: a conversation's first request (a new model) finds its catalog's blocks made by another's.
+_SHARED_TOOLS: OrderedDict[tuple[Any, bytes], tuple[bytes, tuple[PrefixBlock, ...], Any, dict[bytes, _BlockFacts]]] = OrderedDict()
+_SHARED_TOOLS_KEPT = 8
+_SHARED_LOCK = threading.Lock()
+
+
+class BlockMemo:
+    """A cache model's memory of the previous request's blocks, by their exact content.
+
+    A conversation's next request repeats almost all of the previous one (the same tools, the same
+    history plus a turn), and the all-tools baseline repeats every tool: a block whose content is
+    exactly one of the previous request's is not canonicalised, serialised or counted again. Exact
+    means the same marshalled bytes (version 0: no sharing of repeated objects), so the same types
+    (1, 1.0 and True differ), the same keys in the same order and the same values; anything marshal
+    cannot write is worked out every time. Only the blocks of the latest request are kept, so a
+    long-lived model stays the size of one request's digests. Bound to the counter it counted with.
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[bytes, _BlockFacts] = {}
+        self._current: dict[bytes, _BlockFacts] = {}
+        self.counter: TokenCounter | None = None
+        self.worked_out = 0  # blocks whose facts were computed (not found): what the tests count
+        # The last request's whole tools array: its key, its blocks, the chain after them and the
+        # tools' facts. Tools come first, so an identical array gives identical blocks and keys.
+        self._tools: tuple[bytes, tuple[PrefixBlock, ...], Any, dict[bytes, _BlockFacts]] | None = None
+
+    def begin(self, counter: TokenCounter) -> None:
+        """A new request: what the last one used becomes what this one may find."""
+        if counter is not self.counter:
+            self._current, self.counter, self._tools = {}, counter, None
+        self._previous, self._current = self._current, {}
+
+    def tools_section(self, key: bytes | None) -> tuple[tuple[PrefixBlock, ...], Any] | None:
+        """The blocks and chain of a tools array identical to the last request's, or to one another
+        model of this process counted with the same counter (every conversation's all-tools baseline
+        sends the same catalog), its tools' facts carried over for the next request; or None."""
+        if key is None:
+            return None
+        if self._tools is None or self._tools[0] != key:
+            with _SHARED_LOCK:
+                shared = _SHARED_TOOLS.get((self.counter, key))
+                if shared is None:
+                    return None
+                _SHARED_TOOLS.move_to_end((self.counter, key))
+            self._tools = shared
+        self._current.update(self._tools[3])
+        return self._tools[1], self._tools[2].copy()
+
+    def keep_tools_section(self, key: bytes | None, blocks: Sequence[PrefixBlock], chain: Any) -> None:
+        """Remember this request's tools array (called right after its tools: `_current` holds them)."""
+        if key is None:
+            self._tools = None
+            return
+        self._tools = (key, tuple(blocks), chain.copy(), dict(self._current))
+        with _SHARED_LOCK:
+            _SHARED_TOOLS[(self.counter, key)] = self._tools
+            while len(_SHARED_TOOLS) > _SHARED_TOOLS_KEPT:
+                _SHARED_TOOLS.popitem(last=False)
+
+
+    def facts(self, section: str, content: Any, make: Callable[[], _BlockFacts]) -> _BlockFacts:
+        key = _content_key(section, content)
+        found = None if key is None else self._current.get(key) or self._previous.get(key)
+        if found is None:
+            found = make()
+            self.worked_out += 1
+        if key is not None:
+            self._current[key] = found
+        return found
+
+
+def _content_key(section: str, content: Any) -> bytes | None:
+    try:
+        written = marshal.dumps(content, 0)
+    except ValueError:  # an object marshal does not write (json.dumps would str() it): no memo
+        return None
+    return hashlib.blake2b(written, digest_size=20, person=section.encode()[:16]).digest()
+
+
+def _digest(section: str, content: Any) -> bytes:
+    return hashlib.sha256(json.dumps([section, content], sort_keys=True, default=str).encode()).digest()
+
+
+def prefix_blocks(request: dict[str, Any], counter: TokenCounter | None = None,
+                  memo: BlockMemo | None = None) -> list[PrefixBlock]:
+    """The request's blocks in cache order (tools → system → messages) with cumulative keys (a block's
+    key digests its own content's digest after the key before it). With the `memo` of the previous
+    request (a cache model's), only the blocks that changed since are worked out."""
     counter = counter or CharEstimateCounter()
+    memo = memo if memo is not None else BlockMemo()
+    memo.begin(counter)
     tools = list(request.get("tools") or [])
     definitions = {t.get("name"): t for t in tools}
-    digest = hashlib.sha256()
+    chain = hashlib.sha256()
     blocks: list[PrefixBlock] = []
 
-    def add(section: str, label: str, content: Any, tokens: int) -> None:
-        digest.update(json.dumps([section, _canonical(content)], sort_keys=True, default=str).encode())
-        blocks.append(PrefixBlock(section, label, digest.hexdigest(), tokens, bool(_has_breakpoint(content))))
+    def add(section: str, label: str, facts: _BlockFacts, tokens: int) -> None:
+        chain.update(facts.digest)
+        blocks.append(PrefixBlock(section, label, chain.hexdigest(), tokens, facts.breakpoint))
 
-    for tool in tools:
-        if tool.get("defer_loading"):
-            continue  # deferred definitions are not in the prefix (and cost nothing until referenced)
-        add("tools", str(tool.get("name", "?")), tool, counter.count_tools([_canonical(tool)]))
+    def tool_facts(tool: dict[str, Any]) -> _BlockFacts:
+        def make() -> _BlockFacts:
+            canonical = _canonical(tool)
+            return _BlockFacts(_digest("tools", canonical), counter.count_tools([canonical]), _has_breakpoint(tool))
+        return memo.facts("tools", tool, make)
+
+    def system_facts(block: dict[str, Any]) -> _BlockFacts:
+        return memo.facts("system", block, lambda: _BlockFacts(
+            _digest("system", _canonical(block)), counter.count_text(str(block.get("text", ""))), _has_breakpoint(block)))
+
+    def message_facts(content: dict[str, Any]) -> _BlockFacts:
+        def make() -> _BlockFacts:
+            block = content["block"]
+            return _BlockFacts(_digest("messages", _canonical(content)), count_messages(counter, [_canonical(block)]),
+                               _has_breakpoint(content), tuple(_tool_references(block)))
+        return memo.facts("messages", content, make)
+
+    whole = _content_key("tools array", tools)  # one marshal of the array: most turns repeat it exactly
+    repeated = memo.tools_section(whole)
+    if repeated is not None:
+        blocks.extend(repeated[0])
+        chain = repeated[1]
+    else:
+        for tool in tools:
+            if tool.get("defer_loading"):
+                continue  # deferred definitions are not in the prefix (and cost nothing until referenced)
+            facts = tool_facts(tool)
+            add("tools", str(tool.get("name", "?")), facts, facts.tokens)
+        memo.keep_tools_section(whole, blocks, chain)
     system = request.get("system")
     if system:
         for block in [{"type": "text", "text": system}] if isinstance(system, str) else system:
-            add("system", "system prompt", block, counter.count_text(str(block.get("text", ""))))
+            facts = system_facts(block)
+            add("system", "system prompt", facts, facts.tokens)
     for index, message in enumerate(request.get("messages") or []):
         content = message.get("content")
         for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
-            expanded = sum(counter.count_tools([_canonical(definitions[name])])
-                           for name in _tool_references(block) if name in definitions)
-            tokens = count_messages(counter, [_canonical(block)]) + expanded
-            add("messages", f"messages[{index}] ({message.get('role', '?')})", {"role": message.get("role"), "block": block}, tokens)
+            facts = message_facts({"role": message.get("role"), "block": block})
+            expanded = sum(tool_facts(definitions[name]).tokens for name in facts.references if name in definitions)
+            add("messages", f"messages[{index}] ({message.get('role', '?')})", facts, facts.tokens + expanded)
     return blocks
 
 
-def openai_prefix_blocks(body: dict[str, Any], counter: TokenCounter | None = None) -> list[PrefixBlock]:
+def openai_prefix_blocks(body: dict[str, Any], counter: TokenCounter | None = None,
+                         memo: BlockMemo | None = None) -> list[PrefixBlock]:
     """An OpenAI request body (Responses or Chat Completions) in the order its prompt is cached: the
     tools as the model sees them before a search (a deferred namespace or function by name and
     description only), the instructions, then each input item or message (a `tool_search_output`
-    costs the definitions it loads)."""
+    costs the definitions it loads). `memo` as for `prefix_blocks`."""
     counter = counter or CharEstimateCounter()
-    digest = hashlib.sha256()
+    memo = memo if memo is not None else BlockMemo()
+    memo.begin(counter)
+    chain = hashlib.sha256()
     blocks: list[PrefixBlock] = []
 
-    def add(section: str, label: str, content: Any, tokens: int) -> None:
-        digest.update(json.dumps([section, content], sort_keys=True, default=str).encode())
-        blocks.append(PrefixBlock(section, label, digest.hexdigest(), tokens, False))
+    def add(section: str, label: str, content: Any, tokens: Callable[[], int]) -> None:
+        facts = memo.facts(section, content, lambda: _BlockFacts(_digest(section, content), tokens(), False))
+        chain.update(facts.digest)
+        blocks.append(PrefixBlock(section, label, chain.hexdigest(), facts.tokens, False))
+
+    def item_tokens(item: dict[str, Any]) -> int:
+        loaded = item.get("tools") if item.get("type") == "tool_search_output" else None
+        rest = {k: v for k, v in item.items() if k != "tools"} if loaded else item
+        return (counter.count_tools(loaded) if loaded else 0) + count_messages(counter, rest)
 
     for tool in body.get("tools") or []:
         seen = _openai_visible_tool(tool)
-        add("tools", _tool_name(tool), seen, counter.count_tools([seen]))
+        add("tools", _tool_name(tool), seen, lambda seen=seen: counter.count_tools([seen]))
     if body.get("instructions"):
-        add("system", "instructions", body["instructions"], counter.count_text(str(body["instructions"])))
+        add("system", "instructions", body["instructions"], lambda: counter.count_text(str(body["instructions"])))
     items = body.get("input") if "input" in body else body.get("messages")
     for index, item in enumerate([{"role": "user", "content": items}] if isinstance(items, str) else items or []):
         role = item.get("role") or item.get("type", "item")
         section = "system" if role in ("system", "developer") and not any(b.section == "messages" for b in blocks) else "messages"
-        loaded = item.get("tools") if item.get("type") == "tool_search_output" else None
-        tokens = counter.count_tools(loaded) if loaded else 0
-        rest = {k: v for k, v in item.items() if k != "tools"} if loaded else item
         add(section, f"{'input' if 'input' in body else 'messages'}[{index}] ({role})", item,
-            tokens + count_messages(counter, rest))
+            lambda item=item: item_tokens(item))
     return blocks
 
 
@@ -277,8 +414,9 @@ def prefix_break(previous: dict[str, Any] | None, current: dict[str, Any], count
     no previous request), and why, in words a page can show."""
     if previous is None:
         return None
-    old = list(previous_blocks if previous_blocks is not None else prefix_blocks(previous, counter))
-    new = list(current_blocks if current_blocks is not None else prefix_blocks(current, counter))
+    memo = BlockMemo()  # what the two requests share is worked out once
+    old = list(previous_blocks if previous_blocks is not None else prefix_blocks(previous, counter, memo))
+    new = list(current_blocks if current_blocks is not None else prefix_blocks(current, counter, memo))
     return _first_difference(previous, current, old, new)
 
 
@@ -349,6 +487,7 @@ class _CacheModel:
     _previous: dict[str, Any] | None = None
     _previous_blocks: list[PrefixBlock] = field(default_factory=list)
     _turn: int = 0
+    memo: BlockMemo = field(default_factory=BlockMemo)  # the previous request's blocks: only changes are worked out
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl)
@@ -367,7 +506,9 @@ class _CacheModel:
 
     def blocks(self, request: dict[str, Any]) -> list[PrefixBlock]:
         """The request's prefix blocks in its vendor's shape (Messages API, or Responses / Chat Completions)."""
-        return openai_prefix_blocks(request, self.counter) if self.vendor == "openai" else prefix_blocks(request, self.counter)
+        if self.vendor == "openai":
+            return openai_prefix_blocks(request, self.counter, self.memo)
+        return prefix_blocks(request, self.counter, self.memo)
 
     def send(self, request: dict[str, Any], at: float = 0.0) -> TurnCache:
         """Account one request sent at `at` (seconds, non-decreasing) and remember what it cached."""

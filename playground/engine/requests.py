@@ -66,7 +66,7 @@ DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AG
 class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
-    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
+    mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N, auto:Ntokens
     # The wire style, by its one name (engine/wires/registry.py): native, client, server, openai-hosted,
     # openai-client, openai-functions. The style says how the turn is planned (`planned_as`) and sent.
     wire: str = NATIVE_STYLE
@@ -94,6 +94,17 @@ class AgentSettings:
     tool_changes_k: int = DEFAULT_TOOL_CHANGES_K
     tool_changes_min_score: float = DEFAULT_TOOL_CHANGES_MIN_SCORE
     tool_changes_search: bool = True
+    # A deferred tool the model calls before a search loaded it: load it (as `select:<tool>` would)
+    # and ask the model to call it again, instead of only the error naming `select:` (the default).
+    load_on_call: bool = False
+
+    @property
+    def loads_on_call(self) -> bool:
+        """Whether a deferred tool called early is loaded (`load_on_call`) in this turn's wire: a
+        tool_result's tool_reference is a discovery on Anthropic's wires (the client style reads it
+        as a text marker) and on OpenAI's functions; OpenAI's tool_search styles load a function
+        only through a `tool_search_output` answering a search call, so there the error stays."""
+        return self.load_on_call and self.wire not in ("openai-client", "openai-hosted")
 
     def __post_init__(self) -> None:
         wire_style(self.wire).check_settings(self.server_search)  # an unknown style or a bad variant fails here
@@ -309,7 +320,7 @@ def build_request(
     decision = turn_mode(permitted, settings, tool_search_permitted=tool_search_permitted, token_counter=token_counter,
                          pending_mcp_servers=pending_mcp_servers, announcement=first)
     history = _with_summary(state)
-    baseline = token_counter.count_engine_tools(permitted.tools)
+    baseline = token_counter.count_catalog(permitted)
 
     if not decision.enabled:
         tools = [t.to_api() for t in permitted]
@@ -419,7 +430,7 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
     return decide_mode(
         setting,
         deferred_tools=deferred,
-        deferred_tokens=token_counter.count_engine_tools(deferred) if deferred else 0,
+        deferred_tokens=token_counter.count_catalog(permitted, deferred=True) if deferred else 0,
         announcement_tokens=announcement_tokens,
         token_counter=token_counter,
         context_window=settings.context_window,

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from playground.engine.tools import Tool
+from playground.engine.tools import Tool, ToolCatalog
 
 CHARS_PER_TOKEN = 2.5  # Claude Code's estimate when it does not ask the count-tokens API
 # An image block costs about width × height / 750 tokens after the API scales it to fit 1568 px on
@@ -24,6 +24,9 @@ class TokenCounter(ABC):
     """Counts tokens of tool definitions (Messages API dicts) and of text."""
 
     name: str = "counter"
+    # True when a count depends on the tools alone, never on the instance (no model, no account):
+    # then a catalog's counts are kept with the catalog (`count_catalog`), per counter class.
+    counts_depend_on_tools_only: bool = False
 
     @abstractmethod
     def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
@@ -43,6 +46,16 @@ class TokenCounter(ABC):
         override it to avoid rebuilding and re-serialising thousands of dicts every turn."""
         return self.count_tools([t.to_api(defer_loading=t.name in deferred_names) for t in tools])
 
+    def count_catalog(self, catalog: ToolCatalog, *, deferred: bool = False) -> int:
+        """`count_engine_tools` of every tool of `catalog` (`deferred`: of its deferred tools), each
+        sent in full. Every turn asks it of the same permitted catalog (the mode decision, the
+        all-tools baseline): a counter whose counts depend on the tools alone works it out once per
+        catalog, not once per turn over 100,000 tools."""
+        tools = catalog.deferred if deferred else catalog.tools
+        if not type(self).counts_depend_on_tools_only:
+            return self.count_engine_tools(tools)
+        return catalog.kept(("tokens", type(self), deferred), lambda: self.count_engine_tools(tools))
+
 
 def _serialise(tools: Sequence[dict[str, Any]]) -> str:
     return json.dumps(list(tools), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -52,6 +65,7 @@ class CharEstimateCounter(TokenCounter):
     """ceil(characters ÷ 2.5) of the JSON the tools are sent as. Deterministic and offline."""
 
     name = "estimate (characters ÷ 2.5)"
+    counts_depend_on_tools_only = True
 
     def count_tools(self, api_tool_dicts: Sequence[dict[str, Any]]) -> int:
         if not api_tool_dicts:

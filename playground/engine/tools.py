@@ -4,11 +4,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 TOOL_SEARCH_NAME = "ToolSearch"
@@ -205,6 +207,7 @@ class ToolCatalog:
         for tool in self.deferred:
             self._deferred_by_lower.setdefault(tool.name.lower(), tool)
         self._fingerprint: str | None = None
+        self._kept: dict[Any, Any] = {}
 
     def __iter__(self):
         return iter(self._tools)
@@ -241,6 +244,17 @@ class ToolCatalog:
                 digest.update(b"\x00" if is_deferred(tool) else b"\x01")
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
+
+    def kept(self, key: Any, compute: Callable[[], T]) -> T:
+        """`compute()`, worked out once for this catalog and kept with it (a catalog never changes, so
+        a figure over all its tools, asked again on every turn, holds while the catalog is used; a
+        changed catalog or permission set is another catalog object). Two threads may both compute
+        it once: the value is the same."""
+        try:
+            return self._kept[key]
+        except KeyError:
+            value = self._kept[key] = compute()
+            return value
 
     def subset(self, names: Iterable[str]) -> ToolCatalog:
         keep = set(names)

@@ -37,6 +37,8 @@ def export_entry(server: McpServer) -> dict[str, Any]:
         entry = {"command": server.command, "args": mask_args(server.args or [])}
         if server.env:
             entry["env"] = {key: placeholder(key) for key in server.env}
+    if server.always_load:
+        entry["alwaysLoad"] = True  # Claude Code's per-server flag: its tools are never deferred
     return {"mcpServers": {server.name: entry}}
 
 
@@ -97,19 +99,23 @@ def server_fields(name: str, entry: Any) -> dict[str, Any]:
         raise ConfigFileError("the name is longer than 40 characters")
     if not isinstance(entry, dict):
         raise ConfigFileError("the entry must be an object")
+    always_load = entry.get("alwaysLoad", False)
+    if not isinstance(always_load, bool):
+        raise ConfigFileError("alwaysLoad must be true or false")
     kind = entry.get("type") or ("http" if "url" in entry else "stdio")
     if kind in HTTP_TYPES:
         url = entry.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 500:
             raise ConfigFileError("an HTTP server needs a url starting with http:// or https://")
-        return {"name": name, "transport": McpServer.Transport.HTTP, "url": url, "headers": _pairs(entry.get("headers"), "headers")}
+        return {"name": name, "transport": McpServer.Transport.HTTP, "url": url, "headers": _pairs(entry.get("headers"), "headers"),
+                "always_load": always_load}
     if kind != "stdio":
         raise ConfigFileError(f"transport {kind!r} is not one the playground speaks (stdio and streamable HTTP)")
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip() or len(command) > 500:
         raise ConfigFileError("a stdio server needs a command")
     return {"name": name, "transport": McpServer.Transport.STDIO, "command": command, "args": _strings(entry.get("args"), "args"),
-            "env": _pairs(entry.get("env"), "env")}
+            "env": _pairs(entry.get("env"), "env"), "always_load": always_load}
 
 
 def import_servers(servers: dict[str, Any]) -> ImportOutcome:

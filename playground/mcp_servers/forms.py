@@ -69,7 +69,7 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["name", "transport", "command", "url", "enabled"]
+        fields = ["name", "transport", "command", "url", "enabled", "always_load"]
         help_texts = {
             "command": "stdio: the executable to start, e.g. a path to python or npx.",
         }

@@ -37,6 +37,12 @@ class McpServer(models.Model):
     headers = StorableJSONField(default=dict, blank=True)
 
     enabled = models.BooleanField(default=True)
+    # Claude Code's per-server `alwaysLoad: true` (.mcp.json): every tool of the server is sent in
+    # full, never deferred, whatever its own `_meta` says (the engine reads it as the tool's always_load).
+    always_load = models.BooleanField(
+        default=False, verbose_name="Always load its tools",
+        help_text="Claude Code's alwaysLoad: every tool of this server is sent to the model in full, never deferred behind ToolSearch.",
+    )
     status = StorableCharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     last_error = StorableTextField(blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)

@@ -103,6 +103,17 @@ def registry_tool_name(server_name: str, tool_name: str) -> tuple[str, str | Non
     return name, warning
 
 
+def refresh_tool_loading(server: McpServer) -> int:
+    """After the server's alwaysLoad changed: its tool rows' derived fields again (deferred, token
+    estimate), saved, so lists filter by the new deferral and the catalog's version moves (every
+    process reads the new catalog on its next turn). Returns how many rows were saved."""
+    rows = list(Tool.objects.filter(server=server))
+    for row in rows:
+        row.server = server  # the flag just saved, without a query per row
+        row.save(update_fields=())
+    return len(rows)
+
+
 def set_status(server: McpServer, status: str, *, last_error: str | None = None) -> None:
     """Save a status change and push it to open pages once committed."""
     server.status = status

@@ -72,6 +72,8 @@ def server_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         with transaction.atomic():
             server = form.save()
+            if "always_load" in form.changed_data:
+                services.refresh_tool_loading(server)
             changed = ServerConfig.from_server(server) != before or server.name != old_name
             resync = server.enabled and (changed or server.status == McpServer.Status.DISABLED)
             if resync:

@@ -112,7 +112,7 @@ def engine_catalog(queryset: QuerySet | None = None) -> ToolCatalog:
 
 
 _CATALOG_FIELDS = ("name", "description", "search_hint", "server_name", "server__name",
-                   "should_defer", "always_load", "source", "content_hash")
+                   "should_defer", "always_load", "server__always_load", "source", "content_hash")
 
 
 class _SchemaReader:
@@ -163,8 +163,8 @@ def _read_catalog(queryset: QuerySet) -> ToolCatalog:
     schemas = _SchemaReader()
     # Tuples, not a dict per row: 100,000 rows are read on a fresh process's first search.
     rows = queryset.order_by().values_list(*_CATALOG_FIELDS, Cast("input_schema", TextField()))
-    for name, description, search_hint, server_name, server, should_defer, always_load, source, content_hash, schema_text \
-            in rows.iterator(chunk_size=_CATALOG_CHUNK):
+    for name, description, search_hint, server_name, server, should_defer, always_load, server_always_load, source, content_hash, \
+            schema_text in rows.iterator(chunk_size=_CATALOG_CHUNK):
         keyed.append((source != Tool.Source.BUILTIN, name, with_stored_content_hash(engine_tool(
             name=name,
             description=description,
@@ -172,7 +172,7 @@ def _read_catalog(queryset: QuerySet) -> ToolCatalog:
             search_hint=search_hint,
             server=server or server_name,
             should_defer=should_defer,
-            always_load=always_load,
+            always_load=always_load or bool(server_always_load),  # the tool's own flag or its server's alwaysLoad
         ), content_hash)))
     keyed.sort(key=lambda k: (k[0], k[1]))
     return ToolCatalog(tool for _, _, tool in keyed)
@@ -324,6 +324,7 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "unsupported_model_patterns": tuple(settings.TOOL_SEARCH_UNSUPPORTED_MODELS),
         "prompt_cache": profile_caches(profile),
         "prompt_cache_ttl": (getattr(profile, "prompt_cache_ttl", "") if profile else "") or settings.PROMPT_CACHE_TTL,
+        "load_on_call": bool(getattr(profile, "load_on_call", False)) if profile else False,
     }
     if profile is not None:
         values.update(tool_changes_k=profile.tool_changes_k, tool_changes_min_score=profile.tool_changes_min_score,

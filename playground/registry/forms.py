@@ -268,7 +268,7 @@ class AgentProfileForm(forms.ModelForm):
         fields = [
             "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
             "backend_settings", "max_results", "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl",
-            "tool_changes_k", "tool_changes_min_score", "tool_changes_search", "allowed_tools", "disallowed_tools", "is_subagent",
+            "load_on_call", "tool_changes_k", "tool_changes_min_score", "tool_changes_search", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 

@@ -103,7 +103,9 @@ class AgentProfile(models.Model):
     system_prompt = StorableTextField(blank=True)
     model = StorableCharField(max_length=100, blank=True, help_text="Empty: the DEFAULT_MODEL setting.")
     tool_search_mode = StorableCharField(
-        max_length=10, blank=True, help_text="true, false, auto or auto:N; empty = unset (the environment's default)."
+        max_length=40, blank=True,
+        help_text="true, false, auto, auto:N (percent of the context window) or auto:Ntokens (e.g. auto:50000tokens); "
+                  "empty = unset (the environment's default).",
     )
     wire_style = StorableCharField(max_length=20, choices=WireStyle.choices, default=WireStyle.NATIVE)
     # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.
@@ -133,6 +135,12 @@ class AgentProfile(models.Model):
     tool_changes_search = models.BooleanField(
         default=True, verbose_name="Keep ToolSearch",
         help_text="Tool changes style: keep ToolSearch for what the prediction missed (off: the prediction only).")
+    load_on_call = models.BooleanField(
+        default=False, verbose_name="Load a deferred tool called before its search",
+        help_text="Off: the call gets an error naming select:<tool> (Claude Code's answer). On: the tool is loaded "
+                  "instead, as select:<tool> would, and the model is asked to call it again (not on OpenAI's tool_search "
+                  "styles, which load a function only through a search).",
+    )
     allowed_tools = StorableJSONField(default=list, blank=True, help_text="Empty: every tool.")
     disallowed_tools = StorableJSONField(default=list, blank=True)
     is_subagent = models.BooleanField(default=False, help_text="Subject to the global agent denylist.")

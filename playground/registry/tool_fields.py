@@ -51,7 +51,8 @@ def tool_to_engine(row: ToolRow) -> EngineTool:
         search_hint=row.search_hint,
         server=row.server.name if row.server_id else row.server_name,
         should_defer=row.should_defer,
-        always_load=row.always_load,
+        # The tool's own flag (its `_meta` or an admin's choice), or its server's alwaysLoad.
+        always_load=row.always_load or bool(row.server_id and row.server.always_load),
     )
 
 

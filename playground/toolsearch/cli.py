@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     request.add_argument("--catalog", required=True, help="a catalog file (as for search)")
     request.add_argument("--wire", required=True, choices=list(REQUEST_WIRE_STYLES))
     request.add_argument("--discovered", help="tools a ToolSearch has loaded already (comma-separated): a later request")
-    request.add_argument("--mode", default="true", help="ENABLE_TOOL_SEARCH: true (default), false, auto, auto:N")
+    request.add_argument("--mode", default="true", help="ENABLE_TOOL_SEARCH: true (default), false, auto, auto:N, auto:Ntokens")
     request.add_argument("--layout", choices=["flat", "grouped", "budgeted"], default="flat", help="the announcement layout")
     request.add_argument("--server-search", choices=list(SERVER_SEARCH_TOOLS), default="bm25", help="anthropic-server's search tool")
     request.add_argument("--model", default="", help="model name in the body (default: claude-sonnet-4-5, or gpt-5.4 for OpenAI styles)")

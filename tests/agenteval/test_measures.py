@@ -173,3 +173,16 @@ def test_a_worker_lost_is_an_error_only_when_the_run_did_not_go_on():
     # Another status (a cancel asked for) is not the run going on.
     cancelled = measure_task([turn(), lost, ("status", {"status": "cancelling"})], [GOLD])
     assert (cancelled.resumed, cancelled.errors) == (0, {"worker_lost": 1})
+
+
+def test_model_calls_count_every_response_and_the_summary_carries_calls_and_cache_per_task():
+    events = [turn(), response(read=4000, write=0), turn(subagent="research"), response(write=2000), turn(), response(read=6000)]
+    m = measure_task(events, [GOLD])
+    assert (m.turns, m.model_calls, m.cache_read_tokens, m.cache_write_tokens) == (2, 3, 10_000, 2000)
+    other = {**m.to_dict(), "model_calls": 1, "cache_read_tokens": 0, "cache_write_tokens": 1000}
+    row = profile_summary("p", "anthropic", [{"status": "done", "measures": m.to_dict()}, {"status": "done", "measures": other}])
+    assert (row["model_calls_per_task"], row["cache_read_tokens_per_task"], row["cache_write_tokens_per_task"]) == (2.0, 5000.0, 1500.0)
+    # A task measured before model calls were counted reads its main agent's turns.
+    old = {k: v for k, v in m.to_dict().items() if k not in ("model_calls", "cache_read_tokens", "cache_write_tokens")}
+    row = profile_summary("p", "anthropic", [{"status": "done", "measures": old}])
+    assert (row["model_calls_per_task"], row["cache_read_tokens_per_task"]) == (2.0, 0.0)

@@ -142,6 +142,13 @@ def test_the_run_page_table_chart_grid_filters_and_exports(admin_client, admin_u
     data = json.loads(admin_client.get(reverse("agenteval:run_export", args=[run.pk]) + "?format=json").content)
     rows_by = {p["profile"]: p for p in data["profiles"]}
     assert rows_by["on"]["success"] == 1.0 and rows_by["off"]["success"] == 0.5 and len(data["items"]) == 4
+    for key in ("model_calls_per_task", "cache_read_tokens_per_task", "cache_write_tokens_per_task", "first_call_success"):
+        assert key in rows_by["on"], key
+    # The page's table shows what the JSON says, column by column.
+    for row in data["profiles"]:
+        shown = page.split(f'<tr data-profile="{row["profile"]}">')[1].split("</tr>")[0]
+        assert f'data-testid="model-calls">{row["model_calls_per_task"]:.2f}<' in shown
+        assert f'data-testid="cache-reads">{row["cache_read_tokens_per_task"]:.0f}<' in shown
     assert data["pairs"][0]["only_a"] == 1 and data["pairs"][0]["p_value"] == 1.0
 
     conversation_services.start_conversation(admin_user, title="not in the run")
@@ -158,9 +165,32 @@ def test_the_demo_agent_is_labelled_for_what_it_measures(admin_client, admin_use
         item.save()
     page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
     assert 'data-testid="demo-note"' in page and "heuristic" in page and "est.</abbr>" in page
+    assert "not a model" in page
 
 
 def test_cancel_needs_an_active_run(admin_client, admin_user, claude_profiles):
     run = finished_run(admin_user, claude_profiles)
     response = admin_client.post(reverse("agenteval:run_cancel", args=[run.pk]), follow=True)
     assert "already ended" in response.content.decode()
+
+
+def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_toolsets, no_queue):
+    from django.core.management import call_command
+
+    from playground.agenteval.selectors import loading_mode_of, loading_mode_profiles
+
+    call_command("load_demo_data", skip_servers=True)
+    modes = [loading_mode_of(p) for p in loading_mode_profiles()]
+    assert modes == ["off", "native", "client", "openai-hosted", "openai-client", "openai-functions"]
+    assert [p.name for p in loading_mode_profiles()][:2] == ["Tool search off", "Tool search on (native)"]  # the plain ones
+    admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "demo"})
+    task_set = TaskSet.objects.get(name="demo")  # the shipped set, whose tools the demo data loads
+    response = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
+                                                              "permission_policy": "allow", "concurrency": 2, "every_mode": "on"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = TaskRun.objects.get()
+    assert [p["name"] for p in run.profiles] == [p.name for p in loading_mode_profiles()]
+    assert run.items.count() == 2 * 6
+    nothing = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
+                                                             "permission_policy": "allow", "concurrency": 2})
+    assert nothing.status_code == 400 and "every loading mode" in nothing.content.decode()

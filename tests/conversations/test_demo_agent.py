@@ -337,3 +337,20 @@ def test_the_announcement_is_read_after_the_profiles_own_system_prompt():
     # The same with the system prompt as blocks.
     request["system"] = [{"type": "text", "text": request["system"]}]
     assert DemoAgentProvider().create(request).tool_uses()[0]["name"] == "ToolSearch"
+
+
+def test_the_demo_agent_chooses_among_what_it_was_offered_and_fails_when_the_right_tool_was_not():
+    time_tool = {"name": "mcp__time__get_current_time", "description": "Get the current time in a timezone.", "input_schema": TIME_SCHEMA}
+    echo = {"name": "echo", "description": "Echo a message back.", "input_schema": {"type": "object", "properties": {}}}
+    offered = demo_request("What time is it in Tokyo?", [time_tool, echo], [])
+    assert DemoAgentProvider().create(offered).tool_uses()[0]["name"] == "mcp__time__get_current_time"
+    # Not offered, but ToolSearch is: it searches, as a model would.
+    deferred = demo_request("What time is it in Tokyo?", [echo], ["mcp__time__get_current_time"])
+    assert DemoAgentProvider().create(deferred).tool_uses()[0]["name"] == "ToolSearch"
+    # Not offered and no ToolSearch: it calls nothing and says so (the task fails).
+    without_search = {**deferred, "tools": [echo], "system": ""}
+    response = DemoAgentProvider().create(without_search)
+    assert response.tool_uses() == [] and response.content[0]["text"] == "None of my tools fits that request."
+    # Offered only with defer_loading and never loaded: not callable, so it searches rather than call it.
+    hidden = demo_request("What time is it in Tokyo?", [echo, {**time_tool, "defer_loading": True}], [])
+    assert DemoAgentProvider().create(hidden).tool_uses()[0]["name"] == "ToolSearch"

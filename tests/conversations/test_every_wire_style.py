@@ -92,6 +92,10 @@ def test_a_conversation_in_every_wire_style(style, admin_user, tool_world, setti
     assert len(searches) == 1 and searches[0].payload["loaded"] == [TIME]  # one search, before the compaction
     assert searches[0].payload["server_side"] is (profile_style == "server")
     assert events_of(conversation, "compaction")[0].payload["carried_tools"] == [TIME]
+    # Compact, then call: the request after the compaction carried the discovered tool's definition.
+    compaction = events_of(conversation, "compaction")[0].sequence
+    after = [e.payload for e in events_of(conversation, "turn_started") if e.sequence > compaction]
+    assert after and all(TIME in turn["loaded_tools"] for turn in after)
     calls = [e.payload for e in events_of(conversation, "tool_call")]
     assert [(c["name"], c["arguments"]) for c in calls] == [(TIME, TOKYO), (TIME, UTC)]
     assert [r.payload["is_error"] for r in events_of(conversation, "tool_result")] == [False, False]

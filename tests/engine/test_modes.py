@@ -25,8 +25,34 @@ def test_modes_parse_and_auto_percent_is_clamped(raw, kind, percent):
 
 @pytest.mark.parametrize("raw", ["maybe", "auto:", "auto:x", "auto:1.5"])
 def test_invalid_modes_are_rejected_naming_the_accepted_values(raw):
-    with pytest.raises(ValueError, match="true, false, auto or auto:N"):
+    with pytest.raises(ValueError, match=r"true, false, auto, auto:N .* or auto:Ntokens"):
         parse_mode(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "tokens"),
+    [("auto:50000tokens", 50_000), ("AUTO:50000 Tokens", 50_000), ("auto:50k tokens", 50_000), ("auto:1.5m tokens", 1_500_000),
+     ("auto:1token", 1)],
+)
+def test_auto_accepts_an_absolute_token_threshold(raw, tokens):
+    setting = parse_mode(raw)
+    assert (setting.kind, setting.tokens, setting.percent, setting.label) == ("auto", tokens, None, f"auto:{tokens}tokens")
+
+
+@pytest.mark.parametrize("raw", ["auto:tokens", "auto:-5tokens", "auto:5 ktokens x", "auto:5g tokens"])
+def test_malformed_token_thresholds_are_rejected(raw):
+    with pytest.raises(ValueError, match="auto:Ntokens"):
+        parse_mode(raw)
+
+
+def test_an_absolute_threshold_ignores_the_context_window():
+    deferred = decide("auto:100tokens").deferred_tokens  # ten tools of ~100 tokens each
+    on = decide(f"auto:{deferred}tokens", context_window=1_000_000)
+    off = decide(f"auto:{deferred + 1}tokens", context_window=10_000)
+    assert on.enabled and on.threshold_tokens == deferred and on.gate == "auto-threshold" and "absolute threshold" in on.reason
+    assert not off.enabled and off.threshold_tokens == deferred + 1
+    # The percent form on a 1M window would need 100,000 tokens: off for the same tools.
+    assert not decide("auto", context_window=1_000_000).enabled
 
 
 def test_unset_is_on_like_claude_code():

@@ -56,3 +56,48 @@ def test_each_tool_is_escaped_once_however_many_turns_count_it(monkeypatch):
     assert after_first > 0
     assert counter.count_engine_tools(catalog) == first and counter.count_engine_tools(catalog, {"t2"}) > first
     assert len(escaped) == after_first  # nothing escaped again
+
+
+def test_a_catalogs_counts_are_worked_out_once_per_catalog_and_equal_a_recount(monkeypatch):
+    """The mode decision counts every deferred tool and the baseline every permitted tool on each turn:
+    kept with the (immutable) catalog, a turn over the same permitted catalog counts nothing again,
+    and a new catalog (a changed catalog or permission set) is counted afresh."""
+    from playground.engine.permissions import PermissionPolicy, PermissionRule
+    from playground.engine.requests import AgentSettings, ConversationState
+    from playground.engine.tools import Tool, ToolCatalog
+    from playground.engine.turn import plan_turn
+    from tests.engine.conftest import core_and_deferred_tools
+
+    catalog = core_and_deferred_tools()
+    counted: list[int] = []
+    real = CharEstimateCounter.count_engine_tools
+    monkeypatch.setattr(CharEstimateCounter, "count_engine_tools",
+                        lambda self, tools, deferred_names=(): counted.append(len(tools)) or real(self, tools, deferred_names))
+    counter = CharEstimateCounter()
+    assert counter.count_catalog(catalog) == real(counter, catalog.tools)
+    assert counter.count_catalog(catalog, deferred=True) == real(counter, catalog.deferred)
+    assert counted == [len(catalog), len(catalog.deferred)]
+    assert CharEstimateCounter().count_catalog(catalog) == real(counter, catalog.tools)  # another counter: kept too
+    assert len(counted) == 2
+
+    policy, settings = PermissionPolicy(), AgentSettings(mode="auto")
+    filtered = policy.filter(catalog)
+    first = plan_turn(catalog, policy, settings, ConversationState(), token_counter=counter, filtered=filtered)
+    second = plan_turn(catalog, policy, settings, ConversationState(), token_counter=counter, filtered=filtered)
+    assert (first.decision, first.request.tokens) == (second.decision, second.request.tokens)
+    assert len(counted) == 2  # two turns, no recount
+    assert first.request.tokens.baseline_tokens == real(counter, catalog.tools)
+
+    denied = PermissionPolicy([PermissionRule("deny", "mcp__github")])  # permissions changed: another catalog
+    narrower = plan_turn(catalog, denied, settings, ConversationState(), token_counter=counter, filtered=denied.filter(catalog))
+    permitted = denied.filter(catalog).permitted
+    assert narrower.request.tokens.baseline_tokens == real(counter, permitted.tools) < first.request.tokens.baseline_tokens
+    assert len(counted) == 4  # counted afresh: its tools and its deferred tools
+
+    class CountsPerInstance(CharEstimateCounter):
+        counts_depend_on_tools_only = False  # e.g. a counter that asks a model's API: never kept
+
+    other = ToolCatalog([Tool(name="x", description="y", input_schema={"type": "object"})])
+    CountsPerInstance().count_catalog(other)
+    CountsPerInstance().count_catalog(other)
+    assert len(counted) == 6

@@ -99,3 +99,20 @@ def test_an_export_is_an_mcp_json_entry_with_placeholders_for_secrets(admin_clie
     viewer_client.force_login(viewer_user)
     assert viewer_client.get(reverse("mcp_servers:server_export", args=[stdio.pk])).status_code == 403
     assert viewer_client.get(reverse("mcp_servers:server_import")).status_code == 403
+
+
+def test_alwaysload_is_imported_and_exported_with_the_server(admin_client):
+    config = {"mcpServers": {"core": {"command": "npx", "args": ["core-mcp"], "alwaysLoad": True},
+                             "tail": {"type": "http", "url": "https://mcp.example.com/mcp"},
+                             "odd": {"command": "x", "alwaysLoad": "yes"}}}
+    html = upload(admin_client, json.dumps(config).encode(), name=".mcp.json").content.decode()
+    assert McpServer.objects.get(name="core").always_load and not McpServer.objects.get(name="tail").always_load
+    assert "odd: alwaysLoad must be true or false" in html and not McpServer.objects.filter(name="odd").exists()
+    for name, flag in (("core", True), ("tail", False)):
+        pk = McpServer.objects.get(name=name).pk
+        exported = json.loads(admin_client.get(reverse("mcp_servers:server_export", args=[pk])).content)["mcpServers"][name]
+        assert exported.get("alwaysLoad", False) is flag
+    # The export imports back as the same flag (a round trip through Claude Code's file format).
+    McpServer.objects.filter(name="core").delete()
+    upload(admin_client, json.dumps({"mcpServers": {"core": config["mcpServers"]["core"]}}).encode())
+    assert McpServer.objects.get(name="core").always_load

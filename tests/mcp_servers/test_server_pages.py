@@ -152,3 +152,27 @@ def test_the_detail_page_listens_to_its_own_servers_socket(viewer_client, secret
     html = viewer_client.get(reverse("mcp_servers:server_detail", args=[secret_server.pk])).content.decode()
     assert f'ws-connect="/ws/mcp/status/{secret_server.pk}/"' in html
     assert f'id="mcp-status-{secret_server.pk}"' in html and f'id="mcp-sync-summary-{secret_server.pk}"' in html
+
+
+def test_a_servers_alwaysload_sends_its_tools_in_full_and_turning_it_off_defers_them_again(admin_client, stdio_secret_server):
+    from playground.registry import adapter
+    from playground.registry.models import Tool
+
+    for tool in ("read_file", "write_file"):
+        Tool.objects.create(name=f"mcp__files__{tool}", description="A file tool.", server=stdio_secret_server,
+                            server_name="files", source=Tool.Source.MCP, input_schema={"type": "object", "properties": {}})
+    assert set(Tool.objects.filter(deferred=True).values_list("name", flat=True)) == {"mcp__files__read_file", "mcp__files__write_file"}
+    assert {t.name for t in adapter.engine_catalog().deferred} == {"mcp__files__read_file", "mcp__files__write_file"}
+    url = reverse("mcp_servers:server_edit", args=[stdio_secret_server.pk])
+    data = {"name": "files", "transport": "stdio", "command": "/usr/bin/env", "args_text": "mcp-files",
+            "env_text": f"API_KEY={SECRET_MASK}\nMODE={SECRET_MASK}", "headers_text": "", "enabled": "on"}
+    assert admin_client.post(url, {**data, "always_load": "on"}).status_code == 302
+    stdio_secret_server.refresh_from_db()
+    assert stdio_secret_server.always_load
+    assert not Tool.objects.filter(deferred=True).exists()  # the list's deferred filter follows the server
+    catalog = adapter.engine_catalog()  # a new catalog version: no process keeps the old deferral
+    assert catalog.deferred == () and all(catalog.get(n).always_load for n in ("mcp__files__read_file", "mcp__files__write_file"))
+    page = admin_client.get(reverse("mcp_servers:server_detail", args=[stdio_secret_server.pk])).content.decode()
+    assert 'data-testid="server-always-load">yes' in page
+    assert admin_client.post(url, data).status_code == 302  # unchecked: deferred again
+    assert {t.name for t in adapter.engine_catalog().deferred} == {"mcp__files__read_file", "mcp__files__write_file"}

@@ -171,3 +171,11 @@ def test_a_profiles_announcement_layout_reaches_the_engine_and_what_the_model_se
     assert plan.announcement.layout == "budgeted"  # its grouped list fits the budget, so that is what goes
     assert "mcp__github: " in plan.announcement.text and "mcp__github__create_issue" not in plan.announcement.text
     assert "budgeted layout" in view.content.decode()
+
+
+def test_a_profile_takes_an_absolute_token_threshold_and_the_model_view_decides_by_it(admin_client):
+    admin_client.post(reverse("registry:profile_create"), form_data(tool_search_mode="auto:1.5m tokens"))
+    profile = AgentProfile.objects.get(name="New profile")
+    assert profile.tool_search_mode == "auto:1.5m tokens"
+    page = admin_client.get(reverse("registry:model_view") + f"?profile={profile.pk}").content.decode()
+    assert "auto:1500000tokens" in page

@@ -211,3 +211,17 @@ def test_nonsense_gets_no_match_though_pgvector_always_has_neighbours(pg_table, 
     for nonsense in ("zzzz qqqq", "asdfgh jkl", "12345 67890", "!!!! ????"):
         assert backend.search(nonsense, small_catalog).matches == [], nonsense
     assert quality.nonsense_no_match(backend, small_catalog) == 1.0
+
+
+def test_a_tool_named_in_the_request_ranks_first_in_postgres_too(pg_table):
+    from playground.engine.search.mentions import MENTION_RULE
+
+    dsn, table = pg_table
+    catalog = ToolCatalog([
+        mcp("code", "search_code", "Find a symbol in code: find symbol definitions, symbol references, any symbol."),
+        mcp("lsp", "find_symbol", "Locate a declaration by its identifier."),
+    ])
+    backend = get_backend("postgres", dsn=dsn, table=table, vectors=False)
+    for query in ("find symbol definitions", "run find_symbol on Parser", "mcp__lsp__find_symbol Parser"):
+        top = backend.search(query, catalog).scored[0]
+        assert top.name == "mcp__lsp__find_symbol" and top.breakdown[-1].rule == MENTION_RULE, query

@@ -3,7 +3,8 @@
 `SearchBackend.search` is a template method: it reads the query once (`read_query`), answers the
 special forms every backend must honour identically (`select:`, an exact tool name, an `mcp__`
 prefix), and hands keyword queries to the backend's `rank`. Backends only rank; they never
-re-implement the special forms. Explanations (`ScoredTool.breakdown`) come from the same code
+re-implement the special forms. After ranking, a tool the query names (its name or the words of its
+name, `mentions.py`) goes first, whichever backend ranked. Explanations (`ScoredTool.breakdown`) come from the same code
 path that ranks: a backend fills them while it scores.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from playground.engine.search.query import QueryKind as QueryKind
 from playground.engine.search.query import QueryReading, js_trim, read_query
 from playground.engine.search.query import check_query_size as check_query_size
 from playground.engine.search.query import split_terms as split_terms
+from playground.engine.search.mentions import MENTION_RULE, Mention, named_tools
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 
 if TYPE_CHECKING:
@@ -191,6 +193,7 @@ class SearchBackend(ABC):
                         )
                     result.reading = self.refine_reading(result.reading)
                     scored = self.rank(result.reading, self.index_for(catalog, usage), catalog, max_results)
+                    scored = promote_named(scored, named_tools(query, catalog, result.reading.required))
                     result.scored = scored[:max_results]
                     result.matches = [s.name for s in result.scored]
         if not result.matches:
@@ -285,6 +288,28 @@ class SearchBackend(ABC):
     @abstractmethod
     def rank(self, reading: QueryReading, index: Any, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
         """Rank deferred tools for a keyword reading; see the class docstring for the rules."""
+
+
+def promote_named(scored: list[ScoredTool], mentions: Sequence[Mention]) -> list[ScoredTool]:
+    """`scored` with the tools the query names first: the surest mention first, then as the backend
+    ranked them. Each gets the points that lift it above the backend's top, with the rule that gave
+    them in its breakdown, so the explanation still adds up to the score."""
+    if not mentions:
+        return scored
+    position = {s.name: i for i, s in enumerate(scored)}
+    ordered = sorted(mentions, key=lambda m: (-m.words, position.get(m.name, len(scored))))
+    by_name = {s.name: s for s in scored}
+    top = max((s.score for s in scored), default=0.0)
+    promoted: list[ScoredTool] = []
+    for rank, mention in enumerate(ordered):
+        own = by_name.get(mention.name)
+        before = own.score if own is not None else 0.0
+        total = top + len(ordered) - rank
+        mentioned = TermContribution(term=mention.form, rule=MENTION_RULE, points=total - before, field="name",
+                                     detail=f"the request names {mention.name}")
+        promoted.append(ScoredTool(mention.name, total, [*(own.breakdown if own is not None else []), mentioned]))
+    named = {m.name for m in ordered}
+    return promoted + [s for s in scored if s.name not in named]
 
 
 def load_backend(path_or_name: str, registry: Mapping[str, str] | None = None, **options: Any) -> SearchBackend:

@@ -387,7 +387,7 @@ class BM25Backend(SearchBackend):
         analysed = [analyzed_fields(tool) for tool in tools]
         weights = {name: w for name, w in self.field_weights.items() if w > 0}
         bm25f = build_bm25f_index(analysed, weights, self.field_b, k1=self.k1)
-        return BM25Index(tools, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
+        return BM25Index(tools, RequiredTermFilter.of(catalog), ServerGroups(tools), bm25f)
 
     # -- a stored index (stored.py) --------------------------------------------------------------
     def _index_settings(self) -> dict[str, Any]:
@@ -414,7 +414,7 @@ class BM25Backend(SearchBackend):
         norms = {name: arrays[f"norm.{name}"] for name in weights}
         bm25f = BM25FIndex(self.k1, weights, norms, LazyAnalysed(tools), vocab,
                            arrays["idf"], arrays["data"], arrays["indices"], arrays["indptr"])
-        return BM25Index(tools, RequiredTermFilter(tools), ServerGroups(tools), bm25f)
+        return BM25Index(tools, RequiredTermFilter.of(catalog), ServerGroups(tools), bm25f)
 
     # -- ranking -------------------------------------------------------------------------------
     def query_tokens(self, reading: QueryReading) -> list[tuple[str, str]]:

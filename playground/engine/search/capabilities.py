@@ -44,12 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from playground.engine.search import text
-
-# How many words, and how many of them function words, make a query a natural-language request
-# (a keyword-style query drops function words; `text.keyword_query` keeps at most 5 words).
-NATURAL_MIN_WORDS = 6
-NATURAL_MIN_STOPWORDS = 2
+from playground.engine.search.text import natural_request
 
 
 @dataclass(frozen=True)
@@ -158,13 +153,6 @@ class CapabilityCue:
     def __post_init__(self) -> None:
         if not self.description:
             object.__setattr__(self, "description", self.capability.description)
-
-
-def natural_request(query: str) -> bool:
-    """Whether `query` reads as a natural-language request (enough words, function words among
-    them) rather than a few keywords."""
-    found = text.words(query)
-    return len(found) >= NATURAL_MIN_WORDS and sum(1 for word in found if word in text.STOPWORDS) >= NATURAL_MIN_STOPWORDS
 
 
 def detect(query: str, keys: frozenset[str] | None = None) -> list[CapabilityCue]:

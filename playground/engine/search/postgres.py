@@ -267,7 +267,7 @@ class PostgresSearchBackend(SearchBackend):
                 return embed_tools(changed, semantic.encoder.encode, semantic.cache, model_id=semantic.encoder.model_id)[0]
 
         stats = index.sync(tools, embed, model_id=self.semantic.encoder.model_id if embed is not None else "")
-        return PostgresIndexHandle(index, tools, {t.name: i for i, t in enumerate(tools)}, RequiredTermFilter(tools), stats,
+        return PostgresIndexHandle(index, tools, {t.name: i for i, t in enumerate(tools)}, RequiredTermFilter.of(catalog), stats,
                                    fused=embed is not None)
 
     def rank(self, reading: QueryReading, handle: PostgresIndexHandle, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:

@@ -59,6 +59,14 @@ def numbers_as_words(reading: QueryReading) -> QueryReading:
 class RequiredTermFilter:
     """Which of a fixed tool list (a catalog's deferred tools, in order) pass every required term."""
 
+    @classmethod
+    def of(cls, catalog: ToolCatalog) -> RequiredTermFilter:
+        """The filter of `catalog`'s deferred tools, one per catalog: every backend and index over the
+        catalog (BM25, dense, hybrid, PostgreSQL, each tuned variant the inspector makes, an index read
+        from its stored blob) shares it, so its keyword index is built once per catalog version, on the
+        first query with a required term, not once per backend or index."""
+        return catalog.kept(("required-term filter", cls), lambda: cls(catalog.deferred))
+
     def __init__(self, tools: Sequence[Tool]):
         self.tools = tuple(tools)
         self._index: KeywordIndex | None = None

@@ -263,7 +263,7 @@ class SemanticBackend(SearchBackend):
         if vectors is None or vectors.shape != (len(keys), self.encoder.dim):
             return None
         tools = tuple(catalog.deferred)
-        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools),
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter.of(catalog),
                              stats=EmbedStats(reused=len(tools)), vocabulary=vocabulary, keys=keys)
 
     def build_index(self, catalog: ToolCatalog) -> SemanticIndex:
@@ -278,7 +278,7 @@ class SemanticBackend(SearchBackend):
             tools, self.encoder.encode, self.cache, model_id=self.encoder.model_id, include_server=include_server, keys=keys,
             keep_in_memory=False,  # the matrix holds them; the store still has them for a rebuild
         )
-        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter(tools), stats=stats,
+        return SemanticIndex(tools=tools, vectors=vectors, required=RequiredTermFilter.of(catalog), stats=stats,
                              vocabulary=vocabulary, keys=keys)
 
     # -- a stored index (stored.py): the vector keys, the vocabulary and the vectors themselves

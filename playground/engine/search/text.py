@@ -53,6 +53,19 @@ def words(text: str) -> list[str]:
     return split_identifier(text)
 
 
+# How many words, and how many of them function words, make a query a natural-language request
+# (a keyword-style query drops function words; `keyword_query` keeps at most 5 words).
+NATURAL_MIN_WORDS = 6
+NATURAL_MIN_STOPWORDS = 2
+
+
+def natural_request(query: str) -> bool:
+    """Whether `query` reads as a natural-language request (enough words, function words among
+    them) rather than a few keywords."""
+    found = words(query)
+    return len(found) >= NATURAL_MIN_WORDS and sum(1 for word in found if word in STOPWORDS) >= NATURAL_MIN_STOPWORDS
+
+
 @lru_cache(maxsize=100_000)
 def stem(word: str) -> str:
     return _stemmer.stemWord(word)

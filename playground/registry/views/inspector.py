@@ -18,7 +18,7 @@ from playground.registry.models import AgentProfile
 WIRE_STYLES = [("", "profile's"), *((s.name, s.short_label or s.label) for s in wire_styles()
                                     if s.vendor == ANTHROPIC and not s.searches_on_server)]
 MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, *((s.name, s.short_label or s.label) for s in wire_styles() if s.name not in dict(WIRE_STYLES))]
-MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
+MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25", "auto:50000tokens"]
 # Backends only editors may pick on the page: `naive` rescans every tool for every term (the
 # benchmark baseline); the engine CLI still offers it.
 STAFF_BACKENDS = frozenset({"naive"})

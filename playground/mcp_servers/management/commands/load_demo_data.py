@@ -58,6 +58,29 @@ PROFILES: list[dict[str, Any]] = [
         "wire_style": AgentProfile.WireStyle.NATIVE,
         "system_prompt": "Tool search turns on when deferred tools would take at least 10% of the context window.",
     },
+    # OpenAI's three ways (engine/openai_wire.py), so a task run can set every loading mode side by side
+    # (docs/agent-eval.md); without OPENAI_API_KEY the demo agent answers on OpenAI's wire (labelled).
+    {
+        "name": "OpenAI hosted tool_search",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.SERVER,
+        "provider": "openai",
+        "system_prompt": "You are a helpful assistant. OpenAI's hosted tool_search finds the tools you do not have yet.",
+    },
+    {
+        "name": "OpenAI client tool_search",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.NATIVE,
+        "provider": "openai",
+        "system_prompt": "You are a helpful assistant. Use tool_search to find tools you do not have yet.",
+    },
+    {
+        "name": "OpenAI functions",
+        "tool_search_mode": "true",
+        "wire_style": AgentProfile.WireStyle.CLIENT,
+        "provider": "openai",
+        "system_prompt": "You are a helpful assistant. Call the ToolSearch function to find tools you do not have yet.",
+    },
     {
         # Anthropic's mid-conversation tool changes: the harness ranks each message before the turn and
         # adds the likely tools by tool_addition (no search round trip); no ToolSearch at all.

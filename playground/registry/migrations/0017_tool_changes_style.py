@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('registry', '0014_labelled_query'),
+        ('registry', '0016_profile_load_on_call'),
     ]
 
     operations = [
