@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from django.urls import reverse
+
+from playground.conversations.fragments import render_event_frame
 from playground.conversations.models import Message
 from playground.conversations.providers.demo import DemoAgentProvider
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
@@ -19,7 +22,7 @@ def stored_system_messages(conversation) -> list[list[dict]]:
 
 
 @pytest.mark.parametrize("keep_search", [False, True])
-def test_the_demo_agent_calls_the_predicted_tool_without_a_search(admin_user, tool_world, keep_search):
+def test_the_demo_agent_calls_the_predicted_tool_without_a_search(admin_user, admin_client, tool_world, keep_search):
     profile = make_profile(f"changes-{keep_search}", wire_style="tool-changes", tool_changes_search=keep_search)
     conversation, outcome = converse(admin_user, "What is the current time in Tokyo?", profile=profile,
                                      provider=DemoAgentProvider())
@@ -33,6 +36,12 @@ def test_the_demo_agent_calls_the_predicted_tool_without_a_search(admin_user, to
         {"type": "tool_addition", "tool": {"type": "tool_reference", "name": n}} for n in prediction["loaded"]]
     tools = {t["name"] for t in events_of(conversation, "model_request")[0].payload["request"]["tools"]}
     assert ("ToolSearch" in tools) == keep_search
+    # On reload, the same template as live: the prediction with its scores and what it added.
+    page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert "Predicted tools (tool_addition, no search round trip)" in page
+    assert f'data-testid="loaded-tool">{TIME_TOOL}' in page
+    frame = render_event_frame(conversation, events_of(conversation, "toolsearch_query")[0])
+    assert "Predicted tools" in frame and TIME_TOOL in frame
 
 
 def test_the_real_sdk_sends_the_beta_and_the_tools_array_stays_the_same(admin_user, tool_world, fake_api, claude):
