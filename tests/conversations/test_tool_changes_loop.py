@@ -73,3 +73,27 @@ def test_a_denied_tool_is_withdrawn_on_the_next_message(admin_user, tool_world, 
     last = fake_api.message_requests[-1].body["messages"][-1]
     assert {"type": "tool_removal", "tool": {"type": "tool_reference", "name": TIME_TOOL}} in last["content"]
     assert events_of(conversation, "toolsearch_query")[-1].payload["removed"] == [TIME_TOOL]
+
+
+def test_compact_then_call_the_added_tool_keeps_working(admin_user, tool_world, fake_api, claude, settings):
+    """The added tool survives a compaction: the boundary carries it and the request after it adds it
+    again (after the first message), so the model's call runs without a new prediction or search."""
+    profile = make_profile("changes-compact", wire_style="tool-changes", tool_changes_search=False)
+    fake_api.replies.extend([tool_use_reply(TIME_TOOL, {"timezone": "Asia/Tokyo"}), text_reply("Noon in Tokyo.")])
+    conversation, outcome = converse(admin_user, "What is the current time in Tokyo?", profile=profile, provider=claude)
+    assert outcome.reason == "end_turn"
+    settings.COMPACTION_THRESHOLD = 0.0001  # the next message's first turn compacts
+    fake_api.replies.extend([text_reply("Summary: the time tool was added and called."),
+                             tool_use_reply(TIME_TOOL, {"timezone": "UTC"}), text_reply("03:00 UTC.")])
+    conversation, outcome = converse(admin_user, "And again please", profile=profile, provider=claude,
+                                     conversation=conversation)
+    assert outcome.reason == "end_turn", [r.error for r in fake_api.message_requests]
+    first_added = events_of(conversation, "toolsearch_query")[0].payload["loaded"]
+    assert TIME_TOOL in first_added
+    assert events_of(conversation, "compaction")[0].payload["carried_tools"] == first_added
+    after = fake_api.message_requests[-2].body  # the request the model answered with the call
+    assert after["messages"][1]["role"] == "system" and \
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": TIME_TOOL}} in after["messages"][1]["content"]
+    assert [r.payload["is_error"] for r in events_of(conversation, "tool_result")] == [False, False]
+    turns = [r.body for r in fake_api.message_requests if r.body.get("tools")]  # not the summary's request
+    assert len(turns) == 4 and len({repr(body["tools"]) for body in turns}) == 1  # compaction kept the tools too
