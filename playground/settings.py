@@ -14,6 +14,7 @@ import dj_database_url
 from playground.engine.pricing import PriceTableError
 from playground.engine.pricing import load_overrides as load_price_overrides
 from playground.engine.search.backends import BUILTIN_BACKENDS, DEFAULT_BACKEND
+from playground.secret_key import development_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -35,7 +36,10 @@ def envlist(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = envbool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY") or ("dev-only-insecure-key" if DEBUG else "")
+# Without SECRET_KEY, a development run signs with a random key made on its first start and kept in
+# the state folder (playground/secret_key.py): never a key anyone can read in the repository.
+SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE") or BASE_DIR / "var" / "secret_key")
+SECRET_KEY = os.environ.get("SECRET_KEY") or (development_secret_key(SECRET_KEY_FILE) if DEBUG else "")
 if not SECRET_KEY:
     raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
 
@@ -296,6 +300,11 @@ PERMISSION_PROMPT_TIMEOUT_SECONDS = float(os.environ.get("PERMISSION_PROMPT_TIME
 # How long the MCP workbench's session waits for a person's answer to a server's request (sampling),
 # bounded again by the calling tool call's own timeout.
 MCP_SERVER_REQUEST_WAIT_SECONDS = float(os.environ.get("MCP_SERVER_REQUEST_WAIT_SECONDS") or 300)
+# A server's tools as the registry stores them (docs/architecture.md, "Bounded servers"): real servers
+# offer tens to a few hundred tools, with descriptions of a few thousand characters at most.
+MCP_MAX_TOOLS_PER_SERVER = envint("MCP_MAX_TOOLS_PER_SERVER", 1000)
+MCP_MAX_TOOL_DESCRIPTION_CHARS = envint("MCP_MAX_TOOL_DESCRIPTION_CHARS", 8000)
+MCP_MAX_TOOL_SCHEMA_CHARS = envint("MCP_MAX_TOOL_SCHEMA_CHARS", 64_000)
 # A worker running a conversation marks it alive this often; a run whose mark is older than
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)

@@ -27,11 +27,20 @@ def home(request):
         "tool_count": tools["count"],
         "deferred_count": len(list(filtered.permitted.deferred)),
         "denied_count": len(filtered.excluded),
-        "tool_tokens": tools["tokens"] or 0,
+        # "If all were sent": the tools a request could carry, so not those a deny rule removes (the
+        # tool list's and the model view's figure).
+        "tool_tokens": (tools["tokens"] or 0) - _tokens_of(filtered.excluded_names),
         "server_count": McpServer.objects.count(),
         "profile_count": AgentProfile.objects.count(),
     }
     return render(request, "home.html", context)
+
+
+def _tokens_of(names: list[str]) -> int:
+    total = 0
+    for start in range(0, len(names), 500):  # bounded IN lists, whatever a deny rule removes
+        total += Tool.objects.filter(enabled=True, name__in=names[start:start + 500]).aggregate(t=Sum("token_estimate"))["t"] or 0
+    return total
 
 
 @require_safe

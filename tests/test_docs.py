@@ -6,6 +6,7 @@ Plain file reading: no Django, no database.
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -134,3 +135,23 @@ def test_configuration_page_lists_every_variable_of_env_example():
     assert names, "the scan found no variable in .env.example"
     missing = sorted(name for name in names if f"`{name}`" not in documented)
     assert not missing, f"docs/configuration.md does not document: {missing}"
+
+
+def test_the_gateway_docs_inspector_search_finds_what_it_asks_for(tmp_path):
+    """docs/gateway.md's Inspector example searched "+count words" and got five unrelated tools on the
+    demo data (word_count is always loaded, so never searched): each documented query's first result
+    must hold every required term."""
+    from playground.registry.demo_data import CATALOGS
+    from tests.cli_runner import run_cli
+
+    text = (ROOT / "docs" / "gateway.md").read_text(encoding="utf-8")
+    queries = [q for q in re.findall(r'--tool-arg "query=([^"]+)"', text) if "+" in q]
+    assert queries, "no keyword ToolSearch example in docs/gateway.md"
+    for query in queries:
+        result = run_cli("search", "--catalog", CATALOGS[0], "--max-results", "5", "--json", query)
+        assert result.returncode == 0, result.stderr
+        found = json.loads(result.stdout)
+        first = found["results"][0] if isinstance(found, dict) else found[0]
+        name = first["name"] if isinstance(first, dict) else str(first)
+        for term in (word[1:] for word in query.split() if word.startswith("+")):
+            assert term in name.lower(), (query, name)

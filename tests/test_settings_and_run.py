@@ -249,6 +249,30 @@ def test_production_refuses_to_start_without_a_secret_key():
     assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
 
 
+def test_a_development_run_signs_with_a_random_key_made_once_in_the_state_folder(tmp_path):
+    key_file = tmp_path / "state" / "secret_key"
+    env = {"DEBUG": "true", "SECRET_KEY": "", "SECRET_KEY_FILE": str(key_file)}
+    first, second = (settings_in_subprocess(env, "s.SECRET_KEY") for _ in range(2))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    key = key_file.read_text().strip()
+    assert first.stdout.strip() == second.stdout.strip() == key and len(key) >= 50
+    assert "dev-only" not in key and (key_file.stat().st_mode & 0o777) == 0o600
+    assert "dev-only-insecure-key" not in (ROOT / "playground" / "settings.py").read_text()
+    # SECRET_KEY still wins.
+    assert settings_in_subprocess({**env, "SECRET_KEY": "mine-" + "x" * 45}, "s.SECRET_KEY").stdout.strip() == "mine-" + "x" * 45
+
+
+def test_processes_starting_together_agree_on_the_development_key(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from playground.secret_key import development_secret_key
+
+    with ThreadPoolExecutor(8) as pool:
+        keys = set(pool.map(lambda _: development_secret_key(tmp_path / "secret_key"), range(16)))
+    assert keys == {(tmp_path / "secret_key").read_text().strip()}
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]  # no drafts left behind
+
+
 @pytest.mark.parametrize("heartbeat, lost", [("10", "20"), ("0", "60")])
 def test_a_lost_worker_timeout_of_under_three_heartbeats_is_refused(heartbeat, lost):
     result = settings_in_subprocess({"AGENT_HEARTBEAT_SECONDS": heartbeat, "AGENT_LOST_SECONDS": lost}, "s.AGENT_LOST_SECONDS")

@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
+from playground.engine.wires.registry import counterpart, wire_styles
+from playground.engine.wires.vendors import ANTHROPIC, OPENAI
 from playground.engine.modes import parse_mode
 from playground.registry.models import AgentProfile
 
@@ -201,15 +203,11 @@ def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[
 
 # -- the "every loading mode" preset ------------------------------------------------------------------
 # (mode, what it is) in the order the table shows them: each mode a profile can be set to.
-LOADING_MODES = (
-    ("off", "every tool sent up front"),
-    ("native", "ToolSearch answering with tool_reference (Anthropic)"),
-    ("client", "ToolSearch answering with text (any Anthropic-compatible gateway)"),
-    ("openai-hosted", "OpenAI's hosted tool_search"),
-    ("openai-client", "OpenAI's client tool_search, our backend answering"),
-    ("openai-functions", "plain functions with a ToolSearch function (any chat model)"),
+# The wire styles' own names and labels (engine/wires/registry.py); Anthropic's server-side search
+# is left out: the offline demo agent cannot play it.
+LOADING_MODES = (("off", "every tool sent up front"),) + tuple(
+    (style.name, style.label) for style in wire_styles() if not (style.vendor == ANTHROPIC and style.searches_on_server)
 )
-_OPENAI_MODES = {"native": "openai-client", "client": "openai-functions", "server": "openai-hosted"}
 
 
 def loading_mode_of(profile: AgentProfile) -> str:
@@ -219,7 +217,10 @@ def loading_mode_of(profile: AgentProfile) -> str:
     except ValueError:
         off = False
     if profile.provider == "openai":
-        return "off" if off else _OPENAI_MODES.get(profile.wire_style, profile.wire_style)
+        try:
+            return "off" if off else counterpart(profile.wire_style, OPENAI).name
+        except ValueError:
+            return profile.wire_style
     return "off" if off else profile.wire_style
 
 

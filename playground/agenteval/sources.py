@@ -90,12 +90,16 @@ def task_set_from_upload(name: str, payload: bytes | str, *, catalog: str = "", 
     return task_set
 
 
-def tools_that_answered(conversation: Conversation) -> list[str]:
-    """The tools the conversation called that returned without an error, in order (ToolSearch aside)."""
-    names = {e.payload.get("tool_use_id"): e.payload.get("name") for e in
-             Event.objects.filter(conversation=conversation, type="tool_call")}
+def tools_that_answered(conversation: Conversation, *, before_sequence: int | None = None) -> list[str]:
+    """The tools the conversation called that returned without an error, in order (ToolSearch aside);
+    with `before_sequence`, only those that answered before that event (one message's run)."""
+    calls = Event.objects.filter(conversation=conversation, type="tool_call")
+    results = Event.objects.filter(conversation=conversation, type="tool_result")
+    if before_sequence is not None:
+        calls, results = calls.filter(sequence__lt=before_sequence), results.filter(sequence__lt=before_sequence)
+    names = {e.payload.get("tool_use_id"): e.payload.get("name") for e in calls}
     answered: list[str] = []
-    for event in Event.objects.filter(conversation=conversation, type="tool_result").order_by("sequence"):
+    for event in results.order_by("sequence"):
         name = names.get(event.payload.get("tool_use_id")) or event.payload.get("name")
         if name and name != TOOL_SEARCH_NAME and not event.payload.get("is_error") and name not in answered:
             answered.append(name)
@@ -104,15 +108,18 @@ def tools_that_answered(conversation: Conversation) -> list[str]:
 
 @transaction.atomic
 def save_conversation_as_task(conversation: Conversation, *, task_set_name: str = "Saved conversations", user=None) -> Task:
-    """The person's first message as the request, the tools that answered without an error as gold."""
+    """The person's first message as the request; as gold, the tools that answered it without an
+    error — in the run of that message only, not the follow-ups' (their tools answer other requests)."""
     if conversation.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED, Conversation.Status.CANCELLED):
         raise TaskSourceError("The conversation is still running: save it as a task once it has finished.")
     first = Event.objects.filter(conversation=conversation, type="message", payload__role="user").order_by("sequence").first()
     if first is None:
         raise TaskSourceError("The conversation has no message to use as the task's request.")
-    gold = tools_that_answered(conversation)
+    follow_up = Event.objects.filter(conversation=conversation, type="message", payload__role="user",
+                                     sequence__gt=first.sequence).order_by("sequence").values_list("sequence", flat=True).first()
+    gold = tools_that_answered(conversation, before_sequence=follow_up)
     if not gold:
-        raise TaskSourceError("No tool answered without an error in this conversation: there is no gold tool to save.")
+        raise TaskSourceError("No tool answered the first message without an error: there is no gold tool to save.")
     task_set, _ = TaskSet.objects.get_or_create(
         name=(task_set_name or "Saved conversations").strip()[:100],
         defaults={"source": TaskSet.Source.CONVERSATIONS, "created_by": _user(user),

@@ -6,8 +6,10 @@ from playground.access import EDITOR, OPERATOR, VIEWER, allow
 from playground.agenteval import views
 
 app_name = "agenteval"
-# Who may use each route (see playground/urls.py): viewers read runs and tasks, editors start and cancel
-# runs and add task sets; anyone who may see a conversation may save it as a task.
+# Who may use each route (see playground/urls.py): viewers read runs and tasks, editors start runs and
+# add task sets; a run is cancelled by the editor who started it or an admin (as a conversation is by
+# its owner or an admin: another editor's run is not theirs to stop); anyone who may see a
+# conversation may save it as a task.
 access_rules = {
     "index": allow(get=VIEWER, post=EDITOR),
     "taskset_add": allow(post=EDITOR),
@@ -15,7 +17,7 @@ access_rules = {
     "taskset_import_catalog": allow(post=EDITOR),
     "save_conversation": allow(post=OPERATOR, owned=True),
     "run_detail": allow(get=VIEWER),
-    "run_cancel": allow(post=EDITOR),
+    "run_cancel": allow(post=EDITOR, owned=True),
     "run_export": allow(get=VIEWER),
 }
 urlpatterns = [

@@ -8,7 +8,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from playground.access import EDITOR, OPERATOR, VIEWER, has_role, role_for_writes, role_required
+from playground.access import ADMIN, EDITOR, OPERATOR, VIEWER, has_role, role_for_writes, role_required
 from playground.agenteval import selectors, services, sources
 from playground.agenteval.forms import TaskRunForm, ToolsetTaskSetForm, UploadTaskSetForm
 from playground.agenteval.models import TaskRun, TaskSet
@@ -84,7 +84,7 @@ def taskset_detail(request, pk: int):
     if request.GET.get("format") == "jsonl":
         lines = [json.dumps({"id": t.external_id, "query": t.query, "expected_tool_names": t.expected_tools,
                              "equivalent_names": t.equivalent_names, "category": t.category}) for t in task_set.tasks.all()]
-        response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson")
+        response = HttpResponse("\n".join(lines) + "\n", content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="tasks-{task_set.pk}.jsonl"'
         return response
     tasks = list(task_set.tasks.all()[:500])
@@ -141,14 +141,21 @@ def run_detail(request, pk: int):
     only = request.GET.get("only", "")
     only = only if only in ("failed", "disagree") else ""
     context = _run_context(run, only=only)
-    context["can_cancel"] = has_role(request.user, EDITOR) and run.is_active
+    context["can_cancel"] = run.is_active and _may_cancel(request.user, run)
     return render(request, "agenteval/run.html", context)
+
+
+def _may_cancel(user, run: TaskRun) -> bool:
+    """The editor who started the run, or an admin."""
+    return has_role(user, ADMIN) or (has_role(user, EDITOR) and run.created_by_id == user.pk)
 
 
 @role_required(EDITOR)
 @require_POST
 def run_cancel(request, pk: int):
     run = get_object_or_404(TaskRun, pk=pk)
+    if not _may_cancel(request.user, run):
+        raise Http404("No task run of yours with this id.")
     if not services.cancel_run(run):
         messages.info(request, "The run had already ended: nothing was cancelled.")
     return redirect("agenteval:run_detail", pk=pk)
@@ -165,6 +172,6 @@ def run_export(request, pk: int):
         return response
     body = {**selectors.report(run, items), "run": run.pk, "task_set": run.task_set.name, "status": run.status,
             "permission_policy": run.permission_policy, "items": selectors.task_json(items)}
-    response = HttpResponse(json.dumps(body, indent=2), content_type="application/json")
+    response = HttpResponse(json.dumps(body, indent=2), content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="task-run-{run.pk}.json"'
     return response

@@ -5,15 +5,19 @@ message carries the sequence number and, rendered once here for every socket wat
 the browser needs: a consumer that has sent everything up to `sequence - 1` forwards the frame
 without touching the database. A consumer that sees a gap (a frame lost, or two writers whose
 broadcasts crossed) reads the rows it has not sent yet from the database instead, so a socket never
-sees an event that is not saved, nor one twice. The frame is the same for every viewer: it is
-rendered without a request (no user, no CSRF token: its forms are sent over the socket).
+sees an event that is not saved, nor one twice. The frame is the same for every member watching:
+it is rendered without a request (no user, no CSRF token: its forms are sent over the socket). While
+the conversation has a working share link, a second frame is rendered for its anonymous sockets
+(`shared_frame`: no forms, no account names, no internal id).
 """
 from __future__ import annotations
 
 import logging
 
+from django.utils import timezone
+
 from playground.conversations.fragments import render_event_frame
-from playground.conversations.models import Conversation, Event
+from playground.conversations.models import Conversation, Event, ShareLink
 from playground.realtime import send_to_group
 
 logger = logging.getLogger(__name__)
@@ -40,18 +44,23 @@ def broadcast_event(conversation_id: int, sequence: int, *, event: Event | None 
     message = {"type": EVENT_MESSAGE_TYPE, "conversation_id": conversation_id, "sequence": sequence}
     if event is not None and status:
         try:
-            frame = _render(conversation_id, event, status)
+            frames = {"frame": _render(conversation_id, event, status)}
+            if _is_shared(conversation_id):
+                frames["shared_frame"] = _render(conversation_id, event, status, shared=True)
         except Exception:
             logger.exception("rendering event %s/%s for broadcast failed", conversation_id, sequence)
         else:
-            if len(frame) <= MAX_FRAME_IN_MESSAGE:
-                message["frame"] = frame
+            message.update({key: frame for key, frame in frames.items() if len(frame) <= MAX_FRAME_IN_MESSAGE})
     try:
         send_to_group(conversation_group(conversation_id), message)
     except Exception:
         logger.exception("broadcast of event %s/%s failed", conversation_id, sequence)
 
 
-def _render(conversation_id: int, event: Event, status: str) -> str:
+def _render(conversation_id: int, event: Event, status: str, *, shared: bool = False) -> str:
     # The frame needs only the conversation's id and status (as of this event): no read for them.
-    return render_event_frame(Conversation(pk=conversation_id, status=status), event)
+    return render_event_frame(Conversation(pk=conversation_id, status=status), event, shared=shared)
+
+
+def _is_shared(conversation_id: int) -> bool:
+    return ShareLink.objects.filter(conversation_id=conversation_id, revoked_at__isnull=True, expires_at__gt=timezone.now()).exists()

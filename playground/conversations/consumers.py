@@ -24,7 +24,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from playground.conversations import services, sharing
 from playground.conversations.broadcast import conversation_group
-from playground.conversations.fragments import render_event_frame, render_notice
+from playground.conversations.fragments import SHARED_KEY, render_event_frame, render_notice
 from playground.conversations.models import Conversation, Event
 from playground.conversations.selectors import can_act, can_view, tokens_total_for
 from playground.realtime import CLOSE_FORBIDDEN, LoopDispatch, arefuse_socket, frame_int, read_browser_frame, socket_refusal
@@ -36,6 +36,12 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
     conversation_id: int
     group: str = ""
     last_sent: int | None = None
+    shared = False  # a share link's anonymous socket: its own frames (no forms, no names, no internal id)
+    frame_key = "frame"  # which of a broadcast's frames this socket forwards
+
+    @property
+    def dom_key(self) -> int | str:
+        return SHARED_KEY if self.shared else self.conversation_id
 
     async def connect(self) -> None:
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["pk"])
@@ -64,7 +70,7 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
             return
         data = read_browser_frame(text_data)
         if data is None:  # not JSON, over the nesting/number limits, or not an object
-            await self.send(text_data=render_notice(self.conversation_id, "Unreadable message from the browser."))
+            await self.send(text_data=render_notice(self.dom_key, "Unreadable message from the browser."))
             return
         action = data.get("action") or ("hello" if "last_sequence" in data else "send")
         if action == "hello":
@@ -74,7 +80,7 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
         notice = await database_sync_to_async(self._act)(action, data)
         if notice is not None:
             text, kind = notice if isinstance(notice, tuple) else (notice, "")
-            await self.send(text_data=render_notice(self.conversation_id, text, kind=kind))
+            await self.send(text_data=render_notice(self.dom_key, text, kind=kind))
 
     def _act(self, action: str, data: dict) -> str | tuple[str, str] | None:
         """Do what the browser asked; the notice to show (an error, or (text, kind)), or None."""
@@ -105,7 +111,7 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
     async def conversation_event(self, message: dict) -> None:
         if self.last_sent is None:
             return  # the hello's catch-up will include it
-        sequence, frame = frame_int(message.get("sequence"), 0), message.get("frame")
+        sequence, frame = frame_int(message.get("sequence"), 0), message.get(self.frame_key)
         if sequence <= self.last_sent:
             return  # sent already (by a catch-up that read it from the database)
         if sequence == self.last_sent + 1 and isinstance(frame, str):
@@ -132,7 +138,7 @@ class ConversationConsumer(LoopDispatch, AsyncWebsocketConsumer):
         # so the last one wins), not one scan of every turn per turn.
         turns = sum(1 for e in events if e.type == "turn_started" and not e.parent_sequence)
         total = tokens_total_for(self.conversation_id) if turns > 1 else None
-        return [(event.sequence, render_event_frame(conversation, event, total=total)) for event in events]
+        return [(event.sequence, render_event_frame(conversation, event, total=total, shared=self.shared)) for event in events]
 
 
 
@@ -143,6 +149,8 @@ class SharedConversationConsumer(ConversationConsumer):
 
     link_id: int | None = None
     expiry: asyncio.TimerHandle | None = None
+    shared = True
+    frame_key = "shared_frame"
 
     async def connect(self) -> None:
         link = await database_sync_to_async(self._link)(str(self.scope["url_route"]["kwargs"]["token"]))

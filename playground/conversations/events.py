@@ -18,6 +18,7 @@ from django.db.models import F
 
 from playground.conversations.broadcast import broadcast_event
 from playground.conversations.models import Conversation, Event
+from playground.mcp_servers.secrets import scrub
 from playground.sequences import increment
 
 # Payloads stay small at any catalog size: a 50,000-tool turn listed every deferred name (2 MB), and
@@ -340,6 +341,10 @@ class ErrorEvent(LoopEvent):
     kind: str = ""  # e.g. api_error, rate_limit, overloaded, timeout, internal
     status_code: int | None = None
     retryable: bool = False
+
+    def __post_init__(self) -> None:
+        # Whatever raised it (a provider, a server, a bug quoting its settings), no credential is stored.
+        self.message = scrub(self.message)
 
 
 @dataclass

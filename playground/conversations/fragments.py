@@ -23,7 +23,12 @@ from playground.conversations.selectors import (
 )
 
 
-def container_id(conversation_id: int, event: Event) -> str:
+# What a shared (anonymous) page and its frames call the conversation in element ids, instead of
+# its database id: an audience without accounts sees no internal id (sharing.py).
+SHARED_KEY = "shared"
+
+
+def container_id(conversation_id: int | str, event: Event) -> str:
     if event.turn_sequence:
         return f"turn-body-{conversation_id}-{event.turn_sequence}"
     if event.parent_sequence:
@@ -31,15 +36,20 @@ def container_id(conversation_id: int, event: Event) -> str:
     return f"timeline-{conversation_id}"
 
 
-def render_event_frame(conversation: Conversation, event: Event, *, total: dict[str, int] | None = None) -> str:
-    """`total`: the conversation's token totals, when the caller already has them (a catch-up of many turns)."""
+def render_event_frame(conversation: Conversation, event: Event, *, total: dict[str, int] | None = None,
+                       shared: bool = False) -> str:
+    """`total`: the conversation's token totals, when the caller already has them (a catch-up of many turns).
+    `shared`: the frame for a share link's anonymous page: no forms that act, no account names, no
+    internal id (SHARED_KEY in the element ids)."""
     node = EventNode(event, event_view(event))
     top_level_turn = event.type == "turn_started" and not event.parent_sequence
     context = {
         "conv": conversation,
         "node": node,
         "event": event,
-        "container": container_id(conversation.pk, event),
+        "container": container_id(SHARED_KEY if shared else conversation.pk, event),
+        "shared": shared,
+        "conv_key": SHARED_KEY if shared else "",
         "in_timeline": event.type not in CHAT_ONLY_TYPES,
         "in_chat": event.type in CHAT_TYPES,
         "chart_row": None,
@@ -69,7 +79,7 @@ def render_event_frame(conversation: Conversation, event: Event, *, total: dict[
     return render_to_string("conversations/_frame.html", context)
 
 
-def render_notice(conversation_id: int, text: str, *, kind: str = "") -> str:
+def render_notice(conversation_id: int | str, text: str, *, kind: str = "") -> str:
     """The line under the chat: an error (the default) or, with kind="info", news that is not one."""
     return render_to_string("conversations/_notice.html",
                             {"conversation_id": conversation_id, "text": text, "kind": kind, "oob": True})

@@ -807,8 +807,9 @@ def _run_owned(conversation: Conversation, *, provider: ModelProvider | None,
         return RunOutcome("error", exc.message)
     except Exception as exc:
         logger.exception("conversation %s: the loop failed", conversation.pk)
-        finish(ev.ErrorEvent(message=f"{exc.__class__.__name__}: {exc}", kind="internal"), Conversation.Status.FAILED)
-        return RunOutcome("error", str(exc))
+        error = ev.ErrorEvent(message=f"{exc.__class__.__name__}: {exc}", kind="internal")
+        finish(error, Conversation.Status.FAILED)
+        return RunOutcome("error", error.message)
     final_status = Conversation.Status.FAILED if outcome.reason == "error" else Conversation.Status.IDLE
     finish(ev.StatusChanged(status=final_status, note=outcome.reason), final_status)
     return outcome

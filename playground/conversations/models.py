@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.db import models
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
@@ -107,12 +109,18 @@ class ToolSearchUsage(models.Model):
         return f"{self.query!r} → {self.tool_name}"
 
 
+def share_link_nonce() -> str:
+    return secrets.token_urlsafe(16)
+
+
 class ShareLink(models.Model):
     """A read-only link to one conversation for an audience without accounts (sharing.py).
 
-    The link carries a signed token naming this row; the row says until when it works and whether
-    its owner revoked it, so a link can be cut off before it expires."""
+    The link carries a signed token naming this row and its random nonce (so a token for another row
+    cannot be made even with the signing key); the row says until when it works and whether its
+    owner revoked it, so a link can be cut off before it expires."""
 
+    nonce = models.CharField(max_length=43, default=share_link_nonce, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="share_links")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
-from playground.conversations.costs import call_cost, cost_of_events
+from playground.conversations.costs import call_cost, cost_of_events, price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -347,12 +347,21 @@ def _is_offline(conversation: Conversation) -> bool:
         return False
 
 
+# Bookkeeping an audience does not follow: shown with the step before them (present.js), not steps
+# of their own (6 turns made 26 steps, some of them "open Announcement").
+PRESENT_QUIET_TYPES = ("announcement_sent", "model_request", "model_response", "cache_strip", "status", "turn_finished")
+
+
 def presentation_context(conversation: Conversation) -> dict[str, Any]:
     """Presentation mode: the page's chat and timeline (the same templates), replayed a step at a time
-    in the browser. A step is one saved event, in sequence order; streamed text is not a step (the
-    replay types each assistant message out instead)."""
+    in the browser, beside the tool tokens per turn and the dollars so far. A step is one saved event
+    an audience follows, in sequence order — a message, a turn, a search, a call, its result, a
+    prompt, the run's end; bookkeeping events (PRESENT_QUIET_TYPES) appear with the step before them,
+    and streamed text is not a step (the replay types each assistant message out instead)."""
     panel = panel_context(conversation, None)
-    return {**panel, "steps": conversation.events.exclude(type="text_delta").count()}
+    steps = conversation.events.exclude(type="text_delta").exclude(
+        Q(type__in=PRESENT_QUIET_TYPES) & ~Q(type="turn_finished", payload__final=True)).count()
+    return {**panel, "steps": steps, "quiet_types": " ".join(PRESENT_QUIET_TYPES)}
 
 
 # -- compare: figures by one accounting (kept apart from the rest for easy merges) ----------------------
@@ -380,10 +389,17 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
     cost = cost_of_events(events)
     turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
     wires = list(dict.fromkeys(turn_wire(e.payload or {}) for e in turns))
+    label, offline = provider_label(conversation), _is_offline(conversation)
+    turn_models = {e.sequence: str((e.payload or {}).get("model") or "") for e in turns}
     return {
         "conv": conversation,
-        "provider_label": provider_label(conversation),
-        "offline": _is_offline(conversation),
+        "provider_label": label,
+        "offline": offline,
+        # Beside the "offline demo agent" badge, only what the label adds to it ("(OpenAI wire)").
+        "label_beyond_badge": label.replace("offline demo agent", "").strip() if offline else label,
+        "calls": [((e.payload or {}).get("usage") or {}, str((e.payload or {}).get("model") or models.get(e.turn_sequence)
+                   or turn_models.get(e.turn_sequence) or ""), str((e.payload or {}).get("cache_ttl") or ""))
+                  for e in events if e.type == "model_response"],
         "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
         "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
         "tool_tokens": tokens_total(turns),
@@ -394,3 +410,56 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],
         "responses": sum(1 for e in events if e.type == "model_response"),
     }
+
+
+def _uncached(usage: dict[str, Any]) -> dict[str, int]:
+    """The same call with every input token billed at the uncached rate (no cache read or write)."""
+    whole = sum(int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
+    return {"input": whole, "output": int(usage.get("output") or 0)}
+
+
+def cost_difference(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any] | None:
+    """What the left side's cost minus the right side's is made of, in dollars, so that the three parts
+    add up to it exactly:
+
+    - tokens: both sides' calls priced alike (at the left side's model, no caching) — the number of
+      model calls (turns) and the tokens each one sent;
+    - price: the right side's calls at its own models' rates rather than the left's;
+    - caching: minus what each side's prompt cache saved against paying every input token in full.
+
+    None when a call's model has no price (then no split is honest)."""
+    table = price_table()
+    left_model = next((model for _, model, _ in left["calls"] if model), "")
+
+    def total(calls, *, model: str = "", cached: bool = True) -> float | None:
+        dollars = 0.0
+        for usage, call_model, ttl in calls:
+            cost = call_cost(usage if cached else _uncached(usage), model or call_model, ttl, table=table)
+            if cost is None:
+                return None
+            dollars += cost
+        return dollars
+
+    figures = [total(left["calls"]), total(left["calls"], cached=False), total(right["calls"]),
+               total(right["calls"], cached=False), total(right["calls"], model=left_model, cached=False)]
+    if not left["calls"] or not right["calls"] or any(f is None for f in figures):
+        return None
+    left_cost, left_full, right_cost, right_full, right_at_left_prices = figures
+    left_saved, right_saved = left_full - left_cost, right_full - right_cost
+    return {
+        "difference": left_cost - right_cost,
+        "tokens": left_full - right_at_left_prices,
+        "price": right_at_left_prices - right_full,
+        "caching": -(left_saved - right_saved),
+        "left_saved": left_saved, "right_saved": right_saved,
+        "left_calls": len(left["calls"]), "right_calls": len(right["calls"]),
+        "left_input": left["input_total"], "right_input": right["input_total"],
+        "left_model": left_model,
+        "shown": {key: _signed_usd(value) for key, value in (("tokens", left_full - right_at_left_prices),
+                  ("price", right_at_left_prices - right_full), ("caching", -(left_saved - right_saved)))},
+        "abs_difference": f"${abs(left_cost - right_cost):.4f}",
+    }
+
+
+def _signed_usd(value: float) -> str:
+    return f"{'+' if value >= 0 else '−'}${abs(value):.4f}"

@@ -1,14 +1,16 @@
 """Read-only share links: one conversation, watched live by people without an account.
 
-A link is `/conversations/shared/<token>/`; the token is the `ShareLink` row's id signed with
-Django's signing (SECRET_KEY, a salt of its own), so it cannot be guessed or edited into another
-link. The row decides whether it still works: until its `expires_at`, and not once revoked. The
+A link is `/conversations/shared/<token>/`; the token is the `ShareLink` row's id and its random
+nonce, signed with Django's signing (SECRET_KEY, a salt of its own): it cannot be guessed or edited
+into another link, and even someone holding the signing key cannot make one for a row whose nonce
+they have not seen (ids are sequential; nonces are 128 random bits). The row decides whether it still works: until its `expires_at`, and not once revoked. The
 page and its socket (`ws/shared/<token>/`) show exactly what a viewer sees — the same frames, with no
 forms that act — and nothing else: no navigation, no user, no export.
 """
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -26,9 +28,9 @@ logger = logging.getLogger(__name__)
 # The channel-layer message that closes the open pages of a revoked link (consumers.py).
 REVOKED_MESSAGE_TYPE = "share.revoked"
 
-SALT = "playground.conversations.share-link"
-# Its own salt: a timestamped token of SALT is also a valid plain signature of "value:timestamp" under SALT.
-ID_SALT = f"{SALT}.id"
+# The one token format: [row id, nonce] signed under this salt. Earlier formats (the id alone,
+# timestamped or not, under other salts) name no link any more.
+TOKEN_SALT = "playground.conversations.share-link.id-and-nonce"
 # The expiries offered on the conversation page (hours), within SHARE_LINK_MAX_HOURS.
 EXPIRY_CHOICES_HOURS = (1, 8, 24, 24 * 7)
 
@@ -81,16 +83,18 @@ def _close_open_pages(link: ShareLink) -> None:
 
 
 def token_for(link: ShareLink) -> str:
-    """The link's signed id. No timestamp in it (the expiry is the row's): `signing.dumps` added the
-    second it was made, so the owner's page showed another address for the same link every second."""
-    return signing.Signer(salt=ID_SALT).sign_object(link.pk)
+    """The link's signed id and nonce. No timestamp in it (the expiry is the row's): the same link
+    has one address, whenever it is asked for."""
+    return signing.Signer(salt=TOKEN_SALT).sign_object([link.pk, link.nonce])
 
 
-def _link_id(token: str) -> object:
-    try:
-        return signing.Signer(salt=ID_SALT).unsign_object(token)
-    except signing.BadSignature:
-        return signing.loads(token, salt=SALT)  # a link handed out before: signed with the second it was made
+def _link_id_and_nonce(token: str) -> tuple[int, str] | None:
+    """What a well-formed token names, or None: a list of exactly an integer id (not a bool, a
+    float or a string) and a text nonce. BadSignature when the signature does not hold."""
+    value = signing.Signer(salt=TOKEN_SALT).unsign_object(token)
+    if isinstance(value, list) and len(value) == 2 and type(value[0]) is int and isinstance(value[1], str):
+        return value[0], value[1]
+    return None
 
 
 def active_links(conversation: Conversation) -> list[ShareLink]:
@@ -99,13 +103,18 @@ def active_links(conversation: Conversation) -> list[ShareLink]:
 
 def resolve(token: str) -> ShareLink:
     """The working link a token names, with its conversation; ShareLinkRefused otherwise."""
+    not_valid = ShareLinkRefused("This link is not valid",
+                                 "The address was changed or cut short: ask whoever shared it for the link again.", status=404)
     try:
-        link_id = _link_id(token)
-    except signing.BadSignature:
-        raise ShareLinkRefused("This link is not valid",
-                               "The address was changed or cut short: ask whoever shared it for the link again.", status=404) from None
-    link = ShareLink.objects.select_related("conversation", "conversation__profile", "conversation__owner").filter(
-        pk=link_id if isinstance(link_id, int) else -1).first()
+        named = _link_id_and_nonce(token)
+    except (signing.BadSignature, ValueError):
+        raise not_valid from None
+    if named is None:
+        raise not_valid
+    link_id, nonce = named
+    link = ShareLink.objects.select_related("conversation", "conversation__profile").filter(pk=link_id).first()
+    if link is not None and not secrets.compare_digest(link.nonce.encode(), nonce.encode()):
+        raise not_valid
     if link is None:
         raise ShareLinkRefused("This link no longer exists", "The conversation or the link was deleted.", status=404)
     if link.revoked_at is not None:

@@ -8,6 +8,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import EDITOR, OPERATOR, VIEWER, has_role, role_required
@@ -16,11 +17,11 @@ from playground.conversations.forms import (
     AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
 from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
-from playground.conversations.fragments import render_notice
+from playground.conversations.fragments import SHARED_KEY, render_notice
 from playground.conversations.models import Conversation, ShareLink
 from playground.conversations.search_misses import profile_misses
 from playground.conversations.selectors import (
-    accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
+    accounting_figures, can_act, cost_difference, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
     panel_context, presentation_context, provider_label,
 )
 from playground.registry import labelled_sets
@@ -141,7 +142,18 @@ def _shared_or_refusal(request, token: str):
     try:
         return sharing.resolve(token), None
     except sharing.ShareLinkRefused as refused:
-        return None, render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status)
+        return None, _not_kept(render(request, "conversations/share_refused.html", {"refused": refused}, status=refused.status))
+
+
+def _not_kept(response: HttpResponse) -> HttpResponse:
+    """A shared page is stored by no cache (a proxy, the browser's): revoking the link ends it."""
+    patch_cache_control(response, no_store=True, private=True)
+    return response
+
+
+def _anonymous(context: dict) -> dict:
+    """A panel or presentation context as a share link shows it: no internal id, no forms, no names."""
+    return {**context, "conv_key": SHARED_KEY, "shared": True, "can_act": False}
 
 
 @require_safe
@@ -150,11 +162,11 @@ def shared_conversation(request, token: str):
     link, refusal = _shared_or_refusal(request, token)
     if refusal is not None:
         return refusal
-    panel = panel_context(link.conversation, None)
+    panel = _anonymous(panel_context(link.conversation, None))
     panel["share_token"] = token
-    return render(request, "conversations/shared.html", {
+    return _not_kept(render(request, "conversations/shared.html", {
         "panel": panel, "link": link, "present_url": reverse("conversations:shared_present", args=[token]),
-    })
+    }))
 
 
 @require_safe
@@ -162,10 +174,10 @@ def shared_present(request, token: str):
     link, refusal = _shared_or_refusal(request, token)
     if refusal is not None:
         return refusal
-    return render(request, "conversations/present.html", {
-        "present": presentation_context(link.conversation),
+    return _not_kept(render(request, "conversations/present.html", {
+        "present": _anonymous(presentation_context(link.conversation)),
         "back_url": reverse("conversations:shared", args=[token]),
-    })
+    }))
 
 
 @role_required(VIEWER)
@@ -174,7 +186,9 @@ def conversation_export(request, pk: int):
     """The conversation and its stored events as a JSON download (docs/conversations.md, "Exporting a
     conversation"). Same access as the page; the payloads are the ones the page renders."""
     conversation = _get_conversation_for_user(request, pk)
-    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False})
+    # The charset said: without it a browser opening the file reads UTF-8 as Latin-1 ("Â±" for "±").
+    response = JsonResponse(conversation_export_data(conversation), json_dumps_params={"indent": 2, "ensure_ascii": False},
+                            content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.json"'
     return response
 
@@ -266,8 +280,9 @@ def compare_figures(request, group: str):
                      if can_view(request.user, c)]
     if not conversations:
         raise Http404("No such comparison")
+    sides = [accounting_figures(c) for c in conversations]
     return render(request, "conversations/_compare_figures.html", {
-        "group": group, "sides": [accounting_figures(c) for c in conversations]})
+        "group": group, "sides": sides, "split": cost_difference(sides[0], sides[-1]) if len(sides) == 2 else None})
 
 
 @role_required(VIEWER)

@@ -104,7 +104,7 @@ class AgentSettings:
         tool_result's tool_reference is a discovery on Anthropic's wires (the client style reads it
         as a text marker) and on OpenAI's functions; OpenAI's tool_search styles load a function
         only through a `tool_search_output` answering a search call, so there the error stays."""
-        return self.load_on_call and self.wire not in ("openai-client", "openai-hosted")
+        return self.load_on_call and wire_style(self.wire).loads_from_tool_result
 
     def __post_init__(self) -> None:
         wire_style(self.wire).check_settings(self.server_search)  # an unknown style or a bad variant fails here

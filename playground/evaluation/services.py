@@ -22,6 +22,7 @@ from playground.heartbeat import Heartbeat, stale_before, worker_lost_reason
 from playground.queueing import queue_task
 from playground.engine.search import quality
 from playground.evaluation.models import EvaluationRun
+from playground.mcp_servers.secrets import scrub
 from playground.registry import labelled_sets
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def _send(run_id: int) -> None:
         logger.exception("could not queue the evaluation run %s", run_id)
         EvaluationRun.objects.filter(pk=run_id, status=EvaluationRun.Status.QUEUED).update(
             status=EvaluationRun.Status.FAILED, finished_at=timezone.now(),
-            error=f"Could not hand the evaluation to a worker (is Redis running?): {exc}")
+            error=scrub(f"Could not hand the evaluation to a worker (is Redis running?): {exc}"))
 
 
 def execute_run(run_id: int) -> EvaluationRun:
@@ -95,7 +96,7 @@ def execute_run(run_id: int) -> EvaluationRun:
             )
     except Exception as exc:  # the page shows what went wrong; the worker keeps going
         logger.exception("evaluation run %s failed", run_id)
-        _finish(run_id, status=EvaluationRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        _finish(run_id, status=EvaluationRun.Status.FAILED, error=scrub(f"{type(exc).__name__}: {exc}"))
         return EvaluationRun.objects.get(pk=run_id)
     # Where the default backend is not the best, with the queries that make it (the page says so plainly).
     gaps = [gap.to_dict() for gap in quality.default_gaps(results, settings.TOOLSEARCH_DEFAULT_BACKEND)]

@@ -25,7 +25,6 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from playground.engine import safe_json
 from playground.gateway.auth_guard import FailedAuthGuard
@@ -220,12 +219,6 @@ class GatewayEndpoint:
                 code=RATE_LIMITED, data={"retry_after_seconds": verdict.retry_after, "limit": verdict.limit,
                                          "window_seconds": settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS},
             )
-            return
-        if headers.get("mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS:
-            # The sessionless protocol has no Mcp-Session-Id to keep discovered tools under.
-            refuse(f"profile {profile_id}: protocol version {headers['mcp-protocol-version']} (sessionless) is not served",
-                   describe(token))
-            await _respond(send, 400, "This gateway serves the session (initialize handshake) protocol versions only")
             return
         if scope.get("method") == "POST":
             receive = await _checked_body(receive, send)

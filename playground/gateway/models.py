@@ -34,7 +34,8 @@ class GatewayToken(models.Model):
 
 class GatewaySession(models.Model):
     """One MCP session (Mcp-Session-Id) on a profile's endpoint, with the tools its searches
-    discovered: they stay in that session's tools/list for as long as the session lives."""
+    discovered: they stay in that session's tools/list for as long as the session lives. For a
+    stateless (2026-07-28) client, the row stands for its run of requests (`stateless`)."""
 
     session_id = StorableCharField(max_length=100, unique=True)
     profile = models.ForeignKey("registry.AgentProfile", on_delete=models.CASCADE, related_name="gateway_sessions")
@@ -48,6 +49,9 @@ class GatewaySession(models.Model):
     # (manager.py), without a new handshake.
     initialize_params = StorableJSONField(default=dict, blank=True)
     negotiated_version = StorableCharField(max_length=40, blank=True)
+    # A 2026-07-28 client has no session: its requests, per token and client name, are gathered in
+    # one row while they keep coming (GATEWAY_SESSION_IDLE_SECONDS), which plays the session's part.
+    stateless = models.BooleanField(default=False)
     closed_at = models.DateTimeField(null=True, blank=True)
     next_sequence = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -11,21 +11,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 import anyio
 import mcp_types as types
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY, ToolsListChanged, event_to_notification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from playground.gateway import service, upstream
+from playground import telemetry
+from playground.gateway import listen, service, traces, upstream
 from playground.gateway.events import record_event
-from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession, GatewayToken
 from playground.incidents import report_unexpected
+from playground.mcp_servers import trace_context
 
 logger = logging.getLogger(__name__)
 denials = logging.getLogger("playground.gateway")  # the endpoint's refusals log here too
@@ -56,6 +63,23 @@ def _scope_info(ctx) -> dict[str, Any]:
     return info
 
 
+STATELESS = ""  # the "session id" of a 2026-07-28 request: its row is found by token and client name
+
+
+def _is_modern(ctx) -> bool:
+    return getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+
+
+def _session_key(ctx) -> str:
+    """The request's Mcp-Session-Id, or STATELESS for a 2026-07-28 request (which has none)."""
+    if _is_modern(ctx):
+        return STATELESS
+    session_id = _session_id(ctx)
+    if not session_id:
+        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    return session_id
+
+
 def _session_id(ctx) -> str | None:
     connection = getattr(ctx.session, "_connection", None)
     session_id = getattr(connection, "session_id", None)
@@ -84,7 +108,10 @@ SESSION_CLOSED_MESSAGE = "This MCP session was closed by its client; initialize 
 def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str, str],
                   handshake: dict[str, Any] | None = None) -> GatewaySession:
     """The session's row, created on its first message (normally initialize) with the client's name.
-    `handshake` ({"params", "version"}, from initialize) is kept so another process can resume it."""
+    `handshake` ({"params", "version"}, from initialize) is kept so another process can resume it.
+    A stateless request (session_id STATELESS) gets its client's current row (`_stateless_session`)."""
+    if session_id == STATELESS:
+        return _stateless_session(info, client)
     name, version, protocol = client
     # With its profile in the same query: every list and call reads the profile next (profile_view).
     # A new session starts with what this client found in its earlier sessions (service.remember).
@@ -109,6 +136,47 @@ def _open_session(session_id: str, info: dict[str, Any], client: tuple[str, str,
     elif name and not session.client_name:
         GatewaySession.objects.filter(pk=session.pk).update(client_name=name[:200], client_version=version[:100],
                                                             protocol_version=protocol[:40])
+    return session
+
+
+def _stateless_session(info: dict[str, Any], client: tuple[str, str, str]) -> GatewaySession:
+    """The row that gathers a stateless client's requests: per profile, token and client name, the
+    one seen within GATEWAY_SESSION_IDLE_SECONDS, else a new one (the older ones are closed as idle).
+    Its discovered tools are its own searches' plus what this client (token and name) found anywhere
+    within GATEWAY_DISCOVERY_TTL_SECONDS, read on every request: there is no session to carry them."""
+    name, version, protocol = client
+    name = name[:200]
+    cutoff = timezone.now() - timezone.timedelta(seconds=settings.GATEWAY_SESSION_IDLE_SECONDS)
+    mine = GatewaySession.objects.filter(stateless=True, profile_id=info["profile_id"], token_id=info.get("token_id"),
+                                         client_name=name, closed_at__isnull=True)
+    created = False
+    with transaction.atomic():
+        # The token's row lock orders two first requests of one client: one row, not two.
+        list(GatewayToken.objects.select_for_update().filter(pk=info.get("token_id")).values_list("pk", flat=True))
+        session = mine.select_related("profile").filter(last_seen_at__gte=cutoff).order_by("-last_seen_at").first()
+        if session is None:
+            idle = list(mine.values_list("pk", flat=True))
+            mine.update(closed_at=timezone.now())
+            session = GatewaySession.objects.create(
+                session_id=f"stateless-{uuid.uuid4().hex}", stateless=True, profile_id=info["profile_id"],
+                token_id=info.get("token_id"), client_name=name, client_version=version[:100],
+                protocol_version=protocol[:40], negotiated_version=protocol[:40],
+                discovered_tools=service.remembered_tools(info.get("token_id"), name),
+            )
+            session = GatewaySession.objects.select_related("profile").get(pk=session.pk)
+            created = True
+    if created:
+        for pk in idle:
+            record_event(pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "idle timeout (stateless client)"})
+        record_event(session.pk, GatewayEvent.Type.SESSION_STARTED, {
+            "client_name": name, "client_version": version, "protocol_version": protocol, "stateless": True,
+            "profile": session.profile.name, "remembered": list(session.discovered_tools or []),
+        })
+        return session
+    if (version[:100], protocol[:40]) != (session.client_version, session.protocol_version):
+        GatewaySession.objects.filter(pk=session.pk).update(client_version=version[:100], protocol_version=protocol[:40])
+    known = list(session.discovered_tools or [])
+    session.discovered_tools = known + [n for n in service.remembered_tools(session.token_id, name) if n not in known]
     return session
 
 
@@ -174,9 +242,16 @@ def _call(session_id: str, info: dict[str, Any], client: tuple[str, str, str], n
     if planned.needs_person:
         prompt = service.open_prompt(session, planned, ask_client=ask_client)
         return None, [], (session.pk, planned, prompt.pk)
-    call = service.refuse(planned) if planned.refusal else service.execute(planned)
+    with _traced(session):
+        call = service.refuse(planned) if planned.refusal else service.execute(planned)
     _record_call(session, info, call.event)
     return call, [], None
+
+
+def _traced(session: GatewaySession):
+    """Upstream calls carry the session's trace context (its trace, under its span): an MCP server
+    that traces joins the session's trace (mcp_servers/trace_context.py)."""
+    return trace_context.spans_under(*telemetry.ids_for(traces.session_key(session)))
 
 
 def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.PlannedCall, prompt_pk: int, status: str):
@@ -192,7 +267,8 @@ def _finish_prompted(session_pk: int, info: dict[str, Any], planned: service.Pla
             call = service.refuse(again, answer=status)
             _record_call(session_pk, info, call.event)
             return call
-    call = service.finish_prompted_call(planned, status)
+    with _traced(GatewaySession.objects.get(pk=session_pk)):
+        call = service.finish_prompted_call(planned, status)
     _record_call(session_pk, info, call.event)
     return call
 
@@ -219,7 +295,10 @@ MAX_ELICITED_ARGUMENTS_CHARS = 2000
 
 
 def client_can_confirm(ctx) -> bool:
-    """Whether the client said at initialize that it answers form elicitations."""
+    """Whether the client said at initialize that it answers form elicitations. Never for a
+    2026-07-28 client: that era has no server-to-client requests (the dashboard asks instead)."""
+    if _is_modern(ctx):
+        return False
     capabilities = ctx.session.client_capabilities
     elicitation = getattr(capabilities, "elicitation", None)
     if elicitation is None:
@@ -270,6 +349,17 @@ async def wait_for_a_person(ctx, planned: service.PlannedCall, prompt_pk: int, a
 
 
 # -- MCP handlers ------------------------------------------------------------------------------------
+# How long a 2026-07-28 client may keep a list (`ttlMs`, SEP-2549). Resources and prompts: the
+# upstream lists are kept 30 s per process here anyway (upstream.py). Tools: while tool search is
+# on, any search may add to the list, so it is fresh only now (0): a client that caches it hears of
+# a change on its listen stream. Always `private`: what a list holds depends on the token.
+LIST_TTL_MS = 30_000
+
+
+def _cacheable(result, *, ttl_ms: int):
+    return result.model_copy(update={"ttl_ms": ttl_ms, "cache_scope": "private"})
+
+
 def _unexpected(method: str, exc: Exception) -> MCPError:
     """An error the client may see: a reference to the log line, never the exception's text (a
     database error quotes the SQL it failed on)."""
@@ -305,23 +395,20 @@ def _call_result(answer) -> types.CallToolResult:
 
 async def list_tools(ctx, params) -> types.ListToolsResult:
     info = _scope_info(ctx)
-    session_id = _session_id(ctx)
-    if not session_id:
-        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    session_id = _session_key(ctx)
     try:
         tools = await in_thread(_list_tools)(session_id, info, _client_info(ctx))
     except SessionClosed as closed:
         raise MCPError(code=types.INVALID_REQUEST, message=str(closed)) from None
     except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
         raise _unexpected("tools/list", exc) from None
-    return types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
+    tools_result = types.ListToolsResult(tools=[_mcp_tool(t) for t in tools])
+    return _cacheable(tools_result, ttl_ms=0 if any(t["name"] == service.TOOL_SEARCH_NAME for t in tools) else LIST_TTL_MS)
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
     info = _scope_info(ctx)
-    session_id = _session_id(ctx)
-    if not session_id:
-        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    session_id = _session_key(ctx)
     ask_client = client_can_confirm(ctx)
     try:
         answer, added, waiting = await in_thread(_call)(
@@ -343,9 +430,10 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
             answer = await in_thread(_finish_prompted)(session_pk, info, planned, prompt_pk, status)
         except Exception as exc:  # noqa: BLE001 - logged with a reference, answered without its text
             raise _unexpected("tools/call", exc) from None
-    if added:
+    if added and not _is_modern(ctx):
         # On this request's own stream: it reaches the client before the result, whether or not
-        # the client keeps a standalone GET stream open.
+        # the client keeps a standalone GET stream open. (A 2026-07-28 client hears of it on its
+        # subscriptions/listen stream: list changes ride nothing else in that era.)
         await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
     return _call_result(answer)
 
@@ -371,9 +459,9 @@ def _read_resource(session_id: str, info: dict[str, Any], client: tuple[str, str
     started = time.perf_counter()
     event: dict[str, Any] = {"uri": uri}
     try:
-        server = upstream.owner_of(servers, uri)
+        server, upstream_uri = upstream.owner_of(servers, uri)
         event["server"] = server.name
-        contents = upstream.read_resource(server, uri)
+        contents = upstream.read_resource(server, upstream_uri)
     except upstream.UpstreamError as exc:
         record_event(session.pk, GatewayEvent.Type.RESOURCE_READ, {
             **event, "error": str(exc), "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
@@ -417,9 +505,7 @@ def _valid(model, items: list[dict[str, Any]], what: str) -> list:
 
 async def _answer(ctx, method: str, func, *args):
     info = _scope_info(ctx)
-    session_id = _session_id(ctx)
-    if not session_id:
-        raise RuntimeError("the gateway needs an MCP session (initialize first)")
+    session_id = _session_key(ctx)
     try:
         return await in_thread(func)(session_id, info, _client_info(ctx), *args)
     except SessionClosed as closed:
@@ -433,12 +519,13 @@ async def _answer(ctx, method: str, func, *args):
 
 async def list_resources(ctx, params) -> types.ListResourcesResult:
     items = await _answer(ctx, "resources/list", _list_offered, "resources")
-    return types.ListResourcesResult(resources=_valid(types.Resource, items, "resource"))
+    return _cacheable(types.ListResourcesResult(resources=_valid(types.Resource, items, "resource")), ttl_ms=LIST_TTL_MS)
 
 
 async def list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
     items = await _answer(ctx, "resources/templates/list", _list_offered, "resource_templates")
-    return types.ListResourceTemplatesResult(resource_templates=_valid(types.ResourceTemplate, items, "resource template"))
+    return _cacheable(types.ListResourceTemplatesResult(
+        resource_templates=_valid(types.ResourceTemplate, items, "resource template")), ttl_ms=LIST_TTL_MS)
 
 
 async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
@@ -448,12 +535,44 @@ async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.R
 
 async def list_prompts(ctx, params) -> types.ListPromptsResult:
     items = await _answer(ctx, "prompts/list", _list_offered, "prompts")
-    return types.ListPromptsResult(prompts=_valid(types.Prompt, items, "prompt"))
+    return _cacheable(types.ListPromptsResult(prompts=_valid(types.Prompt, items, "prompt")), ttl_ms=LIST_TTL_MS)
 
 
 async def get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
     result = await _answer(ctx, "prompts/get", _get_prompt, params.name, dict(params.arguments or {}))
     return types.GetPromptResult.model_validate(result, by_name=False)
+
+
+async def subscriptions_listen(ctx, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    """One 2026-07-28 listen stream: acknowledged first (only tool-list changes are honoured: the
+    gateway never announces resource or prompt changes), then a `notifications/tools/list_changed`
+    each time a search of this token and client name adds tools, from whichever process ran it
+    (listen.py). Ends when the client closes the stream; nothing is replayed (clients re-list)."""
+    info = _scope_info(ctx)
+    if ctx.request_id is None:
+        raise MCPError(code=types.INVALID_REQUEST, message="subscriptions/listen requires a request id")
+    name = _client_info(ctx)[0][:200]
+    honored = types.SubscriptionFilter(tools_list_changed=True if params.notifications.tools_list_changed else None)
+    meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+    layer = get_channel_layer()
+    group = listen.client_group(info.get("token_id"), name)
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    try:
+        await ctx.session.send_notification(types.SubscriptionsAcknowledgedNotification(
+            params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)),
+            related_request_id=ctx.request_id)
+        while True:
+            message = await layer.receive(channel)
+            if honored.tools_list_changed and message.get("kind") == "tools":
+                await ctx.session.send_notification(event_to_notification(ToolsListChanged(), meta),
+                                                    related_request_id=ctx.request_id)
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await layer.group_discard(group, channel)
+            except Exception:  # noqa: BLE001 - the membership expires on its own
+                logger.debug("MCP gateway: leaving listen group %s failed", group)
 
 
 class RecordInitialize:
@@ -479,6 +598,10 @@ class RecordInitialize:
         return result
 
 
+def _no_header_parameters(_name: str) -> None:
+    return None
+
+
 def build_server() -> GatewayServer:
     server = GatewayServer(
         SERVER_NAME,
@@ -495,6 +618,10 @@ def build_server() -> GatewayServer:
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
+        on_subscriptions_listen=subscriptions_listen,
+        # 2026-07-28 `Mcp-Param-*` header checks would otherwise list the caller's tools before every
+        # call (a recorded tools/list each time); no tool the gateway lists declares header parameters.
+        get_tool_input_schema=_no_header_parameters,
     )
     server.middleware.append(RecordInitialize())
     return server

@@ -37,6 +37,7 @@ from playground.engine.toolsearch_tool import (
     ToolSearchInputError,
     tool_search_result_content,
 )
+from playground.gateway import listen
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayDiscovery, GatewayEvent, GatewayPrompt, GatewaySession
 from playground.mcp_servers.executor import PlaygroundExecutor
@@ -200,6 +201,9 @@ def add_discovered(session_pk: int, names: list[str]) -> list[str]:
             session.discovered_tools = known + new
             session.save(update_fields=["discovered_tools", "last_seen_at"])
     remember(session.token_id, session.client_name, names)
+    if new:
+        token_id, client_name = session.token_id, session.client_name
+        transaction.on_commit(lambda: listen.announce_tools_changed(token_id, client_name))
     return new
 
 

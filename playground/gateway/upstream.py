@@ -3,10 +3,13 @@
 Which servers: those the profile's turn may use (`TurnPlan.permitted_servers`: at least one of
 their tools permitted by the rules and the profile's tool lists), registered and enabled. A deny
 rule on `mcp__github` (or on every one of its tools) hides github's resources and prompts too; the
-gateway restates no rule. Resources keep the upstream URIs (so a resource link in a tool's result
-can be read through the gateway); a read goes to the offered server that lists the URI, or whose
-resource template matches it. Prompts are named like tools, `mcp__<server>__<prompt>`, since two
-servers may both have a `summarize`.
+gateway restates no rule. Resources are listed under server-qualified addresses,
+`mcp-server://<server>/<the upstream URI, percent-encoded>` (`_meta` keeps the upstream URI), since two
+servers may both offer `file:///README.md`; a read of such an address goes to that server. A read of an
+upstream URI as it is (a resource link in a tool's result) goes to the one offered server that lists
+it, or whose resource template matches it — and when two do, the client is told both qualified
+addresses instead of one being picked silently. Prompts are named like tools,
+`mcp__<server>__<prompt>`, for the same reason.
 
 Synchronous code (run in worker threads by server.py): every request to a server goes through the
 process's session pool, as tool calls do. A server that is down or answers an error is left out
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import quote, unquote
 import threading
 import time
 from dataclasses import dataclass
@@ -111,8 +115,29 @@ def listing(server: McpServer) -> Listing | None:
     return found
 
 
+QUALIFIED_SCHEME = "mcp-server://"
+SERVER_META_KEY = "toolsearch/server"
+UPSTREAM_URI_META_KEY = "toolsearch/uri"
+
+
+def qualified_uri(server: McpServer, uri: str) -> str:
+    return f"{QUALIFIED_SCHEME}{server.name}/{quote(uri, safe='')}"
+
+
+def unqualified(uri: str) -> tuple[str, str] | None:
+    """(server name, upstream URI) of a server-qualified address, else None."""
+    if not uri.startswith(QUALIFIED_SCHEME):
+        return None
+    server_name, _, encoded = uri[len(QUALIFIED_SCHEME):].partition("/")
+    return (server_name, unquote(encoded)) if server_name and encoded else None
+
+
 def resources(servers: list[McpServer]) -> list[dict[str, Any]]:
-    return [item for server in servers if (found := listing(server)) for item in found.resources]
+    """Each server's resources under server-qualified addresses, the upstream URI kept in `_meta`."""
+    return [{**item, "uri": qualified_uri(server, str(item.get("uri", ""))),
+             "_meta": {**(item.get("_meta") or {}), SERVER_META_KEY: server.name,
+                       UPSTREAM_URI_META_KEY: str(item.get("uri", ""))}}
+            for server in servers if (found := listing(server)) for item in found.resources]
 
 
 def resource_templates(servers: list[McpServer]) -> list[dict[str, Any]]:
@@ -136,19 +161,33 @@ def template_matches(template: str, uri: str) -> bool:
     return re.fullmatch(pattern, uri) is not None
 
 
-def owner_of(servers: list[McpServer], uri: str) -> McpServer:
-    """The offered server that lists `uri`, else the first whose template matches it."""
+def owner_of(servers: list[McpServer], uri: str) -> tuple[McpServer, str]:
+    """(the offered server, the upstream URI) for a read: the server a qualified address names; else
+    the one server that lists `uri`, else the one whose template matches it. Two that do are an
+    error naming both qualified addresses (no silent pick)."""
     if len(uri) > MAX_URI_CHARS:
         # Matched against templates by regular expression: a client's endless URI must not hold a thread.
         raise UpstreamError(f"A resource URI may have at most {MAX_URI_CHARS} characters; this one has {len(uri)}.",
                             not_offered=True)
+    qualified = unqualified(uri)
+    if qualified is not None:
+        server = next((s for s in servers if s.name == qualified[0]), None)
+        if server is None:
+            raise UpstreamError(f"No resource {uri!r} is offered here: {qualified[0]!r} is not an MCP server this "
+                                "profile may use.", not_offered=True)
+        return server, qualified[1]
     listings = [(server, listing(server)) for server in servers]
-    for server, found in listings:
-        if found and any(item.get("uri") == uri for item in found.resources):
-            return server
-    for server, found in listings:
-        if found and any(template_matches(str(item.get("uriTemplate", "")), uri) for item in found.resource_templates):
-            return server
+    for found_by in (
+        [server for server, found in listings if found and any(item.get("uri") == uri for item in found.resources)],
+        [server for server, found in listings if found and any(
+            template_matches(str(item.get("uriTemplate", "")), uri) for item in found.resource_templates)],
+    ):
+        if len(found_by) == 1:
+            return found_by[0], uri
+        if len(found_by) > 1:
+            raise UpstreamError(f"{len(found_by)} MCP servers offer {uri!r}; read it as one of "
+                                + ", ".join(qualified_uri(server, uri) for server in found_by) + ".",
+                                not_offered=True)
     raise UpstreamError(f"No resource {uri!r} is offered here: none of the MCP servers this profile may use "
                         "lists it or a template that matches it.", not_offered=True)
 

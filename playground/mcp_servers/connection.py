@@ -23,17 +23,26 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp import ClientSession
+from mcp.client._input_required import InputRequiredRoundsExceededError, run_input_required_driver
+from mcp.client._probe import negotiate_auto
+from mcp.client.session import ClientRequestContext
+from mcp.client.subscriptions import listen as listen_stream
+from mcp.shared.subscriptions import event_to_notification
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
+    DiscoverResult,
     Implementation,
-    InitializeResult,
+    InputRequiredResult,
     LoggingMessageNotificationParams,
     PaginatedRequestParams,
     PromptReference,
     ResourceTemplateReference,
 )
+
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
@@ -57,6 +66,8 @@ DEFAULT_CONNECT_TIMEOUT = 20.0  # spawn + initialize; mcp-server-time needs ~0.5
 DEFAULT_CALL_TIMEOUT = 30.0
 # A server answering tools/list with cursors forever is broken; stop rather than loop.
 MAX_TOOL_PAGES = 100
+# Rounds of a 2026-07-28 multi round-trip request (InputRequiredResult) before it is given up.
+MAX_INPUT_ROUNDS = 5
 
 
 @dataclass
@@ -124,6 +135,7 @@ class ServerProbe:
     protocol_version: str
     tool_count: int
     duration_ms: float
+    tools_ttl_ms: int | None = None  # the listing's `ttlMs` (2026-07-28 servers), None when it gave none
 
 
 def describe_error(exc: BaseException) -> str:
@@ -164,6 +176,14 @@ class McpConnection:
         self.transport = transport
         self.handlers = handlers
         self.closed = False
+        # The least `ttlMs` of the last tools/list's pages (2026-07-28): how long the listing stays fresh.
+        self.tools_ttl_ms: int | None = None
+        self.tools_offered = 0  # how many tools the last tools/list offered (more than it kept, past `keep`)
+        # 2026-07-28: the resources this session is subscribed to, and the listen stream that carries
+        # their updates and the list changes (`listen_for_changes`).
+        self.subscribed: set[str] = set()
+        self._listener: asyncio.Task | None = None
+        self._listening = asyncio.Event()
 
     @property
     def server_info(self) -> Implementation | None:
@@ -173,14 +193,22 @@ class McpConnection:
     def protocol_version(self) -> str:
         return self.session.protocol_version or ""
 
-    async def list_tools(self, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list[McpToolListing]:
-        """Every tool, following `nextCursor` page by page."""
+    async def list_tools(self, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, keep: int | None = None) -> list[McpToolListing]:
+        """Every tool, following `nextCursor` page by page. With `keep`, only the first `keep` are
+        kept (a hostile server's 10,000 tools are counted, not held): `self.tools_offered` says how many."""
         listings: list[McpToolListing] = []
         cursor: str | None = None
+        self.tools_ttl_ms = None
+        self.tools_offered = 0
         for _ in range(MAX_TOOL_PAGES):
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
             result = await self._request(self.session.list_tools(params=params), timeout, "tools/list")
+            if result.ttl_ms is not None:
+                self.tools_ttl_ms = result.ttl_ms if self.tools_ttl_ms is None else min(self.tools_ttl_ms, result.ttl_ms)
             for tool in result.tools:
+                self.tools_offered += 1
+                if keep is not None and len(listings) >= keep:
+                    continue
                 dumped = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
                 listings.append(
                     McpToolListing(
@@ -195,12 +223,13 @@ class McpConnection:
                 return listings
         raise McpConnectionError(f"tools/list still had a next cursor after {MAX_TOOL_PAGES} pages; giving up")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> McpCallResult:
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT,
+                        meta: dict[str, Any] | None = None) -> McpCallResult:
         started = time.perf_counter()
         progress = self.handlers.progress if self.handlers is not None else None
-        result = await self._request(
-            self.session.call_tool(name, arguments, read_timeout_seconds=timeout, progress_callback=progress), timeout, f"tools/call {name}"
-        )
+        result = await self._request(self._rounds(lambda responses, state: self.session.call_tool(
+            name, arguments, read_timeout_seconds=timeout, progress_callback=progress, input_responses=responses,
+            request_state=state, meta=meta, allow_input_required=True)), timeout, f"tools/call {name}")
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return McpCallResult(
             content=dumped.get("content") or [],
@@ -210,7 +239,74 @@ class McpConnection:
         )
 
     async def ping(self, *, timeout: float = 5.0) -> None:
+        """`ping`; the stateless era has none, so there the round trip is a `server/discover`."""
+        if is_stateless(self.session):
+            await self._request(self.session.send_discover(self.protocol_version), timeout, "server/discover")
+            return
         await self._request(self.session.send_ping(), timeout, "ping")
+
+    @property
+    def stateless(self) -> bool:
+        return is_stateless(self.session)
+
+    async def listen_for_changes(self) -> None:
+        """(Re)open this stateless session's `subscriptions/listen` stream, from the first resource
+        subscription on (a session with none keeps no stream open): tool, prompt and resource list
+        changes and the subscribed resources' updates, handed to the notifications handler as the
+        notifications a handshake-era server sends on its own. Returns once acknowledged."""
+        if self.handlers is None or self.handlers.notifications is None or not self.stateless:
+            return
+        await self.stop_listening()
+        self._listening = asyncio.Event()
+        self._listener = asyncio.get_running_loop().create_task(self._listen(sorted(self.subscribed), self._listening))
+        waiting = asyncio.ensure_future(self._listening.wait())
+        await asyncio.wait([waiting, self._listener], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if self._listener.done() and not self._listening.is_set():
+            self._listener.result()  # raises what ended it before the acknowledgement
+
+    async def _listen(self, uris: list[str], acknowledged: asyncio.Event) -> None:
+        async with listen_stream(self.session, tools_list_changed=True, prompts_list_changed=True,
+                                 resources_list_changed=True, resource_subscriptions=uris) as subscription:
+            acknowledged.set()
+            async for event in subscription:
+                await self.handlers.notifications(event_to_notification(event, {}))
+
+    async def stop_listening(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None and not listener.done():
+            listener.cancel()
+            try:
+                await listener
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - ending the stream
+                pass
+
+    def _handshake_only(self, method: str) -> None:
+        if self.stateless:
+            raise McpConnectionError(f"{method} is not part of MCP {self.protocol_version}, which this server speaks "
+                                     "(set its protocol era to legacy to use it)")
+
+    async def _rounds(self, send: Callable[[Any, str | None], Coroutine[Any, Any, Any]]) -> Any:
+        """A request that a 2026-07-28 server may answer with an `InputRequiredResult` (MRTR): its
+        input requests (sampling, elicitation, roots) go to this session's handlers — the workbench
+        asks a person; a session without handlers (the agent loop's, the gateway's) refuses them, so
+        nothing answers with the model unasked — and the request is sent again with the answers and
+        the server's `requestState`, at most MAX_INPUT_ROUNDS times."""
+        first = await send(None, None)
+        if not isinstance(first, InputRequiredResult):
+            return first
+        session = self.session
+
+        async def dispatch(key: str, request: Any) -> Any:
+            context = ClientRequestContext(session=session, request_id=key,
+                                           meta=request.params.meta if request.params else None)
+            return await session.dispatch_input_request(context, request)
+
+        try:
+            return await run_input_required_driver(first, dispatch=dispatch, retry=send, max_rounds=MAX_INPUT_ROUNDS)
+        except InputRequiredRoundsExceededError as exc:
+            raise McpConnectionError(f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds; "
+                                     "the request was given up") from exc
 
     @property
     def capabilities(self) -> dict[str, bool]:
@@ -225,7 +321,10 @@ class McpConnection:
         }
 
     async def send_roots_list_changed(self) -> None:
-        """Tell the server the client's roots changed (`notifications/roots/list_changed`)."""
+        """Tell the server the client's roots changed (`notifications/roots/list_changed`). A
+        stateless server asks for roots with each request that needs them: nothing to tell."""
+        if self.stateless:
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
             await self.session.send_roots_list_changed()
@@ -245,12 +344,21 @@ class McpConnection:
         return await self._paged(self.session.list_resource_templates, "resource_templates", "resources/templates/list", timeout)
 
     async def subscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
-        """`resources/subscribe` (the protocol revisions servers speak today; a later one replaces it with listen)."""
+        """`resources/subscribe` in the handshake era; in 2026-07-28 the session's listen stream is
+        opened again with the URI among its `resourceSubscriptions`."""
+        if self.stateless:
+            self.subscribed.add(uri)
+            await self._request(self.listen_for_changes(), timeout, "subscriptions/listen")
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await self._request(self.session.subscribe_resource(uri), timeout, f"resources/subscribe {uri}")
 
     async def unsubscribe_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+        if self.stateless:
+            self.subscribed.discard(uri)
+            await self._request(self.listen_for_changes(), timeout, "subscriptions/listen")
+            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             await self._request(self.session.unsubscribe_resource(uri), timeout, f"resources/unsubscribe {uri}")
@@ -264,6 +372,7 @@ class McpConnection:
 
     async def set_logging_level(self, level: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
         """`logging/setLevel`: the least level of the log messages the server should send."""
+        self._handshake_only("logging/setLevel")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # marked deprecated for a future protocol revision; today's servers use it
             await self._request(self.session.set_logging_level(level), timeout, "logging/setLevel")
@@ -274,12 +383,15 @@ class McpConnection:
 
     async def read_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """A resource's contents as plain JSON: each item has uri, mimeType and text or blob."""
-        result = await self._request(self.session.read_resource(uri), timeout, f"resources/read {uri}")
+        result = await self._request(self._rounds(lambda responses, state: self.session.read_resource(
+            uri, input_responses=responses, request_state=state, allow_input_required=True)), timeout, f"resources/read {uri}")
         return result.model_dump(by_alias=True, mode="json", exclude_none=True).get("contents") or []
 
     async def get_prompt(self, name: str, arguments: dict[str, str], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> dict[str, Any]:
         """A prompt's messages for these arguments, as plain JSON (description, messages)."""
-        result = await self._request(self.session.get_prompt(name, arguments or None), timeout, f"prompts/get {name}")
+        result = await self._request(self._rounds(lambda responses, state: self.session.get_prompt(
+            name, arguments or None, input_responses=responses, request_state=state, allow_input_required=True)),
+            timeout, f"prompts/get {name}")
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _paged(self, method: Callable[..., Any], field_name: str, what: str, timeout: float) -> list[dict[str, Any]]:
@@ -436,14 +548,20 @@ async def open_connection(
                 async with ClientSession(
                     read_stream, write_stream, read_timeout_seconds=connect_timeout, client_info=CLIENT_INFO,
                     logging_callback=forwarder.on_log_message if forwarder is not None else None,
+                    # 2026-07-28 servers log only to requests that opt in (per request, in _meta);
+                    # the handshake era ignores this and sends what logging/setLevel allows.
+                    log_level="debug" if forwarder is not None else None,
                     **(handlers.session_kwargs() if handlers is not None else {}),
                 ) as session:
                     with anyio.fail_after(connect_timeout):
-                        initialized = await session.initialize()
+                        await negotiate(session, config.protocol_era)
                     if forwarder is not None:
-                        forwarder.note("session", _connected_text(config, initialized))
+                        forwarder.note("session", _connected_text(config, session))
                     connection = McpConnection(config, session, transport, handlers)
-                    yield connection
+                    try:
+                        yield connection
+                    finally:
+                        await connection.stop_listening()
             finally:
                 if forwarder is not None:
                     if connection is not None:
@@ -471,9 +589,38 @@ async def open_connection(
         raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
 
 
-def _connected_text(config: ServerConfig, initialized: InitializeResult) -> str:
-    info = initialized.server_info
-    return f"connected to {config.describe_briefly()}: {info.name} {info.version}, MCP protocol {initialized.protocol_version}"
+async def negotiate(session: ClientSession, era: str) -> None:
+    """Settle the protocol with the server as its `protocol_era` says: "legacy" is the initialize
+    handshake; "auto" probes `server/discover` at the newest stateless version and falls back to the
+    handshake on a server that does not answer it (the SDK's own policy, as `Client(mode="auto")`);
+    a pinned version sends `server/discover` at that version only, and a server that does not speak
+    it is an error saying so, not a silent handshake."""
+    if era == "legacy":
+        await session.initialize()
+        return
+    if era == "auto" or era not in MODERN_PROTOCOL_VERSIONS:
+        await negotiate_auto(session)
+        return
+    try:
+        raw = await session.send_discover(era)
+        session.adopt(DiscoverResult.model_validate(raw))
+    except (MCPError, ValidationError, RuntimeError) as exc:
+        raise McpConnectionError(
+            f"the server does not speak MCP {era} (server/discover: {describe_error(exc)}); "
+            "set its protocol era to auto or legacy") from exc
+
+
+def is_stateless(session: ClientSession) -> bool:
+    """Whether the session speaks a stateless (2026-07-28+) version: no ping, logging, roots or
+    server-initiated requests there."""
+    return (session.protocol_version or "") in MODERN_PROTOCOL_VERSIONS
+
+
+def _connected_text(config: ServerConfig, session: ClientSession) -> str:
+    info = session.server_info
+    who = f"{info.name} {info.version}" if info is not None else "a server that does not name itself"
+    how = "stateless, server/discover" if is_stateless(session) else "initialize handshake"
+    return f"connected to {config.describe_briefly()}: {who}, MCP protocol {session.protocol_version} ({how})"
 
 
 def _connect_message(exc: BaseException) -> str:
@@ -517,21 +664,23 @@ def background_loop() -> BackgroundLoop:
 
 
 def list_server_tools(
-    config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None
+    config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
+    keep: int | None = None,
 ) -> tuple[list[McpToolListing], ServerProbe]:
-    """Connect, list every tool, close."""
+    """Connect, list every tool (the first `keep` of them; the probe's count is every one), close."""
 
     async def run() -> tuple[list[McpToolListing], ServerProbe]:
         started = time.perf_counter()
         async with open_connection(config, connect_timeout=timeout, log_sink=log_sink) as connection:
-            tools = await connection.list_tools(timeout=timeout)
+            tools = await connection.list_tools(timeout=timeout, keep=keep)
             info = connection.server_info
             probe = ServerProbe(
                 server_name=info.name if info else "",
                 server_version=info.version if info else "",
                 protocol_version=connection.protocol_version,
-                tool_count=len(tools),
+                tool_count=connection.tools_offered,
                 duration_ms=(time.perf_counter() - started) * 1000,
+                tools_ttl_ms=connection.tools_ttl_ms,
             )
         return tools, probe
 

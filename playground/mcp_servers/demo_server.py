@@ -26,6 +26,24 @@ Every answer is canned and deterministic; the weather is labelled as demo data. 
 - ``DEMO_SERVER_TOOLS_ONLY=1`` serves tools only (no ``resources`` or ``prompts`` capability), like
   many real servers, so the workbench's "this server offers no resources" state can be tested.
 
+- ``DEMO_SERVER_MODERN_ONLY=1`` speaks only the stateless 2026-07-28 protocol: ``initialize`` is
+  refused with error -32022 naming the versions it serves, as a server of that era alone answers
+  (``server/discover`` and every request carrying its version in ``_meta`` work). With ``--http
+  --stateless`` the HTTP side keeps no session either (the SDK's stateless session manager).
+
+- ``DEMO_SERVER_SHOW_META=1`` adds ``show_trace_context``, which answers the ``traceparent`` the
+  request carried in ``_meta`` (how a tracing server would join the caller's trace).
+- ``DEMO_SERVER_FLOOD=N`` adds N generated tools, two of them with a 1 MB description and one with
+  a 100 KB input schema: a hostile server, for the limits on what a sync stores.
+- ``DEMO_SERVER_LEGACY_ONLY=1`` does not answer ``server/discover`` (method not found), as servers
+  written before 2026-07-28 do: the handshake era only.
+- ``DEMO_SERVER_TOOLS_TTL_MS=N`` marks its ``tools/list`` answers fresh for N ms (``ttlMs``, read by
+  2026-07-28 clients), so a sync's respect for it can be tested.
+
+Both protocol eras are served otherwise: the SDK's server answers ``initialize`` (the handshake,
+up to 2025-11-25) and ``server/discover`` plus per-request ``_meta`` (2026-07-28), over stdio and
+HTTP alike.
+
 ``slow`` and ``crash`` exist for tests of timeouts, cancellation and of a server dying mid-call. The server also
 offers a few resources (text, a PNG blob, an oversized text) and a prompt with arguments for the
 workbench, and writes a line to stderr (plus a ``notifications/message`` log) when ``echo`` runs,
@@ -46,14 +64,27 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import anyio
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.shared.exceptions import MCPError
+from mcp.server.caching import CacheHint
+from mcp.server.elicitation import render_elicitation_schema
 from mcp.types import (
+    UNSUPPORTED_PROTOCOL_VERSION,
     Completion,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    ListRootsRequest,
+    ListRootsResult,
     EmptyResult,
     ListToolsResult,
     NotificationParams,
@@ -109,9 +140,24 @@ def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b"")
 
 
+class RefuseHandshake:
+    """Server middleware of a modern-only server: `initialize` is answered -32022 with the versions
+    served, so a client learns it must speak 2026-07-28 (the SDK's `auto` mode then re-probes)."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "initialize":
+            raise MCPError(code=UNSUPPORTED_PROTOCOL_VERSION,
+                           message="This server speaks MCP 2026-07-28 only (no initialize handshake)",
+                           data={"supported": list(MODERN_PROTOCOL_VERSIONS),
+                                 "requested": str((ctx.params or {}).get("protocolVersion", ""))})
+        return await call_next(ctx)
+
+
 def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
-                 content_samples: bool = False) -> DemoServer:
+                 content_samples: bool = False, modern_only: bool = False, tools_ttl_ms: int = 0,
+                 legacy_only: bool = False) -> DemoServer:
     server = DemoServer(
+        cache_hints={"tools/list": CacheHint(ttl_ms=tools_ttl_ms)} if tools_ttl_ms > 0 else None,
         name="playground-demo",
         instructions="Harmless demo tools of ToolSearch Playground. All data is canned.",
         version=f"1.{variant}",
@@ -201,6 +247,18 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
 
     if content_samples:
         _add_content_samples(server)
+    flood = int(os.environ.get("DEMO_SERVER_FLOOD", "0") or 0)
+    if flood > 0:
+        _add_flood(server, flood)
+    if os.environ.get("DEMO_SERVER_SHOW_META", "") == "1":
+
+        @server.tool(description="Answer the W3C traceparent this request carried in _meta, or 'none'.")
+        def show_trace_context(ctx: Context) -> str:
+            meta = ctx.request_context.meta
+            value = meta.get("traceparent") if isinstance(meta, dict) else getattr(meta, "traceparent", None)
+            if value is None and meta is not None:
+                value = (meta.model_extra or {}).get("traceparent") if hasattr(meta, "model_extra") else None
+            return str(value or "none")
 
     if tools_only:
         # MCPServer answers every method; dropping these makes its capabilities say "tools only".
@@ -216,7 +274,28 @@ def build_server(variant: int = 1, page_size: int = 0, tools_only: bool = False,
     _add_roots_features(server)
     _add_elicitation_features(server)
     _add_notification_features(server)
+    if modern_only:
+        server._lowlevel_server.middleware.append(RefuseHandshake())
+    if legacy_only:
+        server._lowlevel_server._request_handlers.pop("server/discover", None)
     return server
+
+
+def _add_flood(server: DemoServer, count: int) -> None:
+    """`count` generated tools (DEMO_SERVER_FLOOD): two with 1 MB descriptions, one with a huge schema."""
+
+    def flooded(value: str = "") -> str:
+        return value
+
+    for index in range(count):
+        description = f"Generated tool number {index}."
+        if index < 2:
+            description += " " + "x" * 1_000_000
+        server.add_tool(flooded, name=f"flood_{index:05d}", description=description)
+    huge = {"type": "object", "properties": {f"field_{i}": {"type": "string", "description": "y" * 100} for i in range(1000)}}
+    tool = server._tool_manager._tools.get("flood_00002") if count > 2 else None
+    if tool is not None:
+        tool.parameters = huge
 
 
 def _slow_log(entry: dict[str, Any]) -> None:
@@ -254,22 +333,50 @@ def _add_resources_and_prompts(server: DemoServer) -> None:
         return f"Plan a {days}-day trip to {city}. Use lookup_city_timezone and weather_forecast; say the data is demo data."
 
 
-def _add_client_feature_tools(server: DemoServer) -> None:
-    """Tools that ask the client for something mid-call (the workbench answers them): sampling."""
+def _stateless(ctx: Context) -> bool:
+    """Whether this request speaks 2026-07-28: no server-to-client requests there; a tool that needs
+    the client's input answers `InputRequiredResult` and is called again with the answers (MRTR)."""
+    return (ctx.protocol_version or "") in MODERN_PROTOCOL_VERSIONS
 
-    @server.tool(description="Ask the client's model a question (MCP sampling: sampling/createMessage) and return its answer.")
-    async def ask_model(question: str, ctx: Context, max_tokens: int = 200) -> str:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # sampling is marked deprecated for a future protocol; clients still offer it
-                result = await ctx.session.create_message(
-                    [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
-                    max_tokens=max_tokens,
-                    system_prompt="You answer questions from the playground's demo MCP server. Be brief.",
-                    related_request_id=ctx.request_id,
-                )
-        except MCPError as exc:  # the client offers no sampling, or its person declined
-            raise ToolError(f"the client did not answer the sampling request: {exc}") from None
+
+def _input_answer(ctx: Context, key: str, request: Any) -> tuple[Any, InputRequiredResult | None]:
+    """(the client's answer to input request `key`, None) on a retried round; (None, the
+    InputRequiredResult asking for it) on the first."""
+    answer = (ctx.input_responses or {}).get(key)
+    if answer is not None:
+        return answer, None
+    return None, InputRequiredResult(input_requests={key: request}, request_state=key)
+
+
+def _add_client_feature_tools(server: DemoServer) -> None:
+    """Tools that ask the client for something mid-call (the workbench answers them): sampling. In
+    the handshake era by a request of the server's (sampling/createMessage); in 2026-07-28 by an
+    `InputRequiredResult` the client answers on its next round."""
+
+    @server.tool(description="Ask the client's model a question (MCP sampling: sampling/createMessage) and return its answer.",
+                 structured_output=False)
+    async def ask_model(question: str, ctx: Context, max_tokens: int = 200) -> str | InputRequiredResult:
+        params = CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+            max_tokens=max_tokens,
+            system_prompt="You answer questions from the playground's demo MCP server. Be brief.",
+        )
+        if _stateless(ctx):
+            result, ask = _input_answer(ctx, "sampling", CreateMessageRequest(params=params))
+            if ask is not None:
+                return ask
+            if not isinstance(result, CreateMessageResult):
+                raise ToolError("the client did not answer the sampling request")
+        else:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # sampling is marked deprecated for a future protocol; clients still offer it
+                    result = await ctx.session.create_message(
+                        params.messages, max_tokens=max_tokens, system_prompt=params.system_prompt,
+                        related_request_id=ctx.request_id,
+                    )
+            except MCPError as exc:  # the client offers no sampling, or its person declined
+                raise ToolError(f"the client did not answer the sampling request: {exc}") from None
         content = result.content
         text = content.text if isinstance(content, TextContent) else f"[{content.type} content]"
         return f"The client's model ({result.model}) answered: {text}"
@@ -279,14 +386,22 @@ def _add_roots_features(server: DemoServer) -> None:
     """Roots: a tool that asks the client for its roots (roots/list), and a note on stderr when the
     client says they changed (notifications/roots/list_changed)."""
 
-    @server.tool(description="List the client's roots (MCP roots/list): the folders the client lets this server work in.")
-    async def list_roots(ctx: Context) -> str:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # roots are marked deprecated for a future protocol; clients still offer them
-                result = await ctx.session.list_roots()
-        except MCPError as exc:
-            raise ToolError(f"the client did not list its roots: {exc}") from None
+    @server.tool(description="List the client's roots (MCP roots/list): the folders the client lets this server work in.",
+                 structured_output=False)
+    async def list_roots(ctx: Context) -> str | InputRequiredResult:
+        if _stateless(ctx):
+            result, ask = _input_answer(ctx, "roots", ListRootsRequest())
+            if ask is not None:
+                return ask
+            if not isinstance(result, ListRootsResult):
+                raise ToolError("the client did not list its roots")
+        else:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # roots are marked deprecated for a future protocol; clients still offer them
+                    result = await ctx.session.list_roots()
+            except MCPError as exc:
+                raise ToolError(f"the client did not list its roots: {exc}") from None
         if not result.roots:
             return "The client offers no roots."
         return "\n".join(f"{root.uri}" + (f" ({root.name})" if root.name else "") for root in result.roots)
@@ -306,17 +421,35 @@ def _add_elicitation_features(server: DemoServer) -> None:
         seating: Literal["indoor", "outdoor"] = Field(default="indoor", description="Where to sit")
         vegetarian: bool = Field(default=False, description="Only vegetarian dishes")
 
-    @server.tool(description="Book a table at the demo restaurant: asks the person for the details (MCP elicitation). Canned, nothing is booked.")
-    async def book_table(restaurant: str, ctx: Context) -> str:
-        try:
-            result = await ctx.elicit(f"Book a table at {restaurant}: whose name, how many guests, where to sit?", BookingDetails)
-        except MCPError as exc:
-            raise ToolError(f"the client did not answer the elicitation: {exc}") from None
-        if result.action == "accept":
+    @server.tool(description="Book a table at the demo restaurant: asks the person for the details (MCP elicitation). Canned, nothing is booked.",
+                 structured_output=False)
+    async def book_table(restaurant: str, ctx: Context) -> str | InputRequiredResult:
+        message = f"Book a table at {restaurant}: whose name, how many guests, where to sit?"
+        if _stateless(ctx):
+            answer, ask = _input_answer(ctx, "booking", ElicitRequest(params=ElicitRequestFormParams(
+                message=message, requested_schema=render_elicitation_schema(BookingDetails))))
+            if ask is not None:
+                return ask
+            if not isinstance(answer, ElicitResult):
+                raise ToolError("the client did not answer the elicitation")
+            if answer.action != "accept":
+                return f"No booking: the person chose {answer.action}."
+            try:
+                details = BookingDetails.model_validate(answer.content or {})
+            except ValueError:
+                raise ToolError("the booking details do not fit the form") from None
+        else:
+            try:
+                result = await ctx.elicit(message, BookingDetails)
+            except MCPError as exc:
+                raise ToolError(f"the client did not answer the elicitation: {exc}") from None
+            if result.action != "accept":
+                return f"No booking: the person chose {result.action}."
             details = result.data
+        if details is not None:
             return (f"{DEMO_LABEL}: a table at {restaurant} for {details.guests} under {details.name}, {details.seating}"
                     + (", vegetarian" if details.vegetarian else ""))
-        return f"No booking: the person chose {result.action}."
+        return "No booking: the form came back empty."
 
 
 def _add_resource_template_features(server: DemoServer) -> None:
@@ -357,11 +490,13 @@ def _add_resource_template_features(server: DemoServer) -> None:
     server._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
 
     @server.tool(description="Raise the demo counter resource by one; sessions subscribed to demo://counter are told it changed.")
-    async def bump_counter() -> str:
+    async def bump_counter(ctx: Context) -> str:
         counter["value"] += 1
         told = list(subscribers.get(COUNTER_URI, {}).values())
         for session in told:
             await session.send_resource_updated(COUNTER_URI)
+        if _stateless(ctx):
+            await ctx.notify_resource_updated(COUNTER_URI)  # 2026-07-28 clients: on their listen streams
         return f"counter = {counter['value']} ({len(told)} subscribed session(s) told)"
 
 
@@ -429,7 +564,10 @@ def _add_notification_features(server: DemoServer) -> None:
         else:
             server.add_tool(extra_tool, name="extra_tool", description="A tool that comes and goes (toggle_extra_tool).")
             done = "added extra_tool"
-        await ctx.session.send_tool_list_changed()
+        if _stateless(ctx):
+            await ctx.notify_tools_changed()  # 2026-07-28 clients hear it on their listen streams
+        else:
+            await ctx.session.send_tool_list_changed()
         return done
 
 
@@ -466,16 +604,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--stateless", action="store_true", help="HTTP: keep no session (each request stands alone)")
     options = parser.parse_args(argv)
     server = build_server(
         variant=int(os.environ.get("DEMO_SERVER_VARIANT", "1") or 1),
         page_size=int(os.environ.get("DEMO_SERVER_PAGE_SIZE", "0") or 0),
         tools_only=os.environ.get("DEMO_SERVER_TOOLS_ONLY", "") == "1",
         content_samples=os.environ.get("DEMO_SERVER_CONTENT_SAMPLES", "") == "1",
+        modern_only=os.environ.get("DEMO_SERVER_MODERN_ONLY", "") == "1",
+        legacy_only=os.environ.get("DEMO_SERVER_LEGACY_ONLY", "") == "1",
+        tools_ttl_ms=int(os.environ.get("DEMO_SERVER_TOOLS_TTL_MS", "0") or 0),
     )
 
     if options.http:
-        server.run("streamable-http", host=options.host, port=options.port)
+        server.run("streamable-http", host=options.host, port=options.port, stateless_http=options.stateless)
     else:
         server.run("stdio")
 

@@ -26,6 +26,7 @@ from playground.engine.execution import CancelSignal, CallCancelled, ToolExecuto
 from playground.engine.history import text_block
 from playground.engine.tools import Tool, server_of
 from playground.incidents import report_unexpected
+from playground.mcp_servers import trace_context
 from playground.mcp_servers.builtin_sandbox import SandboxError, builtin_sandbox
 from playground.mcp_servers.builtin_tools import BUILTIN_TOOLS
 from playground.mcp_servers.connection import McpCallResult, McpCallTimeout, McpConnectionError
@@ -162,7 +163,9 @@ class PlaygroundExecutor(ToolExecutor):
             if "error" in answer:
                 return error_outcome(answer["error"])
             return ToolOutcome(content=[text_block(answer["text"])], structured=answer["structured"])
-        return simulated_outcome(tool, arguments, "it is a catalog-only tool with no backend.")
+        return simulated_outcome(tool, arguments, "this playground has no implementation of it (a definition the model "
+                                                  "sees, without a backend: a catalog-only tool, or a built-in of Claude Code's "
+                                                  "such as Read or Write, labelled \"Built-in · simulated\").")
 
     def _execute_mcp(self, tool: Tool, server_name: str, arguments: dict[str, Any], timeout: float,
                      cancel: CancelSignal | None) -> ToolOutcome:
@@ -190,7 +193,7 @@ def call_registered_tool(
         original = (server.tool_names.get(registry_name) or {}).get("original") or registry_name.removeprefix(server.tool_prefix)
         try:
             raw = (pool or session_pool()).call_tool(server.pk, ServerConfig.from_server(server), original, arguments,
-                                                     timeout=timeout, cancel=cancel)
+                                                     timeout=timeout, cancel=cancel, meta=trace_context.request_meta())
             outcome = outcome_from_mcp(raw)
             note_call_outcome(server, None)
         except McpCallTimeout:

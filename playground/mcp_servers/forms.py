@@ -69,18 +69,26 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["name", "transport", "command", "url", "enabled", "always_load"]
+        fields = ["name", "transport", "command", "url", "protocol_era", "enabled", "always_load"]
         help_texts = {
             "command": "stdio: the executable to start, e.g. a path to python or npx.",
+            "protocol_era": "Which MCP protocol to speak: auto asks server/discover first (2026-07-28) and falls "
+                            "back to the initialize handshake; legacy always uses the handshake; a version "
+                            "speaks only that stateless version.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["protocol_era"].required = False
         instance = self.instance
         if not self.is_bound:
             self.initial["args_text"] = "\n".join(instance.args or [])
             self.initial["env_text"] = _format_pairs(instance.env or {}, "=", masked=bool(instance.pk))
             self.initial["headers_text"] = _format_pairs(instance.headers or {}, ":", masked=bool(instance.pk))
+
+    def clean_protocol_era(self) -> str:
+        # Left out (a script posting the older form): the server keeps its era, a new one gets auto.
+        return self.cleaned_data.get("protocol_era") or self.instance.protocol_era or McpServer.ProtocolEra.AUTO
 
     def clean_args_text(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]
@@ -147,9 +155,9 @@ class ToolCallForm(forms.Form):
     """One field per schema property (string / number / integer / boolean / enum; arrays, objects and
     anything else as JSON), plus a raw-JSON fallback used when `mode` is "raw"."""
 
-    # No `required` attribute in the HTML: in raw mode the fields stay empty and the browser would
-    # refuse to send the form. `clean` checks required fields in "form" mode and reports them.
-    use_required_attribute = False
+    # Required fields carry `required`, so the browser flags an empty one before Call; choosing
+    # "Raw JSON" turns the form's validation off (the fields stay empty then: _tool_call_form.html).
+    # `clean` still checks required fields in "form" mode and reports them.
 
     mode = forms.ChoiceField(
         choices=[("form", "Form fields"), ("raw", "Raw JSON")], initial="form", widget=forms.RadioSelect, label="Arguments from"
@@ -175,7 +183,8 @@ class ToolCallForm(forms.Form):
 
     def _field_for(self, name: str, spec: dict[str, Any], required: bool) -> forms.Field:
         kind = spec.get("type")
-        label = name + ("" if required else " (optional)")
+        shown_type = "one of the listed values" if "enum" in spec else (kind if isinstance(kind, str) else "JSON value")
+        label = f"{name} ({'required' if required else 'optional'}, {shown_type})"
         help_text = spec.get("description", "")
         common = {"label": label, "help_text": help_text, "required": required}
         if "enum" in spec and isinstance(spec["enum"], list):
@@ -264,9 +273,10 @@ class PromptArgumentsForm(forms.Form):
             if not name:
                 continue
             required = bool(argument.get("required"))
+            # MCP prompt arguments are strings: the label says so, and whether it may be left out.
             self.fields[self.PREFIX + name] = forms.CharField(
-                label=name + ("" if required else " (optional)"), required=required, max_length=10_000,
-                help_text=str(argument.get("description") or ""),
+                label=f"{name} ({'required' if required else 'optional'}, text)", required=required, max_length=10_000,
+                help_text=str(argument.get("description") or ""), widget=forms.TextInput(attrs={"placeholder": "text"}),
             )
 
     def arguments(self) -> dict[str, str]:

@@ -20,6 +20,11 @@ class McpServer(models.Model):
         STDIO = "stdio", "stdio"
         HTTP = "http", "Streamable HTTP"
 
+    class ProtocolEra(models.TextChoices):
+        AUTO = "auto", "Auto (server/discover, else the initialize handshake)"
+        LEGACY = "legacy", "Legacy (initialize handshake, up to 2025-11-25)"
+        MODERN_2026_07_28 = "2026-07-28", "2026-07-28 only (stateless)"
+
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         CONNECTED = "connected", "Connected"
@@ -35,6 +40,12 @@ class McpServer(models.Model):
     # streamable HTTP
     url = models.URLField(max_length=500, blank=True)
     headers = StorableJSONField(default=dict, blank=True)
+
+    # Which MCP protocol era the playground speaks to it (connection.negotiate): the handshake,
+    # `server/discover` first with a fallback to the handshake, or a pinned stateless version.
+    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=ProtocolEra.AUTO)
+    # What the last connection settled on (an `initialize` answer or a `server/discover` one).
+    negotiated_version = StorableCharField(max_length=40, blank=True)
 
     enabled = models.BooleanField(default=True)
     # Claude Code's per-server `alwaysLoad: true` (.mcp.json): every tool of the server is sent in
@@ -96,6 +107,17 @@ class McpServer(models.Model):
     @property
     def shown_sync_error(self) -> str:
         return scrub_for(self, (self.last_sync_result or {}).get("error") or self.last_error or "")
+
+    @property
+    def tools_fresh_until(self):
+        """Until when the last synced tool list is fresh by the server's own `ttlMs` (2026-07-28
+        servers may say), or None: a scheduled sync of every server leaves a fresh one alone."""
+        ttl_ms = (self.last_sync_result or {}).get("server_info", {}).get("tools_ttl_ms")
+        if not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms <= 0 or self.last_synced_at is None:
+            return None
+        from datetime import timedelta
+
+        return self.last_synced_at + timedelta(milliseconds=min(ttl_ms, 366 * 86_400_000))
 
     @property
     def tool_prefix(self) -> str:

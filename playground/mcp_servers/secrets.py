@@ -1,4 +1,11 @@
-"""Keeping an MCP server's credentials out of pages, status frames, stored errors and logs.
+"""The one scrubber: keeping credentials out of pages, status frames, stored errors, exports, traces and logs.
+
+Two sources of secrets: an MCP server's own (`known_secrets`, `scrub_for`), and every key, token,
+password or credential-bearing URL the process is configured with (`process_secrets`: the settings
+and environment variables with a secret's name — `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
+`SECRET_KEY`, the database and Redis passwords, OpenTelemetry headers …). `scrub` always removes
+the process's, also in the shortened forms upstreams echo (`sk-proj-abcd****wxyz`, a key's first
+characters), so a provider's error text that quotes the key is clean before it is stored.
 
 Env and header values are never shown (`SECRET_MASK` everywhere). Credentials also travel in the
 URL (`https://user:pass@host/mcp?api_key=…`), in a stdio server's arguments (`--token=…`,
@@ -9,6 +16,7 @@ looks like one in free text. Apply `scrub` before error text is stored, logged o
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -22,7 +30,7 @@ _SECRET_NAME = r"[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|auth|bearer|creden
 SECRET_NAME = re.compile(rf"^-*{_SECRET_NAME}$", re.IGNORECASE)
 # Shapes of well-known tokens (provider prefixes) and long random-looking strings.
 _TOKEN_SHAPES = re.compile(
-    r"\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}"
+    r"\b(?:sk-[A-Za-z0-9_-]*(?:\*{3,}|…|\.{3})[A-Za-z0-9_-]*|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}"
     r"|glpat-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16})\b"
 )
 _LONG_RANDOM = re.compile(r"^(?=.*[A-Za-z])(?=.*\d)[A-Za-z0-9_\-+=.]{32,}$")
@@ -38,6 +46,18 @@ _NAMED_VALUE_IN_TEXT = re.compile(
 # An Authorization value quoted in text ("Bearer abc123"); the value must hold a digit, so prose
 # ("Basic auth failed") stays readable.
 _AUTH_SCHEME_IN_TEXT = re.compile(r"\b(Bearer|bearer|Basic|Token)\s+((?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{6,})")
+# "Incorrect API key provided: abc123…", "access token was xyz9…" (how upstreams quote a rejected key):
+# the value must hold a digit or a mask, so prose ("API key is missing") stays readable.
+_KEY_PHRASE_IN_TEXT = re.compile(
+    r"(?i)\b((?:api|access|secret|auth|bearer)[ _-]?(?:key|token)s?(?:\s+(?:provided|given|used|sent|was|is))?\s*[:=]?\s+)"
+    r"((?=[^\s'\"]*[\d*…])[^\s'\",;]{6,})"
+)
+# A shortened echo of a key: its ends kept, the middle masked (`sk-abcd****wxyz`, `abcd…wxyz`).
+_MASK_RUN = re.compile(r"\*{2,}|…|\.{3}|x{4,}|X{4,}")
+# How many of a secret's first characters identify it in an echo; shorter secrets only by value.
+PREFIX_CHARS = 8
+SUFFIX_CHARS = 4
+MIN_SHORTENED_SECRET_CHARS = 12
 
 
 # A URL path segment shown as it is: a short word (`mcp`, `sse`, `api`, `v1`, `gateway`) or a small
@@ -222,15 +242,113 @@ def known_secrets(server: Any) -> list[str]:
     return sorted(unique, key=len, reverse=True)
 
 
+# Settings that are credential-bearing URLs (their userinfo and query values are secrets).
+_URL_SETTINGS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+# Environment variables whose values are `name=value` pairs of credentials (OpenTelemetry's headers).
+_HEADER_LIST_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+# A value this plain is a setting, not a credential, whatever its variable is called (`..._TOKENS=4096`).
+_PLAIN_VALUE = re.compile(r"^(?:\d+(?:\.\d+)?|true|false|yes|no|on|off|none|auto(?::\d+)?)$", re.IGNORECASE)
+MIN_PROCESS_SECRET_CHARS = 8
+# A setting or variable holding a credential ends in one of these (`OPENAI_API_KEY`, `GITHUB_TOKEN`,
+# `PLAYGROUND_ADMIN_PASSWORD`); `AUTH_USER_MODEL` or `AGENT_MAX_TOKENS` do not.
+_SECRET_SETTING = re.compile(r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?|AUTH)$", re.IGNORECASE)
+
+
+def _configured_values() -> dict[str, str]:
+    """The process's settings and environment, as name → text (settings win)."""
+    values = dict(os.environ)
+    from django.conf import settings  # here, not at import: the log filter is built while settings load
+
+    if settings.configured:
+        for name in dir(settings):
+            if name.isupper() and isinstance(value := getattr(settings, name, None), str):
+                values[name] = value
+        database = (getattr(settings, "DATABASES", None) or {}).get("default") or {}
+        if database.get("PASSWORD"):
+            values["DATABASE_PASSWORD"] = str(database["PASSWORD"])
+    return values
+
+
+def _find_process_secrets() -> tuple[str, ...]:
+    found: list[str] = []
+    for name, value in _configured_values().items():
+        value = value.strip()
+        if not value:
+            continue
+        if name in _URL_SETTINGS or ("://" in value and not _SECRET_SETTING.search(name)):
+            found += _url_secrets(value)
+        elif name in _HEADER_LIST_VARIABLES:
+            found += [pair.partition("=")[2].strip() for pair in value.split(",")]
+            found += [word for pair in value.split(",") for word in pair.partition("=")[2].split()[1:]]
+        elif _SECRET_SETTING.search(name) and not value.startswith(("/", "~", "./")):
+            found.append(value)
+    unique = {v.strip() for v in found if len(v.strip()) >= MIN_PROCESS_SECRET_CHARS and not _PLAIN_VALUE.match(v.strip())}
+    return tuple(sorted(unique, key=len, reverse=True))
+
+
+_process_secrets_cache: dict[str, Any] = {"environment": None, "secrets": None}
+
+
+def forget_process_secrets(**_: Any) -> None:
+    """Drop the cached process secrets (connected to Django's `setting_changed`, so a changed key is seen)."""
+    _process_secrets_cache["secrets"] = None
+
+
+def process_secrets() -> tuple[str, ...]:
+    """Every credential the process is configured with: values of settings and environment
+    variables named like one (`…_KEY`, `…_TOKEN`, `…_PASSWORD`; not plain numbers or switches),
+    credentials in URL settings, and OpenTelemetry header values. Longest first. Worked out once
+    (again when a setting or the environment changes): scrubbing runs on every log record."""
+    environment = hash(tuple(os.environ.items()))
+    if _process_secrets_cache["secrets"] is None or _process_secrets_cache["environment"] != environment:
+        _process_secrets_cache.update(environment=environment, secrets=_find_process_secrets())
+    return _process_secrets_cache["secrets"]
+
+
+_echo_patterns: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def _echo_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """Words that may be a shortened echo of one of `secrets`: those starting with a secret's
+    first characters, and those with a masked middle (checked one by one in `_shortened_echo`)."""
+    pattern = _echo_patterns.get(secrets)
+    if pattern is None:
+        prefixes = sorted({re.escape(s[:PREFIX_CHARS]) for s in secrets if len(s) >= MIN_SHORTENED_SECRET_CHARS})
+        starts = f"(?:{'|'.join(prefixes)})[^\\s'\"<>(),;]*|" if prefixes else ""
+        pattern = re.compile(rf"(?<![^\s'\"<>(),;])(?:{starts}[^\s'\"<>(),;]*(?:\*{{2,}}|…|\.{{3}}|x{{4,}}|X{{4,}})[^\s'\"<>(),;]*)")
+        if len(_echo_patterns) > 32:  # settings changed many times (tests): start over
+            _echo_patterns.clear()
+        _echo_patterns[secrets] = pattern
+    return pattern
+
+
+def _shortened_echo(word: str, secrets: Sequence[str]) -> bool:
+    """Whether `word` is one of `secrets` shortened the way upstreams echo a key: it begins with
+    the secret's first characters, or it has a masked middle and shares the secret's first or last ones."""
+    for secret in secrets:
+        if len(secret) < MIN_SHORTENED_SECRET_CHARS:
+            continue
+        if word.startswith(secret[:PREFIX_CHARS]):
+            return True
+        if _MASK_RUN.search(word) and (word.startswith(secret[:3]) or word.rstrip(".").endswith(secret[-SUFFIX_CHARS:])):
+            return True
+    return False
+
+
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with every known secret replaced by the mask, and URL credentials, secret-named
-    values (`--token=X`, `api_key: X`, `Bearer X`) and token-shaped strings masked as well."""
+    """`text` with every known secret (those given and the process's own) replaced by the mask, the
+    process's also in shortened echoes, and URL credentials, secret-named values (`--token=X`,
+    `api_key: X`, `API key provided: X`, `Bearer X`) and token-shaped strings masked as well."""
     if not text:
         return text
-    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
+    own = process_secrets()
+    for secret in sorted({s for s in [*secrets, *own] if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
         text = text.replace(secret, SECRET_MASK)
+    if own:
+        text = _echo_pattern(own).sub(lambda m: SECRET_MASK if _shortened_echo(m.group(), own) else m.group(), text)
     text = _URL_IN_TEXT.sub(lambda m: mask_url(m.group()), text)
     text = _AUTH_SCHEME_IN_TEXT.sub(lambda m: f"{m.group(1)} {SECRET_MASK}", text)
+    text = _KEY_PHRASE_IN_TEXT.sub(lambda m: m.group(1) + SECRET_MASK, text)
     text = _NAMED_VALUE_IN_TEXT.sub(lambda m: m.group(1) + SECRET_MASK, text)
     return _TOKEN_SHAPES.sub(SECRET_MASK, text)
 

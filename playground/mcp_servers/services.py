@@ -17,6 +17,7 @@ admin changed it (the row's value no longer equals what the server said last tim
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -62,6 +64,7 @@ DEMO_SERVER_NAME = "demo"
 TIME_SERVER_NAME = "time"
 DEMO_HTTP_SERVER_NAME = "demo-http"
 NAME_HASH_DIGITS = 8
+MAX_LISTED_WARNINGS = 20  # past these, one line counts the rest (10,000 warnings are no help)
 SYNC_TASK = "mcp_servers.sync_server"  # tasks.py; queued by name (tasks.py imports this module)
 
 
@@ -79,6 +82,7 @@ class SyncResult:
     tool_count: int = 0
     duration_ms: float = 0.0
     server_info: dict[str, str] = field(default_factory=dict)
+    partial: str = ""  # the tool limit left some out (bounded_listings)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,7 +152,8 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     set_status(server, McpServer.Status.PENDING)
     try:
         config = ServerConfig.from_server(server)
-        listings, probe = list_server_tools(config, timeout=timeout, log_sink=sink_for(server.pk, config))
+        listings, probe = list_server_tools(config, timeout=timeout, log_sink=sink_for(server.pk, config),
+                                            keep=settings.MCP_MAX_TOOLS_PER_SERVER)
     except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
         return _record_failure(server, message, started)
@@ -162,23 +167,26 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
     try:
         with transaction.atomic():
             locked = McpServer.objects.select_for_update().get(pk=server.pk)
-            result = _store_tools(locked, listings)
+            result = _store_tools(locked, listings, offered=probe.tool_count)
             result.server_info = {
                 "name": probe.server_name,
                 "version": probe.server_version,
                 "protocol": probe.protocol_version,
             }
+            if probe.tools_ttl_ms is not None:
+                result.server_info["tools_ttl_ms"] = probe.tools_ttl_ms
             result.duration_ms = (time.perf_counter() - started) * 1000
             now = timezone.now()
             locked.status = McpServer.Status.CONNECTED
             locked.last_error = ""
+            locked.negotiated_version = (probe.protocol_version or "")[:40]
             locked.last_synced_at = now
             locked.last_attempt_at = now
             locked.sync_warnings = result.warnings
             locked.last_sync_result = result.to_dict()
             locked.save(
                 update_fields=[
-                    "status", "last_error", "last_synced_at", "last_attempt_at",
+                    "status", "last_error", "negotiated_version", "last_synced_at", "last_attempt_at",
                     "sync_warnings", "last_sync_result", "tool_names", "updated_at",
                 ]
             )
@@ -208,11 +216,48 @@ def _record_failure(server: McpServer, message: str, started: float) -> SyncResu
     return result
 
 
-def _store_tools(server: McpServer, listings: list[McpToolListing]) -> SyncResult:
+def bounded_listings(listings: list[McpToolListing], offered: int, result: SyncResult) -> list[McpToolListing]:
+    """The listings within the limits (MCP_MAX_TOOLS_PER_SERVER, MCP_MAX_TOOL_DESCRIPTION_CHARS,
+    MCP_MAX_TOOL_SCHEMA_CHARS): a server cannot flood the registry, its pages or a model's context.
+    Past the tool limit the rest are left out (`result.partial` says so); a longer description is
+    cut (saying so in the description itself); a tool whose schema is too large is left out."""
+    max_tools = settings.MCP_MAX_TOOLS_PER_SERVER
+    max_description = settings.MCP_MAX_TOOL_DESCRIPTION_CHARS
+    max_schema = settings.MCP_MAX_TOOL_SCHEMA_CHARS
+    offered = max(offered, len(listings))
+    if offered > max_tools:
+        result.partial = (f"Partial listing: the server offers {offered:,} tools; only the first {max_tools:,} are "
+                          "stored (MCP_MAX_TOOLS_PER_SERVER).")
+    kept: list[McpToolListing] = []
+    cut = oversized = 0
+    for listing in listings[:max_tools]:
+        if len(json.dumps(listing.input_schema, ensure_ascii=False)) > max_schema:
+            oversized += 1
+            if oversized <= MAX_LISTED_WARNINGS:
+                result.warnings.append(f"tool {listing.name[:80]!r} left out: its input schema is over "
+                                       f"{max_schema:,} characters (MCP_MAX_TOOL_SCHEMA_CHARS)")
+            continue
+        if len(listing.description) > max_description:
+            cut += 1
+            note = f" … [cut: {len(listing.description):,} characters, over MCP_MAX_TOOL_DESCRIPTION_CHARS]"
+            listing = McpToolListing(name=listing.name, description=listing.description[:max_description] + note,
+                                     input_schema=listing.input_schema, meta=listing.meta)
+        kept.append(listing)
+    if oversized > MAX_LISTED_WARNINGS:
+        result.warnings.append(f"… and {oversized - MAX_LISTED_WARNINGS:,} more tools left out for their schema size")
+    if cut:
+        result.warnings.append(f"{cut:,} tool description(s) cut to {max_description:,} characters "
+                               "(MCP_MAX_TOOL_DESCRIPTION_CHARS)")
+    if result.partial:
+        result.warnings.insert(0, result.partial)
+    return kept
+
+
+def _store_tools(server: McpServer, listings: list[McpToolListing], *, offered: int = 0) -> SyncResult:
     result = SyncResult(server=server.name, ok=True, status=McpServer.Status.CONNECTED)
     previous_names: dict[str, dict[str, Any]] = server.tool_names or {}
     wanted: dict[str, tuple[EngineTool, str, bool]] = {}
-    for listing in listings:
+    for listing in bounded_listings(listings, offered, result):
         name, warning = registry_tool_name(server.name, listing.name)
         if warning:
             result.warnings.append(warning)

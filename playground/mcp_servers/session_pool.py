@@ -107,11 +107,12 @@ class SessionPool:
 
     def call_tool(
         self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], *, timeout: float = DEFAULT_CALL_TIMEOUT,
-        cancel: CancelSignal | None = None,
+        cancel: CancelSignal | None = None, meta: dict[str, Any] | None = None,
     ) -> McpCallResult:
         """Call through a pooled session (sync; runs on the background loop). Raises McpConnectionError,
-        or CallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol)."""
-        return background_loop().run(self._call(key, config, name, arguments, timeout), cancel=cancel)
+        or CallCancelled when `cancel` is set meanwhile (the request is cancelled through the protocol).
+        `meta` rides in the request's `_meta` (our trace context: trace_context.py)."""
+        return background_loop().run(self._call(key, config, name, arguments, timeout, meta), cancel=cancel)
 
     def run(
         self, key: Any, config: ServerConfig, operation: Callable[[McpConnection], Awaitable[T]], *, timeout: float = DEFAULT_CALL_TIMEOUT
@@ -174,7 +175,8 @@ class SessionPool:
             raise McpConnectionError("the server is waiting for your answer to its request (see Server requests): "
                                      "answer or decline it first")
 
-    async def _call(self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float) -> McpCallResult:
+    async def _call(self, key: Any, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float,
+                    meta: dict[str, Any] | None = None) -> McpCallResult:
         session = await self._session_for(key, config)
         self._refuse_while_waiting_on_person(key, session)
         async with session.lock:
@@ -182,7 +184,7 @@ class SessionPool:
                 await self._drop(key, config, session)
                 session = await self._session_for(key, config)
             try:
-                result = await session.connection.call_tool(name, arguments, timeout=timeout)  # type: ignore[union-attr]
+                result = await session.connection.call_tool(name, arguments, timeout=timeout, meta=meta)  # type: ignore[union-attr]
             except (McpCallTimeout, McpServerGone):
                 # The server is busy with the timed-out call or dead: a new session is the clean state.
                 await self._drop(key, config, session)

@@ -39,6 +39,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
+    protocol_era: str = "auto"  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
 
     @classmethod
     def from_server(cls, server: Any) -> ServerConfig:
@@ -50,13 +51,15 @@ class ServerConfig:
             env={str(k): str(v) for k, v in (server.env or {}).items()},
             url=server.url or "",
             headers={str(k): str(v) for k, v in (server.headers or {}).items()},
+            protocol_era=getattr(server, "protocol_era", "") or "auto",
         )
 
     @property
     def fingerprint(self) -> str:
         """Changes whenever the way to reach the server changes: a pooled session is keyed on it."""
         payload = json.dumps(
-            [self.transport, self.command, list(self.args), dict(self.env), self.url, dict(self.headers)],
+            [self.transport, self.command, list(self.args), dict(self.env), self.url, dict(self.headers),
+             self.protocol_era],
             sort_keys=True,
         )
         return hashlib.sha1(payload.encode()).hexdigest()[:16]

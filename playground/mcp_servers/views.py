@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -108,25 +109,53 @@ def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("mcp_servers:server_list")
 
 
-def _tools_with_call_forms(server: McpServer) -> list:
-    tools = list(selectors.server_tools(server))
+# A server's page shows its tools a page at a time, each schema cut: a server of 10,000 tools (or
+# of huge schemas) gives a page of bounded size, whoever views it.
+TOOLS_PER_PAGE = 25
+SHOWN_SCHEMA_CHARS = 4000
+
+
+def _tools_with_call_forms(server: McpServer, page_number: Any = 1) -> tuple[list, Any]:
+    """(this page's tools, each with its call form and schema; the page). A tool whose schema is
+    large gets neither here: its row loads them when opened (`tool_body`), so a page of such tools
+    stays small."""
+    page = Paginator(selectors.server_tools(server), TOOLS_PER_PAGE).get_page(page_number)
+    tools = list(page.object_list)
     for tool in tools:
+        schema = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
+        if len(schema) > SHOWN_SCHEMA_CHARS:
+            tool.body_deferred = True
+            tool.schema_chars = len(schema)
+            continue
         tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
-        tool.schema_json = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
-    return tools
+        tool.schema_json = schema
+    return tools, page
+
+
+@role_required(VIEWER)
+@require_safe
+def tool_body(request: HttpRequest, pk: int, tool_pk: int) -> HttpResponse:
+    """One tool's schema and call form: what its row shows when opened, for a tool too large to
+    render inline on the server's page."""
+    server = get_object_or_404(McpServer, pk=pk)
+    tool = get_object_or_404(server.tools, pk=tool_pk)
+    tool.call_form = ToolCallForm(tool.input_schema, prefix=f"t{tool.pk}")
+    tool.schema_json = json.dumps(tool.input_schema, indent=2, ensure_ascii=False)
+    return render(request, "mcp_servers/_tool_body.html", {"server": server, "tool": tool})
 
 
 @role_required(VIEWER)
 @require_safe
 def server_detail(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
-    tools = _tools_with_call_forms(server)
+    tools, tools_page = _tools_with_call_forms(server, request.GET.get("tools_page"))
     return render(
         request,
         "mcp_servers/server_detail.html",
         {
             "server": server,
             "tools": tools,
+            "tools_page": tools_page,
             "masked_env": _masked(server.env),
             "masked_headers": _masked(server.headers),
             "config": ServerConfig.from_server(server),
@@ -186,7 +215,7 @@ def server_sync_progress(request: HttpRequest, pk: int) -> HttpResponse:
         "finished": server.status != McpServer.Status.PENDING,
     }
     if context["finished"]:
-        context["tools"] = _tools_with_call_forms(server)
+        context["tools"], context["tools_page"] = _tools_with_call_forms(server)
     return render(request, "mcp_servers/_sync_progress.html", context)
 
 
@@ -231,7 +260,8 @@ def _history(server: McpServer) -> list[McpCallRecord]:
 def server_tools(request: HttpRequest, pk: int) -> HttpResponse:
     """The tool table alone: fetched again by a detail page when a sync changed the tools."""
     server = get_object_or_404(McpServer, pk=pk)
-    return render(request, "mcp_servers/_tool_table.html", {"server": server, "tools": _tools_with_call_forms(server)})
+    tools, tools_page = _tools_with_call_forms(server, request.GET.get("tools_page"))
+    return render(request, "mcp_servers/_tool_table.html", {"server": server, "tools": tools, "tools_page": tools_page})
 
 
 @admin_only
@@ -686,7 +716,7 @@ def server_export(request: HttpRequest, pk: int) -> HttpResponse:
     """The server as an `mcp.json` entry (env and header values as `${NAME}` placeholders)."""
     server = get_object_or_404(McpServer, pk=pk)
     response = HttpResponse(json.dumps(config_files.export_entry(server), indent=2, ensure_ascii=False) + "\n",
-                            content_type="application/json")
+                            content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{server.name}.mcp.json"'
     return response
 

@@ -14,6 +14,16 @@ from playground.storage_fields import StorableCharField, StorableJSONField, Stor
 DERIVED_FIELDS = ("token_estimate", "deferred", "content_hash")
 
 
+# The built-in tools this deployment runs (the mcp_servers app registers its implementations at
+# start-up: the registry, below it, does not import it). A built-in definition not in it (Claude
+# Code's `Read`, `Write`, …, shipped so the model sees them) is answered with a simulated result.
+_RUNNABLE_BUILTINS: set[str] = set()
+
+
+def register_runnable_builtins(names) -> None:
+    _RUNNABLE_BUILTINS.update(names)
+
+
 class Tool(models.Model):
     """A tool row; `playground.registry.adapter` turns rows into engine `Tool`s."""
 
@@ -51,6 +61,15 @@ class Tool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def simulated_builtin(self) -> bool:
+        """A built-in definition this playground has no implementation of: its calls are simulated."""
+        return self.source == self.Source.BUILTIN and self.name not in _RUNNABLE_BUILTINS
+
+    @property
+    def source_label(self) -> str:
+        return "Built-in · simulated" if self.simulated_builtin else self.get_source_display()
 
     @property
     def is_mcp(self) -> bool:

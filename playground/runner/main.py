@@ -98,6 +98,8 @@ def prepare_database(out: Supervisor, *, load_demo: bool) -> str:
     from django.conf import settings
     from django.core.management import call_command, get_commands
 
+    if not os.environ.get("SECRET_KEY"):
+        out.say(f"[run] signing key: the random one in {settings.SECRET_KEY_FILE} (made on the first start; SECRET_KEY overrides it)")
     database = settings.DATABASES["default"]
     out.say(f"[run] database: {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}")
     call_command("migrate", interactive=False, verbosity=0)

@@ -8,12 +8,26 @@
     if (!root) return;
     var stage = root.querySelector("[data-present-stage]");
     var items = Array.prototype.slice.call(stage.querySelectorAll("[data-sequence]"));
-    var sequences = [];
+    // Bookkeeping events (a model request, an announcement, a cache strip, a turn's end …) are not
+    // steps of their own: each joins the step before it (selectors.PRESENT_QUIET_TYPES).
+    var quiet = (root.dataset.quietTypes || "").split(" ");
+    var typeOf = {}, all = [];
     items.forEach(function (el) {
       var seq = parseInt(el.dataset.sequence, 10);
-      if (sequences.indexOf(seq) < 0) sequences.push(seq);
+      if (all.indexOf(seq) < 0) all.push(seq);
+      if (el.dataset.eventType) typeOf[seq] = el.dataset.eventType;
     });
-    sequences.sort(function (a, b) { return a - b; });
+    all.sort(function (a, b) { return a - b; });
+    function isQuiet(seq) {
+      var item = items.find(function (el) { return parseInt(el.dataset.sequence, 10) === seq && el.dataset.eventType; });
+      var finalTurn = item && item.textContent.indexOf("Run finished") >= 0;
+      return quiet.indexOf(typeOf[seq]) >= 0 && !finalTurn;
+    }
+    var sequences = [];  // one entry per step: the event sequences it shows
+    all.forEach(function (seq) {
+      if (isQuiet(seq) && sequences.length) sequences[sequences.length - 1].push(seq);
+      else sequences.push([seq]);
+    });
     var shown = 0, timer = null, typing = null;
     var playButton = root.querySelector("[data-present-play]"), pace = root.querySelector("[data-present-pace]");
     var progress = root.querySelector("[data-present-progress]");
@@ -21,6 +35,7 @@
     function seconds() { return parseFloat(pace.value) || 2; }
     function hideAll() { items.forEach(function (el) { el.classList.add("present-hidden"); el.classList.remove("present-current"); }); }
     function report() {
+      soFar();
       progress.textContent = "step " + shown + " of " + sequences.length + (shown === sequences.length ? " · the end" : "");
       root.dataset.shown = String(shown);
     }
@@ -46,10 +61,10 @@
     function next() {
       if (shown >= sequences.length) { pause(); return false; }
       finishTyping();
-      var seq = sequences[shown++];
+      var step = sequences[shown++];
       items.forEach(function (el) { el.classList.remove("present-current"); });
       items.forEach(function (el) {
-        if (parseInt(el.dataset.sequence, 10) !== seq) return;
+        if (step.indexOf(parseInt(el.dataset.sequence, 10)) < 0) return;
         el.classList.remove("present-hidden");
         el.classList.add("present-current");
         el.scrollIntoView({ block: "nearest" });
@@ -57,6 +72,28 @@
       });
       report();
       return true;
+    }
+    // The figures beside the replay: tool tokens and dollars of what has been shown so far.
+    function soFar() {
+      var tokens = 0, baseline = 0, cost = 0, calls = 0;
+      stage.querySelectorAll("[data-testid=present-chart] [data-testid=chart-row]").forEach(function (row) {
+        if (row.classList.contains("present-hidden")) return;
+        tokens += parseInt(row.dataset.cost || "0", 10); baseline += parseInt(row.dataset.baseline || "0", 10);
+      });
+      stage.querySelectorAll("[data-testid=model-response]").forEach(function (line) {
+        var event = line.closest("[data-sequence]");
+        if (event && event.closest(".present-hidden")) return;
+        var price = line.querySelector("[data-cost-usd]");
+        calls += 1;
+        if (price && price.dataset.costUsd) cost += parseFloat(price.dataset.costUsd);
+      });
+      var figures = root.querySelector("[data-testid=present-so-far]");
+      if (!figures) return;
+      figures.querySelector("[data-present-tokens]").textContent = tokens.toLocaleString("en-US");
+      figures.querySelector("[data-present-baseline]").textContent = baseline.toLocaleString("en-US");
+      figures.querySelector("[data-present-cost]").textContent = "$" + cost.toFixed(4);
+      figures.querySelector("[data-present-calls]").textContent = String(calls);
+      root.dataset.tokensSoFar = String(tokens);
     }
     function tick() { if (next()) timer = setTimeout(tick, seconds() * 1000); }
     function play() {

@@ -125,6 +125,32 @@ def test_a_finished_conversation_saved_as_a_task(admin_client, admin_user, tool_
     assert (task.query, task.expected_tools, task.source_conversation_id) == ("What time is it in Tokyo?", [TIME], conversation.pk)
 
 
+def test_a_conversation_with_a_follow_up_saves_only_the_first_messages_tools_as_gold(admin_client, admin_user, tool_world):
+    """A Paris-weather request followed by a Tokyo-time one: the task is the weather request, and its
+    gold the weather tool only (the follow-up's tool answered another request)."""
+    conversation = conversation_services.start_conversation(admin_user)
+    record_event(conversation, ChatMessage(role="user", text="What is the weather forecast for Paris?"))
+    record_event(conversation, ToolCall(tool_use_id="w", name=WEATHER))
+    record_event(conversation, ToolResult(tool_use_id="w", name=WEATHER))
+    record_event(conversation, ChatMessage(role="user", text="And what time is it in Tokyo?"))
+    record_event(conversation, ToolCall(tool_use_id="t", name=TIME))
+    record_event(conversation, ToolResult(tool_use_id="t", name=TIME), status=Conversation.Status.IDLE)
+    admin_client.post(reverse("agenteval:save_conversation", args=[conversation.pk]))
+    task = TaskSet.objects.get(name="Saved conversations").tasks.get()
+    assert (task.query, task.expected_tools) == ("What is the weather forecast for Paris?", [WEATHER])
+
+
+def test_a_first_message_no_tool_answered_is_not_saved_with_a_follow_ups_tools(admin_client, admin_user, tool_world):
+    conversation = conversation_services.start_conversation(admin_user)
+    record_event(conversation, ChatMessage(role="user", text="Hello"))
+    record_event(conversation, ChatMessage(role="user", text="What time is it in Tokyo?"))
+    record_event(conversation, ToolCall(tool_use_id="t", name=TIME))
+    record_event(conversation, ToolResult(tool_use_id="t", name=TIME), status=Conversation.Status.IDLE)
+    response = admin_client.post(reverse("agenteval:save_conversation", args=[conversation.pk]), follow=True)
+    assert "No tool answered the first message" in response.content.decode()
+    assert not TaskSet.objects.filter(name="Saved conversations", tasks__isnull=False).exists()
+
+
 def test_the_run_page_table_chart_grid_filters_and_exports(admin_client, admin_user, claude_profiles):
     run = finished_run(admin_user, claude_profiles)
     page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
@@ -194,3 +220,22 @@ def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_t
     nothing = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
                                                              "permission_policy": "allow", "concurrency": 2})
     assert nothing.status_code == 400 and "every loading mode" in nothing.content.decode()
+
+
+def test_a_run_is_cancelled_by_the_editor_who_started_it_or_an_admin(client, admin_user, claude_profiles, django_user_model):
+    from django.contrib.auth.models import Group
+
+    editors = [django_user_model.objects.create_user(username=name, password="x") for name in ("ed-starter", "ed-other")]
+    for editor in editors:
+        editor.groups.add(Group.objects.get(name="editor"))
+    run = finished_run(admin_user, claude_profiles)
+    TaskRun.objects.filter(pk=run.pk).update(created_by=editors[0], status=TaskRun.Status.RUNNING)
+    client.force_login(editors[1])
+    assert 'data-testid="cancel-run"' not in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 404
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.RUNNING
+    for who in (editors[0], admin_user):
+        client.force_login(who)
+        assert 'data-testid="cancel-run"' in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 302
+    assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.CANCELLING

@@ -11,6 +11,7 @@ from playground.conversations.models import Conversation
 from tests.browser.conftest import screenshot
 from tests.browser.test_conversation_pages import wait_for_runs_finished
 from tests.browser.test_readme_demo_path import demo_data, start_conversation  # noqa: F401 (fixture)
+from tests.conversations.conftest import tool_world  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -103,6 +104,36 @@ def finished_conversation(owner) -> Conversation:
     return conversation
 
 
+def test_presentation_steps_are_what_an_audience_follows_with_tokens_and_dollars_so_far(logged_in_page, admin_user, tool_world):  # noqa: F811
+    """A demo-agent run: its model requests, responses, announcements and cache strips came one step
+    each (26 steps for 6 turns); they now show with the step before them, and the figures beside the
+    replay count the tool tokens and dollars of what has been shown."""
+    from playground.conversations.models import Event
+    from playground.conversations.providers.demo import DemoAgentProvider
+    from tests.conversations.conftest import converse, make_profile
+
+    conversation, _ = converse(admin_user, "What is the weather forecast for Paris?", profile=make_profile("native"),
+                               provider=DemoAgentProvider())
+    events = list(Event.objects.filter(conversation=conversation).exclude(type="text_delta"))
+    quiet = [e for e in events if e.type in ("announcement_sent", "model_request", "model_response", "cache_strip", "status")]
+    assert quiet, [e.type for e in events]
+    page = logged_in_page
+    page.goto(f"/conversations/{conversation.pk}/present/")
+    page.wait_for_selector("[data-testid=presentation][data-shown='0']")
+    steps = int(page.get_attribute("[data-testid=presentation]", "data-steps"))
+    assert steps <= len(events) - len(quiet) and page.inner_text("[data-testid=present-progress]") == f"step 0 of {steps}"
+    page.select_option("[data-testid=present-pace]", "0.5")
+    page.click("[data-testid=present-play]")
+    page.wait_for_selector(f"[data-testid=presentation][data-shown='{steps}']", timeout=30_000)
+    turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
+    expected = sum(int((e.payload.get("tokens") or {}).get("sent_tokens", 0) or 0) for e in turns)
+    shown = int(page.get_attribute("[data-testid=presentation]", "data-tokens-so-far"))
+    assert shown > 0 and page.locator("[data-testid=present-chart] [data-testid=chart-row]:visible").count() == len(turns)
+    assert expected == 0 or shown >= expected, (shown, expected)  # schemas, plus announced names when there are
+    assert page.inner_text("[data-present-calls]") != "0"
+    screenshot(page, "presentation-figures")
+
+
 def test_presentation_mode_replays_a_finished_conversation_step_by_step(logged_in_page, admin_user):
     conversation = finished_conversation(admin_user)
     page = logged_in_page
@@ -128,6 +159,9 @@ def test_presentation_mode_replays_a_finished_conversation_step_by_step(logged_i
     answer = page.locator("[data-present-stage] [data-testid=chat-message][data-role=assistant] .chat-text")
     page.wait_for_function("e => e.textContent.endsWith('21 degrees.')", arg=answer.element_handle())
     assert page.locator("[data-present-stage] [data-event-type=tool_call]").is_visible()
+    # Beside the replay: the turn's tool tokens in the chart and the figures so far.
+    assert page.locator("[data-testid=present-chart] [data-testid=chart-row]").is_visible()
+    assert "tool tokens sent" in page.inner_text("[data-testid=present-so-far]")
     screenshot(page, "presentation")
     page.click("[data-testid=present-restart]")
     page.wait_for_selector("[data-testid=presentation][data-shown='0']")

@@ -60,6 +60,37 @@ def test_claude_vs_openai_on_one_profile_runs_each_side_on_its_vendors_wire(admi
     assert figures[0]["unpriced"] == [] and figures[1]["unpriced"] == []
 
 
+def test_the_cost_difference_is_split_into_tokens_price_and_caching(admin_client, tool_world,
+                                                                   django_capture_on_commit_callbacks):
+    """Claude-native against OpenAI: the page said "68 % less" without saying how much of it is the
+    models' prices or caching rather than tool search. The three parts add up to the difference."""
+    from playground.conversations.selectors import cost_difference
+
+    profile = make_profile("Tool search on")
+    with django_capture_on_commit_callbacks(execute=True):
+        left, right = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="anthropic-native",
+                            wire_b="openai-client")
+    for conversation in (left, right):
+        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    sides = [accounting_figures(c) for c in (left, right)]
+    split = cost_difference(*sides)
+    assert split["difference"] == pytest.approx(sides[0]["cost_usd"] - sides[1]["cost_usd"], abs=1e-5)
+    assert split["tokens"] + split["price"] + split["caching"] == pytest.approx(split["difference"], abs=1e-9)
+    assert split["price"] != 0  # a Claude model and an OpenAI one: their rates differ
+    # Priced alike, the same calls would cost the same: no price part, no token part.
+    same = cost_difference(sides[0], {**sides[0]})
+    assert same["price"] == pytest.approx(0) and same["tokens"] == pytest.approx(0) and same["caching"] == pytest.approx(0)
+    page = admin_client.get(reverse("conversations:compare_figures", args=[left.compare_group])).content.decode()
+    assert 'data-testid="figures-cost-split"' in page and "from the models' prices" in page and "from caching" in page
+    assert "tool tokens, summed over turns" in page and "every turn" not in page
+    import re
+
+    cells = [re.sub(r"<[^>]+>", " ", cell) for cell in re.findall(r'data-testid="figures-provider">(.*?)</td>', page)]
+    # One badge a side, the label not said twice beside it.
+    assert len(cells) == 2 and all(cell.count("offline demo agent") == 1 for cell in cells), cells
+    assert "(OpenAI wire)" in cells[1]
+
+
 def test_hosted_search_against_our_backend(admin_client, tool_world, django_capture_on_commit_callbacks):
     profile = make_profile("Tool search on")
     with django_capture_on_commit_callbacks(execute=True):

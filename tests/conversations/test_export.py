@@ -24,7 +24,7 @@ def test_the_export_holds_the_conversation_and_every_stored_event(admin_user, ad
 
     conversation, _ = converse(admin_user, "What time is it in Tokyo?", profile=native_profile, provider=DemoAgentProvider())
     response = export(admin_client, conversation)
-    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.status_code == 200 and response["Content-Type"] == "application/json; charset=utf-8"
     assert response["Content-Disposition"] == f'attachment; filename="conversation-{conversation.pk}.json"'
     data = json.loads(response.content)
     assert set(data) == {"conversation", "events"}
@@ -73,3 +73,21 @@ def test_no_api_key_appears_in_the_export(admin_user, admin_client, tool_world, 
     assert "model_request" in {e["type"] for e in data["events"]}  # … and the request bodies are in the export,
     assert SECRET not in response.content.decode()  # without it
     assert SECRET not in admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+
+
+def test_the_calculators_refusal_reads_in_clean_utf_8_in_the_export(admin_user, admin_client, tool_world):
+    """The refusal says "within ±1.8e308"; a JSON file without its charset opened in a browser read "Â±"."""
+    from playground.conversations.events import ToolCall, ToolResult, record_event
+    from playground.engine.tools import Tool
+    from playground.mcp_servers.executor import PlaygroundExecutor
+
+    refusal = PlaygroundExecutor().execute(Tool(name="calculator"), {"expression": "1e308*10"})
+    text = refusal.content[0]["text"]
+    assert refusal.is_error and "±1.8e308" in text and "Â" not in text
+    conversation = services.start_conversation(admin_user)
+    record_event(conversation, ToolCall(tool_use_id="c", name="calculator", arguments={"expression": "1e308*10"}))
+    record_event(conversation, ToolResult(tool_use_id="c", name="calculator", is_error=True, error=text))
+    response = admin_client.get(reverse("conversations:export", args=[conversation.pk]))
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    body = response.content.decode(response.charset)
+    assert "±1.8e308" in body and "Â" not in body

@@ -72,6 +72,14 @@ def test_hosted_style_openai_searches_and_a_namespaced_call_runs(admin_user, too
     assert next(i for i in second["input"] if i["type"] == "function_call")["namespace"] == "mcp__time"
     assert events_of(conversation, "tool_result")[0].payload["name"] == TIME
     assert events_of(conversation, "turn_started")[1].payload["discovered_tools"] == [TIME]
+    # The request's tools array holds namespaces (a server's tools in one entry) and tool_search: its
+    # length is not the tools sent, and the page says which it counts (it said "9 tools" beside "14 sent").
+    from playground.conversations.fragments import render_event_frame
+
+    request_event = events_of(conversation, "model_request")[0]
+    assert request_event.payload["tool_count"] == len(first["tools"])
+    frame = render_event_frame(conversation, request_event)
+    assert f"{len(first['tools'])} entries in its tools list" in frame and "one namespace entry holds a server" in frame
 
 
 def test_functions_style_runs_over_chat_completions(admin_user, tool_world, client_profile, openai_api, gpt):

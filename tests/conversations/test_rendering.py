@@ -100,3 +100,21 @@ def test_a_turn_with_more_names_than_stored_shows_the_full_counts(nested):
     frame = render_event_frame(conversation, turn)
     assert '<span data-testid="deferred-count">1000</span> deferred' in frame and "… 800 more" in frame
     assert "mcp__s__tool_199<" in frame and "mcp__s__tool_200<" not in frame
+
+
+def test_a_finished_turn_does_not_restart_its_number_with_each_message(admin_client, admin_user, tool_world, native_profile):
+    """Headers number turns in the whole conversation (Turn 1, 2, 3 …); the finished line said "Turn 1
+    done" again under the second message's first turn. It sits inside its turn: it says "Turn done"."""
+    from django.urls import reverse
+
+    from playground.conversations.providers.demo import DemoAgentProvider
+    from tests.conversations.conftest import converse, events_of
+
+    conversation, _ = converse(admin_user, "What time is it in Tokyo?", profile=native_profile, provider=DemoAgentProvider())
+    converse(admin_user, "And the weather in Paris?", conversation=conversation, provider=DemoAgentProvider())
+    finished = [e for e in events_of(conversation, "turn_finished") if not e.payload.get("final")]
+    assert [e.payload["turn"] for e in finished].count(1) >= 2  # each message's run counts from 1
+    page = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    frames = "".join(render_event_frame(conversation, e) for e in finished)
+    for html in (page, frames):
+        assert "Turn 1 done" not in html and "Turn done" in html

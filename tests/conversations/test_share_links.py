@@ -68,7 +68,7 @@ def test_an_expired_link_says_so_and_a_tampered_one_is_not_valid(admin_user):
     link = sharing.create_link(conversation, user=admin_user, hours=1)
     token = sharing.token_for(link)
     tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
-    for bad in (tampered, "not-a-token", signing.dumps(link.pk, salt="another purpose"), signing.dumps("x", salt=sharing.SALT),
+    for bad in (tampered, "not-a-token", signing.dumps(link.pk, salt="another purpose"), signing.dumps("x", salt=sharing.TOKEN_SALT),
                 signing.Signer(salt="another purpose").sign_object(link.pk)):
         response = Client().get(reverse("conversations:shared", args=[bad]))
         html = response.content.decode()
@@ -176,11 +176,87 @@ async def test_the_shared_socket_closes_when_the_link_expires(redis, admin_user)
     await communicator.disconnect()
 
 
+def opens(token: str) -> int:
+    return Client().get(reverse("conversations:shared", args=[token])).status_code
+
+
 @pytest.mark.django_db
-def test_a_link_handed_out_with_a_timestamped_token_still_opens(admin_user):
-    """Tokens made before they lost their timestamp (`signing.dumps`) still name their link."""
+def test_only_the_current_token_format_with_the_links_own_nonce_opens(admin_user, settings):
+    """Ids are sequential: a token must carry the link's random nonce, so one signed with any key in
+    the repository (or even with this run's) for a guessed id opens nothing; earlier formats neither."""
     conversation = conversation_of(admin_user)
     link = sharing.create_link(conversation, user=admin_user, hours=1)
-    old_token = signing.dumps(link.pk, salt=sharing.SALT, compress=False)
-    assert old_token != sharing.token_for(link)
-    assert Client().get(reverse("conversations:shared", args=[old_token])).status_code == 200
+    other = sharing.create_link(conversation, user=admin_user, hours=1)
+    assert link.nonce and other.nonce and link.nonce != other.nonce and len(link.nonce) >= 20
+    assert opens(sharing.token_for(link)) == 200 and sharing.token_for(link) != sharing.token_for(other)
+    with_this_key = [
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object([link.pk, "guessed-nonce"]),
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object([link.pk, other.nonce]),  # another link's nonce
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object([True, link.nonce]),
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object([float(link.pk), link.nonce]),
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object([str(link.pk), link.nonce]),
+        signing.Signer(salt=sharing.TOKEN_SALT).sign_object(link.pk),
+        signing.Signer(salt="playground.conversations.share-link.id").sign_object(link.pk),  # the previous format
+        signing.dumps(link.pk, salt="playground.conversations.share-link", compress=False),  # the first format
+        signing.Signer(salt="playground.conversations.share-link.id").sign_object(True),
+    ]
+    for token in with_this_key:
+        assert opens(token) == 404, token
+    # The key that used to be in settings.py, and any other: the exact token for this link, re-signed.
+    for key in ("dev-only-insecure-key", "collectstatic-only", "k" * 50):
+        forged = signing.Signer(key=key, salt=sharing.TOKEN_SALT).sign_object([link.pk, link.nonce])
+        assert opens(forged) == 404, key
+    assert settings.SECRET_KEY != "dev-only-insecure-key"
+
+
+@pytest.mark.django_db
+def test_every_existing_link_gets_a_nonce_of_its_own_from_the_migration():
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("playground.conversations.migrations.0010_share_link_nonce")
+    owner = Conversation.objects.model._meta.get_field("owner").related_model.objects.create(username="old-links")
+    conversation = Conversation.objects.create(owner=owner, title="t")
+    links = [sharing.create_link(conversation, user=owner, hours=1) for _ in range(3)]
+    ShareLink.objects.update(nonce="same-for-all")
+    migration.give_each_link_its_own_nonce(apps, None)
+    nonces = set(ShareLink.objects.filter(pk__in=[lnk.pk for lnk in links]).values_list("nonce", flat=True))
+    assert len(nonces) == 3 and "same-for-all" not in nonces
+
+
+@pytest.mark.django_db
+def test_shared_pages_are_kept_by_no_cache(admin_user):
+    conversation = conversation_of(admin_user)
+    token = sharing.token_for(sharing.create_link(conversation, user=admin_user, hours=1))
+    for name, argument in (("conversations:shared", token), ("conversations:shared_present", token),
+                           ("conversations:shared", token[:-2] + "zz")):
+        response = Client().get(reverse(name, args=[argument]))
+        directives = {d.strip() for d in response["Cache-Control"].split(",")}
+        assert {"no-store", "private"} <= directives, (name, response.status_code, response["Cache-Control"])
+
+
+@pytest.mark.django_db
+def test_anonymous_frames_carry_no_forms_no_internal_id_and_no_account_name(admin_user, django_user_model):
+    from playground.conversations.fragments import render_event_frame
+
+    owner = django_user_model.objects.create_user(username="carol-owner", password="x")
+    conversation = Conversation.objects.create(owner=owner, title="Push docs")
+    record_event(conversation, ev.ChatMessage(role="user", text="Push the docs", author="carol-owner"))
+    record_event(conversation, ev.ActedForOwner(actor=admin_user.username, actor_role="admin", action="sent a message"))
+    record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="mcp__github__push_files",
+                                   reason="ask rule", timeout_seconds=60))
+    token = sharing.token_for(sharing.create_link(conversation, user=owner, hours=1))
+    pages = {name: Client().get(reverse(name, args=[token])).content.decode()
+             for name in ("conversations:shared", "conversations:shared_present")}
+    frames = [render_event_frame(conversation, event, shared=True) for event in conversation.events.order_by("sequence")]
+    for where, html in [*pages.items(), *(("frame", f) for f in frames)]:
+        assert "answer-once" not in html and 'name="action"' not in html and "<form" not in html, where
+        assert "carol-owner" not in html and admin_user.username not in html, where
+        assert f"-{conversation.pk}\"" not in html and f"-{conversation.pk}-" not in html, where
+        assert f"/conversations/{conversation.pk}/" not in html and f'data-conversation="{conversation.pk}"' not in html, where
+    assert "Waiting for the owner's answer" in pages["conversations:shared"] and ">person<" in pages["conversations:shared"]
+    # The members' page of the same conversation still has them.
+    member = Client()
+    member.force_login(admin_user)
+    assert "answer-once" in member.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()

@@ -167,7 +167,10 @@ def test_the_resources_and_prompts_of_the_profiles_servers_are_offered(live_gate
             return listed, templates, readme, city, badge, unknown.value, prompts, prompt, no_prompt.value
 
     listed, templates, readme, city, badge, unknown, prompts, prompt, no_prompt = anyio.run(flow)
-    assert {"demo://readme", "demo://cities", "demo://badge.png"} <= {str(r.uri) for r in listed.resources}
+    # Listed under server-qualified addresses (two servers may offer one URI), the upstream URI in _meta.
+    assert {"mcp-server://demo/demo%3A%2F%2Freadme", "mcp-server://demo/demo%3A%2F%2Fbadge.png"} <= {
+        str(r.uri) for r in listed.resources}
+    assert {(r.meta or {}).get("toolsearch/uri") for r in listed.resources} >= {"demo://readme", "demo://cities"}
     assert {"demo://city/{name}", "demo://cities/{city}"} == {t.uri_template for t in templates.resource_templates}
     assert "playground-demo" in readme.contents[0].text
     assert city.contents[0].text == "Asia/Tokyo"

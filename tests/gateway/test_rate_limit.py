@@ -47,9 +47,10 @@ def window_keys(token_id: int, limit: int, window: int) -> tuple[str, str]:
     return current, f"{current}/-1"
 
 
-# The sessionless protocol version is refused right after the rate limit is counted: requests that
-# pass the limit end there (400) without starting the SDK's session manager.
-SESSIONLESS = {"MCP-Protocol-Version": "2026-07-28"}
+# A stateless (2026-07-28) request whose body `{}` is no JSON-RPC message: past the rate limit, the
+# SDK's stateless entry answers 400 at once (no session, nothing recorded).
+SESSIONLESS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
 
 
 def test_a_token_over_its_limit_gets_429_with_retry_after_and_a_json_rpc_error(gateway_world, settings, caplog):

@@ -171,3 +171,24 @@ def test_the_call_form_checks_types():
     form = ToolCallForm(SCHEMA, {"mode": "form", "timeout": "30", "arg__title": "x", "arg__count": "0", "arg__labels": '{"a": 1}'})
     assert not form.is_valid()
     assert "arg__count" in form.errors and "must be a JSON array" in str(form.errors["arg__labels"])
+
+
+def test_required_arguments_are_flagged_before_call_and_each_says_its_type():
+    """Required fields were only reported after Call: they now carry `required` (the browser flags an
+    empty one at once) and every label says whether it is required and what it takes; Raw JSON
+    turns that validation off (its fields stay empty)."""
+    from django.template.loader import render_to_string
+
+    from playground.mcp_servers.forms import ToolCallForm
+
+    schema = {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"enum": ["c", "f"]}}}
+    form = ToolCallForm(schema, prefix="t")
+    html = str(form["arg__city"]) + str(form["arg__days"])
+    assert html.count(" required") == 1 and 'name="t-arg__city"' in str(form["arg__city"]) and "required" in str(form["arg__city"])
+    labels = [form.fields[f"arg__{name}"].label for name in ("city", "days", "unit")]
+    assert labels == ["city (required, string)", "days (optional, integer)", "unit (optional, one of the listed values)"]
+    page = render_to_string("mcp_servers/_tool_call_form.html", {"form": form, "server": type("S", (), {"pk": 1})(),
+                                                                 "tool": type("T", (), {"pk": 2, "name": "x"})(),
+                                                                 "has_role": {"admin": True}})
+    assert "noValidate = event.target.value === 'raw'" in page

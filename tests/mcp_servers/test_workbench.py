@@ -94,7 +94,7 @@ def test_bad_workbench_input_is_a_400(admin_client, stdio_demo_row):
 def test_prompts_are_listed_with_a_form_from_their_arguments_and_got_with_them(admin_client, stdio_demo_row):
     html = post(admin_client, "prompt_list", stdio_demo_row).content.decode()
     assert 'data-prompt="plan_trip"' in html
-    assert 'name="parg__city"' in html and "required" in html and 'name="parg__days"' in html and "days (optional)" in html
+    assert 'name="parg__city"' in html and "required" in html and 'name="parg__days"' in html and "days (optional, text)" in html and "city (required, text)" in html
 
     declared = '[{"name": "city", "required": true}, {"name": "days", "required": false}]'
     got = post(admin_client, "prompt_get", stdio_demo_row,

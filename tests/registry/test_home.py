@@ -26,6 +26,20 @@ def test_home_does_not_count_a_denied_tool_as_deferred(viewer_client, tools):
     assert 'data-testid="home-deferred-count">3<' in body and "1 denied by a rule, never sent" in body
 
 
+def test_home_prices_all_tools_without_the_denied_ones(viewer_client, tools):
+    """Before: "≈230,897 tokens if all were sent" counted 3 denied tools; a request never carries them."""
+    from django.db.models import Sum
+
+    from playground.registry.models import PermissionRule, Tool
+
+    denied = Tool.objects.filter(enabled=True, deferred=True).order_by("name").first()
+    assert denied.token_estimate > 0
+    everything = Tool.objects.filter(enabled=True).aggregate(t=Sum("token_estimate"))["t"]
+    PermissionRule.objects.create(pattern=denied.name, effect="deny")
+    response = viewer_client.get(reverse("home"))
+    assert response.context["tool_tokens"] == everything - denied.token_estimate
+
+
 def test_home_requires_login(client):
     assert client.get(reverse("home")).status_code == 302
 

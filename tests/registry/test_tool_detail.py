@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from playground.registry import adapter
 from playground.registry.models import AgentProfile, PermissionRule, Tool
+from tests.registry.conftest import make_tool
 
 ROW = re.compile(r'<tr data-profile="([^"]+)" data-effect="(\w+)">')
 
@@ -94,3 +95,22 @@ def test_past_searches_show_to_their_owner_and_staff_only(viewer_client, viewer_
     assert "file a bug ticket" in everything and "carol&#x27;s private request" in everything
     other = Tool.objects.get(name="mcp__slack__post_message")
     assert 'data-testid="no-past-searches"' in viewer_client.get(reverse("registry:tool_detail", args=[other.pk])).content.decode()
+
+
+def test_a_built_in_without_an_implementation_is_labelled_simulated_where_it_is_listed(admin_client, db):
+    """Claude Code's Write is shipped as a built-in definition the model sees; this playground has no
+    implementation of it, so its calls get a simulated result: the pages say so, its answer too."""
+    from playground.engine.tools import Tool as EngineTool
+    from playground.mcp_servers.executor import SIMULATED_PREFIX, PlaygroundExecutor
+
+    write = make_tool("Write", "Write a text file.", source=Tool.Source.BUILTIN)
+    calculator = make_tool("calculator", "Evaluate arithmetic.", source=Tool.Source.BUILTIN)
+    assert (write.source_label, calculator.source_label) == ("Built-in · simulated", "Built-in")
+    detail = admin_client.get(reverse("registry:tool_detail", args=[write.pk])).content.decode()
+    assert "Built-in · simulated" in detail and "simulated result" in detail
+    listed = admin_client.get(reverse("registry:tool_list")).content.decode()
+    assert 'data-testid="simulated-builtin"' in listed and listed.count("Built-in · simulated") == 1
+    answer = PlaygroundExecutor().execute(EngineTool(name="Write"), {"file_path": "notes.txt", "content": "hi"})
+    text = answer.content[0]["text"]
+    assert answer.simulated and text.startswith(SIMULATED_PREFIX)
+    assert "catalog-only tool with no backend" not in text and "Built-in · simulated" in text

@@ -27,6 +27,7 @@ from playground.conversations.providers.base import (
     ProviderResponse,
     TextSink,
     messages_api_request,
+    parsed_reply,
     plain_extract,
     sdk_errors,
 )
@@ -102,6 +103,8 @@ class AnthropicProvider(ModelProvider):
 
         async def stream() -> Any:
             async with self._messages(request_kwargs).stream(**request_kwargs) as events:
+                if not events.response.headers.get("content-type", "").startswith("text/event-stream"):
+                    parsed_reply((await events.response.aread())[:2000])  # a proxy's page, not a stream: says so
                 async for event in events:
                     if event.type == "text" and event.text:
                         pieces.put(event.text)
@@ -137,6 +140,7 @@ class AnthropicProvider(ModelProvider):
 
 
 def _response(message: Any) -> ProviderResponse:
+    message = parsed_reply(message)
     return ProviderResponse(
         content=[block.model_dump(mode="json", exclude_none=True) for block in message.content],
         stop_reason=message.stop_reason or "",

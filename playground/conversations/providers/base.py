@@ -25,6 +25,7 @@ from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.requests import AgentSettings
 from playground.engine.wires.registry import profile_styles
+from playground.mcp_servers.secrets import scrub
 
 # Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
 # thread that called the provider.
@@ -56,9 +57,11 @@ class ProviderResponse:
 
 
 class ProviderError(Exception):
-    """The provider gave up (after its own retries). The loop turns it into an error event."""
+    """The provider gave up (after its own retries). The loop turns it into an error event. The
+    message is scrubbed here: upstreams quote the key they rejected ("Incorrect API key provided: sk-…")."""
 
     def __init__(self, message: str, *, kind: str = "api_error", status_code: int | None = None, retryable: bool = False):
+        message = scrub(message)
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -80,6 +83,17 @@ def sdk_errors(sdk: ModuleType) -> Iterator[None]:
     except sdk.APIStatusError as exc:
         raise ProviderError(_status_message(exc), kind=_status_kind(exc.status_code), status_code=exc.status_code,
                             retryable=exc.status_code in (408, 409, 429) or exc.status_code >= 500) from exc
+
+
+def parsed_reply(reply: Any) -> Any:
+    """The SDK's reply object, or a clear ProviderError when the API answered 200 with a body that
+    is not JSON (both SDKs then hand back the body as a string: a proxy's HTML page, a plain-text error)."""
+    if hasattr(reply, "model_dump"):
+        return reply
+    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+    shown = " ".join(text.split())[:200]
+    raise ProviderError(f"The model API answered with something that is not JSON (status 200): {shown or '(an empty body)'}",
+                        kind="invalid_response")
 
 
 def _status_kind(status: int) -> str:

@@ -24,6 +24,7 @@ from playground.conversations.providers.base import (
     ProviderError,
     ProviderResponse,
     chat_completions_request,
+    parsed_reply,
     plain_extract,
     sdk_errors,
 )
@@ -139,7 +140,7 @@ class OpenAIProvider(ModelProvider):
         call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
         with sdk_errors(openai):
             reply = background_loop().run(call, cancel=cancel)
-        data = reply.model_dump(mode="json", exclude_none=True)
+        data = parsed_reply(reply).model_dump(mode="json", exclude_none=True)
         if chat:
             choice = (data.get("choices") or [{}])[0]
             content = chat_content(choice.get("message") or {})

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.conversations.testing.local_double import EventStream, LocalAPIDouble
+from playground.conversations.testing.local_double import EventStream, LocalAPIDouble, RawBody
 from playground.engine.history import blocks_of, text_block
 from playground.engine.prompt_cache import MAX_BREAKPOINTS, AnthropicCacheModel
 
@@ -152,6 +152,21 @@ class ErrorReply:
 
 
 Reply = dict[str, Any] | ErrorReply | Callable[[dict[str, Any]], "dict[str, Any] | ErrorReply"]
+
+
+@dataclass
+class StreamedError:
+    """A streamed reply that starts and then fails with an `error` event (what the Messages API sends
+    when it is overloaded mid-stream); a request that does not stream gets it as a 500."""
+
+    message: str
+    error_type: str = "overloaded_error"
+
+    def events(self, model: str = "claude-test") -> list[tuple[str, dict[str, Any]]]:
+        start = message_reply([], model=model)
+        start.update(stop_reason=None, stop_sequence=None)
+        return [("message_start", {"type": "message_start", "message": start}), ("ping", {"type": "ping"}),
+                ("error", {"type": "error", "error": {"type": self.error_type, "message": self.message}})]
 
 
 @dataclass
@@ -458,6 +473,15 @@ class FakeMessagesAPI(LocalAPIDouble):
             record.status, record.error = reply.status, reply.message
             extra = {"retry-after-ms": str(self.retry_after_ms), **reply.headers}
             return reply.status, reply.body(), extra
+        if isinstance(reply, StreamedError):
+            if body.get("stream") is not True:
+                record.status, record.error = 500, reply.message
+                return 500, ErrorReply(500, reply.message, reply.error_type).body(), {}
+            record.status, record.error = 200, reply.message
+            return 200, EventStream(reply.events()), {}
+        if isinstance(reply, RawBody):
+            record.status = reply.status
+            return reply.status, reply, {}
         record.status = 200
         if self.cache_model is not None:
             with self._lock:

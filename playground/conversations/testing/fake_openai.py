@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.conversations.testing.local_double import LocalAPIDouble
+from playground.conversations.testing.local_double import LocalAPIDouble, RawBody
 from playground.engine.history import search_output_tool_names
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -386,6 +386,9 @@ class FakeOpenAIAPI(LocalAPIDouble):
         if isinstance(reply, ErrorReply):
             record.status, record.error = reply.status, reply.message
             return reply.status, reply.body(), {"retry-after-ms": str(self.retry_after_ms), **reply.headers}
+        if isinstance(reply, RawBody):
+            record.status = reply.status
+            return reply.status, reply, {}
         record.status = 200
         return 200, reply, {}
 

@@ -25,6 +25,15 @@ class EventStream:
     delay: float = 0.0
 
 
+@dataclass
+class RawBody:
+    """A reply that is not JSON (a proxy's HTML page, a plain-text error), sent with its own content type."""
+
+    text: str
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
+
+
 class LocalAPIDouble:
     """Use as a context manager; `url` is the SDK's base_url (`base_path` appended)."""
 
@@ -102,9 +111,13 @@ class LocalAPIDouble:
                 if isinstance(payload, EventStream):
                     self._stream(status, payload, extra)
                     return
-                data = json.dumps(payload).encode()
+                content_type = "application/json"
+                if isinstance(payload, RawBody):
+                    status, content_type, data = payload.status, payload.content_type, payload.text.encode()
+                else:
+                    data = json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
                 self.send_header(api.request_id_header, api._request_id())
                 for key, value in extra.items():

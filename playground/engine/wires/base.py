@@ -59,6 +59,9 @@ class WireStyle:
     search_call_prefix: ClassVar[str] = "toolu_"  # the id a search call of this wire carries (a made-up history's)
     sends_announcement: ClassVar[bool] = True  # the deferred-tools announcement goes on the wire
     betas: ClassVar[tuple[str, ...]] = ()  # the beta headers its requests need (the body's `betas`: the SDK's beta call)
+    # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
+    # through a search's own output (OpenAI's tool_search styles)
+    loads_from_tool_result: ClassVar[bool] = True
 
     # -- names ------------------------------------------------------------------------------------------
     @property
