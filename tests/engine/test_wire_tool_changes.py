@@ -133,3 +133,9 @@ def test_a_tool_not_added_is_refused_without_naming_a_toolsearch_that_is_not_the
     assert "ToolSearch" in check.message and "select:" not in check.message
     with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
     assert "select:mcp__slack__post_message" in with_search.check_call("mcp__slack__post_message").message
+
+
+def test_only_hidden_deferred_tools_are_added(small_catalog):
+    turn = turn_for(small_catalog, [person("read the file Read bash")], tool_changes_k=9)
+    assert turn.tool_changes.added and not {"Read", "Bash"} & set(turn.tool_changes.added)  # loaded: never "added"
+    assert set(turn.tool_changes.added) <= {t.name for t in small_catalog.deferred}

@@ -133,7 +133,8 @@ class AnthropicToolChanges(AnthropicWire):
                 prediction = turn.run_tool_search({"query": query, "max_results": settings.tool_changes_k})
                 scores = {s.name: s.score for s in prediction.scored}
                 visible = set(offered) | set(plan.discovered_tools)
-                fresh = [n for n in prediction.matches if n in plan.searchable and n not in visible]
+                hidden = set(plan.deferred_tools)  # deferred, permitted, not offered yet: what an addition can show
+                fresh = [n for n in prediction.matches if n in hidden and n not in visible]
                 added = tuple(n for n in fresh if scores.get(n, settings.tool_changes_min_score) >= settings.tool_changes_min_score)
                 below = tuple(n for n in fresh if n not in added)
         if not added and not removed and prediction is None:
