@@ -270,6 +270,10 @@ class ToolSearchQuery(LoopEvent):
     server_side: bool = False  # the vendor's own search answered (Anthropic's server_tool_use, OpenAI's hosted tool_search)
     notes: list[str] = field(default_factory=list)  # e.g. the index was being built and another answered
     simulated: bool = False  # the vendor's search as the offline demo agent plays it (notes say how)
+    # The harness's prediction before the turn ("tool-changes" wire style): `loaded` were added by a
+    # tool_addition system message, `removed` withdrawn by tool_removal; not a call of the model's.
+    predicted: bool = False
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass

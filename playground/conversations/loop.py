@@ -265,7 +265,12 @@ class AgentRun:
             if plan.announcement_block is not None:
                 # Delta announcements live in the history: keep the block, or the next request repeats it.
                 self.store.extend_last_user(plan.announcement_block)
+            changes = turn_plan.tool_changes  # the tool-changes style's system message: kept in the history
+            if changes is not None and changes.message["content"]:
+                self.store.append("system", changes.message["content"])
             turn_seq = self.emit_turn_started(turn, turn_plan)
+            if changes is not None:
+                self.emit_tool_changes(changes, turn_seq)
             request = turn_plan.wire_request()
             body = ev.request_body(request)  # once a turn: the event keeps it, the cache strip keys on it
             cached = self.prompt_cache(turn_plan).account(turn_plan, request, body)
@@ -413,6 +418,17 @@ class AgentRun:
                                           layout=announcement.layout, reason=announcement.reason),
                       turn_sequence=seq)
         return seq
+
+    def emit_tool_changes(self, changes: Any, turn_seq: int) -> None:
+        """The harness's prediction (engine/wires/anthropic_tool_changes.py), shown like a search."""
+        found = changes.prediction
+        data = found.to_dict() if found is not None else {}
+        self.emit(ev.ToolSearchQuery(
+            tool_use_id="", query=found.query if found is not None else "", backend=data.get("backend", ""),
+            reading=data.get("reading", {}), scored=data.get("scored", []), loaded=list(changes.added),
+            total_deferred_tools=data.get("total_deferred_tools", 0), notes=[*changes.notes, *data.get("notes", [])],
+            predicted=True, removed=list(changes.removed),
+        ), turn_sequence=turn_seq)
 
     def emit_server_searches(self, response: ProviderResponse, turn_seq: int) -> None:
         """The vendor's own search ran inside the response (Anthropic's server-side search tool,

@@ -30,8 +30,8 @@ MAX_MESSAGE_CHARS = 20_000
 PERMISSION_CHOICES = {"once": "Approve once", "always": "Always", "deny": "Deny"}  # runs.PERSON_ANSWERS
 SNAPSHOT_FIELDS = (
     "name", "system_prompt", "model", "tool_search_mode", "wire_style", "search_backend", "max_results",
-    "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl", "load_on_call", "allowed_tools",
-    "disallowed_tools", "is_subagent",
+    "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl", "load_on_call",
+    "tool_changes_k", "tool_changes_min_score", "tool_changes_search", "allowed_tools", "disallowed_tools", "is_subagent",
 )
 
 

@@ -214,9 +214,17 @@ class RunTrace:
             "playground.toolsearch.deferred_tools": int(payload.get("total_deferred_tools") or 0),
             "playground.toolsearch.server_side": bool(payload.get("server_side")),
         }
+        name = f"execute_tool {TOOL_SEARCH_NAME}"
+        if payload.get("predicted"):
+            # The harness's prediction before a turn (tool-changes wire style): no tool call of the model's.
+            name = "predict_tools"
+            attributes.update({"gen_ai.operation.name": "playground.predict_tools", "gen_ai.tool.name": None,
+                               "gen_ai.tool.call.id": None, "gen_ai.tool.type": None,
+                               "playground.toolsearch.predicted": True,
+                               "playground.tool_changes.removed": list(payload.get("removed") or [])})
         if self.capture_queries:
             attributes["playground.toolsearch.query"] = str(payload.get("query") or "")
-        return telemetry.SpanRecord(name=f"execute_tool {TOOL_SEARCH_NAME}", start_ns=start, end_ns=end, attributes=attributes,
+        return telemetry.SpanRecord(name=name, start_ns=start, end_ns=end, attributes=attributes,
                                     error="toolsearch_error" if payload.get("error") else "")
 
     def tool_span(self, call: Event) -> telemetry.SpanRecord:

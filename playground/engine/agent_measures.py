@@ -109,7 +109,7 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             measures.provider, measures.model = measures.provider or provider, measures.model or model
             if not payload.get("subagent"):
                 measures.turns += 1
-        elif kind == "toolsearch_query":
+        elif kind == "toolsearch_query" and not payload.get("predicted"):  # a prediction is no search of the model's
             measures.searches += 1
             if payload.get("error"):
                 errors["search_error"] += 1

@@ -6,6 +6,9 @@ Discovered tools come only from the history (never from a global), as in Claude 
   `tool_use_id` belongs to a ToolSearch `tool_use`;
 - OpenAI Responses `tool_search_output` items kept in the history as they came (items without a
   `role`, or `responses_item` blocks of an assistant message): the functions they loaded (a namespace's functions by their catalog names);
+- tools a harness added by `tool_addition` blocks in `role: "system"` messages (Anthropic's
+  mid-conversation tool changes, the "tool-changes" wire style), less those a later `tool_removal`
+  withdrew (`added_tool_names`);
 - plus the set a compaction boundary carries over (the messages before it are gone), which also
   holds what Anthropic's server-side search found before it (`carried_tool_names`).
 Messages are Messages API dicts (`{"role", "content": str | [blocks]}`); nothing here mutates them.
@@ -145,8 +148,53 @@ def _search_outputs(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
                     yield kept
 
 
+TOOL_ADDITION, TOOL_REMOVAL = "tool_addition", "tool_removal"
+TOOL_CHANGE_TYPES = (TOOL_ADDITION, TOOL_REMOVAL)
+
+
+def changed_tool_name(block: dict[str, Any]) -> str | None:
+    """The tool a `tool_addition` / `tool_removal` block names: a `tool_reference`'s `name`, or a
+    `tool_definition`'s definition's name; None for MCP references (the server resolves those)."""
+    tool = block.get("tool")
+    if not isinstance(tool, dict):
+        return None
+    if tool.get("type") == "tool_reference":
+        name = tool.get("name")
+    elif tool.get("type") == "tool_definition":
+        name = (tool.get("definition") or {}).get("name") if isinstance(tool.get("definition"), dict) else None
+    else:
+        return None
+    return name if isinstance(name, str) else None
+
+
+def tool_change_blocks(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
+    """The `tool_addition` / `tool_removal` blocks of the history's `role: "system"` messages, in order."""
+    for message in messages:
+        if message.get("role") != "system":
+            continue
+        for block in blocks_of(message):
+            if block.get("type") in TOOL_CHANGE_TYPES:
+                yield block
+
+
+def added_tool_names(messages: Sequence[Message]) -> list[str]:
+    """The tools the history's tool changes leave offered (additions and removals folded in order, as
+    the SDK's tool runner does), in order of addition."""
+    added: dict[str, None] = {}
+    for block in tool_change_blocks(messages):
+        name = changed_tool_name(block)
+        if name is None:
+            continue
+        if block["type"] == TOOL_REMOVAL:
+            added.pop(name, None)
+        else:
+            added.setdefault(name, None)
+    return list(added)
+
+
 def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:
-    """Tool names discovered so far, in order of first discovery (the boundary's set first)."""
+    """Tool names discovered so far, in order of first discovery (the boundary's set first), tools a
+    harness added by `tool_addition` included."""
     found: dict[str, None] = {}
     if boundary is not None:
         found.update(dict.fromkeys(boundary.discovered_tools))
@@ -155,6 +203,7 @@ def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBound
         found.update(dict.fromkeys(n for n in loaded_by(result, from_search=result.get("tool_use_id") in search_ids) if n not in found))
     for output in _search_outputs(messages):
         found.update(dict.fromkeys(n for n in search_output_tool_names(output) if n not in found))
+    found.update(dict.fromkeys(n for n in added_tool_names(messages) if n not in found))
     return list(found)
 
 

@@ -30,6 +30,7 @@ from playground.engine.announcements import _common_words
 from playground.engine.history import (
     RESPONSES_ITEM,
     Message,
+    added_tool_names,
     blocks_of,
     loaded_by,
     reference_marker,
@@ -331,8 +332,9 @@ def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     `tool_search_output` items in the input loaded."""
     seen: list[dict[str, Any]] = []
     messages = body.get("messages", [])
-    # Expanded by the API: tools our ToolSearch referenced, and those Anthropic's server-side search loaded.
-    referenced = {*referenced_tool_names(messages), *server_search_tool_names(messages)}
+    # Expanded by the API: tools our ToolSearch referenced, those Anthropic's server-side search loaded,
+    # and those a harness's tool_addition system message offers (the tool-changes style).
+    referenced = {*referenced_tool_names(messages), *server_search_tool_names(messages), *added_tool_names(messages)}
     for tool in body.get("tools", []):
         if tool.get("type") == "namespace":
             if all(t.get("defer_loading") for t in tool.get("tools", [])):

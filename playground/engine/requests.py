@@ -56,6 +56,7 @@ from playground.engine.toolsearch_tool import (
     deferred_tool_not_loaded_message,
 )
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+from playground.engine.wires.anthropic_tool_changes import DEFAULT_TOOL_CHANGES_K, DEFAULT_TOOL_CHANGES_MIN_SCORE
 from playground.engine.wires.registry import wire_style
 
 DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AGENT_MAX_TOKENS
@@ -87,6 +88,12 @@ class AgentSettings:
     # (end of tools, end of system, the conversation's tail) with this TTL, "5m" or "1h".
     prompt_cache: bool = False
     prompt_cache_ttl: str = DEFAULT_TTL
+    # The "tool-changes" style: before each person's turn the backend ranks the message and adds the
+    # top `tool_changes_k` scoring at least `tool_changes_min_score` (tool_addition); ToolSearch stays
+    # for what the prediction missed when `tool_changes_search`.
+    tool_changes_k: int = DEFAULT_TOOL_CHANGES_K
+    tool_changes_min_score: float = DEFAULT_TOOL_CHANGES_MIN_SCORE
+    tool_changes_search: bool = True
     # A deferred tool the model calls before a search loaded it: load it (as `select:<tool>` would)
     # and ask the model to call it again, instead of only the error naming `select:` (the default).
     load_on_call: bool = False
@@ -103,6 +110,10 @@ class AgentSettings:
         wire_style(self.wire).check_settings(self.server_search)  # an unknown style or a bad variant fails here
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
+        if self.tool_changes_k < 1:
+            raise ValueError("tool_changes_k must be at least 1")
+        if self.tool_changes_min_score < 0:
+            raise ValueError("tool_changes_min_score must be 0 or more")
         check_ttl(self.prompt_cache_ttl)
         if self.announcement_style not in ANNOUNCEMENT_STYLES:
             raise ValueError(f"unknown announcement style {self.announcement_style!r} (expected full or delta)")

@@ -19,7 +19,6 @@ from typing import Any
 
 from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
-from playground.engine.openai_wire import wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.prompt_cache import CachingModel
 from playground.engine.requests import (
@@ -139,7 +138,7 @@ class TurnPlan:
     def wire_announcement(self) -> Announcement | None:
         """The plan's announcement as far as the wire sends it: none in OpenAI's hosted style, whose
         namespaces (names and descriptions) tell the model what it can search."""
-        return self.request.announcement if self.style.sends_announcement else None
+        return self.request.announcement if self.style.announces(self) else None
 
     @property
     def searchable(self) -> ToolCatalog:
@@ -200,9 +199,19 @@ class TurnPlan:
 
     @cached_property
     def sent_tool_names(self) -> frozenset[str]:
-        """Every tool name the turn's wire request carries (with defer_loading or not; in an OpenAI
-        namespace, or loaded by a `tool_search_output` in its input)."""
-        return frozenset(wire_tool_names(self._wire_request))
+        """Every tool name the model may call in the turn's wire request (`style.offered_tool_names`):
+        what it carries, with defer_loading or not (in an OpenAI namespace, or loaded by a
+        `tool_search_output` in its input); in the "tool-changes" style a declared tool only once added."""
+        return self.style.offered_tool_names(self, self._wire_request)
+
+    @cached_property
+    def tool_changes(self) -> Any:
+        """What the harness changes before this turn's request (`style.tool_changes`), or None: the
+        "tool-changes" style's `ToolChanges` — the tools predicted from the person's message and
+        added by a `tool_addition` system message (with the ranking behind them), the offered tools
+        now denied withdrawn by `tool_removal`. The wire request carries it; the loop stores its
+        `message` in the history and shows the prediction."""
+        return self.style.tool_changes(self)
 
     # -- the call-time question ------------------------------------------------------------------------
     def check_call(self, name: str, *, discovered: Iterable[str] = ()) -> CallCheck:
@@ -234,6 +243,10 @@ class TurnPlan:
 
     def _refused(self, name: str, permission: PermissionDecision) -> CallCheck:
         refusal, message = self.request.refusal(name)
+        if refusal == "deferred" and TOOL_SEARCH_NAME not in self.sent_tool_names:
+            # No ToolSearch on the wire to load it with (the tool-changes style without search): say so.
+            message = (f"Tool {name!r} is not offered in this conversation: it was not added for this request, "
+                       "and there is no ToolSearch to load it.")
         return CallCheck(name, REFUSE, permission, refusal=refusal, message=message)
 
     def run_tool_search(

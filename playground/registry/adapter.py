@@ -326,6 +326,9 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "prompt_cache_ttl": (getattr(profile, "prompt_cache_ttl", "") if profile else "") or settings.PROMPT_CACHE_TTL,
         "load_on_call": bool(getattr(profile, "load_on_call", False)) if profile else False,
     }
+    if profile is not None:
+        values.update(tool_changes_k=profile.tool_changes_k, tool_changes_min_score=profile.tool_changes_min_score,
+                      tool_changes_search=profile.tool_changes_search)
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
     takes_variant = bool(wire_style(values["wire"]).server_search_variants)  # an unknown style fails here, with its name
     values["server_search"] = settings.ANTHROPIC_SERVER_SEARCH_TOOL if takes_variant else ""

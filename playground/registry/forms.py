@@ -267,7 +267,8 @@ class AgentProfileForm(forms.ModelForm):
         model = AgentProfile
         fields = [
             "name", "system_prompt", "model", "provider", "tool_search_mode", "wire_style", "search_backend",
-            "backend_settings", "max_results", "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl", "load_on_call", "allowed_tools", "disallowed_tools", "is_subagent",
+            "backend_settings", "max_results", "announcement_style", "announcement_layout", "announcement_budget", "prompt_cache", "prompt_cache_ttl",
+            "load_on_call", "tool_changes_k", "tool_changes_min_score", "tool_changes_search", "allowed_tools", "disallowed_tools", "is_subagent",
         ]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 4})}
 
@@ -281,7 +282,18 @@ class AgentProfileForm(forms.ModelForm):
         name, _, tuned = (self.instance.search_backend or "").partition(":")
         if tuned:
             self.initial["search_backend"], self.initial["backend_settings"] = name, tuned
+        # Only the tool-changes style reads these: a form that leaves them out keeps the model's defaults.
+        for name in ("tool_changes_k", "tool_changes_min_score"):
+            self.fields[name].required = False
         self._name_what_cannot_run_here()
+
+    def clean_tool_changes_k(self) -> int:
+        value = self.cleaned_data.get("tool_changes_k")
+        return AgentProfile._meta.get_field("tool_changes_k").get_default() if value is None else value
+
+    def clean_tool_changes_min_score(self) -> float:
+        value = self.cleaned_data.get("tool_changes_min_score")
+        return AgentProfile._meta.get_field("tool_changes_min_score").get_default() if value is None else value
 
     def _name_what_cannot_run_here(self) -> None:
         """Choices that cannot work in this deployment carry the reason and the fix in their label.

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from playground.engine import permissions as engine_permissions
@@ -126,7 +126,7 @@ class AgentProfile(models.Model):
         help_text="true, false, auto, auto:N (percent of the context window) or auto:Ntokens (e.g. auto:50000tokens); "
                   "empty = unset (the environment's default).",
     )
-    wire_style = StorableCharField(max_length=10, choices=WireStyle.choices, default=WireStyle.NATIVE)
+    wire_style = StorableCharField(max_length=20, choices=WireStyle.choices, default=WireStyle.NATIVE)
     # A key of settings.MODEL_PROVIDERS (pluggable); empty = automatic, resolved when a conversation starts.
     provider = StorableCharField(max_length=40, blank=True)
     # A backend name, or a name with settings (`hybrid:aspect_weight=0`), as the CLI and inspector take them.
@@ -143,6 +143,17 @@ class AgentProfile(models.Model):
     prompt_cache = StorableCharField(max_length=3, choices=PromptCache.choices, default=PromptCache.DEFAULT, blank=True)
     prompt_cache_ttl = StorableCharField(max_length=2, choices=CacheTTL.choices, default=CacheTTL.DEFAULT, blank=True,
                                          verbose_name="Prompt cache TTL")
+    # The "tool-changes" wire style: the backend ranks the person's message before the turn and the top
+    # k scoring at least the threshold are added by tool_addition; ToolSearch stays when `tool_changes_search`.
+    tool_changes_k = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(50)], verbose_name="Tools added per turn (k)",
+        help_text="Tool changes style: how many predicted tools the harness adds before each of your messages.")
+    tool_changes_min_score = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0)], verbose_name="Score threshold",
+        help_text="Tool changes style: a predicted tool is added only when the backend scores it at least this.")
+    tool_changes_search = models.BooleanField(
+        default=True, verbose_name="Keep ToolSearch",
+        help_text="Tool changes style: keep ToolSearch for what the prediction missed (off: the prediction only).")
     load_on_call = models.BooleanField(
         default=False, verbose_name="Load a deferred tool called before its search",
         help_text="Off: the call gets an error naming select:<tool> (Claude Code's answer). On: the tool is loaded "

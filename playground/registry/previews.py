@@ -288,6 +288,9 @@ class ModelPreview:
     cache: dict[str, Any] = field(default_factory=dict)
     # The announcement as far as the wire sends it (`TurnPlan.wire_announcement`: none in OpenAI's hosted style).
     announcement: Announcement | None = None
+    # What the harness changes before the turn (`TurnPlan.tool_changes`: the tool-changes style's
+    # prediction from the person's message, and its removals), or None.
+    tool_changes: Any = None
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -371,7 +374,10 @@ def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style
     return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire=wire_style))
 
 
-def discovery_state(discovered: Sequence[str], catalog, settings: AgentSettings) -> ConversationState:
+MAX_PREVIEW_MESSAGE_CHARS = 2000
+
+
+def discovery_state(discovered: Sequence[str], catalog, settings: AgentSettings, message: str = "") -> ConversationState:
     """A conversation in which the model already found `discovered` with one `select:` search.
 
     The engine recovers discovered tools from history, so the preview builds the history that would
@@ -384,6 +390,12 @@ def discovery_state(discovered: Sequence[str], catalog, settings: AgentSettings)
         result = run_tool_search(arguments, catalog, backends.search_backend(""))
         messages += wire_style(settings.wire).discovery_messages(PREVIEW_TOOL_USE_ID, arguments, result, definitions=catalog.get,
                                                                   server_search=settings.server_search)
+    if message:  # the person's next message: the tool-changes style predicts from it
+        if len(messages) > 1:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+            messages.append({"role": "user", "content": message})
+        else:
+            messages = [{"role": "user", "content": message}]
     return ConversationState(messages=messages)
 
 
@@ -393,15 +405,21 @@ def model_preview(
     *,
     mode: str = "",
     wire_style: str = "",
+    message: str = "",
 ) -> ModelPreview:
     settings = profile_settings(profile, mode=mode, wire_style=wire_style).agent  # any registered style: OpenAI's too
     catalog = adapter.profile_catalog(profile)
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
-    state = discovery_state(known, catalog, settings)
-    turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
+    if len(message) > MAX_PREVIEW_MESSAGE_CHARS:
+        raise ValueError(f"the message is longer than {MAX_PREVIEW_MESSAGE_CHARS} characters")
+    state = discovery_state(known, catalog, settings, message.strip())
+    # A backend only where the wire style ranks the message before the turn (no search runs otherwise).
+    backend = backends.search_backend(settings.backend) if message.strip() else None
+    turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state, backend=backend)
     plan = turn.request
     table = current_price_table()
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
-                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table), announcement=turn.wire_announcement)
+                        tokens=turn.wire_tokens, cache=first_and_steady(turn, table), announcement=turn.wire_announcement,
+                        tool_changes=turn.tool_changes)

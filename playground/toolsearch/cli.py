@@ -362,12 +362,22 @@ def cmd_request(args: argparse.Namespace) -> int:
         fields["server_search"] = args.server_search
     settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or _default_model(args.wire),
                              **fields)
-    state = ConversationState(discovered_history(discovered, settings, catalog))
+    history = discovered_history(discovered, settings, catalog)
+    if args.message:  # the person's message in place of the opening one (the tool-changes style ranks it)
+        history = [*history[:-1], {"role": "user", "content": args.message}] if len(history) == 1 else \
+            [*history, {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+             {"role": "user", "content": args.message}]
+    state = ConversationState(history)
     counter = CharEstimateCounter()
-    turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
+    turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter, backend=get_backend("default"))
     body = turn.wire_request()
     announcement = turn.wire_announcement.text if turn.wire_announcement else ""
     figures = {"wire": args.wire, "request": body, "tool_tokens": tool_tokens(body, counter, announcement=announcement)}
+    changes = turn.tool_changes
+    if changes is not None:  # the harness's prediction, as the loop's event shows it
+        figures["tool_changes"] = {"added": list(changes.added), "removed": list(changes.removed),
+                                   "below_threshold": list(changes.below_threshold), "notes": changes.notes,
+                                   "prediction": changes.prediction.to_dict() if changes.prediction else None}
     text = json.dumps(figures, ensure_ascii=False, indent=None if args.json else 2, default=str)
     if args.json:
         print(text)
@@ -509,7 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     request.add_argument("--layout", choices=["flat", "grouped", "budgeted"], default="flat", help="the announcement layout")
     request.add_argument("--server-search", choices=list(SERVER_SEARCH_TOOLS), default="bm25", help="anthropic-server's search tool")
     request.add_argument("--model", default="", help="model name in the body (default: claude-sonnet-4-5, or gpt-5.4 for OpenAI styles)")
-    request.add_argument("--json", action="store_true", help='one object: {"wire", "request", "tool_tokens"}')
+    request.add_argument("--message", default="", help="the person's message (anthropic-tool-changes ranks it and adds the top tools)")
+    request.add_argument("--json", action="store_true",
+                         help='one object: {"wire", "request", "tool_tokens", "tool_changes"?: {"added", "removed", "prediction"}}')
     request.set_defaults(handler=cmd_request)
 
     cost = commands.add_parser("cost", help="an N-turn conversation's input cost in one wire style, with prompt caching, against every tool in full")

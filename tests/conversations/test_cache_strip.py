@@ -236,3 +236,25 @@ def test_caching_off_every_token_is_uncached_and_the_demo_reports_the_same_block
     assert {s["reported_by"] for s in found} == {"estimate"}
     html = render_event_frame(conversation, events_of(conversation, "cache_strip")[0])
     assert "reported by the offline demo agent" in html and "reported by the API" not in html
+
+
+def test_the_tool_changes_strip_keeps_the_prefix_across_additions(admin_user, tool_world):
+    """Mid-conversation tool changes: the tools never change, each message's additions sit in the
+    history after the prefix, so every later request reads the whole prefix from the cache."""
+    profile = make_profile("cached-changes", wire_style="tool-changes", prompt_cache="on", system_prompt=LONG_PROMPT)
+    with FakeMessagesAPI(prompt_cache=True) as server:
+        server.script(tool_use_reply(TIME, {"timezone": "UTC"}), text_reply("Noon."), text_reply("Filed."))
+        provider = AnthropicProvider(api_key="sk-test", base_url=server.url, max_retries=0, timeout=5)
+        conversation, outcome = converse(admin_user, "What is the current time?", profile=profile, provider=provider)
+        assert outcome.reason == "end_turn"
+        conversation, outcome = converse(admin_user, "Create a github issue titled Noon", profile=profile,
+                                         provider=provider, conversation=conversation)
+        bodies = [r.body for r in server.message_requests]
+    assert outcome.reason == "end_turn"
+    added = [b["tool"]["name"] for body in bodies for m in body["messages"] if m["role"] == "system" for b in m["content"]]
+    assert TIME in added and "mcp__github__create_issue" in added  # each message added its own tools
+    found = strips(conversation)
+    assert len(found) == 3 and found[0]["cache_write_tokens"] > 1024
+    for strip in found[1:]:
+        assert strip["prefix_break"] == {} and strip["cache_read_tokens"] >= found[0]["cache_write_tokens"]
+    assert all(not selectors.cache_strip_view(s)["differences"] for s in found)

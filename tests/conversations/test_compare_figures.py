@@ -125,3 +125,21 @@ def test_the_profiles_own_wire_keeps_the_forms_provider(admin_client, tool_world
 
 def test_figures_of_a_comparison_nobody_may_see_are_a_404(admin_client):
     assert admin_client.get(reverse("conversations:compare_figures", args=["no-such-group"])).status_code == 404
+
+
+def test_native_search_vs_tool_changes_on_one_profile(admin_client, tool_world, django_capture_on_commit_callbacks):
+    """Compare names the tool-changes style: the same profile searched by the model (native) and
+    predicted by the harness (tool_addition), one model call fewer on the right."""
+    profile = make_profile("Tool search on")
+    with django_capture_on_commit_callbacks(execute=True):
+        native, changes = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="anthropic-native",
+                                wire_b="anthropic-tool-changes")
+    for conversation in (native, changes):
+        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    assert [events_of(c, "turn_started")[0].payload["wire"] for c in (native, changes)] == ["native", "tool-changes"]
+    assert not events_of(native, "toolsearch_query")[0].payload.get("predicted")
+    assert events_of(changes, "toolsearch_query")[0].payload["predicted"]
+    assert [events_of(c, "tool_call")[0].payload["name"] for c in (native, changes)] == [TIME, TIME]
+    assert len(events_of(changes, "model_response")) == len(events_of(native, "model_response")) - 1
+    page = admin_client.get(reverse("conversations:compare_figures", args=[native.compare_group])).content.decode()
+    assert "tool-changes" in page

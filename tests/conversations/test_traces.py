@@ -169,3 +169,21 @@ def test_a_turn_on_openais_wire_is_labelled_with_the_style_it_went_out_in(tool_w
     root, _ = run_trace(conversation.pk)
     chats = [s for s in root.children if s.name.startswith("chat ")]
     assert chats and {c.attributes["playground.turn.wire_style"] for c in chats} == {"openai-client"}
+
+
+def test_a_tool_changes_prediction_is_its_own_span_beside_the_style_named_chats(tool_world, admin_user):
+    """The tool-changes style: the harness's prediction is a `predict_tools` span (no ToolSearch call of
+    the model's), the chat spans name the style."""
+    from playground.conversations.traces import run_trace
+    from tests.conversations.conftest import make_profile
+
+    profile = make_profile("changes-traced", wire_style="tool-changes", tool_changes_search=False)
+    conversation, outcome = converse(admin_user, MESSAGE, profile=profile, provider=DemoAgentProvider())
+    assert outcome.reason == "end_turn"
+    root, _ = run_trace(conversation.pk)
+    predicted = [s for s in root.children if s.name == "predict_tools"]
+    assert len(predicted) == 1 and not [s for s in root.children if s.name == "execute_tool ToolSearch"]
+    assert predicted[0].attributes["playground.toolsearch.predicted"] is True
+    assert "mcp__weather__get_forecast" in predicted[0].attributes["playground.toolsearch.loaded"]
+    chats = [s for s in root.children if s.name.startswith("chat ")]
+    assert chats and {c.attributes["playground.turn.wire_style"] for c in chats} == {"tool-changes"}

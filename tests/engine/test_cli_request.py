@@ -23,7 +23,9 @@ def request_json(wire: str, *extra: str) -> dict:
 @pytest.mark.parametrize("wire", list(REQUEST_WIRE_STYLES))
 def test_each_style_prints_one_object_with_the_body_and_its_tool_tokens(wire):
     printed = request_json(wire)
-    assert set(printed) == {"wire", "request", "tool_tokens"} and printed["wire"] == wire
+    # The tool-changes style adds what it predicted from the person's message.
+    assert set(printed) - {"tool_changes"} == {"wire", "request", "tool_tokens"} and printed["wire"] == wire
+    assert ("tool_changes" in printed) == (wire == "anthropic-tool-changes")
     body = printed["request"]
     assert printed["tool_tokens"] > 0 and body["tools"]
     if wire.startswith("anthropic-"):
@@ -60,3 +62,17 @@ def test_discovered_tools_make_a_later_request():
 def test_bad_input_exits_2_with_a_clear_message(extra, message):
     done = run_cli("request", "--catalog", DEMO_CATALOG, *(("--wire", "openai-client") if extra[0] != "--wire" else ()), *extra)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_tool_changes_adds_the_tools_it_predicts_from_the_message_and_counts_them_as_seen():
+    printed = request_json("anthropic-tool-changes", "--message", "what time is it in Tokyo")
+    added = printed["tool_changes"]["added"]
+    assert added and printed["tool_changes"]["prediction"]["scored"]
+    body = printed["request"]
+    assert body["betas"] == ["mid-conversation-tool-changes-2026-07-01"]
+    assert body["messages"][-1] == {"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": n}} for n in added]}
+    nothing = request_json("anthropic-tool-changes", "--message", "zzzqqq")  # no tool shares a term
+    assert nothing["tool_changes"]["added"] == [] and nothing["request"]["messages"][-1]["role"] == "user"
+    assert nothing["request"]["tools"] == body["tools"]  # the declared tools do not depend on the message
+    assert printed["tool_tokens"] > nothing["tool_tokens"]  # an added tool's schema is seen, a hidden one's is not

@@ -202,7 +202,7 @@ def test_settings_refuse_a_server_variant_they_cannot_send():
         AgentSettings(wire="server")
     with pytest.raises(ValueError, match="needs the server wire style, not client"):
         AgentSettings(server_search="bm25", wire="client")
-    with pytest.raises(ValueError, match="unknown wire style 'pigeon' \\(expected one of native, client, server, openai-hosted"):
+    with pytest.raises(ValueError, match="unknown wire style 'pigeon' \\(expected one of native, client, server, tool-changes, openai-hosted"):
         AgentSettings(wire="pigeon")
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         AgentSettings(max_tokens=0)

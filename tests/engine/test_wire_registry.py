@@ -24,7 +24,7 @@ from playground.toolsearch.cli import REQUEST_WIRE_STYLES
 from .conftest import REPO_ROOT
 
 COUNTER = CharEstimateCounter()
-BUILT_IN = ("native", "client", "server", "openai-hosted", "openai-client", "openai-functions")
+BUILT_IN = ("native", "client", "server", "tool-changes", "openai-hosted", "openai-client", "openai-functions")
 
 
 def test_the_registry_holds_every_style_once_with_its_facts():
@@ -35,7 +35,7 @@ def test_the_registry_holds_every_style_once_with_its_facts():
         assert isinstance(style, WireStyle) and style.vendor in vendors.VENDORS
         assert style.planned_as in PLANNING_STYLES and style.label and style.loads_by
         assert style.command_name.startswith(f"{style.vendor}-") and registry.by_command_name(style.command_name) is style
-    assert [s.name for s in registry.profile_styles()] == ["native", "client", "server"]
+    assert [s.name for s in registry.profile_styles()] == ["native", "client", "server", "tool-changes"]
     # The command line, the cost command and compare list every registered style by its command name.
     assert list(REQUEST_WIRE_STYLES) == list(registry.command_names())
     assert set(COST_WIRE_STYLES) == {*registry.command_names(), "all-tools"}

@@ -119,3 +119,17 @@ def test_the_cache_figures_show_the_first_turn_and_the_steady_state_beside_the_r
     assert uncached.cache["request"]["steady"]["cache_read_tokens"] == 0  # no breakpoints: nothing read
     assert uncached.cache["all_tools"]["steady"]["cache_read_tokens"] > 0  # the fair baseline caches
     assert with_cache_breakpoints(uncached.request) != uncached.request
+
+
+def test_the_tool_changes_style_shows_what_it_adds_for_the_persons_message(viewer_client, tools):
+    profile = AgentProfile.objects.create(name="changes", tool_search_mode="true", wire_style="tool-changes",
+                                          tool_changes_search=False)
+    response = viewer_client.get(URL, {"profile": profile.pk, "message": "create a github issue"}, headers=HTMX)
+    assert response.status_code == 200
+    preview = response.context["preview"]
+    assert "mcp__github__create_issue" in preview.tool_changes.added
+    assert preview.request["messages"][-1]["role"] == "system"
+    assert TOOL_SEARCH_TOOL.name not in [t["name"] for t in preview.request["tools"]]
+    assert 'data-testid="added-tool">mcp__github__create_issue' in response.content.decode()
+    too_long = viewer_client.get(URL, {"profile": profile.pk, "message": "x" * 3000}, headers=HTMX)
+    assert too_long.status_code == 200 and "longer than" in too_long.content.decode()

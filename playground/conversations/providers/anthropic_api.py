@@ -88,16 +88,21 @@ class AnthropicProvider(ModelProvider):
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         return self.create_or_cancel(request_kwargs, None)
 
+    def _messages(self, request_kwargs: dict[str, Any]) -> Any:
+        """The SDK's messages resource for a body: the beta one when the wire style names betas
+        (`betas`, e.g. the tool-changes style's mid-conversation-tool-changes header)."""
+        return self.async_client.beta.messages if request_kwargs.get("betas") else self.async_client.messages
+
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
         with sdk_errors(anthropic):
-            message = background_loop().run(self.async_client.messages.create(**request_kwargs), cancel=cancel)
+            message = background_loop().run(self._messages(request_kwargs).create(**request_kwargs), cancel=cancel)
         return _response(message)
 
     def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
         pieces: queue.SimpleQueue = queue.SimpleQueue()
 
         async def stream() -> Any:
-            async with self.async_client.messages.stream(**request_kwargs) as events:
+            async with self._messages(request_kwargs).stream(**request_kwargs) as events:
                 if not events.response.headers.get("content-type", "").startswith("text/event-stream"):
                     parsed_reply((await events.response.aread())[:2000])  # a proxy's page, not a stream: says so
                 async for event in events:

@@ -15,7 +15,13 @@ regression in request building shows up in a test exactly as it would in product
 - a `tool_result` for a server tool (`srvtoolu_…`) id;
 - tool_use / tool_result blocks in a request that defines no tools.
 
-- more than 4 blocks with `cache_control`.
+- more than 4 blocks with `cache_control`;
+- a `role: "system"` message without the `mid-conversation-tool-changes-2026-07-01` beta; in one, a
+  block other than text / `tool_addition` / `tool_removal`, a `tool_definition` addition without the
+  `inline-tools-2026-09-15` beta, a removal by definition, a reference to a tool not declared in `tools`
+  (nor defined earlier), an MCP reference to a server the request does not name, and a removal of a
+  tool not offered at that point (`400` with `error_code: tool_reference_unresolved`, as the SDK's
+  `ToolReferenceUnresolvedError` reads it).
 
 A request with `"stream": true` gets the reply as server-sent events, the way the real API streams:
 `message_start`, per block `content_block_start` / `content_block_delta` (`text_delta` a few words at
@@ -60,7 +66,75 @@ ERROR_TYPES = {
 
 
 class InvalidRequest(Exception):
-    """What the real API answers with 400 invalid_request_error."""
+    """What the real API answers with 400 invalid_request_error (`error_code`: the details' code, if any)."""
+
+    def __init__(self, message: str, error_code: str = "") -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+SYSTEM_MESSAGE_BLOCKS = ("text", "tool_addition", "tool_removal")
+UNRESOLVED = "tool_reference_unresolved"
+
+
+def _check_tool_change(block: dict[str, Any], where: str, state: dict[str, Any], betas: set[str]) -> None:
+    """One tool_addition / tool_removal block, folded into `state` (declared, offered, mcp servers)."""
+    kind, tool = block["type"], block.get("tool")
+    if not isinstance(tool, dict):
+        raise InvalidRequest(f"{where}.{kind}.tool: Field required")
+    ref_type = tool.get("type")
+    allowed = ["tool_reference", "mcp_tool_reference", "mcp_toolset_reference"]
+    if kind == "tool_addition":
+        allowed.append("tool_definition")
+    if ref_type not in allowed:
+        raise InvalidRequest(f"{where}.{kind}.tool: Input tag '{ref_type}' found using 'type' does not match any of the "
+                             f"expected tags: {', '.join(repr(a) for a in allowed)}")
+    if ref_type == "tool_definition":
+        if INLINE_TOOLS_BETA not in betas:
+            raise InvalidRequest(f"{where}.tool_addition.tool: a tool_definition needs the {INLINE_TOOLS_BETA} beta")
+        definition = tool.get("definition") if isinstance(tool.get("definition"), dict) else {}
+        name = definition.get("name", "")
+        if not TOOL_NAME.fullmatch(name) or (definition.get("input_schema") or {}).get("type") != "object":
+            raise InvalidRequest(f"{where}.tool_addition.tool.definition: an invalid tool definition")
+        state["declared"].add(name)
+        state["offered"].add(name)
+        return
+    if ref_type in ("mcp_tool_reference", "mcp_toolset_reference"):
+        server = tool.get("server_name")
+        if server not in state["mcp_servers"]:
+            raise InvalidRequest(f"{where}: MCP server '{server}' is not defined in mcp_servers", UNRESOLVED)
+        return
+    name = tool.get("name")
+    if not isinstance(name, str):
+        raise InvalidRequest(f"{where}.{kind}.tool.tool_reference.name: Field required")
+    if name not in state["declared"]:
+        raise InvalidRequest(f"{where}: Tool reference '{name}' does not resolve to a tool defined at this position", UNRESOLVED)
+    if kind == "tool_removal":
+        if name not in state["offered"]:
+            raise InvalidRequest(f"{where}: tool_removal of '{name}', which is not offered at this position", UNRESOLVED)
+        state["offered"].discard(name)
+    else:
+        state["offered"].add(name)
+
+
+def _check_system_message(message: dict[str, Any], m_index: int, state: dict[str, Any], betas: set[str]) -> None:
+    if TOOL_CHANGES_BETA not in betas:
+        raise InvalidRequest(f"messages.{m_index}.role: Input should be 'user' or 'assistant'")
+    if message.get("clear_at") not in (None, "never", "next_user_message"):
+        raise InvalidRequest(f"messages.{m_index}.clear_at: Input should be 'next_user_message' or 'never'")
+    content = message.get("content")
+    if not content:
+        raise InvalidRequest(f"messages.{m_index}: a system message needs content")
+    for b_index, block in enumerate(content if isinstance(content, list) else []):
+        where = f"messages.{m_index}.content.{b_index}"
+        if not isinstance(block, dict) or block.get("type") not in SYSTEM_MESSAGE_BLOCKS:
+            kind = block.get("type") if isinstance(block, dict) else block
+            raise InvalidRequest(f"{where}: Input tag '{kind}' found using 'type' does not match any of the expected "
+                                 "tags: 'text', 'tool_addition', 'tool_removal'")
+        if block["type"] != "text":
+            _check_tool_change(block, where, state, betas)
 
 
 @dataclass
@@ -198,8 +272,10 @@ def _count_breakpoints(value: Any) -> int:
     return 0
 
 
-def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: bool = True) -> None:
-    """Raise InvalidRequest with the real API's message for what it would reject."""
+def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: bool = True,
+                              betas: frozenset[str] = frozenset()) -> None:
+    """Raise InvalidRequest with the real API's message for what it would reject (`betas`: the
+    request's anthropic-beta header)."""
     for key in ("model", "max_tokens", "messages"):
         if key not in body:
             raise InvalidRequest(f"{key}: Field required")
@@ -239,8 +315,16 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
     if messages[0].get("role") != "user":
         raise InvalidRequest("messages: first message must use the \"user\" role")
     pending_tool_uses: list[str] = []
+    changes: dict[str, Any] = {
+        "declared": set(names),
+        "offered": {t.get("name") for t in tools if not t.get("defer_loading")},
+        "mcp_servers": {s.get("name") for s in body.get("mcp_servers") or [] if isinstance(s, dict)},
+    }
     for m_index, message in enumerate(messages):
         role = message.get("role")
+        if role == "system" and m_index > 0:
+            _check_system_message(message, m_index, changes, set(betas))
+            continue
         if role not in ("user", "assistant"):
             raise InvalidRequest(f"messages.{m_index}.role: Input should be 'user' or 'assistant'")
         blocks = blocks_of(message)
@@ -291,6 +375,7 @@ def validate_messages_request(body: dict[str, Any], *, supports_defer_loading: b
                         for ref in inner:
                             if ref.get("tool_name") not in names:
                                 raise InvalidRequest(f"Tool reference '{ref.get('tool_name')}' not found in available tools")
+                            changes["offered"].add(ref.get("tool_name"))
                     for c_index, inner_block in enumerate(inner):
                         where = f"messages.{m_index}.content.{b_index}.tool_result.content.{c_index}"
                         if inner_block.get("type") not in ("text", "image", "search_result", "document", "tool_reference"):
@@ -367,11 +452,15 @@ class FakeMessagesAPI(LocalAPIDouble):
         if not path.endswith("/v1/messages"):
             record.status = 404
             return 404, ErrorReply(404, f"Not found: {path}").body(), {}
+        betas = frozenset(b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip())
         try:
-            validate_messages_request(body, supports_defer_loading=self.supports_defer_loading)
+            validate_messages_request(body, supports_defer_loading=self.supports_defer_loading, betas=betas)
         except InvalidRequest as exc:
             record.status, record.error = 400, str(exc)
-            return 400, ErrorReply(400, str(exc)).body(), {}
+            reply = ErrorReply(400, str(exc)).body()
+            if exc.error_code:
+                reply["error"]["details"] = {"error_code": exc.error_code}
+            return 400, reply, {}
         with self._lock:
             reply: Reply | None = self.replies.popleft() if self.replies else None
         if reply is None:

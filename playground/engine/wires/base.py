@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from playground.engine.openai_wire import wire_tool_names
 from playground.engine.prompt_cache import cache_model
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.tokens import TokenCounter
@@ -57,6 +58,7 @@ class WireStyle:
     server_search_variants: ClassVar[tuple[str, ...]] = ()  # the server-side search tools it takes (`AgentSettings.server_search`)
     search_call_prefix: ClassVar[str] = "toolu_"  # the id a search call of this wire carries (a made-up history's)
     sends_announcement: ClassVar[bool] = True  # the deferred-tools announcement goes on the wire
+    betas: ClassVar[tuple[str, ...]] = ()  # the beta headers its requests need (the body's `betas`: the SDK's beta call)
     # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
     # through a search's own output (OpenAI's tool_search styles)
     loads_from_tool_result: ClassVar[bool] = True
@@ -92,6 +94,20 @@ class WireStyle:
         """The request body for the planned turn (`turn.request`, `turn.settings`): the keyword
         arguments of the SDK call `api` names. Pure; may share the plan's lists (callers copy)."""
         raise NotImplementedError
+
+    def tool_changes(self, turn: Any) -> Any:
+        """What the harness changes in the history before this turn's request (a system message the
+        loop stores, with why), or None: only the "tool-changes" style changes anything."""
+        return None
+
+    def announces(self, turn: Any) -> bool:
+        """Whether the plan's deferred-tools announcement goes on the wire this turn."""
+        return self.sends_announcement
+
+    def offered_tool_names(self, turn: Any, body: dict[str, Any]) -> frozenset[str]:
+        """The tool names the model may call in `body`: every tool it carries (with defer_loading or
+        not; in an OpenAI namespace, or loaded by a `tool_search_output` in its input)."""
+        return frozenset(wire_tool_names(body))
 
     def wire_tokens(self, turn: Any) -> Any:
         """The turn's `requests.TokenAccounting` for the body as sent: the plan's own by default."""

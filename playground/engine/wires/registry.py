@@ -22,6 +22,7 @@ WIRE_STYLE_CLASSES: tuple[str, ...] = (
     "playground.engine.wires.anthropic_native.AnthropicNative",
     "playground.engine.wires.anthropic_client.AnthropicClient",
     "playground.engine.wires.anthropic_server.AnthropicServerSearch",
+    "playground.engine.wires.anthropic_tool_changes.AnthropicToolChanges",
     "playground.engine.wires.openai_hosted.OpenAIHosted",
     "playground.engine.wires.openai_client.OpenAIClient",
     "playground.engine.wires.openai_functions.OpenAIFunctions",

@@ -152,6 +152,7 @@ def model_view(request):
             discovered,
             mode=_choice(request.GET, "mode", MODES),
             wire_style=_choice(request.GET, "wire_style", list(dict(MODEL_VIEW_WIRE_STYLES))),
+            message=request.GET.get("message", ""),
         )
     except ValueError as exc:  # e.g. a mode string the engine rejects
         error = str(exc)

@@ -18,6 +18,7 @@ from playground.mcp_servers.builtin_tools import BUILTIN_TOOL_DEFINITIONS
 from playground.mcp_servers.services import register_demo_servers
 from playground.registry import adapter, indexing
 from playground.registry.demo_data import CATALOGS, CORE_TOOLS
+from playground.engine.wires.anthropic_tool_changes import AnthropicToolChanges
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule, Tool
 
 ALWAYS_LOADED_BUILTINS = {"calculator"}
@@ -79,6 +80,24 @@ PROFILES: list[dict[str, Any]] = [
         "wire_style": AgentProfile.WireStyle.CLIENT,
         "provider": "openai",
         "system_prompt": "You are a helpful assistant. Call the ToolSearch function to find tools you do not have yet.",
+    },
+    {
+        # Anthropic's mid-conversation tool changes: the harness ranks each message before the turn and
+        # adds the likely tools by tool_addition (no search round trip); no ToolSearch at all.
+        "name": "Tool changes (predicted)",
+        "tool_search_mode": "true",
+        "wire_style": AnthropicToolChanges.name,
+        "tool_changes_search": False,
+        "system_prompt": "You are a helpful assistant. The tools likely to help are added before each of your turns.",
+    },
+    {
+        # The hybrid: the predicted tools are added, ToolSearch stays for what the prediction missed.
+        "name": "Tool changes + search",
+        "tool_search_mode": "true",
+        "wire_style": AnthropicToolChanges.name,
+        "tool_changes_search": True,
+        "system_prompt": "You are a helpful assistant. Likely tools are added before each turn; use ToolSearch "
+                         "to find others.",
     },
     {
         "name": "Research subagent",

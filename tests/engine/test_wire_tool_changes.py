@@ -1,0 +1,141 @@
+"""The "tool-changes" wire style: tools declared once, the harness adds predicted tools by tool_addition."""
+from __future__ import annotations
+
+import pytest
+
+from playground.engine.history import CompactionBoundary, discovered_tool_names
+from playground.engine.permissions import PermissionPolicy, PermissionRule
+from playground.engine.requests import AgentSettings, ConversationState
+from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+from playground.engine.tokens import CharEstimateCounter
+from playground.engine.turn import ALLOW, REFUSE, plan_turn
+from playground.engine.wires.anthropic_tool_changes import TOOL_CHANGES_BETA
+from playground.engine.wires.registry import by_command_name, wire_style
+
+COUNTER = CharEstimateCounter()
+ISSUE = "mcp__github__create_issue"
+
+
+def person(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def turn_for(catalog, messages, *, rules=(), boundary=None, **values):
+    values.setdefault("mode", "true")
+    return plan_turn(catalog, PermissionPolicy(list(rules)), AgentSettings(wire="tool-changes", **values),
+                     ConversationState(list(messages), compaction=boundary), token_counter=COUNTER,
+                     backend=ClaudeCodeKeywordBackend())
+
+
+def stored_after(turn, messages):
+    """The history as the loop leaves it: the pending system message stored after the person's message."""
+    return [*messages, turn.tool_changes.message] if turn.tool_changes is not None else list(messages)
+
+
+def test_the_style_is_one_registry_entry_with_its_command_name():
+    style = wire_style("tool-changes")
+    assert by_command_name("anthropic-tool-changes") is style
+    assert style.profile_choice and style.vendor == "anthropic" and style.betas == (TOOL_CHANGES_BETA,)
+
+
+def test_the_first_turn_adds_the_predicted_tools_by_a_system_message(small_catalog):
+    first = [person("create an issue in the github repository")]
+    turn = turn_for(small_catalog, first, tool_changes_k=2)
+    changes = turn.tool_changes
+    assert changes.added and changes.added[0] == ISSUE and len(changes.added) <= 2
+    assert changes.prediction is not None and changes.prediction.scored  # the scores behind it
+    body = turn.wire_request()
+    assert body["betas"] == [TOOL_CHANGES_BETA]
+    assert body["messages"][-1] == {"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": n}} for n in changes.added]}
+    deferred = [t["name"] for t in body["tools"] if t.get("defer_loading")]
+    assert set(deferred) == {t.name for t in small_catalog.deferred}  # every deferred tool declared, hidden
+    assert turn.check_call(ISSUE).verdict == ALLOW  # added this turn: callable
+    assert turn.check_call("mcp__slack__post_message").verdict == REFUSE  # declared but never added
+
+
+def test_the_tools_array_never_changes_across_turns_and_the_additions_stay(small_catalog):
+    first = [person("create an issue in the github repository")]
+    turn1 = turn_for(small_catalog, first)
+    history = stored_after(turn1, first)
+    history += [{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": ISSUE, "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}]
+    turn2 = turn_for(small_catalog, history)
+    assert turn2.tool_changes is None  # no new person message: nothing predicted
+    assert turn2.wire_request()["tools"] == turn1.wire_request()["tools"]
+    assert ISSUE in turn2.request.discovered_tools and turn2.check_call(ISSUE).verdict == ALLOW
+    assert discovered_tool_names(history) == list(turn1.tool_changes.added)  # recovered from the history
+
+
+def test_a_tool_denied_mid_conversation_is_withdrawn_by_a_tool_removal(small_catalog):
+    first = [person("create an issue in the github repository")]
+    history = stored_after(turn_for(small_catalog, first), first) + [
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]}, person("and again")]
+    turn = turn_for(small_catalog, history, rules=[PermissionRule("deny", ISSUE)])
+    assert turn.tool_changes.removed == (ISSUE,)
+    body = turn.wire_request()
+    assert {"type": "tool_removal", "tool": {"type": "tool_reference", "name": ISSUE}} in body["messages"][-1]["content"]
+    assert any(t["name"] == ISSUE and t.get("defer_loading") for t in body["tools"])  # still declared: the removal names it
+    assert turn.check_call(ISSUE).verdict == REFUSE
+    after = turn_for(small_catalog, stored_after(turn, history) + [
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}, person("thanks")],
+        rules=[PermissionRule("deny", ISSUE)])
+    assert after.tool_changes is None or ISSUE not in after.tool_changes.removed  # withdrawn once
+
+
+def test_compaction_keeps_the_added_tools(small_catalog):
+    boundary = CompactionBoundary(summary="earlier work", discovered_tools=(ISSUE,))
+    turn = turn_for(small_catalog, [person("hello there"), {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+                                    {"role": "user", "content": [{"type": "text", "text": "go on"}]}], boundary=boundary,
+                    tool_changes_min_score=1000)
+    body = turn.wire_request()
+    assert body["messages"][1] == {"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": ISSUE}}]}
+    assert turn.check_call(ISSUE).verdict == ALLOW
+
+
+def test_the_threshold_and_k_bound_the_additions(small_catalog):
+    first = [person("create an issue in the github repository")]
+    assert turn_for(small_catalog, first, tool_changes_min_score=1e9).tool_changes.added == ()
+    assert turn_for(small_catalog, first, tool_changes_min_score=1e9).tool_changes.below_threshold
+    with pytest.raises(ValueError):
+        AgentSettings(wire="tool-changes", tool_changes_k=0)
+
+
+def test_without_tool_search_the_request_drops_it_and_its_announcement(small_catalog):
+    turn = turn_for(small_catalog, [person("create an issue in the github repository")], tool_changes_search=False)
+    body = turn.wire_request()
+    names = [t["name"] for t in body["tools"]]
+    assert "ToolSearch" not in names and "system" not in body
+    assert turn.wire_announcement is None and turn.wire_tokens.announcement_tokens == 0
+    with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
+    assert "ToolSearch" in [t["name"] for t in with_search.wire_request()["tools"]] and with_search.wire_announcement
+
+
+def test_a_discovery_in_this_style_is_the_harness_adding_the_tools(small_catalog):
+    from playground.engine.toolsearch_tool import run_tool_search
+
+    style = wire_style("tool-changes")
+    result = run_tool_search({"query": f"select:{ISSUE}"}, small_catalog, ClaudeCodeKeywordBackend())
+    history = [person("hello"), *style.discovery_messages("toolu_x", {"query": f"select:{ISSUE}"}, result,
+                                                          definitions=small_catalog.get)]
+    assert history[-1] == {"role": "system", "content": [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": ISSUE}}]}
+    turn = turn_for(small_catalog, history, tool_changes_search=False)
+    assert turn.tool_changes is None and turn.check_call(ISSUE).verdict == ALLOW
+    assert "ToolSearch" not in [t["name"] for t in turn.wire_request()["tools"]]
+
+
+def test_a_tool_not_added_is_refused_without_naming_a_toolsearch_that_is_not_there(small_catalog):
+    turn = turn_for(small_catalog, [person("create an issue in the github repository")], tool_changes_search=False)
+    check = turn.check_call("mcp__slack__post_message")
+    assert check.verdict == REFUSE and check.refusal == "deferred"
+    assert "ToolSearch" in check.message and "select:" not in check.message
+    with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
+    assert "select:mcp__slack__post_message" in with_search.check_call("mcp__slack__post_message").message
+
+
+def test_only_hidden_deferred_tools_are_added(small_catalog):
+    turn = turn_for(small_catalog, [person("read the file Read bash")], tool_changes_k=9)
+    assert turn.tool_changes.added and not {"Read", "Bash"} & set(turn.tool_changes.added)  # loaded: never "added"
+    assert set(turn.tool_changes.added) <= {t.name for t in small_catalog.deferred}
