@@ -593,3 +593,15 @@ def test_only_the_web_process_borrows_postgresql_connections_from_a_pool():
     assert database_options_in_subprocess({**postgres, "DATABASE_CONN_MAX_AGE": "60"}, started_as="flag") == "None True"
     assert database_options_in_subprocess({"DATABASE_URL": "sqlite:///x.sqlite3"}, started_as="flag") == "None True"
     assert database_options_in_subprocess(postgres, started_as="flag").startswith("{")  # the flag alone decides
+
+
+def test_the_web_process_imports_every_view_while_it_starts_not_on_a_first_request():
+    # The URLconf is resolved lazily; the first page a person opened after a start waited on the
+    # views' imports (the SDKs, the engine, the search backends). asgi.py resolves it at start.
+    code = ("import sys, playground.asgi; "
+            "print(all(m in sys.modules for m in ('playground.conversations.views', 'playground.registry.views.inspector', "
+            "'playground.agenteval.views')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "playground.settings"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"
