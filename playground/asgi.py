@@ -21,14 +21,18 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
 from playground.gateway.endpoint import with_gateway
+from django.conf import settings
 from django.urls import get_resolver
 
+from playground.conversations.providers import provider_class
 from playground.routing import websocket_urlpatterns
 
-# Import every view now, while the process starts, not on its first request: Django resolves the
-# URLconf lazily, and importing the views (the SDKs, the engine, the search backends) made the first
-# page a person opened after a start take seconds (issue 46: 7.4 s for Conversations).
+# Import every view and model provider now, while the process starts, not on a first request: Django
+# resolves the URLconf lazily and providers are found by dotted path, and importing them (the engine,
+# the search backends, the anthropic and openai SDKs' thousands of types) made the first page a
+# person opened after a start take seconds (issue 46: 7.4 s for Conversations, whose form lists the providers).
 URL_PATTERNS = get_resolver().url_patterns
+PROVIDER_CLASSES = {key: provider_class(key) for key in settings.MODEL_PROVIDERS}
 
 # A URL longer than this is answered 414 with a message (the inspector sends long queries by POST).
 # The web server lets lines up to 64 KB through so that this limit, not a dropped connection, answers.

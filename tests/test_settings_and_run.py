@@ -600,7 +600,7 @@ def test_the_web_process_imports_every_view_while_it_starts_not_on_a_first_reque
     # views' imports (the SDKs, the engine, the search backends). asgi.py resolves it at start.
     code = ("import sys, playground.asgi; "
             "print(all(m in sys.modules for m in ('playground.conversations.views', 'playground.registry.views.inspector', "
-            "'playground.agenteval.views')))")
+            "'playground.agenteval.views', 'playground.conversations.providers.anthropic_api', 'anthropic', 'openai')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "playground.settings"})
     assert done.returncode == 0, done.stderr[-2000:]
