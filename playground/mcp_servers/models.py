@@ -43,7 +43,9 @@ class McpServer(models.Model):
 
     # Which MCP protocol era the playground speaks to it (connection.negotiate): the handshake,
     # `server/discover` first with a fallback to the handshake, or a pinned stateless version.
-    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=ProtocolEra.AUTO)
+    # Legacy by default until the workbench speaks every feature in the stateless era too (roots,
+    # logging/setLevel and notifications are the handshake era's; docs/architecture.md)
+    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=ProtocolEra.LEGACY)
     # What the last connection settled on (an `initialize` answer or a `server/discover` one).
     negotiated_version = StorableCharField(max_length=40, blank=True)
 

@@ -24,7 +24,7 @@ def modern_server(db, modern_only_http):
     from playground.mcp_servers.services import sync_server
     from playground.mcp_servers.session_pool import session_pool
 
-    server = McpServer.objects.create(name="modern", transport="http", url=modern_only_http.url)
+    server = McpServer.objects.create(name="modern", transport="http", url=modern_only_http.url, protocol_era="auto")
     result = sync_server(server)
     assert result.ok, result.error
     server.refresh_from_db()

@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='mcpserver',
             name='protocol_era',
-            field=models.CharField(choices=[('auto', 'Auto (server/discover, else the initialize handshake)'), ('legacy', 'Legacy (initialize handshake, up to 2025-11-25)'), ('2026-07-28', '2026-07-28 only (stateless)')], default='auto', max_length=20),
+            field=models.CharField(choices=[('auto', 'Auto (server/discover, else the initialize handshake)'), ('legacy', 'Legacy (initialize handshake, up to 2025-11-25)'), ('2026-07-28', '2026-07-28 only (stateless)')], default='legacy', max_length=20),
         ),
     ]
