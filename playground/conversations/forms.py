@@ -109,9 +109,10 @@ class CompareForm(StartsRuns):
         super().__init__(*args, **kwargs)
         # What a comparison is for: every tool loaded on the left, tool search on the right (the native
         # wire style and the plain flat announcement first: what a model gets without a gateway or
-        # tuning). The first such profile by name; a side with no such profile keeps the default settings.
+        # tuning), on the automatic provider (a profile pinned to OpenAI compares vendors, not loading).
+        # The first such profile by name; a side with no such profile keeps the default settings.
         profiles = sorted(self.fields["profile_a"].queryset,
-                          key=lambda p: (p.wire_style != AgentProfile.WireStyle.NATIVE,
+                          key=lambda p: (bool(p.provider), p.wire_style != AgentProfile.WireStyle.NATIVE,
                                          p.announcement_layout != AgentProfile.Layout.FLAT, p.name))
         self.fields["profile_a"].initial = next((p.pk for p in profiles if p.tool_search_mode == "false"), None)
         self.fields["profile_b"].initial = next((p.pk for p in profiles if p.tool_search_mode == "true"), None)
