@@ -12,6 +12,7 @@ server-side search blocks (`server_tool_use`, `tool_search_tool_result`) go back
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import queue
 from contextlib import nullcontext
@@ -23,7 +24,7 @@ from django.conf import settings
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract, sdk_errors
 from playground.engine.execution import CallCancelled, CancelSignal
 from playground.mcp_servers.connection import background_loop
-from playground.per_process import portal
+from playground.per_process import in_loop_run, portal
 
 _STREAM_END = object()
 
@@ -78,6 +79,8 @@ class AnthropicProvider(ModelProvider):
         return _response(message)
 
     def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+        if in_loop_run():
+            return self._stream_in_loop_run(request_kwargs, cancel, on_text)
         pieces: queue.SimpleQueue = queue.SimpleQueue()
 
         async def stream() -> Any:
@@ -99,6 +102,36 @@ class AnthropicProvider(ModelProvider):
                 raise CallCancelled() from None
         return _response(message)
 
+    def _stream_in_loop_run(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None,
+                            on_text: TextSink) -> ProviderResponse:
+        """The same stream for a run on the process's loop (per_process.py): the run waits for each
+        piece by yielding to the loop, and tells the sink in its own code, between waits."""
+        pieces: asyncio.Queue = asyncio.Queue()
+
+        async def stream() -> Any:
+            try:
+                async with self.async_client.messages.stream(**request_kwargs) as events:
+                    async for event in events:
+                        if event.type == "text" and event.text:
+                            pieces.put_nowait(event.text)
+                    return await events.get_final_message()
+            finally:
+                pieces.put_nowait(_STREAM_END)
+
+        async def next_piece() -> Any:
+            return await pieces.get()
+
+        loop = portal()
+        task = loop.wait(_started(stream()))
+        try:
+            with sdk_errors(anthropic):
+                while (piece := loop.wait(next_piece(), cancel=cancel)) is not _STREAM_END:
+                    on_text(piece)
+                message = loop.wait(_result_of(task), cancel=cancel)
+        finally:
+            task.cancel()  # a cancel (or a failing sink) stops the stream; this is the loop's own thread
+        return _response(message)
+
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         transcript = plain_extract(messages, limit=20_000)
         try:
@@ -111,6 +144,14 @@ class AnthropicProvider(ModelProvider):
             # Compaction must not fail the conversation: fall back to the plain extract.
             return plain_extract(messages)
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
+
+
+async def _started(coroutine: Any) -> asyncio.Task:
+    return asyncio.get_running_loop().create_task(coroutine)
+
+
+async def _result_of(task: asyncio.Task) -> Any:
+    return await asyncio.shield(task)  # a cancel of this wait is the caller's to pass on
 
 
 def _response(message: Any) -> ProviderResponse:
