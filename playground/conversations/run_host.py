@@ -25,12 +25,17 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from django.dispatch import Signal
 
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
 from playground.per_process import PerProcess, portal
 
 logger = logging.getLogger(__name__)
+
+# Sent (sender=RunHost, conversation_id=…) when a run on the loop has ended or paused: what a Celery
+# task's end meant before runs outlived their tasks (task runs take their next step on it).
+run_ended = Signal()
 
 
 def run_leased(lease: RunLease, resume_prompt: int | None = None) -> str:
@@ -57,7 +62,10 @@ def _mend_connections() -> None:
 
 def _run_on_loop(lease: RunLease, resume_prompt: int | None) -> str:
     _mend_connections()
-    return run_leased(lease, resume_prompt)
+    try:
+        return run_leased(lease, resume_prompt)
+    finally:
+        run_ended.send_robust(RunHost, conversation_id=lease.conversation_id)
 
 
 class RunHost:
