@@ -88,6 +88,7 @@ class Portal:
         self._context: AbstractContextManager[BlockingPortal] = start_blocking_portal(name="playground-portal")
         self._portal = self._context.__enter__()
         self.thread_id = self._portal.call(threading.get_ident)
+        self.loop = self._portal.call(asyncio.get_running_loop)
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start `coroutine` on the loop; cancelling the returned future cancels the task."""
@@ -118,8 +119,9 @@ class Portal:
 
     def start_run(self, function: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
         """Run the plain function `function(*args)` on the loop, in a greenlet of its own: its waits
-        (`wait`) yield to the loop. The returned future holds its result."""
-        return self.submit(_drive(function, args))
+        (`wait`) yield to the loop. The returned future holds its result. Returns at once, however
+        busy the loop is (anyio's `start_task_soon` would wait for the loop to take the task)."""
+        return asyncio.run_coroutine_threadsafe(_drive(function, args), self.loop)
 
     def close(self) -> None:
         """Cancel what still runs and stop the loop (at exit)."""
