@@ -250,10 +250,10 @@ def main(argv: list[str] | None = None) -> int:
             spent = {name: seconds for name, seconds in cpu_spent(cpu_before, cpu_after).items() if name != "api"}
             cpu = sum(spent.values()) if spent else None
             level = summarize_level(results, wall_s=wall, created=created, expected_last=expected, cpu_s=cpu)
+            worker_cpu = sum(v for k, v in spent.items() if k.startswith("worker")) if spent else None
+            level.update(worker_cpu_ms_per_event=round(worker_cpu * 1000 / level["events"], 2)
+                         if worker_cpu is not None and level["events"] else None)
             level.update(sampler.figures(), provider=args.provider)
-            if spent and level["events"]:
-                level["worker_cpu_ms_per_event"] = round(sum(v for k, v in spent.items() if k.startswith("worker"))
-                                                         * 1000 / level["events"], 2)
             levels.append(level)
             say("[load]   " + ", ".join(f"{key}={level[key]}" for key in LEVEL_KEYS))
             if spent and level["events"]:

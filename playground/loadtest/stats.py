@@ -15,6 +15,10 @@ LEVEL_KEYS = (
     "conversations", "completed", "events", "wall_s", "events_per_s", "ws_p50_ms", "ws_p99_ms",
     "run_p50_s", "message_run_p50_s", "message_run_p95_s", "lost", "duplicated", "cpu_ms_per_event",
 )
+# Added by the command after those, for its own stack (None with --url): the worker node's CPU per event,
+# its resident memory at the level's peak (all its processes), the connections open to the run's
+# PostgreSQL database before the level and at its peak, and the provider the conversations used.
+STACK_KEYS = ("worker_cpu_ms_per_event", "worker_rss_mb", "db_connections_before", "db_connections_peak", "provider")
 
 
 @dataclass(frozen=True)
