@@ -17,7 +17,7 @@ from playground.conversations import services
 from playground.conversations.events import RunCancelled
 from playground.conversations.lease import keeper
 from playground.conversations.models import Conversation
-from playground.conversations.run_host import RunHost
+from playground.conversations.run_host import RunHost, run_ended
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.per_process import portal
 from tests.conversations.conftest import event_types
@@ -57,6 +57,12 @@ def test_many_runs_wait_on_the_model_at_once_without_a_thread_each(admin_user, t
                             *[when_all_are_waiting(text_reply("Done.")) for _ in range(RUNS)])
     conversations = [started(admin_user, native_profile, f"echo hi #{number}") for number in range(RUNS)]
     host = RunHost(capacity=RUNS)
+    ended: list[int] = []
+
+    def note_end(conversation_id, **_):
+        ended.append(conversation_id)
+
+    run_ended.connect(note_end, weak=False)
     portal()  # the loop's thread exists before counting
     threads_before = {thread.ident for thread in threading.enumerate()}
     futures = [host.start(c.pk, c.run_token) for c in conversations]
@@ -69,6 +75,8 @@ def test_many_runs_wait_on_the_model_at_once_without_a_thread_each(admin_user, t
              and "process_request_thread" not in thread.name and not thread.name.startswith("asyncio_")]
     assert added in (["run-leases"], []) and keeper().holding() == RUNS
     assert [future.result(90) for future in futures] == ["end_turn"] * RUNS
+    run_ended.disconnect(note_end)
+    assert sorted(ended) == sorted(c.pk for c in conversations)  # what task runs step on (agenteval/tasks.py)
     for conversation in conversations:
         conversation.refresh_from_db()
         assert conversation.status == Conversation.Status.IDLE and conversation.heartbeat_at is not None
