@@ -167,6 +167,8 @@ class EmbeddedStack:
     def _start_processes(self) -> None:
         assert self.supervisor is not None
         env = dict(os.environ)
+        # `python -m` puts the working directory first on sys.path: the other checkout's processes start in it.
+        code_cwd = self.code_dir or None
         if self.code_dir:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [self.code_dir, env.get("PYTHONPATH", "")]))
         if self.provider != "demo":
@@ -175,16 +177,16 @@ class EmbeddedStack:
                 "--latency", f"{self.model_latency:g}", "--port", str(self.api_port)], env=dict(os.environ)))
         for number, port in enumerate(self.ports, start=1):
             name = "web" if number == 1 else f"web{number}"
-            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env))
+            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env, cwd=code_cwd))
         for number, worker_name in enumerate(self.worker_names, start=1):
             name = "worker" if number == 1 else f"worker{number}"
             self.children.append(self.supervisor.start(
-                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env))
+                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env, cwd=code_cwd))
         first = 1 if self.provider != "demo" else 0
         self.web, self.worker = self.children[first], self.children[first + self.web_nodes]
         if self.beat:
             self.children.append(self.supervisor.start(
-                "beat", [*beat_command(), "-s", str(self.workdir / "beat-schedule")], env=env))
+                "beat", [*beat_command(), "-s", str(self.workdir / "beat-schedule")], env=env, cwd=code_cwd))
         for base_url in self.base_urls:
             if not wait_until_ready(self.supervisor, base_url):
                 raise StackError(f"the web server at {base_url} did not start\n{self.log_tail()}")
