@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from django.conf import settings
-
 from playground.access import ADMIN, ROLES, has_role, role_of
+from playground.conversations.providers import automatic_provider_key, provider_is_offline
 
 
 def playground(request):
@@ -11,7 +10,8 @@ def playground(request):
     never from `user.is_staff`; `is_staff` stays as the admin level for older templates."""
     user = getattr(request, "user", None)
     return {
-        "has_model_key": bool(settings.ANTHROPIC_API_KEY),
+        # The automatic choice's rule, asked rather than restated (Claude with a key, else the demo agent).
+        "has_model_key": not provider_is_offline(automatic_provider_key()),
         "user_role": role_of(user) or "",
         "has_role": {role: has_role(user, role) for role in ROLES},
         "is_staff": has_role(user, ADMIN),

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from playground.engine.pricing import PriceTableError
+from playground.engine.pricing import load_overrides as load_price_overrides
 from playground.engine.search.backends import BUILTIN_BACKENDS, DEFAULT_BACKEND
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -190,6 +192,10 @@ CONTEXT_WINDOW_TOKENS = envint("CONTEXT_WINDOW_TOKENS", 200_000)
 # The per-model price table (playground/engine/pricing.py): its dated defaults, overridden by a JSON
 # object here or the path of a JSON file holding one: {"claude-sonnet-4-5": {"input": 3, "output": 15}}.
 PRICE_TABLE = os.environ.get("PRICE_TABLE", "")
+try:  # one policy for a malformed table, in every process: refuse to start, saying what is wrong
+    load_price_overrides(PRICE_TABLE)
+except PriceTableError as _price_error:
+    raise RuntimeError(f"PRICE_TABLE is malformed: {_price_error}") from None
 
 # Traces out (docs/traces.md): each finished conversation run and each gateway session's searches and
 # calls become OpenTelemetry spans with the GenAI semantic conventions, sent by OTLP over HTTP. Off by
@@ -277,6 +283,9 @@ MODEL_PROVIDERS = {
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-5.4")
+# Each SDK's own retries (429, 5xx, timeouts, with backoff) and per-attempt timeout.
+OPENAI_MAX_RETRIES = envint("OPENAI_MAX_RETRIES", 2)
+OPENAI_TIMEOUT_SECONDS = float(os.environ.get("OPENAI_TIMEOUT_SECONDS") or 60)
 ANTHROPIC_MAX_RETRIES = envint("ANTHROPIC_MAX_RETRIES", 2)
 ANTHROPIC_TIMEOUT_SECONDS = float(os.environ.get("ANTHROPIC_TIMEOUT_SECONDS") or 60)
 # The agent loop: model round trips per person's message, tool call timeout, permission prompt wait.

@@ -179,6 +179,7 @@ def build_world(django_user_model) -> World:
         "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
         "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
+        "conversations:labelled_set_export": {"profile_id": profile.pk},
         "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
         "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},

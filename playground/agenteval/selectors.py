@@ -13,9 +13,6 @@ from django.utils import timezone
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
 
-PROVIDER_LABELS = {"demo": "offline demo agent", "anthropic": "Claude (Messages API)"}
-
-
 def items_of(run: TaskRun) -> list[TaskRunItem]:
     return list(run.items.select_related("task", "conversation").order_by("position", "id"))
 

@@ -28,10 +28,11 @@ from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
 from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.models import Conversation, Event
+from playground.conversations.providers import estimating_provider_keys
 from playground.engine.agent_measures import measure_task
 from playground.queueing import queue_task
 from playground.registry.models import AgentProfile
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +78,6 @@ def start_run(task_set: TaskSet, profiles: Sequence[AgentProfile], *, split: str
         raise TaskRunError("The permission policy is allow or deny.")
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise TaskRunError(f"Concurrency is between 1 and {MAX_CONCURRENCY}.")
-    try:
-        current_price_table()
-    except PriceTableError as exc:
-        raise TaskRunError(f"The PRICE_TABLE setting is malformed: {exc}") from None
     tasks = select_tasks(task_set, split, limit)
     if not tasks:
         raise TaskRunError(f"The task set {task_set.name!r} has no tasks in the {split} split.")
@@ -256,12 +253,9 @@ def measure_item(item: TaskRunItem) -> dict:
     # Only the kinds the measures read: a model_request event carries the whole request body (every
     # tool's definition with tool search off), which the measures never need.
     events = list(conversation_events.filter(type__in=MEASURED_EVENTS).order_by("sequence").values_list("type", "payload"))
-    try:
-        prices = current_price_table()
-    except PriceTableError:
-        prices = None  # the defaults; the page says the setting is malformed
     measures = measure_task(events, item.task.expected_tools,
-                            item.task.equivalent_names, prices=prices, wall_s=wall)
+                            item.task.equivalent_names, prices=current_price_table(), wall_s=wall,
+                            estimating_providers=estimating_provider_keys())
     return measures.to_dict()
 
 

@@ -13,8 +13,9 @@ from playground.agenteval import selectors, services, sources
 from playground.agenteval.forms import TaskRunForm, ToolsetTaskSetForm, UploadTaskSetForm
 from playground.agenteval.models import TaskRun, TaskSet
 from playground.conversations.models import Conversation
+from playground.conversations.providers import provider_is_offline
 from playground.conversations.selectors import can_act
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in: its success measures ToolSearch "
              "plus argument filling, not a model's judgement. Its tokens are the engine's estimate. Set ANTHROPIC_API_KEY "
@@ -22,10 +23,7 @@ DEMO_NOTE = ("These tasks ran with the offline demo agent, a heuristic stand-in:
 
 
 def _price_table_note() -> str:
-    try:
-        table = current_price_table()
-    except PriceTableError as exc:
-        return f"The PRICE_TABLE setting is malformed ({exc}); the defaults are used."
+    table = current_price_table()
     dates = sorted({p.as_of for p in table.prices.values()})
     return f"Dollars from the price table (prices as of {', '.join(dates)}; PRICE_TABLE overrides them)."
 
@@ -127,11 +125,12 @@ def save_conversation(request, pk: int):
 def _run_context(run: TaskRun, *, only: str = "") -> dict:
     items = selectors.items_of(run)
     panel = selectors.panel_context(run, items)
-    providers = {row["provider"] for row in panel["report"]["profiles"]}
+    # The demo note for any offline provider (the demo agent on either vendor's wire), read from its class.
+    offline = any(provider_is_offline(row["provider"]) for row in panel["report"]["profiles"])
     return {
         **panel, "items": items, "grid": selectors.grid(run, items, only=only), "only": only,
         "profile_names": [p["name"] for p in run.profiles],
-        "demo_note": DEMO_NOTE if "demo" in providers else "", "price_note": _price_table_note(),
+        "demo_note": DEMO_NOTE if offline else "", "price_note": _price_table_note(),
     }
 
 

@@ -1,4 +1,5 @@
-"""Dollars of model calls, from the one price table (registry/prices.py over engine/pricing.py).
+"""Dollars of model calls, from the one price table (registry/prices.py over engine/pricing.py, the
+money module: how usage counts, which model and TTL a call is priced at, all said there).
 
 Nothing here stores a price: a model call's saved event keeps its usage, model and cache TTL, and
 its cost is read from the current table wherever it is shown (the conversation page per call and in
@@ -14,28 +15,16 @@ from typing import Any
 from django.db.models.fields.json import KT
 
 from playground.conversations.models import Event
-from playground.engine.pricing import PriceTable
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.engine.pricing import PriceTable, Usage, priced_model, unpriced_name
+from playground.registry.prices import current_price_table
 
-
-def price_table() -> PriceTable:
-    """The deployment's table; its defaults when the PRICE_TABLE setting is malformed (the task-run page says so)."""
-    try:
-        return current_price_table()
-    except PriceTableError:
-        return PriceTable()
-
-
-def usage_numbers(usage: Mapping[str, Any] | None) -> tuple[int, int, int, int]:
-    """(uncached input, output, cache written, cache read) from a model_response's `usage`."""
-    usage = usage or {}
-    return (_int(usage.get("input")), _int(usage.get("output")), _int(usage.get("cache_write")), _int(usage.get("cache_read")))
+# The deployment's table (a malformed PRICE_TABLE stops the processes at start: settings.py).
+price_table = current_price_table
 
 
 def call_cost(usage: Mapping[str, Any] | None, model: str, ttl: str = "", *, table: PriceTable | None = None) -> float | None:
-    """Dollars of one model call; None when the model has no price."""
-    uncached, output, write, read = usage_numbers(usage)
-    return (table or price_table()).cost_usd(model, uncached, output, write, read, ttl=ttl or "5m")
+    """Dollars of one model call (its saved `usage`); None when the model has no price."""
+    return (table or price_table()).call_cost(Usage.of(usage), model, ttl)
 
 
 @dataclass
@@ -50,7 +39,7 @@ class CostTotal:
     def add(self, cost: float | None, model: str) -> None:
         self.calls += 1
         if cost is None:
-            self.unpriced.add(model or "(no model)")
+            self.unpriced.add(unpriced_name(model))
         else:
             self.usd += cost
             self.priced_calls += 1
@@ -73,7 +62,7 @@ def cost_of_events(events: Iterable[Event]) -> CostTotal:
     """The total of the model calls among a conversation's loaded events (the page has them all)."""
     events = list(events)
     turn_models = {e.sequence: str(e.payload.get("model") or "") for e in events if e.type == "turn_started"}
-    return total_of(((e.payload.get("usage"), str(e.payload.get("model") or turn_models.get(e.turn_sequence) or ""),
+    return total_of(((e.payload.get("usage"), priced_model(e.payload.get("model"), turn_models.get(e.turn_sequence)),
                       str(e.payload.get("cache_ttl") or "")) for e in events if e.type == "model_response"))
 
 
@@ -86,11 +75,4 @@ def conversation_cost(conversation_id: int) -> CostTotal:
     missing = {turn for _, model, _, turn in rows if not model and turn}
     turn_models = dict(Event.objects.filter(conversation_id=conversation_id, sequence__in=missing)
                        .values_list("sequence", KT("payload__model"))) if missing else {}
-    return total_of(((usage, model or turn_models.get(turn) or "", ttl or "") for usage, model, ttl, turn in rows))
-
-
-def _int(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
+    return total_of(((usage, priced_model(model, turn_models.get(turn)), ttl or "") for usage, model, ttl, turn in rows))

@@ -262,6 +262,14 @@ class ToolResult(LoopEvent):
     duration_ms: float = 0.0
     simulated: bool = False
     error: str = ""
+    # Why the call did not run or finish, as a code (engine/refusals.py); "" for a call that ran.
+    refusal: str = ""
+
+    def to_payload(self) -> dict[str, Any]:
+        payload = LoopEvent.to_payload(self)
+        if not self.refusal:  # a call that ran: kept as results were stored before codes
+            del payload["refusal"]
+        return payload
 
 
 @dataclass

@@ -47,11 +47,11 @@ from playground.conversations.subagents import AGENT_TOOL_NAME, with_agent_tool
 from playground.conversations.traces import export_run
 from playground.conversations.usage import record_conversation_usage, record_usage_safely
 from playground.engine.execution import CallCancelled, CancelSignal, ToolExecutor, error_tool_result
+from playground.engine import refusals
 from playground.engine import toolsearch_tool as ts
 from playground.engine.history import RESPONSES_ITEM, CompactionBoundary, blocks_of, carried_tool_names, text_block
 from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
-from playground.engine.pricing import PriceTable
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.server_search import SERVER_STYLE
@@ -61,7 +61,7 @@ from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -225,11 +225,7 @@ class AgentRun:
     def prompt_cache(self, turn_plan: TurnPlan) -> ConversationCache:
         """This run's prompt cache model, started from the chain's earlier requests (cache_strips.py)."""
         if self._cache is None:
-            try:
-                table = current_price_table()
-            except PriceTableError:  # a malformed PRICE_TABLE: the figures say "no price", the run goes on
-                table = PriceTable({})
-            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, table)
+            self._cache = ConversationCache(self.conversation.pk, self.parent_sequence, turn_plan, current_price_table())
         return self._cache
 
     def check_cancel(self) -> None:
@@ -457,13 +453,13 @@ class AgentRun:
         check = turn.check_call(name)
         if name == TOOL_SEARCH_NAME:
             if check.refused:
-                return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+                return self.tool_error(tool_use_id, name, check.message, turn_seq, refusal=check.refusal), []
             return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments,
                                          permission=check.permission.effect), turn_sequence=turn_seq)
         if check.refused:
             error = "deferred tool called before it was loaded" if check.refusal == "deferred" else check.message
-            return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error), []
+            return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
         if check.needs_person and name not in self.always_allowed():
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
             raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
@@ -480,7 +476,8 @@ class AgentRun:
             after_ms = round((time.perf_counter() - started) * 1000, 1)
             text = f"Cancelled by the person while it ran (after {after_ms / 1000:.1f} s)."
             self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=[{"type": "text", "text": text}], is_error=True,
-                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+                                    duration_ms=after_ms, error="cancelled while it ran", refusal=refusals.CANCELLED),
+                      turn_sequence=turn_seq)
             raise Cancelled("tool_call", interrupted=name, after_ms=after_ms,
                             result=error_tool_result(tool_use_id, text)) from None
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=outcome.content, is_error=outcome.is_error,
@@ -490,11 +487,13 @@ class AgentRun:
             result["is_error"] = True
         return result, []
 
-    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int, *, error: str = "") -> dict[str, Any]:
-        """The error tool_result the model reads (`message`); `error`: the event's note, if not the message."""
+    def tool_error(self, tool_use_id: str, name: str, message: str, turn_seq: int, *, refusal: str,
+                   error: str = "") -> dict[str, Any]:
+        """The error tool_result the model reads (`message`); `error`: the event's note, if not the message;
+        `refusal`: why, as a code (engine/refusals.py), which the task measures count by."""
         result = error_tool_result(tool_use_id, message)
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=result["content"], is_error=True,
-                                error=error or message), turn_sequence=turn_seq)
+                                error=error or message, refusal=refusal), turn_sequence=turn_seq)
         return result
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
@@ -551,13 +550,14 @@ class AgentRun:
         call = state["call"]
         tool_use_id, name, arguments = call["id"], call["name"], call.get("input") or {}
         answer = pending_answer(self.conversation.pk, state["prompt_sequence"])
-        allowed, why = permission_outcome(answer.payload.get("choice") if answer is not None else "timeout", name,
-                                          float(state.get("timeout") or 0))
+        choice = answer.payload.get("choice") if answer is not None else "timeout"
+        allowed, why = permission_outcome(choice, name, float(state.get("timeout") or 0))
         if not allowed:
-            return self.tool_error(tool_use_id, name, why, turn_seq), []
+            refusal = refusals.PROMPT_TIMEOUT if choice == "timeout" else refusals.PERSON_DENIED
+            return self.tool_error(tool_use_id, name, why, turn_seq, refusal=refusal), []
         check = turn.check_call(name)
         if check.refused:
-            return self.tool_error(tool_use_id, name, check.message, turn_seq), []
+            return self.tool_error(tool_use_id, name, check.message, turn_seq, refusal=check.refusal), []
         return self.run_allowed_call(tool_use_id, name, arguments, check.tool, int(state.get("call_sequence") or 0), turn_seq)
 
     def run_subagent(self, tool_use_id: str, arguments: dict[str, Any], call_seq: int, turn_seq: int, *,
@@ -565,7 +565,8 @@ class AgentRun:
         """Run an `Agent` call as a nested run; with `resume`, go on with the subagent that paused on a prompt."""
         prompt = arguments.get("prompt") if isinstance(arguments, dict) else None
         if not isinstance(prompt, str) or not prompt.strip():
-            return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq)
+            return self.tool_error(tool_use_id, AGENT_TOOL_NAME, "Agent needs a non-empty 'prompt'.", turn_seq,
+                                   refusal=refusals.BAD_INPUT)
         started = time.perf_counter()
         sub_catalog, sub_policy, sub_settings, label = adapter.subagent_setup(
             self.catalog, self.policy, self.agent_settings, arguments.get("subagent_type") or "")
@@ -585,7 +586,8 @@ class AgentRun:
             after_ms = round((time.perf_counter() - started) * 1000, 1)
             text = subagent_cancelled_text(after_ms, cancelled.interrupted)
             self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=AGENT_TOOL_NAME, content=[text_block(text)], is_error=True,
-                                    duration_ms=after_ms, error="cancelled while it ran"), turn_sequence=turn_seq)
+                                    duration_ms=after_ms, error="cancelled while it ran", refusal=refusals.CANCELLED),
+                      turn_sequence=turn_seq)
             cancelled.result = error_tool_result(tool_use_id, text)
             if not cancelled.interrupted:  # stopped between the subagent's steps: the Agent call is what it cut short
                 cancelled.stage, cancelled.interrupted, cancelled.after_ms = "tool_call", AGENT_TOOL_NAME, after_ms

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from playground.conversations.costs import price_table
 from playground.conversations.models import Event
+from playground.engine.pricing import Usage, unpriced_name
 from playground.registry.models import AgentProfile
 
 # period → (how far back, bucket size)
@@ -204,15 +205,15 @@ def _add_calls(bucketed: QuerySet, cells, totals) -> None:
     table = price_table()
     for group in groups:
         bucket = _bucket(group["bucket"])
-        cost = table.cost_usd(group["model_name"], group["uncached"], group["output"], group["write"], group["read"],
-                              ttl=group["ttl"] or "5m")
+        usage = Usage(uncached=group["uncached"], output=group["output"], cache_write=group["write"], cache_read=group["read"])
+        cost = table.call_cost(usage, group["model_name"], group["ttl"])
         for cell in (cells[(bucket, group["profile_key"])], totals[group["profile_key"]]):
             cell.calls += group["calls"]
-            cell.input_tokens += group["uncached"] + group["write"] + group["read"]
-            cell.output_tokens += group["output"]
-            cell.cache_read_tokens += group["read"]
+            cell.input_tokens += usage.input_total
+            cell.output_tokens += usage.output
+            cell.cache_read_tokens += usage.cache_read
             if cost is None:
-                cell.unpriced.add(group["model_name"] or "(no model)")
+                cell.unpriced.add(unpriced_name(group["model_name"]))
             else:
                 cell.cost += cost
 

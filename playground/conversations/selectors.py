@@ -14,7 +14,14 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
-from playground.conversations.providers import ProviderError, conversation_provider_key, provider_class, stand_in_for
+from playground.conversations.providers import (
+    ProviderError,
+    automatic_provider_key,
+    conversation_provider_key,
+    provider_class,
+    stand_in_for,
+)
+from playground.engine.pricing import Usage, priced_model
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
@@ -67,7 +74,7 @@ def provider_is(key: str) -> Q:
     # A profile's choice that resolves to `key`: `key` itself, or a provider it stands in for here.
     chosen = [k for k in settings.MODEL_PROVIDERS if stand_in_for(k) == key]
     match = Q(provider=key) | (automatic & Q(profile_snapshot__provider__in=chosen)) | (no_snapshot_choice & Q(profile__provider__in=chosen))
-    if key == ("anthropic" if settings.ANTHROPIC_API_KEY else "demo"):
+    if key == automatic_provider_key():
         match |= no_snapshot_choice & (Q(profile__isnull=True) | Q(profile__provider=""))
     return match
 
@@ -162,7 +169,7 @@ def event_view(event: Event, *, turn_model: str = "") -> dict[str, Any]:
         view["scored"] = [{**s, "pct": round(100 * max(s.get("score", 0), 0) / top, 1)} for s in scored]
     elif event.type == "model_response":
         view["tool_uses"] = [b for b in payload.get("content", []) if b.get("type") == "tool_use"]
-        model = str(payload.get("model") or turn_model or "")
+        model = priced_model(payload.get("model"), turn_model)
         view["cost"] = {"usd": call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or "")), "model": model}
     elif event.type == "cache_strip":
         view.update(cache_strip_view(payload))
@@ -364,12 +371,11 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
     its dollars as the conversation page prices them (`costs.cost_of_events`: the one price table)."""
     events = list(conversation.events.filter(type__in=("turn_started", "model_request", "model_response")).order_by("sequence"))
     models = {e.turn_sequence: (e.payload or {}).get("model", "") for e in events if e.type == "model_request"}
-    usage = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    total = Usage()
     sources: dict[str, None] = {}
     for event in (e for e in events if e.type == "model_response"):
         payload = event.payload or {}
-        for key in usage:
-            usage[key] += int((payload.get("usage") or {}).get(key) or 0)
+        total += Usage.of(payload.get("usage"))
         sources.setdefault(payload.get("usage_source", ""), None)
     cost = cost_of_events(events)
     turns = [e for e in events if e.type == "turn_started" and not e.parent_sequence]
@@ -381,8 +387,8 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
         "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
         "tool_tokens": tokens_total(turns),
-        "usage": usage,
-        "input_total": usage["input"] + usage["cache_read"] + usage["cache_write"],
+        "usage": {"input": total.uncached, "output": total.output, "cache_read": total.cache_read, "cache_write": total.cache_write},
+        "input_total": total.input_total,
         "usage_source": "; ".join(USAGE_SOURCES.get(s, s) for s in sources) or "no model response yet",
         "cost_usd": round(cost.usd, 6),
         "unpriced": [f"no price for {model} in the price table (PRICE_TABLE)" for model in cost.unpriced_models],

@@ -28,10 +28,12 @@ from django.conf import settings
 from opentelemetry.trace import SpanKind
 
 from playground import telemetry
-from playground.conversations.costs import call_cost, price_table, usage_numbers
+from playground.conversations.costs import price_table
 from playground.conversations.models import Conversation, Event
+from playground.conversations.providers import otel_provider_name, provider_estimates_usage
+from playground.conversations.providers.base import USAGE_ESTIMATE
+from playground.engine.pricing import Usage, priced_model
 from playground.conversations.subagents import AGENT_TOOL_NAME
-from playground.engine.agent_measures import ESTIMATING_PROVIDERS
 from playground.engine.tools import TOOL_SEARCH_NAME
 
 logger = logging.getLogger(__name__)
@@ -39,8 +41,6 @@ logger = logging.getLogger(__name__)
 # The events a trace reads: not the request bodies nor the announcements' texts.
 TRACED_TYPES = ("message", "turn_started", "model_response", "toolsearch_query", "tool_call", "tool_result", "error",
                 "cancelled", "turn_finished", "status", "permission_prompt", "permission_answer")
-# gen_ai.provider.name: the semantic conventions' value where there is one; the demo agent is ours.
-PROVIDER_NAMES = {"anthropic": "anthropic", "openai": "openai", "demo": "playground.demo"}
 
 
 def export_run(conversation_id: int) -> bool:
@@ -133,14 +133,14 @@ class RunTrace:
         span.attributes.update({
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
-            "gen_ai.provider.name": PROVIDER_NAMES.get(provider, provider),
-            "gen_ai.system": PROVIDER_NAMES.get(provider, provider),  # the name before gen_ai.provider.name: older backends read it
+            "gen_ai.provider.name": otel_provider_name(provider),
+            "gen_ai.system": otel_provider_name(provider),  # the name before gen_ai.provider.name: older backends read it
             "gen_ai.request.model": str(first_turn.payload.get("model") or "") if first_turn is not None else None,
             "gen_ai.usage.input_tokens": totals["input"],
             "gen_ai.usage.output_tokens": totals["output"],
             "playground.cost_usd": round(totals["cost"], 8) if totals["priced"] else None,
             "playground.turns": sum(1 for e in events if e.type == "turn_started"),
-            "playground.tokens_estimated": provider in ESTIMATING_PROVIDERS,
+            "playground.tokens_estimated": provider_estimates_usage(provider),
         })
         return span
 
@@ -148,12 +148,12 @@ class RunTrace:
         payload = event.payload or {}
         turn = self.turns.get(event.turn_sequence)
         turn_payload = turn.payload if turn is not None else {}
-        model = str(payload.get("model") or turn_payload.get("model") or "")
+        model = priced_model(payload.get("model"), turn_payload.get("model"))
         provider = str(turn_payload.get("provider") or "")
-        uncached, output, write, read = usage_numbers(payload.get("usage"))
-        cost = call_cost(payload.get("usage"), model, str(payload.get("cache_ttl") or ""), table=self.table)
-        totals["input"] += uncached + write + read
-        totals["output"] += output
+        usage = Usage.of(payload.get("usage"))
+        cost = self.table.call_cost(usage, model, payload.get("cache_ttl"))
+        totals["input"] += usage.input_total
+        totals["output"] += usage.output
         if cost is None:
             totals["priced"] = False
         else:
@@ -166,18 +166,20 @@ class RunTrace:
             start_ns=end - int(float(payload.get("duration_ms") or 0) * 1_000_000), end_ns=end,
             attributes={
                 "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": PROVIDER_NAMES.get(provider, provider),
-                "gen_ai.system": PROVIDER_NAMES.get(provider, provider),
+                "gen_ai.provider.name": otel_provider_name(provider),
+                "gen_ai.system": otel_provider_name(provider),
                 "gen_ai.request.model": model,
                 "gen_ai.response.finish_reasons": [str(payload.get("stop_reason") or "")],
                 # The semantic conventions count cached input in input_tokens (the API reports it apart).
-                "gen_ai.usage.input_tokens": uncached + write + read,
-                "gen_ai.usage.output_tokens": output,
-                "gen_ai.usage.cache_creation.input_tokens": write,
-                "gen_ai.usage.cache_read.input_tokens": read,
+                "gen_ai.usage.input_tokens": usage.input_total,
+                "gen_ai.usage.output_tokens": usage.output,
+                "gen_ai.usage.cache_creation.input_tokens": usage.cache_write,
+                "gen_ai.usage.cache_read.input_tokens": usage.cache_read,
                 "gen_ai.conversation.id": str(self.conversation.pk),
                 "playground.cost_usd": cost,
-                "playground.tokens_estimated": provider in ESTIMATING_PROVIDERS,
+                # The response says where its usage came from; one saved before it did, its provider.
+                "playground.tokens_estimated": (payload["usage_source"] == USAGE_ESTIMATE if payload.get("usage_source")
+                                                else provider_estimates_usage(provider)),
                 "playground.turn.wire_style": str(turn_payload.get("wire_style") or ""),
                 "playground.turn.tool_search": bool(decision.get("enabled")),
                 "playground.turn.tools_sent": int(turn_payload.get("loaded_count", len(turn_payload.get("loaded_tools") or []))),

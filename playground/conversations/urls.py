@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import OPERATOR, PUBLIC, VIEWER, allow
+from playground.access import EDITOR, OPERATOR, PUBLIC, VIEWER, allow
 from playground.conversations import views
 
 app_name = "conversations"
@@ -27,6 +27,10 @@ access_rules = {
     "shared_present": allow(get=PUBLIC),
     "compare_figures": allow(get=VIEWER),
     "overview": allow(get=VIEWER),
+    # Where search fails: read by every role (as the conversations it comes from); editors label.
+    "search_misses": allow(get=VIEWER),
+    "search_misses_label": allow(post=EDITOR),
+    "labelled_set_export": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -45,4 +49,7 @@ urlpatterns: list = [
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
     path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
     path("overview/", views.usage_overview, name="overview"),
+    path("search-misses/", views.search_misses, name="search_misses"),
+    path("search-misses/label/", views.search_misses_label, name="search_misses_label"),
+    path("labelled-set/<int:profile_id>.jsonl", views.labelled_set_export, name="labelled_set_export"),
 ]

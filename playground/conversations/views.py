@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import OPERATOR, VIEWER, has_role, role_required
+from playground.access import EDITOR, OPERATOR, VIEWER, has_role, role_required
 from playground.conversations import runs, services, sharing
 from playground.conversations.forms import (
     AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
@@ -18,10 +18,13 @@ from playground.conversations.forms import (
 from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import render_notice
 from playground.conversations.models import Conversation, ShareLink
+from playground.conversations.search_misses import profile_misses
 from playground.conversations.selectors import (
     accounting_figures, can_act, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
     panel_context, presentation_context, provider_label,
 )
+from playground.registry import labelled_sets
+from playground.registry.models import AgentProfile
 
 PAGE_SIZE = 25
 
@@ -305,3 +308,67 @@ def overview_chart(figures, metric: str) -> dict:
     return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "peak": peak, "lines": lines,
             "first": figures.buckets[0] if figures.buckets else None, "last": figures.buckets[-1] if figures.buckets else None,
             "axis_y": CHART_HEIGHT - CHART_PAD, "right": CHART_WIDTH - CHART_PAD}
+
+
+# -- where search fails, from usage (search_misses.py) ----------------------------------------------
+@role_required(VIEWER)
+@require_safe
+def search_misses(request):
+    """A profile's failed searches (empty, or the tool called next was not returned) with where its
+    backend ranks that tool today, and the profile's labelled set built from them. Every role reads
+    it, as every role reads the conversations it comes from; editors add rows to the labelled set."""
+    profiles = list(AgentProfile.objects.order_by("name"))
+    profile = None
+    chosen = request.GET.get("profile", "")
+    if chosen:
+        profile = next((p for p in profiles if str(p.pk) == chosen), None)
+        if profile is None:
+            messages.error(request, f"No profile with id {chosen[:20]!r}.")
+    elif profiles:
+        latest = Conversation.objects.filter(profile__isnull=False).order_by("-id").values_list("profile_id", flat=True).first()
+        profile = next((p for p in profiles if p.pk == latest), profiles[0])
+    context = {"profiles": profiles, "profile": profile, "can_label": has_role(request.user, EDITOR)}
+    if profile is not None:
+        context["report"] = profile_misses(profile)
+        context["labelled"] = labelled_sets.split_counts(profile)
+        context["toolset"] = labelled_sets.toolset_name(profile)
+    return render(request, "conversations/search_misses.html", context)
+
+
+@role_required(EDITOR)
+@require_POST
+def search_misses_label(request):
+    """Add one failed search to its profile's labelled set: the query → the tool finally called."""
+    profile_id = _whole_number(request.POST.get("profile"))
+    profile = AgentProfile.objects.filter(pk=profile_id).first() if profile_id is not None else None
+    if profile is None:
+        messages.error(request, "Choose a profile: the form named none that exists.")
+        return redirect("conversations:search_misses")
+    back = f"{reverse('conversations:search_misses')}?{urlencode({'profile': profile.pk})}"
+    try:
+        row, created = labelled_sets.add_labelled_query(profile, request.POST.get("query", ""), request.POST.get("tool", ""),
+                                                        conversation_id=_whole_number(request.POST.get("conversation")),
+                                                        user=request.user)
+    except labelled_sets.LabelRefused as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    split = labelled_sets.split_of_query(row.query)
+    messages.success(request, f"Added to the {split} split: “{row.query[:80]}” → {row.tool_name}." if created
+                     else f"Already in the labelled set: “{row.query[:80]}” → {row.tool_name}.")
+    return redirect(back)
+
+
+@role_required(VIEWER)
+@require_safe
+def labelled_set_export(request, profile_id: int):
+    """The profile's labelled set as the shared toolsets' queries.jsonl (for `toolsearch eval --queries`)."""
+    profile = get_object_or_404(AgentProfile, pk=profile_id)
+    response = HttpResponse(labelled_sets.queries_jsonl(profile), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="labelled-queries-profile-{profile.pk}.jsonl"'
+    return response
+
+
+def _whole_number(value) -> int | None:
+    """A form's id field as a number; anything else (empty, tampered, too long) is None."""
+    text = (value or "").strip()
+    return int(text) if text.isdigit() and len(text) < 19 else None

@@ -4,9 +4,8 @@ A task is a person's request and the tools that would satisfy it (gold tools, wi
 `equivalent_names` accepted as the retrieval evaluation accepts them). From one conversation's typed
 events (type, payload) this module reads: success (a gold tool was called and returned without an
 error), first-call success (the first tool called was a gold one, and it returned without an error:
-right at the first try), searches, model turns, tokens (the
-API's reported usage, or the engine's estimate when the provider is the offline demo agent: marked),
-cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
+right at the first try), searches, model turns, tokens (the API's reported usage, or the engine's
+estimate when the response says so — the offline demo agent's: marked), cost in dollars from the price table, and errors by kind. Then, per profile: rates with Wilson 95 %
 intervals, means, the median wall time, and between two profiles an exact McNemar test on the tasks
 both completed. Plain Python: the Django side hands in the events.
 """
@@ -19,11 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from playground.engine.pricing import PriceTable
-from playground.engine.prompt_cache import reported_split
+from playground.engine.pricing import DEFAULT_TTL, PriceTable, Usage, priced_model, unpriced_name
+from playground.engine.refusals import error_kind
 
 WORKER_LOST = "worker_lost"  # the error of a run whose worker died: an error only when the run did not go on
-ESTIMATING_PROVIDERS = frozenset({"demo"})  # providers whose usage is the engine's estimate, not an API's report
 Z_95 = 1.959963984540054
 
 
@@ -66,8 +64,10 @@ def accepted_names(expected: Sequence[str], equivalent: Mapping[str, Sequence[st
 
 def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequence[str],
                  equivalent: Mapping[str, Sequence[str]] | None = None, *, prices: PriceTable | None = None,
-                 wall_s: float = 0.0, ttl: str = "5m") -> TaskMeasures:
-    """The measures of one task's conversation from its events, in sequence order."""
+                 wall_s: float = 0.0, ttl: str = DEFAULT_TTL, estimating_providers: frozenset[str] = frozenset()) -> TaskMeasures:
+    """The measures of one task's conversation from its events, in sequence order. A model response
+    says whether its usage is an estimate (`usage_source`); one saved before responses said so is
+    an estimate when its turn's provider is one of `estimating_providers` (the caller knows them)."""
     prices = prices or PriceTable()
     accepted = accepted_names(expected, equivalent or {})
     measures = TaskMeasures(wall_s=round(wall_s, 3))
@@ -78,28 +78,23 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     cost = uncached_cost = 0.0
     unpriced: set[str] = set()
     lost_workers = 0  # worker_lost errors not (yet) followed by the run going on
-    pending: tuple[str, dict[str, Any]] | None = None  # a response's (model, usage), priced when its strip comes
+    pending: tuple[str, Usage] | None = None  # a response's (model, usage), priced when its strip comes
 
     def settle(strip: Mapping[str, Any] | None) -> None:
         nonlocal pending, cost, uncached_cost
         if pending is None:
             return
-        priced_model, usage = pending
+        model_priced, usage = pending
         pending = None
-        vendor = str((strip or {}).get("vendor") or "anthropic")
-        split = reported_split(vendor, usage) or {"input_tokens": 0, "cache_write_tokens": 0, "cache_read_tokens": 0,
-                                                   "uncached_tokens": 0}
-        output = int(usage.get("output") or 0)
-        write, read = split["cache_write_tokens"], split["cache_read_tokens"]
-        measures.input_tokens += split["input_tokens"]
-        measures.output_tokens += output
-        measures.cache_write_tokens += write
-        measures.cache_read_tokens += read
-        priced = prices.cost_usd(priced_model, split["uncached_tokens"], output, write, read,
-                                 ttl=str((strip or {}).get("ttl") or ttl))
-        plain = prices.cost_usd(priced_model, split["input_tokens"], output)
+        # Usage is saved in one accounting for both vendors: the strip's vendor names whose figures they are.
+        measures.input_tokens += usage.input_total
+        measures.output_tokens += usage.output
+        measures.cache_write_tokens += usage.cache_write
+        measures.cache_read_tokens += usage.cache_read
+        priced = prices.call_cost(usage, model_priced, str((strip or {}).get("ttl") or ttl))
+        plain = prices.call_cost(Usage(uncached=usage.input_total, output=usage.output), model_priced)
         if priced is None or plain is None:
-            unpriced.add(priced_model or "(no model)")
+            unpriced.add(unpriced_name(model_priced))
         else:
             cost, uncached_cost = cost + priced, uncached_cost + plain
 
@@ -130,13 +125,14 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
             if payload.get("simulated"):
                 measures.simulated_calls += 1
             if payload.get("is_error"):
-                errors[_tool_error_kind(payload)] += 1
+                errors[error_kind(payload)] += 1  # by the code the result carries (refusals.py)
             elif name in accepted and name not in measures.gold_called:
                 measures.gold_called.append(name)
         elif kind == "model_response":
             settle(None)  # the previous response had no cache strip after it (a run from before strips)
-            pending = (model, dict(payload.get("usage") or {}))
-            if provider in ESTIMATING_PROVIDERS:
+            pending = (priced_model(payload.get("model"), model), Usage.of(payload.get("usage")))
+            source = payload.get("usage_source")
+            if source == "estimate" or (not source and provider in estimating_providers):
                 measures.tokens_estimated = True
         elif kind == "cache_strip":
             settle(payload)  # its vendor says how the usage splits, its TTL what a write costs
@@ -157,19 +153,6 @@ def measure_task(events: Iterable[tuple[str, Mapping[str, Any]]], expected: Sequ
     measures.cost_usd = None if unpriced else round(cost, 8)
     measures.uncached_cost_usd = None if unpriced else round(uncached_cost, 8)
     return measures
-
-
-def _tool_error_kind(payload: Mapping[str, Any]) -> str:
-    error = str(payload.get("error") or "")
-    if "before it was loaded" in error:
-        return "tool_not_loaded"
-    if error.startswith("Permission to use") or "denied" in error:
-        return "permission_denied"
-    if "does not exist" in error:
-        return "unknown_tool"
-    if "cancelled" in error:
-        return "cancelled"
-    return "tool_error"
 
 
 # -- statistics ---------------------------------------------------------------------------------------

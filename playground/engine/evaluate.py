@@ -1,8 +1,8 @@
 """Retrieval quality of a search backend over a labelled query set (../shared/toolsets format).
 
 Each query ranks the whole catalog; with `top` = the first k names, a gold tool is hit when it or
-one of its `equivalent_names` is in `top`. Per query: recall@k (hit gold / gold), full hit@k (all
-gold hit), reciprocal rank of the first hit within the top 10 (MRR@10). Means over queries, plus
+one of its `equivalent_names` is in `top`. Per query: top-1 (the first name is a gold tool),
+recall@k (hit gold / gold), full hit@k (all gold hit), reciprocal rank of the first hit within the top 10 (MRR@10). Means over queries, plus
 per-query search latency (the index is built before timing).
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ class QueryOutcome:
     recall_at_k: float
     recall_at_10: float
     full_hit_at_k: bool
+    top_1: bool
     reciprocal_rank: float
     latency_ms: float
 
@@ -61,6 +62,7 @@ def score_query(query: LabelledQuery, ranked: Sequence[str], k: int, latency_ms:
         recall_at_k=hit_k / gold,
         recall_at_10=hits(query, ranked[:RANKED_DEPTH]) / gold,
         full_hit_at_k=hit_k == gold,
+        top_1=first_hit_rank(query, ranked[:1]) == 1,
         reciprocal_rank=reciprocal_rank(query, ranked[:RANKED_DEPTH]),
         latency_ms=latency_ms,
     )
@@ -91,6 +93,10 @@ class EvalReport:
         return self._mean("full_hit_at_k")
 
     @property
+    def top_1(self) -> float:
+        return self._mean("top_1")
+
+    @property
     def mrr(self) -> float:
         return self._mean("reciprocal_rank")
 
@@ -111,6 +117,7 @@ class EvalReport:
             "recall_at_k": round(self.recall_at_k, 4),
             "recall_at_10": round(self.recall_at_10, 4),
             "full_hit_at_k": round(self.full_hit_at_k, 4),
+            "top_1": round(self.top_1, 4),
             "mrr": round(self.mrr, 4),
             "p50_ms": round(self.p50_ms, 3),
             "p95_ms": round(self.p95_ms, 3),

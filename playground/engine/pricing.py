@@ -1,9 +1,15 @@
-"""The one per-model price table: what a model call costs in dollars.
+"""The money module: the one per-model price table, and how a model call's usage is counted and priced.
 
-Task runs (agent evaluation), the cost overview and the cache figures all price tokens here, so a
-price is changed in one place. Prices are US dollars per million tokens; a cache write costs more
-than plain input (5-minute or 1-hour TTL), a cache read less. Plain Python: the Django side passes
-in the overrides its setting names (`PRICE_TABLE`), the command lines do the same.
+Task runs (agent evaluation), the conversation page, the cost overview, traces and the cache figures
+all price tokens here, so a price is changed in one place. Prices are US dollars per million tokens;
+a cache write costs more than plain input (5-minute or 1-hour TTL), a cache read less. Plain Python:
+the Django side passes in the overrides its setting names (`PRICE_TABLE`), the command lines do the
+same. What else every figure shares is here too, said once: a call's input is its uncached, written
+and read tokens together (`Usage.input_total`); a call that names no cache TTL is priced at the
+API's default (`priced_ttl`); a call is priced at the model its response names, else its turn's
+(`priced_model`), and a call with none is counted unpriced as "(no model)" (`unpriced_name`). A
+malformed table has one answer everywhere: the processes refuse to start (settings.py), as the
+command lines exit with its message.
 
 Defaults: Anthropic's pricing page (platform.claude.com/docs/en/about-claude/pricing, "Model
 pricing": base input, 5m cache writes, 1h cache writes, cache hits and refreshes, output) and each
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,56 @@ PER_TOKENS = 1_000_000
 # OpenAI's automatic cache (no write charge, read 0.1× for the gpt-5.4 family).
 ANTHROPIC_CACHING, OPENAI_CACHING = "anthropic", "openai"
 CACHINGS = (ANTHROPIC_CACHING, OPENAI_CACHING)
+DEFAULT_TTL, LONG_TTL = "5m", "1h"  # a cache write's TTL: the API's default, and the hour it may ask for
+NO_MODEL = "(no model)"  # how a call that names no model is listed among the unpriced
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A model call's tokens in the loop's one accounting for both vendors: `uncached` input (what the
+    saved usage calls "input"), output, and the cached parts beside the uncached input."""
+
+    uncached: int = 0
+    output: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+
+    @classmethod
+    def of(cls, usage: Mapping[str, Any] | None) -> Usage:
+        """From a saved model_response's `usage` ({"input", "output", "cache_write", "cache_read"});
+        a missing, negative or non-numeric count is 0."""
+        usage = usage or {}
+        return cls(*(_count(usage.get(key)) for key in ("input", "output", "cache_write", "cache_read")))
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.uncached + other.uncached, self.output + other.output, self.cache_write + other.cache_write,
+                     self.cache_read + other.cache_read)
+
+    @property
+    def input_total(self) -> int:
+        """Every input token: uncached + written to the cache + read from it."""
+        return self.uncached + self.cache_write + self.cache_read
+
+
+def priced_ttl(ttl: str | None) -> str:
+    """The TTL a cache write is priced at: one hour when the call asked for it, else the default."""
+    return LONG_TTL if ttl == LONG_TTL else DEFAULT_TTL
+
+
+def priced_model(model: str | None, turn_model: str | None = "") -> str:
+    """The model a call is priced at: the one its response names, else its turn's (older responses name none)."""
+    return str(model or turn_model or "")
+
+
+def unpriced_name(model: str) -> str:
+    return model or NO_MODEL
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -112,7 +169,7 @@ class PriceTable:
         return self.prices.get(best) if best else None
 
     def cost_usd(self, model: str, input_tokens: int, output_tokens: int, cache_write: int = 0, cache_read: int = 0,
-                 *, ttl: str = "5m") -> float | None:
+                 *, ttl: str = DEFAULT_TTL) -> float | None:
         """Dollars for one call (or a sum of calls of one model); None when the model has no price.
 
         `input_tokens` is the uncached input (what the API reports as `input_tokens`), `cache_write`
@@ -121,10 +178,14 @@ class PriceTable:
         price = self.price(model)
         if price is None:
             return None
-        write_price = price.cache_write_1h if ttl == "1h" else price.cache_write_5m
+        write_price = price.cache_write_1h if priced_ttl(ttl) == LONG_TTL else price.cache_write_5m
         dollars = (max(0, input_tokens) * price.input + max(0, output_tokens) * price.output
                    + max(0, cache_write) * write_price + max(0, cache_read) * price.cache_read) / PER_TOKENS
         return round(dollars, 8)
+
+    def call_cost(self, usage: Usage, model: str, ttl: str | None = "") -> float | None:
+        """Dollars of one call (or a sum of calls of one model and TTL); None when the model has no price."""
+        return self.cost_usd(model, usage.uncached, usage.output, usage.cache_write, usage.cache_read, ttl=priced_ttl(ttl))
 
     def with_overrides(self, overrides: dict[str, Any]) -> PriceTable:
         return PriceTable({**self.prices, **parse_overrides(overrides)})
@@ -199,6 +260,6 @@ def price_table(setting: str = "") -> PriceTable:
 
 
 def cost_usd(model: str, input_tokens: int, output_tokens: int, cache_write: int = 0, cache_read: int = 0, *,
-             table: PriceTable | None = None, ttl: str = "5m") -> float | None:
+             table: PriceTable | None = None, ttl: str = DEFAULT_TTL) -> float | None:
     """Dollars for the tokens at `model`'s price in `table` (the defaults when none is given)."""
     return (table or PriceTable()).cost_usd(model, input_tokens, output_tokens, cache_write, cache_read, ttl=ttl)

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.pricing import DEFAULT_TTL, LONG_TTL, Usage
 from playground.engine.tokens import CharEstimateCounter, TokenCounter, count_messages
 
-CACHE_TTLS: dict[str, int] = {"5m": 300, "1h": 3600}  # seconds an entry lives after its last use
-DEFAULT_TTL = "5m"
+CACHE_TTLS: dict[str, int] = {DEFAULT_TTL: 300, LONG_TTL: 3600}  # seconds an entry lives after its last use
 MAX_BREAKPOINTS = 4
 # At a breakpoint the API also looks for a cache entry at up to this many blocks before it.
 LOOKBACK_BLOCKS = 20
@@ -453,12 +453,11 @@ def reported_split(vendor: str, usage: dict[str, Any] | None) -> dict[str, int] 
     stored in the loop's one accounting for both vendors (`input` the uncached part, `cache_read` and
     `cache_write` beside it: the OpenAI provider takes its cached tokens out of `input_tokens`), so the
     vendor only names whose figures these are."""
-    usage = usage or {}
-    given, read, write = (int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
-    if not (given or read or write):
+    counted = Usage.of(usage)
+    if not counted.input_total:
         return None
-    return {"input_tokens": given + read + write, "cache_write_tokens": write, "cache_read_tokens": read,
-            "uncached_tokens": given}
+    return {"input_tokens": counted.input_total, "cache_write_tokens": counted.cache_write,
+            "cache_read_tokens": counted.cache_read, "uncached_tokens": counted.uncached}
 
 
 def cache_model(vendor: str, *, ttl: str = DEFAULT_TTL, enabled: bool = True,

@@ -6,7 +6,7 @@ from django.conf import settings
 from playground.engine.catalog_io import DEMO_TOOLSET
 from playground.engine.search import quality
 from playground.evaluation.selectors import available_toolsets
-from playground.registry import availability, backends, inspector_options
+from playground.registry import availability, backends, inspector_options, labelled_sets
 
 MAX_VARIANTS = 6
 
@@ -33,7 +33,10 @@ class EvaluationForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["toolset"].choices = [(t, t) for t in available_toolsets()]
+        self.fields["toolset"].choices = [(t, t) for t in available_toolsets()] + [
+            (labelled_sets.toolset_name(profile), f"{profile.name}: its own labelled set ({count} labelled)")
+            for profile, count in labelled_sets.profiles_with_sets()
+        ]
         self.fields["toolset"].initial = DEMO_TOOLSET
         names = list(getattr(settings, "TOOLSEARCH_BACKENDS", {}))
         self.fields["backends"].choices = [(n, n) for n in names]

@@ -54,6 +54,7 @@ def result_rows(run: EvaluationRun) -> list[dict]:
     for row in (run.results or {}).get("rows") or []:
         metrics = row.get("metrics") or {}
         flat = {key.replace("@", "_"): value for key, value in metrics.items()}
+        flat.setdefault("top_1", None)  # runs stored before top-1 was measured show a dash
         # The no-match gate's two rates as counts (quality.run_suite): labelled queries answered with
         # nothing (should be none) and nonsense queries answered "no match" (should be all).
         gate = {}
@@ -101,11 +102,11 @@ class Chart:
     two_line_labels: bool = False  # some backend has settings: every name sits on the first of two lines
 
 
-CHART_METRICS = ("recall@1", "recall@5", "recall@10")
+CHART_METRICS = ("top@1", "recall@5", "recall@10")
 
 
 def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> Chart | None:
-    """Grouped bars (recall@1/@5/@10) per backend, as numbers for an inline SVG template."""
+    """Grouped bars (top-1, recall@5, recall@10) per backend, as numbers for an inline SVG template."""
     rows = (run.results or {}).get("rows") or []
     if not rows:
         return None
@@ -123,7 +124,8 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
         for m, metric in enumerate(CHART_METRICS):
             value = float(row["metrics"].get(metric, 0.0))
             bar_h = value * plot_h
-            bars.append(Bar(label=f"{row['backend']} {metric} {value:.3f}", value=value, x=x0 + m * bar_w, y=top + plot_h - bar_h, width=bar_w - 2, height=bar_h, metric=metric.replace("@", "-")))
+            shown_metric = "top-1" if metric == "top@1" else metric
+            bars.append(Bar(label=f"{row['backend']} {shown_metric} {value:.3f}", value=value, x=x0 + m * bar_w, y=top + plot_h - bar_h, width=bar_w - 2, height=bar_h, metric=shown_metric.replace("@", "-")))
         name, _, options = row["backend"].partition(":")
         shown = options if len(options) <= fits else options[: fits - 1] + "…"
         groups.append((left + g * group_w + group_w / 2, name, shown, row["backend"]))

@@ -22,6 +22,7 @@ from playground.heartbeat import Heartbeat, stale_before, worker_lost_reason
 from playground.queueing import queue_task
 from playground.engine.search import quality
 from playground.evaluation.models import EvaluationRun
+from playground.registry import labelled_sets
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def execute_run(run_id: int) -> EvaluationRun:
                 progress=progress,
                 registry=registry,
                 usage_from=run.usage_from,
+                load=load_toolset,
             )
     except Exception as exc:  # the page shows what went wrong; the worker keeps going
         logger.exception("evaluation run %s failed", run_id)
@@ -101,6 +103,13 @@ def execute_run(run_id: int) -> EvaluationRun:
                                                                 "default_backend": settings.TOOLSEARCH_DEFAULT_BACKEND}, progress=1.0,
             progress_message=f"done: {sum(r.queries for r in results)} searches")
     return EvaluationRun.objects.get(pk=run_id)
+
+
+def load_toolset(name: str):
+    """A shared toolset from its folder, or a profile's own labelled set (`profile:<id>`) over its catalog."""
+    if name.startswith(labelled_sets.PROFILE_TOOLSET_PREFIX):
+        return labelled_sets.profile_toolset(name)
+    return quality.load_toolset(name)
 
 
 def _finish(run_id: int, **fields) -> None:

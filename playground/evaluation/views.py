@@ -30,8 +30,8 @@ def index(request):
             # No "queued" flash: it stayed on the page after the run had finished. The run's own status
             # badge (polled while it is active) says queued / running / done.
             return redirect("evaluation:detail", pk=run.pk)
-    else:
-        form = EvaluationForm()
+    else:  # ?toolset= preselects one (the search-misses page links a profile's labelled set here)
+        form = EvaluationForm(initial={"toolset": request.GET["toolset"]} if request.GET.get("toolset") else None)
     runs = list(selectors.recent_runs())
     latest = next((r for r in runs if r.status == EvaluationRun.Status.DONE), None)
     context = {

@@ -22,6 +22,7 @@ import concurrent.futures
 import json
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -262,9 +263,19 @@ def sampling_result(text: str, *, model: str) -> dict[str, Any]:
     return {"role": "assistant", "content": {"type": "text", "text": text}, "model": model, "stopReason": "endTurn"}
 
 
-def sampling_as_messages_request(params: dict[str, Any], *, model: str, max_tokens_cap: int) -> dict[str, Any]:
-    """A sampling request as Messages API keyword arguments (what a provider's `create` takes):
-    text blocks kept, images kept, anything else named."""
+@dataclass(frozen=True)
+class SamplingCompletion:
+    """A sampling request as a plain completion in no vendor's shape (what a model provider's
+    `complete(system, messages, max_tokens)` takes; each sends it in its own)."""
+
+    system: str
+    messages: list[dict[str, Any]]  # [{"role", "content": [{"type": "text", "text"} | {"type": "image", "media_type", "data"}]}]
+    max_tokens: int
+
+
+def sampling_completion(params: dict[str, Any], *, max_tokens_cap: int) -> SamplingCompletion:
+    """A sampling request's messages, system prompt and token cap: text blocks kept, images kept,
+    anything else named."""
     messages = []
     for message in params.get("messages") or []:
         blocks = message.get("content")
@@ -275,16 +286,12 @@ def sampling_as_messages_request(params: dict[str, Any], *, model: str, max_toke
             if block.get("type") == "text":
                 content.append({"type": "text", "text": str(block.get("text") or "")})
             elif block.get("type") == "image":
-                content.append({"type": "image", "source": {"type": "base64", "media_type": block.get("mimeType"),
-                                                              "data": block.get("data")}})
+                content.append({"type": "image", "media_type": block.get("mimeType"), "data": block.get("data")})
             else:
                 content.append({"type": "text", "text": f"[{block.get('type', 'unknown')} content left out]"})
         messages.append({"role": message.get("role") if message.get("role") in ("user", "assistant") else "user", "content": content})
-    request: dict[str, Any] = {"model": model, "max_tokens": max(1, min(int(params.get("maxTokens") or 1), max_tokens_cap)),
-                               "messages": messages}
-    if params.get("systemPrompt"):
-        request["system"] = str(params["systemPrompt"])
-    return request
+    return SamplingCompletion(system=str(params.get("systemPrompt") or ""), messages=messages,
+                              max_tokens=max(1, min(int(params.get("maxTokens") or 1), max_tokens_cap)))
 
 
 # -- what pages show --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from playground.engine.announcements import MIN_BUDGET_TOKENS
+from playground.engine.claude_settings import MAX_SETTINGS_BYTES
 from playground.engine.modes import parse_mode
 from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
@@ -349,3 +350,27 @@ class AgentProfileForm(forms.ModelForm):
             except ValueError as exc:
                 raise forms.ValidationError(f"{name!r}: {exc}") from exc
         return names
+
+
+class SettingsImportForm(forms.Form):
+    """Claude Code's `.claude/settings.json` (pasted or uploaded) and the scope its rules go to."""
+
+    settings_file = forms.FileField(required=False, label="Settings file", help_text=".claude/settings.json or settings.local.json")
+    settings_text = forms.CharField(required=False, label="…or paste it", widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}))
+    profile = forms.ModelChoiceField(queryset=AgentProfile.objects.all(), required=False, empty_label="global (every profile)")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("settings_file")
+        if upload is not None:
+            if upload.size > MAX_SETTINGS_BYTES:
+                raise forms.ValidationError(f"The file is over {MAX_SETTINGS_BYTES // 1000} KB: not a settings file.")
+            try:
+                data["text"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        else:
+            data["text"] = data.get("settings_text") or ""
+        if not data["text"].strip():
+            raise forms.ValidationError("Choose a settings file or paste one.")
+        return data

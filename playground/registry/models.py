@@ -271,3 +271,26 @@ class StoredSearchIndex(models.Model):
 
     def __str__(self) -> str:
         return f"stored index {self.key[:60]} ({self.size:,} bytes)"
+
+
+class LabelledQuery(models.Model):
+    """A request a team labelled with the tool it should find: a profile's own labelled set, built
+    from where its searches failed (the conversations' "Search misses" page adds a row per query and
+    the tool finally called). Queries of one text share one id and so one split, the shared toolsets'
+    rule (`quality.split_of`): tuning never sees a test query. Registry sits below conversations, so
+    the conversation it came from is a plain id."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="labelled_queries")
+    query = StorableTextField()
+    query_hash = StorableCharField(max_length=40)  # sha1 of the query: its id in the labelled set, and its split
+    tool_name = StorableCharField(max_length=255)
+    conversation_id = models.PositiveBigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["profile", "query_hash", "tool_name"], name="labelled_query_once")]
+
+    def __str__(self) -> str:
+        return f"{self.query[:40]} → {self.tool_name}"

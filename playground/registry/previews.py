@@ -13,7 +13,6 @@ from playground.engine.cache_cost import first_and_steady
 from playground.engine.modes import ModeDecision
 from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionDecision
-from playground.engine.pricing import PriceTable
 from playground.engine.announcements import Announcement
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
@@ -27,7 +26,7 @@ from playground.engine.toolsearch_tool import (
 )
 from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
-from playground.registry.prices import PriceTableError, current_price_table
+from playground.registry.prices import current_price_table
 
 EXCLUDED_SHOWN = 100
 SERVER_SEARCH_NAMES = frozenset(t["name"] for t in SERVER_SEARCH_TOOLS.values())
@@ -414,10 +413,7 @@ def model_preview(
         state = ConversationState(messages=[state.messages[0], *hosted_search_items(PREVIEW_TOOL_USE_ID, known, catalog.get)])
     turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
     plan = turn.request
-    try:
-        table = current_price_table()
-    except PriceTableError:
-        table = PriceTable({})  # a malformed PRICE_TABLE: the figures say "no price", the page still shows
+    table = current_price_table()
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
                         tokens=turn.wire_tokens, cache=first_and_steady(turn, table), announcement=turn.wire_announcement)

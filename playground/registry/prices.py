@@ -1,5 +1,7 @@
 """The price table this deployment uses: the engine's dated defaults with the `PRICE_TABLE` setting's
-overrides (playground/engine/pricing.py). Every page and task that shows dollars asks here."""
+overrides (playground/engine/pricing.py, the money module). Every page and task that shows dollars
+asks here. A malformed setting never reaches them: settings.py refuses to start with its message, in
+every process alike (web, worker, beat, management commands)."""
 from __future__ import annotations
 
 import functools
@@ -17,5 +19,6 @@ def _table_for(setting: str) -> PriceTable:
 
 
 def current_price_table() -> PriceTable:
-    """The table (raises PriceTableError, with a clear message, when the setting is malformed)."""
+    """The table (checked at start; PriceTableError, with a clear message, only for a setting changed
+    since, as a test may)."""
     return _table_for(getattr(settings, "PRICE_TABLE", "") or "")

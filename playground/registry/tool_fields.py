@@ -1,19 +1,35 @@
 """What the engine derives from a tool row's definition: the engine `Tool` it stands for, its token
 estimate and whether it is deferred.
 
-No model import here, so that `models.Tool.save` can keep its derived fields true while the adapter,
-which reads and writes rows, imports the models (rows are read through their attributes).
+No model import here, not even for its type, so that `models.Tool.save` can keep its derived fields
+true while the adapter, which reads and writes rows, imports the models: a row is read through the
+attributes `ToolRow` names.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolDefinitionError, is_deferred
 
-if TYPE_CHECKING:
-    from playground.registry.models import Tool
+
+
+class ToolRow(Protocol):
+    """What this module reads and sets on a tool row (`models.Tool` is one)."""
+
+    name: str
+    description: str
+    input_schema: Any
+    search_hint: str
+    server: Any  # the McpServer row, or None; read only when `server_id` is set
+    server_id: int | None
+    server_name: str
+    should_defer: bool
+    always_load: bool
+    token_estimate: int
+    deferred: bool
+    content_hash: str
 
 _token_counter: TokenCounter | None = None
 
@@ -26,7 +42,7 @@ def token_counter() -> TokenCounter:
     return _token_counter
 
 
-def tool_to_engine(row: Tool) -> EngineTool:
+def tool_to_engine(row: ToolRow) -> EngineTool:
     """One row as an engine `Tool` (raises `ToolDefinitionError` for a definition the API rejects)."""
     return engine_tool(
         name=row.name,
@@ -54,7 +70,7 @@ def engine_tool(*, name: str, description: str, input_schema: Any, search_hint: 
     )
 
 
-def refresh_derived_fields(row: Tool) -> None:
+def refresh_derived_fields(row: ToolRow) -> None:
     """Token estimate and deferral from the engine, for `Tool.save` and bulk writes.
 
     A row whose definition the engine rejects (only possible through the admin or raw SQL: the forms

@@ -146,10 +146,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     m = report.metrics()
     k = m["k"]
     print(f"backend {m['backend']} over {m['tools']} tools, {m['query_count']} queries (index built in {m['build_s']:.3f} s)")
+    print(f"  top-1         {m['top_1']:.3f}")
+    print(f"  MRR@10        {m['mrr']:.3f}")
     print(f"  recall@{k}      {m['recall_at_k']:.3f}")
     print(f"  recall@10     {m['recall_at_10']:.3f}")
     print(f"  full hit@{k}    {m['full_hit_at_k']:.3f}")
-    print(f"  MRR@10        {m['mrr']:.3f}")
     print(f"  latency       p50 {m['p50_ms']:.3f} ms, p95 {m['p95_ms']:.3f} ms")
     return 0
 

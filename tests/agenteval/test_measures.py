@@ -15,17 +15,19 @@ def turn(model="claude-sonnet-4-5", provider="anthropic", subagent=""):
     return ("turn_started", {"model": model, "provider": provider, "subagent": subagent})
 
 
-def response(input_tokens=1000, output=50, write=0, read=0):
-    return ("model_response", {"usage": {"input": input_tokens, "output": output, "cache_write": write, "cache_read": read}})
+def response(input_tokens=1000, output=50, write=0, read=0, usage_source=None):
+    payload = {"usage": {"input": input_tokens, "output": output, "cache_write": write, "cache_read": read}}
+    return ("model_response", payload if usage_source is None else {**payload, "usage_source": usage_source})
 
 
 def call(name, use_id):
     return ("tool_call", {"tool_use_id": use_id, "name": name})
 
 
-def result(name, use_id, *, error="", is_error=False, simulated=False):
-    return ("tool_result", {"tool_use_id": use_id, "name": name, "is_error": is_error or bool(error), "error": error,
-                            "simulated": simulated})
+def result(name, use_id, *, error="", is_error=False, simulated=False, refusal=None):
+    payload = {"tool_use_id": use_id, "name": name, "is_error": is_error or bool(error) or bool(refusal), "error": error,
+               "simulated": simulated}
+    return ("tool_result", payload if refusal is None else {**payload, "refusal": refusal})
 
 
 def test_search_then_the_gold_tool_is_a_first_call_success_with_priced_tokens():
@@ -47,7 +49,7 @@ def test_an_equivalent_name_counts_a_wrong_first_pick_and_errors_by_kind():
     events = [
         turn(), response(),
         call("mcp__weather__get_forecast", "a"), result("mcp__weather__get_forecast", "a"),
-        call(GOLD, "b"), result(GOLD, "b", error="deferred tool called before it was loaded"),
+        call(GOLD, "b"), result(GOLD, "b", error="deferred tool called before it was loaded", refusal="deferred"),
         call(ALT, "c"), result(ALT, "c"),
         ("error", {"kind": "max_turns"}),
     ]
@@ -58,17 +60,55 @@ def test_an_equivalent_name_counts_a_wrong_first_pick_and_errors_by_kind():
 
 
 def test_a_gold_first_call_that_failed_is_no_first_call_success():
-    events = [turn(), response(), call(GOLD, "a"), result(GOLD, "a", error="Permission to use x was denied (rule).")]
+    events = [turn(), response(), call(GOLD, "a"), result(GOLD, "a", error=f"Tool {GOLD!r} is not available.", refusal="denied")]
     m = measure_task(events, [GOLD])
     assert (m.success, m.first_call_success, m.errors) == (False, False, {"permission_denied": 1})
 
 
+def test_errors_are_counted_by_the_code_on_the_result_not_by_its_words():
+    named = "mcp__audit__list_denied_logins"  # the words "denied" and "cancelled" in a tool's name or output mean nothing
+    events = [turn(), response(),
+              call(named, "a"), result(named, "a", error=f"Tool {named!r} does not exist or is not available in this conversation.",
+                                       refusal="unknown"),
+              call("mcp__shop__cancelled_orders", "b"), result("mcp__shop__cancelled_orders", "b", is_error=True),
+              call(GOLD, "c"), result(GOLD, "c", error="The person denied permission to use it.", refusal="person_denied"),
+              call(GOLD, "d"), result(GOLD, "d", error="Cancelled by the person while it ran.", refusal="cancelled"),
+              call(GOLD, "e"), result(GOLD, "e", error="Permission to use it was not granted.", refusal="prompt_timeout"),
+              call("ToolSearch", "f"), result("ToolSearch", "f", error="ToolSearch is not available.", refusal="server_search")]
+    assert measure_task(events, [GOLD]).errors == {"cancelled": 1, "permission_denied": 2, "tool_error": 2, "unknown_tool": 1}
+
+
+def test_a_result_saved_before_codes_reads_by_the_loops_own_note():
+    named = "mcp__audit__list_denied_logins"
+    old = [turn(), response(),
+           call(GOLD, "a"), result(GOLD, "a", error="deferred tool called before it was loaded"),
+           call(named, "b"), result(named, "b", error=f"Tool {named!r} does not exist or is not available in this conversation."),
+           call(GOLD, "c"), result(GOLD, "c", error=f"Tool {GOLD!r} is not available: it is denied by a permission rule."),
+           call(GOLD, "d"), result(GOLD, "d", error="Permission to use x was not granted: nobody answered within 5 seconds."),
+           call(GOLD, "e"), result(GOLD, "e", error="cancelled while it ran"),
+           call(GOLD, "f"), result(GOLD, "f", is_error=True)]  # a tool's own error: no note
+    # The word "denied" in the unknown tool's name no longer makes it a permission denial.
+    assert measure_task(old, [GOLD]).errors == {"cancelled": 1, "permission_denied": 2, "tool_error": 1, "tool_not_loaded": 1,
+                                                "unknown_tool": 1}
+
+
 def test_cache_parts_are_input_and_priced_apart_and_the_demo_is_marked_estimated():
-    events = [turn(provider="demo"), response(input_tokens=100, output=10, write=1000, read=10_000)]
+    events = [turn(provider="demo"), response(input_tokens=100, output=10, write=1000, read=10_000, usage_source="estimate")]
     m = measure_task(events, [GOLD])
     assert (m.input_tokens, m.cache_write_tokens, m.cache_read_tokens, m.tokens_estimated) == (11_100, 1000, 10_000, True)
     # 100 × 3 + 10 × 15 + 1,000 × 3.75 + 10,000 × 0.30, per million.
     assert m.cost_usd == pytest.approx((300 + 150 + 3750 + 3000) / 1e6)
+
+
+def test_the_response_says_whether_its_usage_is_an_estimate_on_either_wire():
+    # The regression: only the "demo" key was known to estimate, so the demo agent on OpenAI's wire read as reported.
+    assert measure_task([turn(provider="demo-openai"), response(usage_source="estimate")], [GOLD]).tokens_estimated
+    assert not measure_task([turn(provider="anthropic"), response(usage_source="reported")], [GOLD]).tokens_estimated
+    # A response saved before responses said so: its provider, as the caller knows them.
+    old = [turn(provider="demo-openai"), response()]
+    assert measure_task(old, [GOLD], estimating_providers=frozenset({"demo", "demo-openai"})).tokens_estimated
+    assert not measure_task([turn(provider="anthropic"), response()], [GOLD],
+                            estimating_providers=frozenset({"demo", "demo-openai"})).tokens_estimated
 
 
 def test_the_cache_strip_prices_a_one_hour_write_and_an_openai_split_and_the_raw_cost_stays_beside_it():

@@ -150,10 +150,11 @@ def test_the_run_page_table_chart_grid_filters_and_exports(admin_client, admin_u
     assert f"/conversations/{run.items.first().conversation_id}/" in listed and "not in the run" not in listed
 
 
-def test_the_demo_agent_is_labelled_for_what_it_measures(admin_client, admin_user, claude_profiles):
+@pytest.mark.parametrize("provider", ["demo", "demo-openai"])  # demo-openai: the page asked for "demo" only
+def test_the_demo_agent_is_labelled_for_what_it_measures(admin_client, admin_user, claude_profiles, provider):
     run = finished_run(admin_user, claude_profiles)
     for item in run.items.all():
-        item.measures = {**item.measures, "provider": "demo", "tokens_estimated": True}
+        item.measures = {**item.measures, "provider": provider, "tokens_estimated": True}
         item.save()
     page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
     assert 'data-testid="demo-note"' in page and "heuristic" in page and "est.</abbr>" in page

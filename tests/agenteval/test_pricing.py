@@ -86,3 +86,39 @@ def test_the_deployment_table_reads_the_setting(settings):
     assert current_price_table().price("claude-sonnet-4-5").input == 9
     settings.PRICE_TABLE = ""
     assert current_price_table().price("claude-sonnet-4-5").input == 3
+
+
+def test_a_malformed_table_stops_every_process_at_start_with_its_message():
+    # One policy (it used to be the defaults on one page, no price in the loop and the preview, a refusal
+    # to start a task run): the settings refuse, so the web server, workers, beat and commands never start.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'playground.settings'); django.setup(); "
+            "from django.conf import settings; print(repr(settings.PRICE_TABLE))")
+    root = Path(__file__).resolve().parents[2]
+
+    def start(table: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], env={**os.environ, "PRICE_TABLE": table}, cwd=root,
+                              capture_output=True, text=True, timeout=60)
+
+    refused = start('{"claude-sonnet-4-5": {"input": -1}}')
+    assert refused.returncode != 0
+    assert "PRICE_TABLE is malformed: claude-sonnet-4-5.input: a price is a non-negative number" in refused.stderr
+    fine = start('{"claude-sonnet-4-5": {"input": 9, "output": 9}}')
+    assert fine.returncode == 0, fine.stderr
+
+
+def test_usage_counts_every_input_token_once_and_prices_at_the_calls_model_and_ttl():
+    usage = pricing.Usage.of({"input": 100, "output": 10, "cache_write": 1000, "cache_read": 10_000})
+    assert usage.input_total == 11_100 and (usage + usage).input_total == 22_200
+    assert pricing.Usage.of({"input": "x", "output": -5, "cache_read": None}) == pricing.Usage()
+    table = PriceTable()
+    # Sonnet 4.5: 100 × 3 + 10 × 15 + 1,000 × 3.75 (5 minutes, the default) + 10,000 × 0.30, per million.
+    assert table.call_cost(usage, "claude-sonnet-4-5", "") == pytest.approx((300 + 150 + 3750 + 3000) / 1e6)
+    assert table.call_cost(usage, "claude-sonnet-4-5", "1h") == pytest.approx((300 + 150 + 6000 + 3000) / 1e6)
+    assert (pricing.priced_ttl(""), pricing.priced_ttl(None), pricing.priced_ttl("1h")) == ("5m", "5m", "1h")
+    assert pricing.priced_model("", "claude-haiku-4-5") == "claude-haiku-4-5" == pricing.priced_model("claude-haiku-4-5", "x")
+    assert pricing.unpriced_name("") == "(no model)" and table.call_cost(usage, "no-such-model") is None

@@ -26,6 +26,7 @@ def test_a_denied_tool_is_never_sent_and_a_call_to_it_is_refused(admin_user, too
     result = last_result(fake_api)
     assert result["is_error"] is True and "denied by a permission rule" in result["content"][0]["text"]
     assert events_of(conversation, "tool_call")[0].payload["permission"] == "deny"
+    assert events_of(conversation, "tool_result")[0].payload["refusal"] == "denied"  # the code the measures count by
     assert outcome.reason == "end_turn"
 
 
@@ -230,6 +231,7 @@ def test_cancel_while_a_subagent_runs_says_the_agent_call_was_interrupted_and_th
     # The timeline's record of the Agent call says the same, and the cancelled event names it.
     agent_result = next(e for e in events_of(conversation, "tool_result") if e.payload["name"] == "Agent")
     assert agent_result.payload["is_error"] and agent_result.payload["error"] == "cancelled while it ran"
+    assert agent_result.payload["refusal"] == "cancelled"
     assert agent_result.payload["content"][0]["text"] == texts[agent_id]
     cancelled = events_of(conversation, "cancelled")[0].payload
     assert cancelled["stage"] == "tool_call" and cancelled["interrupted"] == "Agent" and cancelled["after_ms"] >= 0

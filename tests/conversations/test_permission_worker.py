@@ -91,7 +91,7 @@ def test_denying_resumes_the_run_with_a_denial(celery_worker, admin_user, tool_w
     services.answer_permission(conversation, prompt.sequence, "deny", user=admin_user)
     conversation = wait_idle(conversation)
     result = time_result(conversation)
-    assert result["is_error"] is True and "denied permission" in result["error"]
+    assert result["is_error"] is True and "denied permission" in result["error"] and result["refusal"] == "person_denied"
     assert events_of(conversation, "turn_finished")[-1].payload["reason"] == "end_turn"
 
 
@@ -119,6 +119,7 @@ def test_an_unanswered_prompt_is_denied_at_its_deadline_by_the_watch(celery_work
     answer = events_of(conversation, "permission_answer")[0].payload
     assert answer["prompt_sequence"] == prompt.sequence and answer["choice"] == "timeout"
     assert "nobody answered within 1 seconds" in time_result(conversation)["error"]
+    assert time_result(conversation)["refusal"] == "prompt_timeout"
 
 
 def test_an_open_prompt_holds_no_worker(celery_worker, admin_user, tool_world, asking_profile, native_profile):

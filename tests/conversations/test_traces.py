@@ -138,3 +138,20 @@ def test_a_worker_process_that_stops_sends_what_it_still_holds(receiver, tool_wo
     assert not receiver.received()  # queued: the batch processor sends every 5 s
     worker_process_shutdown.send(sender=None, pid=0, exitcode=0)
     assert any(not s.parent_span_id for s in receiver.received())  # sent before the process would exit
+
+
+def test_the_demo_agent_on_openais_wire_is_traced_as_ours_with_estimated_tokens(settings, tool_world, native_profile, admin_user):
+    # The regression: only "demo" was known as ours and as estimating, so these spans said
+    # gen_ai.provider.name "demo-openai" and tokens_estimated False.
+    from playground.conversations.providers.demo_openai import OpenAIWireDemoAgent
+    from playground.conversations.traces import run_trace
+
+    settings.DEMO_STREAM_WORDS_PER_SECOND = 0
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=OpenAIWireDemoAgent())
+    assert outcome.reason == "end_turn"
+    root, _ = run_trace(conversation.pk)
+    chats = [s for s in root.children if s.name.startswith("chat ")]
+    assert chats and root.attributes["playground.tokens_estimated"] is True
+    for chat in chats:
+        assert chat.attributes["gen_ai.provider.name"] == "playground.demo"
+        assert chat.attributes["playground.tokens_estimated"] is True

@@ -95,6 +95,7 @@ def test_eval_json_has_the_metrics_and_the_ranked_names_per_query(tmp_path, cata
     report = json.loads(done.stdout)
     assert report["recall_at_k"] == pytest.approx((1 + 0.5) / 2)
     assert report["full_hit_at_k"] == 0.5 and report["mrr"] == 1.0
+    assert report["top_1"] == 1.0  # both queries' first result is gold; recall@1 is lower for the two-gold one
     assert {"recall_at_10", "p50_ms", "p95_ms"} <= set(report)
     assert report["queries"][0] == {"id": "a", "ranked": ["mcp__slack__post_message", "mcp__slack__list_channels"]}
 
@@ -104,7 +105,7 @@ def test_eval_on_mcp_combined_prints_its_figures(shared_toolsets):
     done = run_cli("eval", "--catalog", folder / "catalog.jsonl", "--queries", folder / "queries.jsonl", "--backend", "claude-code", "--k", "5")
     assert done.returncode == 0, done.stderr
     assert "over 706 tools, 90 queries" in done.stdout
-    assert "recall@5" in done.stdout and "MRR@10" in done.stdout
+    assert "recall@5" in done.stdout and "MRR@10" in done.stdout and "top-1" in done.stdout
 
 
 def test_bench_json_rows_compare_both_backends_and_rankings_match(shared_toolsets):

@@ -22,6 +22,7 @@ def test_an_equivalent_name_counts_as_the_gold_tool():
 def test_nothing_found_scores_zero():
     outcome = score_query(QUERY, [], k=5)
     assert (outcome.recall_at_k, outcome.recall_at_10, outcome.full_hit_at_k, outcome.reciprocal_rank) == (0.0, 0.0, False, 0.0)
+    assert outcome.top_1 is False
 
 
 def test_evaluate_averages_over_queries_and_times_each_search():
@@ -32,6 +33,7 @@ def test_evaluate_averages_over_queries_and_times_each_search():
     ]
     report = evaluate(catalog, queries, ClaudeCodeKeywordBackend(), k=1)
     assert report.recall_at_k == 0.5 and report.full_hit_at_k == 0.5 and report.mrr == 0.5
+    assert report.top_1 == 0.5 and report.metrics()["top_1"] == 0.5
     assert report.p50_ms > 0 and report.to_dict()["queries"][1] == {"id": "2", "ranked": []}
     with pytest.raises(ValueError):
         evaluate(catalog, queries, ClaudeCodeKeywordBackend(), k=0)

@@ -52,6 +52,10 @@ def test_staff_starts_a_run_that_the_task_completes(admin_client, toy_toolsets, 
     assert rows[1]["metrics"]["empty"] == 0.0 and rows[1]["metrics"]["nonsense_no_match"] == 1.0
     assert "answered empty</th>" in page and '<td class="num empty-answers">0 of 12</td>' in page
     assert '<td class="num nonsense">19 of 19</td>' in page
+    # top-1 beside recall, in the table and the chart, as the run measured it
+    top_1 = rows[1]["metrics"]["top@1"]
+    assert 0.0 <= top_1 <= 1.0 and f'<td class="num top-1">{top_1:.3f}</td>' in page
+    assert f"bm25 top-1 {top_1:.3f}" in page and "recall@1 " not in page  # the chart draws top-1, not recall@1
     assert "hx-trigger" not in page  # finished: no more polling
     index = admin_client.get(reverse("evaluation:index")).content.decode()
     assert "Latest finished run" in index and "<svg" in index
@@ -142,3 +146,41 @@ def test_the_demo_set_runs_by_default(admin_client, tmp_path, monkeypatch, djang
     run = EvaluationRun.objects.get()
     assert run.status == "done", run.error
     assert run.results["rows"][0]["toolset"] == "demo" and run.results["rows"][0]["queries"] == 10
+
+
+def test_a_run_stored_before_top_1_shows_a_dash_not_a_zero(admin_client):
+    run = EvaluationRun.objects.create(
+        toolset="toy", backends=["bm25"], status="done", progress=1.0,
+        results={"rows": [{"backend": "bm25", "queries": 3, "metrics": {"recall@5": 1.0, "recall@10": 1.0, "complete@5": 1.0, "mrr": 1.0},
+                           "p50_ms": 1.0, "p95_ms": 1.0, "build_s": 0.1, "index_mb": 0.1}]},
+    )
+    page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
+    assert 'title="stored before top-1 was measured"' in page
+
+
+def test_a_profiles_own_labelled_set_runs_like_a_toolset(admin_client, monkeypatch, django_capture_on_commit_callbacks):
+    from playground.registry import labelled_sets
+    from playground.registry.models import AgentProfile
+    from tests.registry.conftest import make_tool
+
+    make_tool("mcp__github__create_issue", "Create a new issue in a GitHub repository")
+    make_tool("mcp__weather__get_forecast", "Weather forecast for a city")
+    make_tool("mcp__slack__post_message", "Post a message to a Slack channel")
+    profile = AgentProfile.objects.create(name="team", tool_search_mode="true", search_backend="bm25")
+    labelled = [("open a bug ticket", "mcp__github__create_issue"), ("rain tomorrow in oslo", "mcp__weather__get_forecast"),
+                ("tell the team channel", "mcp__slack__post_message")]
+    for query, tool in labelled:
+        labelled_sets.add_labelled_query(profile, query, tool)
+    toolset = labelled_sets.toolset_name(profile)
+    form = admin_client.get(reverse("evaluation:index"), {"toolset": toolset}).content.decode()
+    assert f'<option value="{toolset}" selected>team: its own labelled set (3 labelled)</option>' in form
+
+    monkeypatch.setattr(tasks.run_evaluation, "delay", lambda pk: tasks.run_evaluation.apply(args=(pk,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(reverse("evaluation:index"), {"toolset": toolset, "backends": ["bm25"], "query_style": "natural",
+                                                        "split": "all", "query_limit": ""})
+    run = EvaluationRun.objects.get()
+    assert run.status == "done", run.error
+    row = run.results["rows"][0]
+    assert row["toolset"] == toolset and row["queries"] == 3 and row["tools"] == 3
+    assert 0.0 <= row["metrics"]["top@1"] <= row["metrics"]["recall@5"] <= 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from playground.engine.search import capabilities
-from playground.engine.search.hybrid import HybridBackend, diversify_servers, named_server_tools
+from playground.engine.search.hybrid import HybridBackend
 from playground.engine.tools import ToolCatalog
 from tests.search.conftest import mcp
 
@@ -60,44 +60,6 @@ def test_describe_query_names_the_capabilities_it_read(encoder):
 def test_bad_capability_settings_are_refused():
     with pytest.raises(ValueError, match="capabilities"):
         HybridBackend(capabilities=["teleport"])
-    with pytest.raises(ValueError, match="server_routing"):
-        HybridBackend(server_routing="sometimes")
-
-
-class _Index:
-    """Just what the server-routing helpers read."""
-
-    def __init__(self, catalog):
-        from playground.engine.search.bm25 import BM25Backend
-
-        self.bm25 = BM25Backend().build_index(catalog)
-        self.server_stems = None
-
-
-def test_a_single_need_request_routes_only_to_the_servers_it_names(small_catalog):
-    from playground.engine.search.base import read_query
-
-    index = _Index(small_catalog)
-    named = named_server_tools(read_query("open issues on github about the login bug"), index)
-    names = [t.name for t, hit in zip(index.bm25.tools, named) if hit]
-    assert names and all(name.startswith("mcp__github__") for name in names)
-    assert not named_server_tools(read_query("open issues about the login bug"), index).any()
-
-
-def test_one_server_cannot_fill_the_top_k_when_another_has_a_good_answer(small_catalog):
-    import numpy as np
-
-    index = _Index(small_catalog)
-    ids = [t.name for t in index.bm25.tools]
-    fused = np.zeros(len(ids), dtype=np.float32)
-    for name, score in [("mcp__github__create_issue", 1.0), ("mcp__github__list_pull_requests", 0.9), ("mcp__github__search_code", 0.8), ("mcp__gitlab__create_merge_request", 0.7)]:
-        fused[ids.index(name)] = score
-    order = [ids.index(n) for n in ("mcp__github__create_issue", "mcp__github__list_pull_requests", "mcp__github__search_code")]
-    new_order, moved = diversify_servers(fused, order, index, 3, 0.8)
-    assert [ids[i] for i in new_order] == ["mcp__github__create_issue", "mcp__github__list_pull_requests", "mcp__gitlab__create_merge_request"]
-    assert moved == {ids.index("mcp__gitlab__create_merge_request"): 3}
-    # unless its tools are the only good answers
-    assert diversify_servers(fused, order, index, 3, 0.9) == (order, {})
 
 
 def test_a_request_that_implies_a_computation_gets_the_catalogs_calculator_by_default(encoder, embeddings_dir):

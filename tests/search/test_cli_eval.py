@@ -63,7 +63,7 @@ def test_backend_specs_read_json_values_and_name_the_instance():
     from playground.engine.search.backends import backend_from_spec, parse_backend_spec
 
     assert parse_backend_spec("hybrid") == ("hybrid", {})
-    assert parse_backend_spec("hybrid:aspect_weight=0:fusion=rrf") == ("hybrid", {"aspect_weight": 0, "fusion": "rrf"})
+    assert parse_backend_spec("hybrid:aspect_weight=0:intent_weight=0.5") == ("hybrid", {"aspect_weight": 0, "intent_weight": 0.5})
     backend = backend_from_spec("bm25:field_weights={\"schema\":0}")
     assert backend.name == 'bm25:field_weights={"schema":0}' and backend.field_weights["schema"] == 0
     assert backend_from_spec("bm25").name == "bm25"

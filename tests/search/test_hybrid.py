@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
 import pytest
 
 from playground.engine.search import hybrid as hybrid_module
+from playground.engine.search.backends import backend_from_spec
 from playground.engine.search.encoder import EncoderUnavailable
 from playground.engine.search.hybrid import HybridBackend, cover_aspects, split_aspects
 
@@ -29,20 +31,17 @@ def test_hybrid_finds_what_only_one_side_finds(encoder, embeddings_dir, small_ca
     assert backend.search("merge_request gitlab", small_catalog).matches[0] == "mcp__gitlab__create_merge_request"
 
 
-@pytest.mark.parametrize("fusion", ["weighted", "rrf"])
-def test_both_fusions_keep_ties_in_catalog_order_and_positive_scores(encoder, embeddings_dir, small_catalog, fusion):
-    result = HybridBackend(fusion=fusion).search("create a file", small_catalog, max_results=10)
+def test_fusion_keeps_ties_in_catalog_order_and_positive_scores(encoder, embeddings_dir, small_catalog):
+    result = HybridBackend().search("create a file", small_catalog, max_results=10)
     scores = [s.score for s in result.scored]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
-    with pytest.raises(ValueError, match="fusion"):
-        HybridBackend(fusion="max")
 
 
-def test_rrf_gives_rank_shares():
-    backend = HybridBackend.__new__(HybridBackend)
-    backend.bm25_weight, backend.dense_weight, backend.rrf_k, backend.depth = 1.0, 1.0, 60.0, 2
-    shares = backend._rrf(np.array([0.0, 3.0, 5.0, 1.0], dtype=np.float32), positive_only=True)
-    assert shares.tolist() == pytest.approx([0.0, 1 / 62, 1 / 61, 0.0])
+@pytest.mark.parametrize("removed", [{"fusion": "rrf"}, {"server_routing": "evidence"}, {"server_diversity": 0.5}])
+def test_options_that_lost_and_were_removed_are_refused_by_name(removed):
+    # reciprocal-rank fusion, evidence-only server routing and server diversity (docs/search-quality.md)
+    with pytest.raises(ValueError, match=next(iter(removed))):
+        backend_from_spec("hybrid:" + ":".join(f"{k}={json.dumps(v)}" for k, v in removed.items()))
 
 
 def test_without_the_semantic_extra_hybrid_falls_back_to_bm25_and_says_why(small_catalog, monkeypatch, caplog):

@@ -36,6 +36,13 @@ def test_score_query_counts_equivalents_recall_completeness_and_rr():
     assert scores["recall@1"] == 0.0 and scores["recall@3"] == 0.5 and scores["recall@5"] == 0.5
     assert scores["recall@10"] == 1.0 and scores["complete@10"] == 1.0 and scores["complete@5"] == 0.0
     assert scores["rr"] == 0.5
+    assert scores["top@1"] == 0.0  # the first result is no gold tool
+
+
+def test_top_1_counts_an_accepted_alternative_in_first_place_whatever_the_gold_count():
+    q = LabelledQuery(id="q", query="x", expected_tool_names=("a", "b"), equivalent_names={"b": ("b2",)})
+    scores = quality.score_query(["b2", "z", "a"], q)
+    assert scores["top@1"] == 1.0 and scores["recall@1"] == 0.5  # recall@1 divides by the two gold tools
 
 
 def test_evaluate_backend_averages_over_queries():
@@ -48,6 +55,7 @@ def test_evaluate_backend_averages_over_queries():
     ]
     result = quality.evaluate_backend(backend, catalog, queries, toolset="toy")
     assert result.metrics["recall@1"] == 0.5
+    assert result.metrics["top@1"] == 0.5
     assert result.metrics["recall@5"] == 0.5
     assert result.metrics["recall@10"] == pytest.approx((1 + 0.5) / 2)
     assert result.metrics["complete@10"] == 0.5

@@ -9,9 +9,12 @@ from django.utils.module_loading import import_string
 from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract
 
 __all__ = ["ModelProvider", "ProviderError", "ProviderResponse", "plain_extract", "get_provider", "provider_key_for", "stand_in_for",
-           "conversation_provider_key", "provider_class", "provider_choices", "provider_label"]
+           "conversation_provider_key", "provider_class", "provider_choices", "provider_label", "automatic_provider_key",
+           "estimating_provider_keys", "otel_provider_name", "provider_estimates_usage", "provider_is_offline"]
 
 AUTO = ""
+# "Automatic": the first provider that can run here (`unavailable_reason`), the last one always.
+AUTOMATIC_ORDER = ("anthropic", "demo")
 AUTO_LABEL = "Automatic (Claude with an API key, else the offline demo agent)"
 
 
@@ -34,7 +37,20 @@ def provider_key_for(requested: str = AUTO, profile: object | None = None, *, pr
     chosen = getattr(profile, "provider", "") or "" if profile_choice is None else profile_choice
     if chosen:
         return stand_in_for(chosen)
-    return "anthropic" if settings.ANTHROPIC_API_KEY else "demo"
+    return automatic_provider_key()
+
+
+def automatic_provider_key() -> str:
+    """The provider of a conversation whose profile names none: Claude with an API key, else the
+    offline demo agent (`AUTOMATIC_ORDER`, each asked whether it can run here)."""
+    *preferred, last = AUTOMATIC_ORDER
+    for key in preferred:
+        try:
+            if not provider_class(key).unavailable_reason():
+                return key
+        except (ProviderError, ImportError):
+            continue
+    return last
 
 
 def stand_in_for(key: str) -> str:
@@ -70,3 +86,33 @@ def provider_choices() -> list[tuple[str, str]]:
 
 def provider_label(key: str) -> str:
     return dict(provider_choices()).get(key, key)
+
+
+def _fact(key: str, name: str, default: Any) -> Any:
+    """A fact a provider's class states; `default` for a key no configured class answers (a
+    provider since removed from MODEL_PROVIDERS, read from an old event)."""
+    try:
+        return getattr(provider_class(key), name)
+    except (ProviderError, ImportError):
+        return default
+
+
+def otel_provider_name(key: str) -> str:
+    """gen_ai.provider.name for a provider key (the key itself when no class names it)."""
+    return _fact(key, "otel_name", "") or key
+
+
+def provider_is_offline(key: str) -> bool:
+    """Whether the provider is the offline demo agent (on either vendor's wire): pages label it."""
+    return bool(_fact(key, "offline", False))
+
+
+def provider_estimates_usage(key: str) -> bool:
+    """Whether the provider's usage is the engine's estimate, not an API's report."""
+    return bool(_fact(key, "estimates_usage", False))
+
+
+def estimating_provider_keys() -> frozenset[str]:
+    """The configured providers whose usage is the engine's estimate: how a model response saved
+    before responses said where their usage came from is read."""
+    return frozenset(key for key in settings.MODEL_PROVIDERS if provider_estimates_usage(key))

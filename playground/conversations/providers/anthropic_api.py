@@ -21,7 +21,16 @@ from typing import Any
 import anthropic
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, TextSink, plain_extract, sdk_errors
+from playground.conversations.providers.base import (
+    ModelProvider,
+    NeutralMessage,
+    ProviderError,
+    ProviderResponse,
+    TextSink,
+    messages_api_request,
+    plain_extract,
+    sdk_errors,
+)
 from playground.engine.execution import CallCancelled, CancelSignal
 from playground.mcp_servers.connection import background_loop
 from playground.per_process import in_loop_run, portal
@@ -48,6 +57,8 @@ def usage_dict(usage: Any) -> dict[str, int]:
 class AnthropicProvider(ModelProvider):
     key = "anthropic"
     label = "Claude (Anthropic API)"
+    vendor = "anthropic"
+    otel_name = "anthropic"
 
     def __init__(self, *, api_key: str, base_url: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
         if not api_key:
@@ -60,6 +71,10 @@ class AnthropicProvider(ModelProvider):
     @classmethod
     def unavailable_reason(cls) -> str:
         return "" if settings.ANTHROPIC_API_KEY else "no API key: set ANTHROPIC_API_KEY"
+
+    @classmethod
+    def default_model(cls) -> str:
+        return settings.DEFAULT_MODEL
 
     @classmethod
     def from_settings(cls) -> AnthropicProvider:
@@ -136,7 +151,7 @@ class AnthropicProvider(ModelProvider):
         transcript = plain_extract(messages, limit=20_000)
         try:
             message = self.client.messages.create(
-                model=model or settings.DEFAULT_MODEL,
+                model=model or self.default_model(),
                 max_tokens=600,
                 messages=[{"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n{transcript}\n</conversation>"}],
             )
@@ -144,6 +159,9 @@ class AnthropicProvider(ModelProvider):
             # Compaction must not fail the conversation: fall back to the plain extract.
             return plain_extract(messages)
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
+
+    def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
 
 
 async def _started(coroutine: Any) -> asyncio.Task:

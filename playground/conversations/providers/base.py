@@ -3,6 +3,13 @@
 `settings.MODEL_PROVIDERS` maps a key to a dotted path; `get_provider(key)` builds it with
 `from_settings()`. The loop only ever calls `create()` (and `summarise()` for compaction), so the
 offline demo agent and Claude go through exactly the same loop, events and executor.
+
+What is true of a provider is said on its class, and read from there by every page, trace and
+measure: its `label`, the `vendor` whose wire it speaks, its OpenTelemetry name (`otel_name`),
+whether its usage is the engine's estimate (`estimates_usage`), its `default_model()` and, in
+`from_settings`, the retry settings of its own SDK. A plain completion without tools (an MCP
+server's sampling request) goes through `complete(system, messages, max_tokens)`, in a shape of no
+vendor (`NeutralMessage`), which each provider sends in its own.
 """
 from __future__ import annotations
 
@@ -22,6 +29,11 @@ from playground.engine.server_search import PROFILE_WIRE_STYLES
 # Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
 # thread that called the provider.
 TextSink = Callable[[str], None]
+# A message of a plain completion (`ModelProvider.complete`), in no vendor's shape:
+# {"role": "user" | "assistant", "content": [{"type": "text", "text": str}
+#                                            | {"type": "image", "media_type": str, "data": base64 str}]}
+NeutralMessage = dict[str, Any]
+USAGE_ESTIMATE, USAGE_REPORTED = "estimate", "reported"
 
 
 @dataclass
@@ -34,7 +46,7 @@ class ProviderResponse:
     model: str = ""
     response_id: str = ""
     # "reported": `usage` is the API's; "estimate": the engine's count (a provider with no usage of its own).
-    usage_source: str = "reported"
+    usage_source: str = USAGE_REPORTED
 
     def tool_uses(self) -> list[dict[str, Any]]:
         return [b for b in self.content if b.get("type") == "tool_use"]
@@ -94,16 +106,22 @@ def _status_message(exc: Any) -> str:
 class ModelProvider(ABC):
     """Base class of model providers.
 
-    Subclasses set `key` and `label` (shown in the UI), implement `create`, and may override
-    `summarise` (compaction) and `from_settings`. `create` receives the keyword arguments of
-    `client.messages.create` exactly as the engine's `TurnPlan.wire_request()` built them
-    (model, max_tokens, system, messages, tools) and must either return a ProviderResponse or raise
+    Subclasses set `key`, `label` (shown in the UI), `vendor` and `otel_name`, implement `create`
+    and `complete`, and may override `summarise` (compaction), `default_model` and `from_settings`.
+    `create` receives the request exactly as the engine's `TurnPlan.wire_request()` built it for the
+    turn's wire style (a Messages API request's model, max_tokens, system, messages, tools; OpenAI's
+    shapes for a provider that sets `openai_wire`) and must either return a ProviderResponse or raise
     ProviderError — never hang: network providers set timeouts and bounded retries.
     """
 
     key: str = "base"
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
+    vendor: str = "anthropic"  # whose wire it speaks: "anthropic" (Messages API) or "openai"
+    # gen_ai.provider.name in traces: the semantic conventions' value where there is one.
+    otel_name: str = ""
+    # True when its usage is the engine's estimate, not an API's report (its responses say "estimate").
+    estimates_usage: bool = False
     wire_styles: tuple[str, ...] = PROFILE_WIRE_STYLES
     # The provider that answers on this one's wire when it cannot run here (no API key) and a
     # profile names it: the OpenAI provider's is the offline demo agent on OpenAI's wire. "": none.
@@ -119,6 +137,11 @@ class ModelProvider(ABC):
     def unavailable_reason(cls) -> str:
         """Why `from_settings` cannot make a working provider here (with the fix), or "" when it can.
         Forms show such a provider disabled, so a run never starts only to fail on it."""
+        return ""
+
+    @classmethod
+    def default_model(cls) -> str:
+        """The model this provider runs when a profile names none it can run."""
         return ""
 
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
@@ -146,6 +169,40 @@ class ModelProvider(ABC):
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""
         return plain_extract(messages)
+
+    def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
+        """One plain completion, no tools: `messages` in the neutral shape (`NeutralMessage`), sent
+        in this provider's own request shape (`messages_api_request`, `chat_completions_request`);
+        `model` "" = `default_model()`. Returns a ProviderResponse or raises ProviderError."""
+        raise ProviderError(f"The {self.label} cannot answer a plain completion.", kind="configuration")
+
+
+def messages_api_request(system: str, messages: list[NeutralMessage], max_tokens: int, model: str) -> dict[str, Any]:
+    """A plain completion as Messages API keyword arguments: images as base64 sources."""
+    request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": [
+        {"role": m["role"], "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": b.get("media_type"), "data": b.get("data")}}
+            if b.get("type") == "image" else {"type": "text", "text": str(b.get("text") or "")}
+            for b in m.get("content") or []]}
+        for m in messages]}
+    if system:
+        request["system"] = system
+    return request
+
+
+def chat_completions_request(system: str, messages: list[NeutralMessage], max_tokens: int, model: str) -> dict[str, Any]:
+    """A plain completion as Chat Completions keyword arguments: the system prompt as the first
+    message, images as data URLs in a person's message (an assistant's content is text only)."""
+    chat: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        blocks = message.get("content") or []
+        if message["role"] == "assistant":
+            chat.append({"role": "assistant", "content": "\n".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")})
+            continue
+        chat.append({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": f"data:{b.get('media_type')};base64,{b.get('data')}"}}
+            if b.get("type") == "image" else {"type": "text", "text": str(b.get("text") or "")} for b in blocks]})
+    return {"model": model, "max_completion_tokens": max_tokens, "messages": chat}
 
 
 def plain_extract(messages: list[dict[str, Any]], *, limit: int = 2000) -> str:

@@ -37,7 +37,14 @@ from typing import Any
 
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderResponse, TextSink
+from playground.conversations.providers.base import (
+    USAGE_ESTIMATE,
+    ModelProvider,
+    NeutralMessage,
+    ProviderResponse,
+    TextSink,
+    messages_api_request,
+)
 from playground.conversations.providers.demo_arguments import (
     EXPRESSION_PROPERTY_NAMES,
     arithmetic,
@@ -114,7 +121,17 @@ class DemoAgentProvider(ModelProvider):
     key = "demo"
     label = "offline demo agent"
     offline = True
+    vendor = "anthropic"  # it reads and answers the Messages API's shapes
+    otel_name = "playground.demo"  # ours: the semantic conventions have no name for it
+    estimates_usage = True
     wire_styles = WIRE_STYLES  # it cannot run Anthropic's server-side search
+
+    @classmethod
+    def default_model(cls) -> str:
+        return settings.DEFAULT_MODEL
+
+    def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
 
     def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
         """The reply `create` gives, its text told to `on_text` a word at a time at the demo's pace."""
@@ -295,9 +312,9 @@ class DemoAgentProvider(ModelProvider):
                         for b in blocks_of(m) if b.get("type") == "tool_use")
         content = [text_block(note), {"type": "tool_use", "id": f"toolu_demo_{all_calls + 1:04d}", "name": name, "input": arguments}]
         return ProviderResponse(content=content, stop_reason="tool_use", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent", usage_source="estimate")
+                                model="offline-demo-agent", usage_source=USAGE_ESTIMATE)
 
     def _answer(self, request_kwargs: dict[str, Any], text: str) -> ProviderResponse:
         content = [text_block(text)]
         return ProviderResponse(content=content, stop_reason="end_turn", usage=self._usage(request_kwargs, content),
-                                model="offline-demo-agent", usage_source="estimate")
+                                model="offline-demo-agent", usage_source=USAGE_ESTIMATE)

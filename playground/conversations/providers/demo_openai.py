@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 
-from playground.conversations.providers.base import ProviderResponse
+from playground.conversations.providers.base import USAGE_ESTIMATE, NeutralMessage, ProviderResponse, chat_completions_request
 from playground.conversations.providers.demo import DemoAgentProvider
 from playground.conversations.providers.openai_api import chat_content, responses_content
 from playground.engine.openai_wire import (
@@ -225,11 +225,19 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
     key = "demo-openai"
     label = "offline demo agent (OpenAI wire)"
     offline = True
+    vendor = "openai"
     wire_styles = PROFILE_WIRE_STYLES  # the hosted style's search is played, and marked so
     simulated_search_note = HOSTED_SEARCH_NOTE
 
+    @classmethod
+    def default_model(cls) -> str:
+        return settings.OPENAI_MODEL
+
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
-        return openai_settings(agent_settings, settings.OPENAI_MODEL)
+        return openai_settings(agent_settings, self.default_model())
+
+    def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
+        return self.create(chat_completions_request(system, messages, max_tokens, model or self.default_model()))
 
     def _announced(self, request_kwargs: dict[str, Any]) -> list[str]:
         return [*super()._announced(request_kwargs), *request_kwargs.get(SEEN_DEFERRED, [])]
@@ -242,7 +250,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
             content = responses_content(self._responses_output(responses_view(request_kwargs)))
         stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         return ProviderResponse(content=content, stop_reason=stop_reason, usage=_usage(request_kwargs, content),
-                                model=DEMO_MODEL, usage_source="estimate")
+                                model=DEMO_MODEL, usage_source=USAGE_ESTIMATE)
 
     def _responses_output(self, view: WireView) -> list[dict[str, Any]]:
         decided = super().create(view.request).content

@@ -18,7 +18,15 @@ from typing import Any
 import openai
 from django.conf import settings
 
-from playground.conversations.providers.base import ModelProvider, ProviderError, ProviderResponse, plain_extract, sdk_errors
+from playground.conversations.providers.base import (
+    ModelProvider,
+    NeutralMessage,
+    ProviderError,
+    ProviderResponse,
+    chat_completions_request,
+    plain_extract,
+    sdk_errors,
+)
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
 from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name, openai_settings
@@ -91,6 +99,8 @@ def _stop_reason(content: list[dict[str, Any]], cut_off: bool) -> str:
 class OpenAIProvider(ModelProvider):
     key = "openai"
     label = "OpenAI (Responses API; Chat Completions for the functions style)"
+    vendor = "openai"
+    otel_name = "openai"
     offline_stand_in = "demo-openai"  # a profile naming OpenAI runs with the demo agent on OpenAI's wire without a key
 
     def __init__(self, *, api_key: str, base_url: str = "", model: str = "", max_retries: int = 2, timeout: float = 60.0) -> None:
@@ -106,9 +116,13 @@ class OpenAIProvider(ModelProvider):
         return "" if settings.OPENAI_API_KEY else "no API key: set OPENAI_API_KEY"
 
     @classmethod
+    def default_model(cls) -> str:
+        return settings.OPENAI_MODEL
+
+    @classmethod
     def from_settings(cls) -> OpenAIProvider:
-        return cls(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, model=settings.OPENAI_MODEL,
-                   max_retries=settings.ANTHROPIC_MAX_RETRIES, timeout=settings.ANTHROPIC_TIMEOUT_SECONDS)
+        return cls(api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL, model=cls.default_model(),
+                   max_retries=settings.OPENAI_MAX_RETRIES, timeout=settings.OPENAI_TIMEOUT_SECONDS)
 
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
         """The profile's style as OpenAI's matching one, with this provider's model (a Claude
@@ -151,3 +165,6 @@ class OpenAIProvider(ModelProvider):
         except openai.APIError:
             return plain_extract(messages)  # compaction must not fail the conversation
         return (reply.choices[0].message.content or "").strip() or plain_extract(messages)
+
+    def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
+        return self.create(chat_completions_request(system, messages, max_tokens, model or self.model))

@@ -1,10 +1,9 @@
 """Hybrid ToolSearch backend: BM25 and dense similarity, fused.
 
-Two fusions (option `fusion`):
-  - "weighted" (default, the evaluation's winner): bm25_weight × BM25/max(BM25 of this query)
-    + dense_weight × cosine. Normalising BM25 per query makes the two scales comparable whatever
-    the query length.
-  - "rrf": reciprocal-rank fusion, Σ weight / (rrf_k + rank) over each side's top `depth`.
+Weighted fusion: bm25_weight × BM25/max(BM25 of this query) + dense_weight × cosine. Normalising
+BM25 per query makes the two scales comparable whatever the query length. (Reciprocal-rank fusion,
+evidence-only server routing and server diversity lost on the development split and were removed;
+docs/search-quality.md keeps their record.)
 General refinements, all tuned on the development split only (docs/search-quality.md):
   - sentences (`intent_weight`): a query of several sentences asks for several things; each
     sentence is also scored alone and the best per-sentence score (normalised) is mixed in, so a
@@ -60,11 +59,8 @@ logger = logging.getLogger(__name__)
 
 # Tuned on the development split of every toolset (docs/search-quality.md).
 DEFAULTS: dict[str, Any] = {
-    "fusion": "weighted",
     "bm25_weight": 0.2,
     "dense_weight": 1.0,
-    "rrf_k": 60,
-    "depth": 100,
     "intent_weight": 0.3,  # share of the best per-sentence score (multi-request queries); 0 = off
     "server_weight": 0.6,  # share of the best score among the tool's server siblings; 0 = off
     # Long requests carry more specific words for the BM25 side to match (the dense side blurs
@@ -113,15 +109,6 @@ DEFAULTS: dict[str, Any] = {
     "capability_chain": "kin",
     "chain_min_cosine": 0.55,
     "capability_min_cosine": 0.45,
-    # Server-level evidence (`server_weight`) for which requests: "always" (every request), or
-    # "evidence" (a request of several clauses or sentences — several needs, often met by one
-    # server —, and for a single need only the servers the query names).
-    "server_routing": "always",
-    # Diversity for a single-need request: when the top `diversity_depth` all come from one server,
-    # the best tool of another server takes the last of them if its score reaches this share of
-    # the one it replaces (0 = off).
-    "server_diversity": 0.0,
-    "diversity_depth": 5,
     # What the encoder reads for a one-sentence natural-language request (capabilities.natural_request)
     # and its clauses: the text put into this frame at "{}" ("" = the text as typed). Tool texts
     # say what a tool does; the frame reads the request as one ("a tool to find flights from …"),
@@ -130,6 +117,11 @@ DEFAULTS: dict[str, Any] = {
     # queries are read as typed. Chosen on the development split (docs/search-quality.md,
     # "Dense-side round"): framing every request lost on stabletoolbench's multi-sentence ones.
     "query_frame": "a tool to {}",
+    # Learning from usage on the dense side (0 = off): a tool's past queries (the usage log) are
+    # vectors of its own, and a request's cosine to the tool is at least this share of its best
+    # cosine to one of them — nearest past request, in the words a team actually uses. The BM25
+    # side's "usage" field learns the words; this learns the meaning (docs/search-quality.md).
+    "usage_vectors": 0.0,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -248,8 +240,9 @@ class HybridIndex:
     capability_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # (a chain step's description, server id) → that server's tool for it and its cosine, or None
     chain_steps: dict[tuple[str, int], tuple[int, float] | None] = field(default_factory=dict)
-    # server id → the stems of its name that say what it is (server routing: queries naming it)
-    server_stems: dict[int, frozenset[str]] | None = None
+    # learned from usage (`usage_vectors`): the past queries' vectors and the tool each led to
+    usage_vectors: np.ndarray | None = None
+    usage_owners: np.ndarray | None = None
 
 
 @dataclass
@@ -282,13 +275,8 @@ class HybridBackend(SearchBackend):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         settings = {**DEFAULTS, **{k: v for k, v in options.items() if k in DEFAULTS}}
-        if settings["fusion"] not in ("weighted", "rrf"):
-            raise ValueError(f"hybrid fusion must be 'weighted' or 'rrf', not {settings['fusion']!r}")
-        self.fusion: str = settings["fusion"]
         self.bm25_weight = number_option("hybrid bm25_weight", settings["bm25_weight"], 0, 100)
         self.dense_weight = number_option("hybrid dense_weight", settings["dense_weight"], 0, 100)
-        self.rrf_k = number_option("hybrid rrf_k", settings["rrf_k"], 0, 100_000)
-        self.depth = number_option("hybrid depth", settings["depth"], 1, 100_000, integer=True)
         self.intent_weight = number_option("hybrid intent_weight", settings["intent_weight"], 0, 100)
         self.server_weight = number_option("hybrid server_weight", settings["server_weight"], 0, 100)
         long_weight = settings["bm25_weight_long"]
@@ -305,11 +293,6 @@ class HybridBackend(SearchBackend):
         self.capability_rank = number_option("hybrid capability_rank", settings["capability_rank"], 0, 100, integer=True)
         self.capability_slots = number_option("hybrid capability_slots", settings["capability_slots"], 0, 100, integer=True)
         self.capability_pool = number_option("hybrid capability_pool", settings["capability_pool"], 1, 100, integer=True)
-        if settings["server_routing"] not in ("always", "evidence"):
-            raise ValueError(f"hybrid server_routing must be 'always' or 'evidence', not {settings['server_routing']!r}")
-        self.server_routing: str = settings["server_routing"]
-        self.server_diversity = number_option("hybrid server_diversity", settings["server_diversity"], 0, 1)
-        self.diversity_depth = number_option("hybrid diversity_depth", settings["diversity_depth"], 2, 100, integer=True)
         keys = settings["capabilities"]
         if not isinstance(keys, (list, tuple)) or any(key not in capabilities.BY_KEY for key in keys):
             raise ValueError(f"hybrid capabilities must be a list of {', '.join(capabilities.BY_KEY)}, not {keys!r}")
@@ -318,6 +301,7 @@ class HybridBackend(SearchBackend):
         if settings["capability_chain"] not in ("off", "kin", "rank"):
             raise ValueError(f"hybrid capability_chain must be 'off', 'kin' or 'rank', not {settings['capability_chain']!r}")
         self.capability_chain: str = settings["capability_chain"]
+        self.usage_vectors = number_option("hybrid usage_vectors", settings["usage_vectors"], 0, 1)
         self.chain_min_cosine = number_option("hybrid chain_min_cosine", settings["chain_min_cosine"], -1, 1)
         self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
@@ -379,7 +363,28 @@ class HybridBackend(SearchBackend):
         )
         if index.semantic is not None and index.semantic.size >= self.scan_int8_tools:
             self.vector_scan(index)  # start the int8 scanner's build now, not at the first search
+        if usage and self.usage_vectors > 0 and index.semantic is not None:
+            self.learn_usage_vectors(index, usage)
         return index
+
+    def learn_usage_vectors(self, index: HybridIndex, usage: UsageLog) -> None:
+        """Each past query of a catalog tool, read as a request is (framed alike), as a vector of that tool."""
+        position = {tool.name: i for i, tool in enumerate(index.bm25.tools)}
+        pairs = [(query, position[name]) for name, queries in usage.queries.items() if name in position for query in queries]
+        if not pairs:
+            return
+        texts = [self.dense_text(read_query(query), self.framed(read_query(query))) for query, _ in pairs]
+        self.semantic.embed_query.prefetch(texts)
+        index.usage_vectors = np.stack([self.semantic.embed_query(text_) for text_ in texts]).astype(np.float32)
+        index.usage_owners = np.array([owner for _, owner in pairs], dtype=np.int64)
+
+    def with_usage_vectors(self, index: HybridIndex, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """Each row's cosine to every tool, raised to `usage_vectors` × its best cosine to one of
+        the tool's past queries where that is higher."""
+        learned = np.full(rows.shape, -1.0, dtype=np.float32)
+        for row, sims in enumerate(queries @ index.usage_vectors.T):
+            np.maximum.at(learned[row], index.usage_owners, sims.astype(np.float32))
+        return np.maximum(rows, self.usage_vectors * learned).astype(np.float32)
 
     def side_scores(
         self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, dense: np.ndarray | None,
@@ -439,8 +444,6 @@ class HybridBackend(SearchBackend):
         single_need = not (len(sentence_pieces) > 1 or split_aspects(reading.raw))
         if self.server_weight > 0:
             extras["server"] = index.bm25.servers.boost(fused, self.server_weight)
-            if self.server_routing == "evidence" and single_need:
-                extras["server"] = np.where(named_server_tools(reading, index), extras["server"], 0.0).astype(np.float32)
             fused = fused + extras["server"]
         if mask is not None:
             fused = np.where(mask, fused + REQUIRED_TERM_POINTS * len(reading.required), 0.0)
@@ -457,11 +460,6 @@ class HybridBackend(SearchBackend):
                     fused[i], picks[i] = gain, pick
         if not picks:
             order = top_indices(fused, max_results)
-        diverse: dict[int, int] = {}
-        if not picks and single_need and self.server_diversity > 0:
-            order, diverse = diversify_servers(fused, order, index, self.diversity_depth, self.server_diversity)
-            if diverse:
-                fused = slot_scores(fused, order, diverse)
         slots: dict[int, CapabilitySlot] = {}
         demoted: dict[int, CapabilitySlot] = {}  # a tool a chain step took the place of → that step
         if not gated and mask is None and not (single_need and self.capability_multi_need_only):
@@ -478,7 +476,7 @@ class HybridBackend(SearchBackend):
             breakdown = [
                 TermContribution(
                     term="(bm25)",
-                    rule=f"hybrid {self.fusion}: bm25 side",
+                    rule="hybrid weighted: bm25 side",
                     points=round(float(lexical_part[i]), 4),
                     field="bm25",
                     detail=f"bm25 rank {lexical_rank.get(i, '-')}, score {float(lexical[i]):.3f} ({term_summary})",
@@ -488,7 +486,7 @@ class HybridBackend(SearchBackend):
                 breakdown.append(
                     TermContribution(
                         term="(dense)",
-                        rule=f"hybrid {self.fusion}: dense side",
+                        rule="hybrid weighted: dense side",
                         points=round(float(dense_part[i]), 4),
                         field="embedding",
                         detail=f"dense rank {dense_rank.get(i, '-')}, cosine {float(dense[i]):.3f}" + (f" to \u201c{self.dense_text(reading, True)}\u201d" if framed else ""),
@@ -522,11 +520,6 @@ class HybridBackend(SearchBackend):
                         ) + f"; relevance × {pick.relevance_scale:.3g}, coverage weight {self.aspect_weight:g}" + (f"; clause{pooled_note}" if pooled_note else ""),
                     )
                 )
-            if i in diverse:
-                breakdown.append(TermContribution(
-                    term="(diversity)", rule=f"server diversity: slot {diverse[i]}", points=round(float(fused[i]) - sum(c.points for c in breakdown), 4),
-                    field="server", detail=f"a single need, and the tools above all come from one server; this is the best tool of another server (share {self.server_diversity:g})",
-                ))
             slot = slots.get(i)
             if slot is not None:
                 breakdown.append(capability_contribution(slot, float(fused[i]) - sum(c.points for c in breakdown), index))
@@ -742,7 +735,11 @@ class HybridBackend(SearchBackend):
             self.request_vector(read_query(sentence), framed) if vector is None else vector
             for sentence, vector in zip(intents, intent_vectors)
         ]
-        return self.scan_rows(index, np.stack(vectors), intents)
+        queries = np.stack(vectors)
+        rows = self.scan_rows(index, queries, intents)
+        if index.usage_vectors is not None:
+            rows = self.with_usage_vectors(index, rows, queries)
+        return rows
 
     def scan_rows(self, index: HybridIndex, queries: np.ndarray, intents: list[str]) -> np.ndarray:
         """The cosine of every tool to each query row (row 0: the request, then its sentences): one
@@ -787,8 +784,6 @@ class HybridBackend(SearchBackend):
         """Each side's share of the fused score, per tool (`bm25_weight` overrides the default)."""
         if dense is None:
             return lexical.astype(np.float32), np.zeros_like(lexical, dtype=np.float32)
-        if self.fusion == "rrf":
-            return self._rrf(lexical, positive_only=True), self._rrf(dense, positive_only=False)
         return self._weighted(lexical, dense, self.bm25_weight if bm25_weight is None else bm25_weight, _top(lexical))
 
     def _weighted(self, lexical: np.ndarray, dense: np.ndarray | None, bm25_weight: float, lexical_top: float) -> tuple[np.ndarray, np.ndarray]:
@@ -796,59 +791,6 @@ class HybridBackend(SearchBackend):
         lexical_part = bm25_weight * (lexical / lexical_top if lexical_top > 0 else lexical)
         dense_part = self.dense_weight * np.clip(dense, 0.0, None) if dense is not None else np.zeros_like(lexical)
         return lexical_part.astype(np.float32), dense_part.astype(np.float32)
-
-    def _rrf(self, scores: np.ndarray, *, positive_only: bool) -> np.ndarray:
-        weight = self.bm25_weight if positive_only else self.dense_weight
-        out = np.zeros(scores.shape, dtype=np.float32)
-        candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(scores.size)
-        if candidates.size == 0:
-            return out
-        depth = min(self.depth, candidates.size)
-        values = scores[candidates]
-        best = np.lexsort((candidates, -values))[:depth]
-        ranked = candidates[best]
-        out[ranked] = weight / (self.rrf_k + np.arange(1, depth + 1, dtype=np.float32))
-        return out
-
-
-GENERIC_SERVER_WORDS = frozenset({"mcp", "server", "servers", "api", "apis", "tool", "tools", "plugin", "service"})
-
-
-def server_stems(index: HybridIndex) -> dict[int, frozenset[str]]:
-    """Per server id, the stems of the server's name (identifier split) that say what it is:
-    stopwords and generic words ("mcp", "server", "api") aside."""
-    if index.server_stems is None:
-        stems: dict[int, frozenset[str]] = {}
-        for tool, server_id in zip(index.bm25.tools, index.bm25.servers.ids.tolist()):
-            if server_id >= 0 and server_id not in stems:
-                stems[server_id] = frozenset(text.analyze(" ".join(w for w in text.split_identifier(tool.server) if w not in GENERIC_SERVER_WORDS)))
-        index.server_stems = stems
-    return index.server_stems
-
-
-def named_server_tools(reading: QueryReading, index: HybridIndex) -> np.ndarray:
-    """Per tool, whether the query names its server: every stem of the server's name (see
-    `server_stems`) is among the query's stems."""
-    query_stems = set(text.analyze(reading.raw))
-    named = [server for server, stems in server_stems(index).items() if stems and stems <= query_stems]
-    return np.isin(index.bm25.servers.ids, named) if named else np.zeros(index.bm25.size, dtype=bool)
-
-
-def diversify_servers(fused: np.ndarray, order: list[int], index: HybridIndex, depth: int, share: float) -> tuple[list[int], dict[int, int]]:
-    """When the first `depth` tools of `order` all come from one server, the best tool of another
-    server takes the last of those slots, if its score reaches `share` × the score it replaces.
-    Returns the new order and {tool: its 1-based slot} for the tool moved up."""
-    ids = index.bm25.servers.ids
-    if len(order) < depth or ids[order[0]] < 0 or any(ids[i] != ids[order[0]] for i in order[:depth]):
-        return order, {}
-    others = np.where((ids != ids[order[0]]) & (fused > 0), fused, 0.0)
-    best = int(np.argmax(others))
-    if others[best] <= 0 or others[best] < share * float(fused[order[depth - 1]]):
-        return order, {}
-    length = len(order)
-    order = [i for i in order if i != best]
-    order.insert(depth - 1, best)
-    return order[:length], {best: depth}
 
 
 def slot_scores(fused: np.ndarray, order: list[int], placed: Mapping[int, Any]) -> np.ndarray:

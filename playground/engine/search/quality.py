@@ -1,8 +1,9 @@
 """Search-quality evaluation: every backend × toolset × query style, on a fixed split.
 
 What is measured (per query, then averaged; `../shared/toolsets/README.md` defines the scoring):
-recall@1/3/5/10 (gold tools hit, an `equivalent_names` alternative counts), complete@5/@10 (all gold
-tools hit — "full hit"), MRR (1 / rank of the first gold tool in the top 10), per-query latency
+top-1 (the first result is a gold tool: what the model reads first), recall@1/3/5/10 (gold tools hit,
+an `equivalent_names` alternative counts), complete@5/@10 (all gold tools hit — "full hit"), MRR@10
+(1 / rank of the first gold tool in the top 10), per-query latency
 p50/p95 (ms, the whole `search` call: query reading, query encoding, ranking, explanations), index
 build time and the memory the index holds (tracemalloc, model weights excluded).
 
@@ -100,6 +101,8 @@ def score_query(top: Sequence[str], query: LabelledQuery, same_operation: SameOp
         scores[f"recall@{k}"] = hit / gold
         scores[f"complete@{k}"] = float(hit == gold)
     scores["rr"] = reciprocal_rank(query, top[:RANKED_DEPTH])
+    # top-1: the first result is a gold tool — what the model reads first (recall@1 divides by the gold count)
+    scores["top@1"] = float(first_hit_rank(query, top[:1]) == 1)
     if same_operation is not None:
         widened = [
             accepted.union(*(same_operation.others(name) for name in accepted))
@@ -268,9 +271,12 @@ def run_suite(
     backend_options: dict[str, dict[str, Any]] | None = None,
     registry: Mapping[str, str] | None = None,
     usage_from: str = "none",
+    load: Callable[[str], tuple[ToolCatalog, list[LabelledQuery]]] | None = None,
 ) -> list[RunResult]:
     """Every toolset × backend × style. Backends are built once and reused across toolsets.
-    `usage_from="dev"`: search the test split with the dev split as the log of past searches."""
+    `usage_from="dev"`: search the test split with the dev split as the log of past searches.
+    `load`: how a toolset name becomes (catalog, labelled queries) — default the shared toolsets'
+    folder (the web app also passes a profile's own labelled set)."""
     for style in styles:
         styled_query("", style)  # validate early
     if usage_from not in USAGE_SOURCES:
@@ -285,7 +291,7 @@ def run_suite(
     done = 0
     results: list[RunResult] = []
     for toolset in toolsets:
-        catalog, queries = load_toolset(toolset, root)
+        catalog, queries = load(toolset) if load is not None else load_toolset(toolset, root)
         chosen = select_queries(queries, split, limit)
         # One log per style (the dev queries in that style), shared by every backend.
         dev = select_queries(queries, "dev") if usage_from == "dev" else []
@@ -425,20 +431,20 @@ def _shorten(query: str, limit: int = 100) -> str:
     return query if len(query) <= limit else query[: limit - 1] + "…"
 
 
-TABLE_COLUMNS = ("recall@5", "recall@10", "complete@5", "mrr")
+TABLE_COLUMNS = ("top@1", "mrr", "recall@5", "recall@10", "complete@5")
 
 
 def format_table(results: Sequence[RunResult]) -> str:
     """A Markdown table: one row per toolset × style × backend."""
-    header = ("| toolset | style | backend | queries | recall@5 | recall@5 same-op | recall@10 | full@5 | MRR | p50 ms | p95 ms "
-              "| build s | index MB |")
-    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    header = ("| toolset | style | backend | queries | top-1 | MRR@10 | recall@5 | recall@5 same-op | recall@10 | full@5 | p50 ms "
+              "| p95 ms | build s | index MB |")
+    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         m = r.metrics
         same_op = m.get("same_op_recall@5", m["recall@5"])
         lines.append(
-            f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m['recall@5']:.3f} | {same_op:.3f} | {m['recall@10']:.3f} | "
-            f"{m['complete@5']:.3f} | {m['mrr']:.3f} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.build_s:.2f} | {r.index_mb:.1f} |"
+            f"| {r.toolset} | {r.style} | {r.backend} | {r.queries} | {m.get('top@1', 0.0):.3f} | {m['mrr']:.3f} | {m['recall@5']:.3f} | "
+            f"{same_op:.3f} | {m['recall@10']:.3f} | {m['complete@5']:.3f} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.build_s:.2f} | {r.index_mb:.1f} |"
         )
     return "\n".join(lines)
 

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from playground.engine.search.index_store import IndexStore
+
 if TYPE_CHECKING:
     from playground.engine.search.base import SearchBackend
     from playground.engine.tools import ToolCatalog
@@ -35,16 +37,6 @@ logger = logging.getLogger(__name__)
 # Part of every key: bump it when the analysis (text.py) or an index's layout changes, so that
 # indexes stored by older code are not loaded.
 FORMAT = 1
-
-
-class IndexStore:
-    """Where prebuilt indexes are kept, by key. Must be safe to call from several threads."""
-
-    def get(self, key: str) -> bytes | None:
-        raise NotImplementedError
-
-    def put(self, key: str, data: bytes) -> None:
-        raise NotImplementedError
 
 
 class MemoryIndexStore(IndexStore):

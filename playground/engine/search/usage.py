@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any
 
 from playground.engine.history import Message, blocks_of, client_style_matches, result_content
-from playground.engine.search.base import js_trim, read_query
+from playground.engine.search.query import js_trim, read_query
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 
 MAX_QUERIES_PER_TOOL = 25
@@ -127,14 +127,16 @@ def usage_pairs(messages: Sequence[Message]) -> list[tuple[str, str]]:
             elif role == "user" and kind == "tool_result":
                 use_id = block.get("tool_use_id")
                 if use_id in queries and not block.get("is_error"):
-                    for name in _returned_names(block):
+                    for name in returned_names(block):
                         found_by[name] = queries[use_id]
                 elif use_id in calls and not block.get("is_error"):
                     pairs.setdefault(calls.pop(use_id), None)
     return list(pairs)
 
 
-def _returned_names(result: dict[str, Any]) -> list[str]:
+def returned_names(result: dict[str, Any]) -> list[str]:
+    """The tool names a ToolSearch result returned: its `tool_reference` blocks, or the names a
+    client-side (text) result lists."""
     names: list[str] = []
     for block in result_content(result):
         if block.get("type") == "tool_reference" and isinstance(block.get("tool_name"), str):

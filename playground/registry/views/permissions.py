@@ -1,14 +1,17 @@
 """Permissions editor (editors only): rules inline with htmx, a tester, history, live preview."""
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from playground.access import EDITOR, role_required
-from playground.registry import adapter, services
-from playground.registry.forms import PermissionRuleForm, PermissionTestForm
+from playground.engine.claude_settings import SettingsFormatError
+from playground.registry import adapter, services, settings_files
+from playground.registry.forms import PermissionRuleForm, PermissionTestForm, SettingsImportForm
 from playground.registry.models import AgentProfile, PermissionChange, PermissionRule
 
 HISTORY_SIZE = 50
@@ -119,3 +122,43 @@ def permission_test(request):
 @require_safe
 def permission_history(request):
     return render(request, "registry/_permission_history.html", {"history": _history()})
+
+
+# -- Claude Code settings in and out (settings_files.py) ---------------------------------------------
+@role_required(EDITOR)
+@require_http_methods(["GET", "POST"])
+def settings_import(request):
+    """Paste or upload `.claude/settings.json` (or `settings.local.json`): preview what it adds to a
+    profile's rules (or the global ones) and what does not map, then commit."""
+    form = SettingsImportForm(request.POST or None, request.FILES or None)
+    plan = None
+    if request.method == "POST" and form.is_valid():
+        text, profile = form.cleaned_data["text"], form.cleaned_data["profile"]
+        try:
+            if request.POST.get("action") == "commit":
+                plan = settings_files.commit_import(text, profile, user=request.user)
+                scope = f"the profile {profile.name}" if profile else "the global rules"
+                messages.success(request, f"Imported {len(plan.new)} rule{'s' if len(plan.new) != 1 else ''} into {scope}"
+                                 + (f"; {len(plan.unmapped)} entr{'ies' if len(plan.unmapped) != 1 else 'y'} did not map." if plan.unmapped else "."))
+                return redirect("registry:permissions")
+            plan = settings_files.preview_import(text, profile)
+            # an uploaded file is not sent again by the browser: commit reads the text shown
+            form = SettingsImportForm({"settings_text": text, "profile": profile.pk if profile else ""})
+        except SettingsFormatError as exc:
+            form.add_error(None, f"Not Claude Code settings: {exc}")
+    return render(request, "registry/settings_import.html", {"form": form, "plan": plan})
+
+
+@role_required(EDITOR)
+@require_safe
+def settings_export(request):
+    """The rules that decide for a profile (global and its own; no profile: the global ones) as `.claude/settings.json`."""
+    chosen = request.GET.get("profile", "")
+    profile = AgentProfile.objects.filter(pk=int(chosen)).first() if chosen.isdigit() and len(chosen) < 19 else None
+    if chosen and profile is None:
+        messages.error(request, f"No profile with id {chosen[:20]!r}.")
+        return redirect("registry:permissions")
+    response = HttpResponse(json.dumps(settings_files.export_rules(profile), indent=2) + "\n", content_type="application/json; charset=utf-8")
+    name = f"profile-{profile.pk}" if profile else "global"
+    response["Content-Disposition"] = f'attachment; filename="claude-settings-{name}.json"'
+    return response
