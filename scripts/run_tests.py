@@ -16,13 +16,19 @@ browser tests land in test-artifacts/).
 """
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 MAX_DEFAULT_WORKERS = 4
+ROOT = Path(__file__).resolve().parent.parent
+# pytest rewrites test modules and conftests itself; the rest of tests/ (helpers, fake servers) is imported as is.
+PYTEST_REWRITES = re.compile(r"(^|/)(test_[^/]*|conftest)\.py$")
 
 
 def worker_count() -> int:
@@ -41,9 +47,11 @@ def worker_count() -> int:
 def parallel_args(args: list[str]) -> list[str]:
     """`-n N --dist loadfile` unless the caller chose already, N is 1, or xdist is not installed.
 
-    loadfile: a module's tests run in one worker, so module fixtures (a browser, an MCP server) start
-    once, not once per worker. Files go out in collection order, which tests/conftest.py makes
-    longest first (--no-loadscope-reorder: xdist would otherwise order them by their number of tests)."""
+    loadfile: a file's tests run in one worker, so module fixtures (an MCP server) start once, not once
+    per worker; tests/conftest.py's scheduler sends each folder sharing a session stack (tests/browser,
+    tests/gateway) as one unit, so its stack starts once in the run. Units go out in collection order,
+    which tests/conftest.py makes longest first (--no-loadscope-reorder: xdist would otherwise order
+    them by their number of tests)."""
     chosen = any(a in ("-n", "--numprocesses", "--dist") or a.startswith(("-n", "--numprocesses=", "--dist="))
                  for a in args) or "no:xdist" in args
     if chosen:
@@ -70,9 +78,21 @@ def lint() -> int:
     return code
 
 
+def precompile() -> None:
+    """Write the project's .pyc once before the run, as an install does for the packages (Makefile).
+
+    The suite starts many Python processes (pytest workers, live servers, Celery workers, MCP
+    servers, `python -m playground.run`); with PYTHONDONTWRITEBYTECODE set none of them writes what
+    it compiled, so each compiled the whole project again (~2 s of CPU a process). Python reads an
+    existing .pyc whatever that variable says, and checks it against its source."""
+    for folder, skip in (("playground", None), ("tests", PYTEST_REWRITES)):
+        compileall.compile_dir(ROOT / folder, quiet=1, workers=0, rx=skip)
+
+
 def main() -> int:
     if lint():
         return 1
+    precompile()
     given = sys.argv[1:]
     args = [sys.executable, "-m", "pytest", *parallel_args(given), *given]
     started = time.monotonic()

@@ -5,12 +5,15 @@ tests that need them skip with a clear reason.
 """
 from __future__ import annotations
 
+import json
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
 from playground.engine.catalog_io import toolsets_dir
+from tests.durations_report import DurationsReport
 from tests.otlp_receiver import fresh_provider, receiver  # noqa: F401 - fixtures: a local OTLP receiver (traces)
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -160,6 +163,8 @@ def pytest_configure(config):
     from playground.runner.embedded_redis import ensure_redis, redis_answers
 
     _isolate_run(settings)
+    if not XDIST_WORKER:  # the process that sees every test's report: the slowest files and tests at the end
+        config.pluginmanager.register(DurationsReport(), DURATIONS_PLUGIN)
 
     # Under xdist the controller runs this first, before it starts its workers: a failed check ends
     # the run once, and an embedded Redis it starts is the one every worker finds at REDIS_URL.
@@ -245,13 +250,40 @@ def pytest_sessionstart(session):
             print(line)
 
 
-# --- Under xdist: the longest files first --------------------------------------------------
-# `--dist loadfile` hands out whole files in collection order (run_tests.py passes
-# --no-loadscope-reorder). A long file handed out last keeps one worker busy after the others have
-# finished, so files go out longest first: by the seconds they took last time (kept in pytest's
-# cache by the controller), else estimated from their markers.
+# --- Under xdist: a stack's tests in one worker, the longest units first -------------------
+# run_tests.py runs `--dist loadfile`: xdist hands out whole files (a module's fixtures, such as an MCP
+# server, start once), in collection order (--no-loadscope-reorder). Two folders share a session
+# stack among their files, and each goes out as one unit instead (StackFolderScheduling below), so
+# the stack starts once in the run: tests/browser (the live server and Chromium, which the browser
+# tests keep from one test to the next: tests/browser/conftest.py) and tests/gateway (the gateway's
+# Daphne). A long unit handed out last keeps one worker busy alone at the end, so units go out
+# longest first: by the seconds their files took last time (kept in pytest's cache by the
+# controller), else as measured on this machine (tests/file_seconds.json, for a fresh clone), else
+# estimated from their markers.
 FILE_SECONDS_KEY = "playground/file-seconds"
-_FILE_SECONDS: dict[str, float] = {}
+DURATIONS_PLUGIN = "playground-durations"
+FILE_SECONDS_HINT = Path(__file__).resolve().parent / "file_seconds.json"
+STACK_FOLDERS = ("tests/browser/", "tests/gateway/")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test goes out in: its stack's folder, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return next((folder for folder in STACK_FOLDERS if path.startswith(folder)), path)
+
+
+@pytest.hookimpl(optionalhook=True)  # unknown when xdist is off (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with a stack folder's files as one unit (see above)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class StackFolderScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return StackFolderScheduling(config, log)
 
 
 def _estimated_seconds(file_items) -> float:
@@ -259,32 +291,45 @@ def _estimated_seconds(file_items) -> float:
     return 20.0 * slow + 0.5 * len(file_items)
 
 
-def _longest_files_first(config, items) -> None:
+def _file_seconds_hint() -> dict[str, float]:
+    try:
+        return json.loads(FILE_SECONDS_HINT.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _longest_units_first(config, items) -> None:
+    """Every worker must collect the same order: ties are broken by name."""
     previous = config.cache.get(FILE_SECONDS_KEY, {}) if getattr(config, "cache", None) is not None else {}
+    hint = _file_seconds_hint()
     by_file: dict[str, list] = {}
     for item in items:
         by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    seconds = {path: previous.get(path, _estimated_seconds(file_items)) for path, file_items in by_file.items()}
-    # Every worker must collect the same order: ties are broken by path.
-    items[:] = [item for path in sorted(by_file, key=lambda p: (-seconds[p], p)) for item in by_file[path]]
-
-
-def pytest_runtest_logreport(report):
-    if not XDIST_WORKER:  # the controller (or a one-process run) sees every worker's reports
-        path = report.nodeid.split("::", 1)[0]
-        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    seconds = {path: previous.get(path, hint.get(path, _estimated_seconds(file_items))) for path, file_items in by_file.items()}
+    units: dict[str, list[str]] = {}
+    for path in by_file:
+        units.setdefault(work_unit(path), []).append(path)
+    unit_seconds = {unit: sum(seconds[path] for path in paths) for unit, paths in units.items()}
+    items[:] = [
+        item
+        for unit in sorted(units, key=lambda u: (-unit_seconds[u], u))
+        for path in sorted(units[unit], key=lambda p: (-seconds[p], p))
+        for item in by_file[path]
+    ]
 
 
 def pytest_sessionfinish(session):
-    if not XDIST_WORKER and _FILE_SECONDS and session.config.cache is not None:
-        kept = session.config.cache.get(FILE_SECONDS_KEY, {})
-        kept.update({path: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()})
-        session.config.cache.set(FILE_SECONDS_KEY, kept)
+    report = session.config.pluginmanager.get_plugin(DURATIONS_PLUGIN)
+    cache = getattr(session.config, "cache", None)  # none under -p no:cacheprovider
+    if report is not None and report.tests and cache is not None:
+        kept = cache.get(FILE_SECONDS_KEY, {})
+        kept.update({path: round(seconds, 1) for path, seconds in report.file_seconds().items()})
+        cache.set(FILE_SECONDS_KEY, kept)
 
 
 def pytest_collection_modifyitems(config, items):
     if XDIST_WORKER:
-        _longest_files_first(config, items)
+        _longest_units_first(config, items)
     if _SESSION_SERVICES.get("postgres"):
         return
     reason = "needs PostgreSQL: this run uses SQLite (set DATABASE_URL=postgres://…, as .ci/run does)"

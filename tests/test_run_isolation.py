@@ -3,6 +3,7 @@ its id, and what `make test` passes to pytest (scripts/run_tests.py)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -108,8 +109,11 @@ class FakeConfig:
         self.cache = cache
 
 
-def test_workers_take_the_longest_files_first_and_keep_each_files_order():
-    from tests.conftest import FILE_SECONDS_KEY, _longest_files_first
+def test_workers_take_the_longest_files_first_and_keep_each_files_order(monkeypatch, tmp_path):
+    import tests.conftest as root
+    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first
+
+    monkeypatch.setattr(root, "FILE_SECONDS_HINT", tmp_path / "absent.json")
 
     def collected():
         return [FakeItem("tests/a.py::one"), FakeItem("tests/a.py::two"),
@@ -117,12 +121,66 @@ def test_workers_take_the_longest_files_first_and_keep_each_files_order():
                 FakeItem("tests/c.py::only")]
 
     items = collected()  # nothing measured yet: estimated from the markers
-    _longest_files_first(FakeConfig(None), items)
+    _longest_units_first(FakeConfig(None), items)
     assert [i.nodeid for i in items] == ["tests/b.py::browser_one", "tests/b.py::two", "tests/a.py::one",
                                          "tests/a.py::two", "tests/c.py::only"]
     items = collected()  # measured last time; a file not measured is estimated
-    _longest_files_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: {"tests/c.py": 90.0, "tests/a.py": 1.0}})), items)
+    _longest_units_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: {"tests/c.py": 90.0, "tests/a.py": 1.0}})), items)
     assert [i.nodeid.split("::")[0] for i in items] == ["tests/c.py", "tests/b.py", "tests/b.py", "tests/a.py", "tests/a.py"]
+    # A fresh clone (no cache): the seconds measured on the development machine, kept in the repository.
+    (tmp_path / "hint.json").write_text('{"tests/a.py": 500.0}')
+    monkeypatch.setattr(root, "FILE_SECONDS_HINT", tmp_path / "hint.json")
+    items = collected()
+    _longest_units_first(FakeConfig(None), items)
+    assert [i.nodeid.split("::")[0] for i in items] == ["tests/a.py", "tests/a.py", "tests/b.py", "tests/b.py", "tests/c.py"]
+
+
+def test_a_stack_folders_files_go_out_as_one_unit_ordered_by_their_sum(monkeypatch, tmp_path):
+    """tests/browser (live server, Chromium) and tests/gateway (Daphne) each start their stack once in the
+    run: the scheduler sends each folder as one unit, and the workers collect its files one after another."""
+    import tests.conftest as root
+    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first, work_unit
+
+    monkeypatch.setattr(root, "FILE_SECONDS_HINT", tmp_path / "absent.json")
+    assert work_unit("tests/browser/test_x.py::test_a[1]") == work_unit("tests/browser/test_y.py::test_b") == "tests/browser/"
+    assert work_unit("tests/gateway/test_z.py::test_c") == "tests/gateway/"
+    assert work_unit("tests/engine/test_cli.py::test_d") == "tests/engine/test_cli.py"
+    seconds = {"tests/browser/test_x.py": 30.0, "tests/browser/test_y.py": 40.0, "tests/engine/test_cli.py": 60.0}
+    items = [FakeItem("tests/engine/test_cli.py::d"), FakeItem("tests/browser/test_x.py::a"), FakeItem("tests/browser/test_y.py::b")]
+    _longest_units_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: seconds})), items)
+    # the browser unit (70 s) before the 60 s file, its longer file first
+    assert [i.nodeid for i in items] == ["tests/browser/test_y.py::b", "tests/browser/test_x.py::a", "tests/engine/test_cli.py::d"]
+
+
+def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatch, tmp_path):
+    import tests.durations_report as report_module
+    from tests.durations_report import DurationsReport, without_group
+
+    class Report:
+        def __init__(self, nodeid, when, duration, outcome="passed", worker="gw0"):
+            self.nodeid, self.when, self.duration, self.outcome = nodeid, when, duration, outcome
+            self.failed, self.skipped = outcome == "failed", outcome == "skipped"
+            self.node = type("Node", (), {"gateway": type("Gateway", (), {"id": worker})()})()
+
+    monkeypatch.setattr(report_module, "ARTIFACTS", tmp_path)
+    report = DurationsReport()
+    for nodeid, worker, phases in (("tests/a.py::slow", "gw0", (5.0, 20.0, 1.0)), ("tests/a.py::quick", "gw0", (0.0, 0.5, 0.0)),
+                                   ("tests/b.py::mid[x@y]@tests/b.py", "gw1", (0.0, 10.0, 0.0))):
+        for when, duration in zip(("setup", "call", "teardown"), phases):
+            report.pytest_runtest_logreport(Report(nodeid, when, duration, worker=worker))
+    assert report.file_seconds() == {"tests/a.py": 26.5, "tests/b.py": 10.0}
+    lines = report.lines(wall_seconds=30.0)
+    assert lines[0] == "3 tests in 2 files: 36.5 s of test time in 30.0 s of wall time"
+    assert lines[1] == "workers: gw0 26.5 s, gw1 10.0 s"
+    assert "tests/a.py" in lines[3] and "tests/b.py" in lines[4]  # the slowest file first
+    assert lines[-3].strip().startswith("26.0  (setup   5.0)  tests/a.py::slow")
+    assert any(line.endswith("tests/b.py::mid[x@y]") for line in lines)  # xdist's @group suffix dropped
+    assert without_group("tests/b.py::t@group") == "tests/b.py::t" and without_group("tests/b.py::t[a@b]") == "tests/b.py::t[a@b]"
+    report.write(lines, 30.0)
+    assert (tmp_path / "durations.txt").read_text().splitlines() == lines
+    kept = json.loads((tmp_path / "durations.json").read_text())
+    assert [t["nodeid"] for t in kept["tests"]] == ["tests/a.py::slow", "tests/b.py::mid[x@y]", "tests/a.py::quick"]
+    assert json.loads((tmp_path / "file-seconds.json").read_text()) == {"tests/a.py": 26.5, "tests/b.py": 10.0}
 
 
 def test_workers_that_need_chromium_at_once_install_it_once(tmp_path, monkeypatch):

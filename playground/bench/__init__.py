@@ -10,6 +10,7 @@ The playground's own parts, each run as `python -m playground.bench.<name>`:
 - `inspector`: the inspector's response time with many tools (a throwaway test database);
 - `index`: the background index build and a fresh process's first search (PostgreSQL);
 - `scale`: a grown catalog end to end (its first search, its pages, a conversation over it);
+- `wire_styles`: one turn per wire style (plan, wire request, tokens seen), plain Python;
 - `worker_cpu`: what a worker spends per conversation, profiled;
 - `prompts`: open permission prompts hold no worker;
 - `broadcast`: the cost of one event's group send;

@@ -84,7 +84,8 @@ class TurnStarted(LoopEvent):
     turn: int  # 1-based within this run
     provider: str
     model: str
-    wire_style: str
+    wire: str  # the wire style's one name (TurnPlan.wire: native, client, server, openai-…); events saved
+    # before it carry `wire_style` (the planned style) instead, which the pages and selectors still read
     loaded_tools: list[str] = field(default_factory=list)  # every tool the request carried (loaded + ToolSearch + discovered)
     deferred_tools: list[str] = field(default_factory=list)  # undiscovered: names only (announcement)
     loaded_count: int = -1  # the full counts; the lists above keep their first NAMES_KEPT names
@@ -94,7 +95,6 @@ class TurnStarted(LoopEvent):
     decision: dict[str, Any] = field(default_factory=dict)  # engine ModeDecision.to_dict()
     subagent: str = ""  # name of the subagent running this turn, empty for the main agent
     server_search: str = ""  # bm25 / regex when Anthropic's server-side search replaces ToolSearch
-    wire: str = ""  # the request's shape on the wire (TurnPlan.wire_style: native, client, server, openai-…)
 
     def __post_init__(self) -> None:
         if self.loaded_count < 0:

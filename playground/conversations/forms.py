@@ -9,9 +9,8 @@ from playground.conversations.providers import provider_choices, provider_class,
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.conversations.sharing import expiry_options
 from playground.registry import availability
-from playground.engine.openai_wire import OPENAI_STYLE_FOR, OPENAI_STYLE_LABELS
-from playground.engine.server_search import SERVER_STYLE
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.engine.wires.registry import profile_style_of, wire_styles
+from playground.engine.wires.vendors import VENDOR_LABELS
 from playground.registry.models import AgentProfile
 
 ENTER_HINT = "Enter sends · Shift+Enter for a new line"
@@ -168,20 +167,14 @@ class ConversationFilterForm(forms.Form):
 
 
 # -- compare: a vendor and wire style per side (kept apart from the rest of the form for easy merges) --
-# A side's wire on the wire, as `toolsearch request` names the six: (vendor's provider, its offline
-# stand-in, the profile wire style that runs as it; OpenAI's styles by openai_wire.OPENAI_STYLE_FOR).
+# Each vendor's provider and its offline stand-in (the demo agent on that vendor's wire).
+VENDOR_PROVIDERS: dict[str, tuple[str, str]] = {"anthropic": ("anthropic", "demo"), "openai": ("openai", "demo-openai")}
+# A side's wire on the wire, every registered style as `toolsearch request` names it: (vendor's
+# provider, its offline stand-in, the profile wire style that runs as it on that vendor).
 VENDOR_WIRES: dict[str, tuple[str, str, str]] = {
-    "anthropic-native": ("anthropic", "demo", NATIVE_STYLE),
-    "anthropic-client": ("anthropic", "demo", CLIENT_STYLE),
-    "anthropic-server": ("anthropic", "demo", SERVER_STYLE),
-    **{style: ("openai", "demo-openai", profile_style) for profile_style, style in OPENAI_STYLE_FOR.items()},
-}
+    style.command_name: (*VENDOR_PROVIDERS[style.vendor], profile_style_of(style.name)) for style in wire_styles()}
 VENDOR_WIRE_LABELS: dict[str, str] = {
-    "anthropic-native": "Claude · native (defer_loading + tool_reference)",
-    "anthropic-client": "Claude · client-side list (ToolSearch returns JSON)",
-    "anthropic-server": "Claude · Anthropic's server-side search tool",
-    **{style: f"OpenAI · {label.removeprefix('OpenAI ')}" for style, label in OPENAI_STYLE_LABELS.items()},
-}
+    style.command_name: f"{VENDOR_LABELS[style.vendor]} · {style.compare_label or style.label}" for style in wire_styles()}
 PROFILE_WIRE = ""
 
 

@@ -54,7 +54,6 @@ from playground.engine.openai_wire import hosted_searches
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.prompt_cache import breakpoints_of
 from playground.engine.requests import AgentSettings, ConversationState
-from playground.engine.server_search import SERVER_STYLE
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan
@@ -239,7 +238,7 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, resume: dict[str, Any] | None = None) -> RunOutcome:
         """Run the loop; with `resume` (the state `pause` saved, its prompt answered), go on from there."""
-        if self.agent_settings.server_search and SERVER_STYLE not in self.provider.wire_styles:
+        if self.agent_settings.server_search and self.agent_settings.wire not in self.provider.wire_styles:
             raise ProviderError(f"The {self.provider.label} cannot run Anthropic's server-side search tools; "
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
         backend = backends.search_backend(self.agent_settings.backend)
@@ -395,8 +394,7 @@ class AgentRun:
             turn=turn,
             provider=self.provider.key,
             model=plan.model,
-            wire_style=plan.wire_style,
-            wire=turn_plan.wire_style,
+            wire=turn_plan.wire,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
             loaded_tools=list(plan.tool_names),
@@ -498,7 +496,6 @@ class AgentRun:
 
     def run_tool_search(self, tool_use_id: str, arguments: dict[str, Any], turn: TurnPlan,
                         turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        wire_style = self.agent_settings.wire_style
         backend = turn.backend
         try:
             result = turn.run_tool_search(arguments)
@@ -512,7 +509,7 @@ class AgentRun:
             scored=data["scored"], loaded=list(result.matches), already_loaded=data["already_loaded"],
             not_found=data["not_found"], total_deferred_tools=result.total_deferred_tools, notes=list(result.notes),
         ), turn_sequence=turn_seq)
-        blocks = ts.tool_search_user_blocks(tool_use_id, result, wire_style)
+        blocks = turn.style.search_answer(tool_use_id, result)
         return blocks[0], blocks[1:]
 
     def always_allowed(self) -> list[str]:

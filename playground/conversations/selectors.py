@@ -302,8 +302,8 @@ def tokens_total_for(conversation_id: int) -> dict[str, int]:
 
 
 def turn_wire(payload: dict[str, Any]) -> str:
-    """The wire style a turn's request went out in, as its saved turn event says (`TurnPlan.wire_style`:
-    OpenAI's style for an OpenAI model; events saved before it had only the profile's `wire_style`)."""
+    """The wire style a turn's request went out in, as its saved turn event says (`TurnPlan.wire`:
+    OpenAI's style for an OpenAI model; events saved before it had only the planned `wire_style`)."""
     return str(payload.get("wire") or payload.get("wire_style") or "")
 
 

@@ -32,15 +32,25 @@ from playground.conversations.costs import price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import otel_provider_name, provider_estimates_usage
 from playground.conversations.providers.base import USAGE_ESTIMATE
+from playground.conversations.selectors import turn_wire
 from playground.engine.pricing import Usage, priced_model
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.wires.registry import wire_style
 
 logger = logging.getLogger(__name__)
 
 # The events a trace reads: not the request bodies nor the announcements' texts.
 TRACED_TYPES = ("message", "turn_started", "model_response", "toolsearch_query", "tool_call", "tool_result", "error",
                 "cancelled", "turn_finished", "status", "permission_prompt", "permission_answer")
+
+
+def otel_wire_name(name: str) -> str:
+    """A turn's wire style as traces name it (the style's `otel_name`; an unknown one as it was saved)."""
+    try:
+        return wire_style(name).otel_name
+    except ValueError:
+        return name
 
 
 def export_run(conversation_id: int) -> bool:
@@ -180,7 +190,7 @@ class RunTrace:
                 # The response says where its usage came from; one saved before it did, its provider.
                 "playground.tokens_estimated": (payload["usage_source"] == USAGE_ESTIMATE if payload.get("usage_source")
                                                 else provider_estimates_usage(provider)),
-                "playground.turn.wire_style": str(turn_payload.get("wire_style") or ""),
+                "playground.turn.wire_style": otel_wire_name(turn_wire(turn_payload)),
                 "playground.turn.tool_search": bool(decision.get("enabled")),
                 "playground.turn.tools_sent": int(turn_payload.get("loaded_count", len(turn_payload.get("loaded_tools") or []))),
                 "playground.turn.tools_deferred": int(turn_payload.get("deferred_count", len(turn_payload.get("deferred_tools") or []))),

@@ -12,25 +12,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable
-from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account, cache_model, cache_vendor
+from playground.engine.prompt_cache import DEFAULT_TTL, TurnCache, account, cache_model
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.search.backends import get_backend
 from playground.engine.tokens import CharEstimateCounter, TokenCounter
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, tool_search_user_blocks
+from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.engine.turn import TurnPlan, plan_turn
+from playground.engine.wires.registry import wire_style, wire_styles
 
 ALL_TOOLS = "all-tools"
-# The cost command's styles (named as `toolsearch request` names them): the AgentSettings fields each sets.
+
+
+# The cost command's styles (every registered one, as `toolsearch request` names it, and every tool in
+# full): the AgentSettings fields each sets.
 COST_WIRE_STYLES: dict[str, dict[str, Any]] = {
-    "anthropic-native": {"wire_style": NATIVE_STYLE, "mode": "true"},
-    "anthropic-client": {"wire_style": CLIENT_STYLE, "mode": "true"},
-    "anthropic-server": {"wire_style": NATIVE_STYLE, "server_search": "bm25", "mode": "true"},
-    **{style: {"wire_style": PLANNED_AS[style], "openai_wire": style, "mode": "true"} for style in OPENAI_WIRE_STYLES},
-    ALL_TOOLS: {"wire_style": NATIVE_STYLE, "mode": "false"},
+    **{style.command_name: {**style.default_settings(), "mode": "true"} for style in wire_styles()},
+    ALL_TOOLS: {"wire": NATIVE_STYLE, "mode": "false"},
 }
 DEFAULT_MODEL = "claude-sonnet-4-5"
 OPENAI_DEFAULT_MODEL = "gpt-5.4"  # as `toolsearch request` names it (priced in pricing.py, from a dated secondary source)
@@ -46,7 +46,8 @@ class Simulated:
 
 
 def vendor_of(wire: str) -> str:
-    return cache_vendor(wire)
+    """The vendor of a cost command style (all-tools: Anthropic's native request)."""
+    return wire_style(COST_WIRE_STYLES[wire]["wire"]).vendor
 
 
 def default_model(wire: str) -> str:
@@ -55,9 +56,7 @@ def default_model(wire: str) -> str:
 
 def all_tools_style(wire: str) -> dict[str, Any]:
     """The baseline in the wire style's own request shape: every permitted tool in full."""
-    fields = {**COST_WIRE_STYLES[wire], "mode": "false"}
-    fields.pop("server_search", None)
-    return fields
+    return {**COST_WIRE_STYLES[wire], "mode": "false"}  # the server style with the mode off sends the native request
 
 
 def tools_to_discover(catalog: ToolCatalog, count: int) -> list[str]:
@@ -89,7 +88,6 @@ def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl:
     counter = counter or CharEstimateCounter()
     fields = all_tools_style(wire) if baseline else COST_WIRE_STYLES[wire]
     settings = AgentSettings(model=model or default_model(wire), prompt_cache=prompt_cache, prompt_cache_ttl=ttl, **fields)
-    hosted = settings.openai_wire == OPENAI_HOSTED
     names = tools_to_discover(catalog, discover)
     schedule = discovery_schedule(names, turns)
     backend = get_backend("default")
@@ -106,29 +104,15 @@ def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl:
             name = batch[0] if batch else found[-1]
             found.extend(batch)
             history += _tool_call(call_id, name)
-        elif batch and hosted:  # OpenAI searched: its own items, as the history holds them
-            found.extend(batch)
-            history += hosted_search_items(f"call_sim_{turn:03d}", batch, catalog.get)
-            history += _tool_call(call_id, batch[0])
-        elif batch and settings.server_search:
-            found.extend(batch)
-            server_id = f"srvtoolu_sim_{turn:03d}"
-            history.append({"role": "assistant", "content": [
-                {"type": "server_tool_use", "id": server_id, "name": "tool_search_tool_bm25",
-                 "input": {"query": f"select:{','.join(batch)}"}},
-                {"type": "tool_search_tool_result", "tool_use_id": server_id, "content": {
-                    "type": "tool_search_tool_search_result",
-                    "tool_references": [{"type": "tool_reference", "tool_name": n} for n in batch]}},
-                {"type": "tool_use", "id": call_id, "name": batch[0], "input": {}},
-            ]})
-            history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "done"}]})
-        elif batch:
+        elif batch:  # a search loads the batch: the history it leaves is the style's own
             arguments = {"query": f"select:{','.join(batch)}", "max_results": max(len(batch), 1)}
             result = plan.run_tool_search(arguments)
             found.extend(result.matches)
-            history.append({"role": "assistant", "content": [
-                {"type": "tool_use", "id": call_id, "name": TOOL_SEARCH_NAME, "input": arguments}]})
-            history.append({"role": "user", "content": tool_search_user_blocks(call_id, result, settings.wire_style)})
+            style = plan.style
+            history += style.discovery_messages(f"{style.search_call_prefix}sim_{turn:03d}", arguments, result,
+                                                definitions=catalog.get, server_search=settings.server_search)
+            if style.searches_on_server:  # the vendor searched inside its reply, which goes on to call a found tool
+                history += _tool_call(call_id, result.matches[0], reply=history.pop() if history[-1].get("role") == "assistant" else None)
         elif found:
             history += _tool_call(call_id, found[-1])
         else:
@@ -137,9 +121,11 @@ def simulate(catalog: ToolCatalog, wire: str, *, turns: int, discover: int, ttl:
     return Simulated(wire, requests, found)
 
 
-def _tool_call(call_id: str, name: str) -> list[dict[str, Any]]:
+def _tool_call(call_id: str, name: str, *, reply: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A call of `name` and its result; `reply`: the assistant message the call ends (one that searched)."""
+    content = [*(reply["content"] if reply else []), {"type": "tool_use", "id": call_id, "name": name, "input": {}}]
     return [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name, "input": {}}]},
+        {"role": "assistant", "content": content},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "done"}]},
     ]
 

@@ -113,7 +113,7 @@ def decide_mode(
     base_url: str = "",
     unsupported_model_patterns: Sequence[str] = DEFAULT_UNSUPPORTED_MODEL_PATTERNS,
     tool_search_permitted: bool = True,
-    wire_style: str = NATIVE_STYLE,
+    planned_as: str = NATIVE_STYLE,
     deferred_tokens: int | None = None,
     pending_mcp_servers: Sequence[str] = (),
     announcement_tokens: int = 0,
@@ -131,7 +131,7 @@ def decide_mode(
         return decision(False, "disabled", "ENABLE_TOOL_SEARCH=false: every permitted tool is sent in full")
     if not tool_search_permitted:
         return decision(False, "tool-search-denied", "ToolSearch is denied by a permission rule, so deferred tools could never be loaded: all are sent in full")
-    if wire_style == NATIVE_STYLE:
+    if planned_as == NATIVE_STYLE:
         for pattern in compile_model_patterns(unsupported_model_patterns):
             if model and pattern.search(model):
                 return decision(

@@ -1,43 +1,32 @@
-"""OpenAI's request shapes for a planned turn: three wire styles beside the Anthropic ones.
+"""OpenAI's request shapes: what OpenAI's three wire styles (engine/wires/openai_*.py) and the
+providers speaking to OpenAI build and read.
 
-Each builder reads the same `TurnPlan` as the Anthropic builders (deferral, permissions, mode,
-discovered tools from the history) and returns the request body the official `openai` SDK sends:
-
-- `openai-hosted` (Responses API, OpenAI searches): `{"type": "tool_search"}` plus every permitted
-  deferred tool with `defer_loading: true`. MCP tools go in one namespace per MCP server (named
-  `mcp__<server>`, functions by their short names, the server's description); a server with more
-  than `NAMESPACE_MAX_TOOLS` tools is split, in catalog order, into parts `mcp__<server>__1`, `…__2`
-  of at most that many (OpenAI's guide advises fewer than about 10 functions per namespace; a part's
-  description adds "part k of n" and its tools' short names). Other deferred tools go as single
-  deferred functions. No announcement: the model sees the namespaces' names and descriptions (and a
-  single deferred function's name and description), which is what the announcement tells it.
-  Planned as the native style (the mode decision and permissions are the same).
-- `openai-client` (Responses API, our backend searches): `tool_search` with `execution: "client"`,
-  ToolSearch's description and its parameters schema (the same query language); deferred tools
-  are not sent: the model emits a `tool_search_call`, our backend answers with a
-  `tool_search_output` carrying the loaded function definitions (full names, as for Claude). The
-  announcement goes in the instructions, as for Claude's native style. Planned as native: a tool
-  found by a ToolSearch is sent by the `tool_search_output` in the input; one only a compaction
-  carried (no output left in the input) is sent as an ordinary function.
-- `openai-functions` (Chat Completions, any OpenAI-compatible endpoint): a plain `ToolSearch`
-  function, discovered tools as ordinary functions, the announcement in the system message.
-  Planned as the client style (the result is ToolSearch's JSON text).
-
-The history stays in the engine's Messages API shape; `responses_input` and `chat_messages` write it
-in each API's shape. Responses items stored as they came (a `tool_search_call`, a
-`tool_search_output`, any item without a `role`) pass through unchanged, except that a
-`tool_search_output` keeps only tools this turn may still call (a tool denied since is dropped);
-so do `responses_item` blocks of an assistant message (items a provider kept as they came).
+- Tools: Responses function tools (`function_tool`), Chat Completions ones (`chat_function_tool`),
+  the client-executed `tool_search` carrying ToolSearch's description and schema, and deferred
+  tools as OpenAI's hosted search takes them (`deferred_namespaces`): one namespace per MCP server
+  (named `mcp__<server>`, functions by their short names, the server's description); a server with
+  more than `NAMESPACE_MAX_TOOLS` tools is split, in catalog order, into parts `mcp__<server>__1`,
+  `…__2` of at most that many (OpenAI's guide advises fewer than about 10 functions per namespace; a
+  part's description adds "part k of n" and its tools' short names). Other deferred tools go as
+  single deferred functions.
+- Searches: our backend's answer to a client `tool_search_call` (`tool_search_output_item`), a hosted
+  search as OpenAI returns it (`hosted_search_items`, `hosted_searches`).
+- The history: it stays in the engine's Messages API shape; `responses_input` and `chat_messages`
+  write it in each API's shape. Responses items stored as they came (a `tool_search_call`, a
+  `tool_search_output`, any item without a `role`) pass through unchanged, except that a
+  `tool_search_output` keeps only tools this turn may still call (a tool denied since is dropped);
+  so do `responses_item` blocks of an assistant message (items a provider kept as they came).
+- What the model sees of a body's tools (`visible_tools`), one accounting for both vendors.
 """
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from playground.engine.announcements import DELTA_OPEN, FULL_OPEN, _common_words
+from playground.engine.announcements import _common_words
 from playground.engine.history import (
     RESPONSES_ITEM,
     Message,
@@ -47,55 +36,21 @@ from playground.engine.history import (
     referenced_tool_names,
     result_text,
     search_output_tool_names,
+    server_search_tool_names,
     tool_search_use_ids,
 )
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, Tool, server_of
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE, TOOL_SEARCH_TOOL
+from playground.engine.toolsearch_tool import TOOL_SEARCH_TOOL
 
 if TYPE_CHECKING:
-    from playground.engine.requests import AgentSettings
     from playground.engine.tokens import TokenCounter
-    from playground.engine.turn import TurnPlan
 
-OPENAI_HOSTED, OPENAI_CLIENT, OPENAI_FUNCTIONS = "openai-hosted", "openai-client", "openai-functions"
-OPENAI_WIRE_STYLES: tuple[str, ...] = (OPENAI_HOSTED, OPENAI_CLIENT, OPENAI_FUNCTIONS)
-# The engine style each OpenAI style is planned as (`AgentSettings.wire_style`).
-PLANNED_AS: dict[str, str] = {OPENAI_HOSTED: NATIVE_STYLE, OPENAI_CLIENT: NATIVE_STYLE, OPENAI_FUNCTIONS: CLIENT_STYLE}
-# A profile's wire style → OpenAI's matching style (who searches, what answers): native → our
-# backend answers tool_search; client → a plain ToolSearch function; server → OpenAI searches.
-OPENAI_STYLE_FOR: dict[str, str] = {NATIVE_STYLE: OPENAI_CLIENT, CLIENT_STYLE: OPENAI_FUNCTIONS, "server": OPENAI_HOSTED}
-OPENAI_STYLE_LABELS: dict[str, str] = {
-    OPENAI_HOSTED: "OpenAI hosted tool_search (Responses)",
-    OPENAI_CLIENT: "OpenAI tool_search answered by our backend (Responses)",
-    OPENAI_FUNCTIONS: "OpenAI ToolSearch function (Chat Completions)",
-}
-# Which API each style's body is for (the SDK call: `responses.create` or `chat.completions.create`).
-RESPONSES_API, CHAT_COMPLETIONS_API = "responses", "chat.completions"
-API_OF: dict[str, str] = {OPENAI_HOSTED: RESPONSES_API, OPENAI_CLIENT: RESPONSES_API, OPENAI_FUNCTIONS: CHAT_COMPLETIONS_API}
 NAMESPACE_MAX_TOOLS = 10
 TOOL_SEARCH_TYPE = "tool_search"
 TOOL_SEARCH_CALL, TOOL_SEARCH_OUTPUT = "tool_search_call", "tool_search_output"
 
 # ToolSearch's description, for OpenAI's client-executed tool_search: the same query language.
 CLIENT_TOOL_SEARCH_DESCRIPTION = TOOL_SEARCH_TOOL.description
-
-
-def check_openai_style(style: str) -> str:
-    if style not in OPENAI_WIRE_STYLES:
-        raise ValueError(f"unknown OpenAI wire style {style!r} (expected one of {', '.join(OPENAI_WIRE_STYLES)})")
-    return style
-
-
-def openai_settings(agent_settings: AgentSettings, default_model: str = "") -> AgentSettings:
-    """A profile's engine settings as an OpenAI model gets them: its wire style as OpenAI's matching
-    one (`OPENAI_STYLE_FOR`; the "server" style, planned with `server_search`, becomes
-    `openai-hosted`), with `default_model` where the profile names a Claude model. The OpenAI
-    provider and the offline demo agent on OpenAI's wire both ask here. The third-party-gateway
-    gate is about Anthropic's base URL, so it is cleared; OpenAI's tool search is its own."""
-    profile_style = "server" if agent_settings.server_search else agent_settings.wire_style
-    style = agent_settings.openai_wire or OPENAI_STYLE_FOR[profile_style]
-    model = agent_settings.model if not agent_settings.model.startswith("claude") else (default_model or agent_settings.model)
-    return replace(agent_settings, openai_wire=style, wire_style=PLANNED_AS[style], server_search="", model=model, base_url="")
 
 
 # -- tool definitions ------------------------------------------------------------------------------------
@@ -367,76 +322,6 @@ def chat_messages(system: str, messages: Sequence[Message], drop_texts: Sequence
     return out
 
 
-# -- the builders -------------------------------------------------------------------------------------
-def _announcement_texts(turn: TurnPlan) -> list[str]:
-    """Every announcement text in the history as sent (delta ones are stored in user messages)."""
-    texts = [b["text"] for m in turn.request.messages if m.get("role") == "user" and "type" not in m
-             for b in blocks_of(m) if b.get("type") == "text" and isinstance(b.get("text"), str)
-             and b["text"].lstrip().startswith((FULL_OPEN, DELTA_OPEN))]
-    block = turn.request.announcement_block
-    return texts + ([block["text"]] if block else [])
-
-
-def hosted_request(turn: TurnPlan) -> dict[str, Any]:
-    plan = turn.request
-    body: dict[str, Any] = {"model": plan.model, "max_output_tokens": plan.max_tokens}
-    if turn.settings.system_prompt:
-        body["instructions"] = turn.settings.system_prompt
-    if not plan.decision.enabled:
-        tools = [function_tool(t) for t in plan.permitted]
-        callable_names = {t.name for t in plan.permitted}
-    else:
-        loaded = [plan.permitted.get(n) for n in plan.loaded_tools if n != TOOL_SEARCH_NAME]
-        deferred = [t for t in plan.permitted.deferred]
-        tools = [function_tool(t) for t in loaded if t is not None]
-        tools += [{"type": TOOL_SEARCH_TYPE}, *deferred_namespaces(deferred, turn.settings.server_descriptions)]
-        callable_names = {t.name for t in plan.permitted}
-    body["input"] = responses_input(plan.messages, definitions=plan.permitted.get, callable_names=callable_names,
-                                    namespaced=True, drop_texts=_announcement_texts(turn))
-    if tools:
-        body["tools"] = tools
-    return body
-
-
-def client_request(turn: TurnPlan) -> dict[str, Any]:
-    plan = turn.request
-    body: dict[str, Any] = {"model": plan.model, "max_output_tokens": plan.max_tokens}
-    if plan.system:
-        body["instructions"] = plan.system
-    tools: list[dict[str, Any]] = []
-    for definition in plan.tools:
-        if definition["name"] == TOOL_SEARCH_NAME:
-            tools.append(client_tool_search_tool())
-        elif not definition.get("defer_loading"):  # deferred ones arrive with their tool_search_output
-            tools.append(function_tool(plan.permitted.get(definition["name"]) or _tool_of(definition)))
-    callable_names = set(plan.tool_names) - {TOOL_SEARCH_NAME}
-    body["input"] = responses_input(plan.messages, definitions=plan.permitted.get, callable_names=callable_names)
-    if tools:
-        body["tools"] = tools
-    return body
-
-
-def functions_request(turn: TurnPlan) -> dict[str, Any]:
-    plan = turn.request
-    body: dict[str, Any] = {"model": plan.model, "max_completion_tokens": plan.max_tokens,
-                            "messages": chat_messages(plan.system, plan.messages)}
-    if plan.tools:
-        body["tools"] = [chat_function_tool(plan.permitted.get(t["name"]) or _tool_of(t)) for t in plan.tools]
-    return body
-
-
-def _tool_of(definition: dict[str, Any]) -> Tool:
-    return Tool(name=definition["name"], description=definition.get("description", ""),
-                input_schema=definition.get("input_schema") or {"type": "object", "properties": {}})
-
-
-OPENAI_WIRE_REQUEST_BUILDERS: dict[str, Callable[[TurnPlan], dict[str, Any]]] = {
-    OPENAI_HOSTED: hosted_request,
-    OPENAI_CLIENT: client_request,
-    OPENAI_FUNCTIONS: functions_request,
-}
-
-
 # -- what the model sees of the tools (one accounting for both vendors) ----------------------------------------
 def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The tool definitions of a request body as far as the model sees them before any search:
@@ -445,7 +330,9 @@ def visible_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     tool_reference in the messages loads it; everything else in full, and the tools
     `tool_search_output` items in the input loaded."""
     seen: list[dict[str, Any]] = []
-    referenced = set(referenced_tool_names(body.get("messages", [])))
+    messages = body.get("messages", [])
+    # Expanded by the API: tools our ToolSearch referenced, and those Anthropic's server-side search loaded.
+    referenced = {*referenced_tool_names(messages), *server_search_tool_names(messages)}
     for tool in body.get("tools", []):
         if tool.get("type") == "namespace":
             if all(t.get("defer_loading") for t in tool.get("tools", [])):

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from playground.engine.wires.vendors import OPENAI, vendor_of_model
+
 PRICES_AS_OF = "2026-12-05"
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"
 OPENAI_PRICES_AS_OF = "2026-04-13"
@@ -223,7 +225,7 @@ def parse_overrides(data: Any) -> dict[str, ModelPrice]:
             values[name] = float(value)
         as_of = str(fields.get("as_of") or "override")
         base = DEFAULT_PRICES.get(model)
-        caching = fields.get("caching") or (base.caching if base else OPENAI_CACHING if model.lower().startswith("gpt-") else ANTHROPIC_CACHING)
+        caching = fields.get("caching") or (base.caching if base else OPENAI_CACHING if vendor_of_model(model) == OPENAI else ANTHROPIC_CACHING)
         if caching not in CACHINGS:
             raise PriceTableError(f"{model}.caching: {caching!r} is not one of {', '.join(CACHINGS)}")
         if base is None:

@@ -443,11 +443,6 @@ class UncachedModel(_CacheModel):
         return 0, 0
 
 
-def cache_vendor(wire_style: str) -> str:
-    """Whose cache a wire style's requests go to: "openai" for the openai-* styles, else "anthropic"."""
-    return "openai" if (wire_style or "").startswith("openai") else "anthropic"
-
-
 def reported_split(vendor: str, usage: dict[str, Any] | None) -> dict[str, int] | None:
     """An API's reported usage as the cache model's split, or None when it reported no input. Usage is
     stored in the loop's one accounting for both vendors (`input` the uncached part, `cache_read` and

@@ -46,19 +46,17 @@ from playground.engine.history import (
     strip_tool_references,
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
-from playground.engine.openai_wire import PLANNED_AS, check_openai_style
 from playground.engine.prompt_cache import DEFAULT_TTL, check_ttl
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
-from playground.engine.server_search import server_search_tool
 from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.toolsearch_tool import (
     DEFAULT_MAX_RESULTS,
     NATIVE_STYLE,
     TOOL_SEARCH_TOOL,
-    WIRE_STYLES,
     deferred_tool_not_loaded_message,
 )
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
+from playground.engine.wires.registry import wire_style
 
 DEFAULT_MAX_TOKENS = 4096  # the engine's own default; the Django side passes AGENT_MAX_TOKENS
 
@@ -68,14 +66,11 @@ class AgentSettings:
     """What an agent profile decides about tool search (the Django side fills it from a profile row)."""
 
     mode: str | ModeSetting = ""  # ENABLE_TOOL_SEARCH: "", true, false, auto, auto:N
-    wire_style: str = NATIVE_STYLE  # WIRE_STYLES: native | client (how the engine plans the turn)
-    # Anthropic's server-side search tool (bm25 | regex) replacing our ToolSearch on the wire, or "".
-    # Set, the turn is planned as native and its wire request is the "server" style's
-    # (`TurnPlan.wire_request`); a profile's "server" wire style resolves to this (`server_search.engine_wire_style`).
+    # The wire style, by its one name (engine/wires/registry.py): native, client, server, openai-hosted,
+    # openai-client, openai-functions. The style says how the turn is planned (`planned_as`) and sent.
+    wire: str = NATIVE_STYLE
+    # The "server" style's search tool (bm25 | regex), replacing our ToolSearch on the wire; "" otherwise.
     server_search: str = ""
-    # An OpenAI request shape (openai_wire.OPENAI_WIRE_STYLES) for the planned turn, or "" (Anthropic's).
-    # Planned as `openai_wire.PLANNED_AS[style]`, which `wire_style` must be.
-    openai_wire: str = ""
     server_descriptions: dict[str, str] = field(default_factory=dict)  # MCP server → its description (OpenAI namespaces)
     backend: str = "default"  # search backend name, resolved by whoever runs ToolSearch
     max_results: int = DEFAULT_MAX_RESULTS
@@ -94,16 +89,7 @@ class AgentSettings:
     prompt_cache_ttl: str = DEFAULT_TTL
 
     def __post_init__(self) -> None:
-        if self.wire_style not in WIRE_STYLES:
-            raise ValueError(f"unknown wire style {self.wire_style!r} (expected native or client)")
-        if self.server_search:
-            server_search_tool(self.server_search)  # a bad variant fails here, with its name
-            if self.wire_style != NATIVE_STYLE:
-                raise ValueError("the server-side search tool is planned as the native wire style")
-        if self.openai_wire:
-            check_openai_style(self.openai_wire)
-            if self.server_search or self.wire_style != PLANNED_AS[self.openai_wire]:
-                raise ValueError(f"the {self.openai_wire} wire style is planned as the {PLANNED_AS[self.openai_wire]} style")
+        wire_style(self.wire).check_settings(self.server_search)  # an unknown style or a bad variant fails here
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be positive")
         check_ttl(self.prompt_cache_ttl)
@@ -120,6 +106,11 @@ class AgentSettings:
                 f"announcement_budget must be 0 (2 % of the window) or at least {MIN_BUDGET_TOKENS} tokens"
             )
         self.unsupported_model_patterns = tuple(self.unsupported_model_patterns)
+
+    @property
+    def planned_as(self) -> str:
+        """How the engine plans this wire style's turns: "native" (references) or "client" (text)."""
+        return wire_style(self.wire).planned_as
 
     @property
     def announcement_budget_tokens(self) -> int:
@@ -188,7 +179,7 @@ class RequestPlan:
     messages: list[Message]  # the history as sent: references cleaned, delta announcement appended
     tokens: TokenAccounting
     searchable: ToolCatalog  # what ToolSearch may search this turn (permitted tools; empty when off)
-    wire_style: str
+    planned_as: str  # the planning shape: native | client (`AgentSettings.planned_as`)
     model: str
     max_tokens: int
     excluded: list[tuple[str, PermissionDecision]] = field(default_factory=list)  # denied by permissions
@@ -248,7 +239,7 @@ class RequestPlan:
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
-            "wire_style": self.wire_style,
+            "planned_as": self.planned_as,
             "tools": [t["name"] for t in self.tools],
             "tool_definitions": self.tools,
             "loaded_tools": list(self.loaded_tools),
@@ -324,7 +315,7 @@ def build_request(
                                    request_tokens=_request_tokens(token_counter, baseline, settings.system_prompt, history),
                                    context_window=settings.context_window),
             searchable=ToolCatalog([]),
-            wire_style=settings.wire_style,
+            planned_as=settings.planned_as,
             model=settings.model,
             max_tokens=settings.max_tokens,
             excluded=filtered.excluded,
@@ -343,7 +334,7 @@ def build_request(
     # with defer_loading (the reference expands it). One with no reference left to expand it (carried
     # over a compaction, or found in a client-style result) goes as an ordinary tool, or the model
     # would never see its schema.
-    native = settings.wire_style == NATIVE_STYLE
+    native = settings.planned_as == NATIVE_STYLE
     referenced = set(referenced_tool_names(state.messages)) if native else set()
     tools = [t.to_api() for t in loaded] + [TOOL_SEARCH_TOOL.to_api()]
     tools += [permitted.get(n).to_api(defer_loading=n in referenced) for n in discovered]
@@ -389,7 +380,7 @@ def build_request(
             context_window=settings.context_window,
         ),
         searchable=permitted,
-        wire_style=settings.wire_style,
+        planned_as=settings.planned_as,
         model=settings.model,
         max_tokens=settings.max_tokens,
         excluded=filtered.excluded,
@@ -425,7 +416,7 @@ def turn_mode(permitted: ToolCatalog, settings: AgentSettings, *, tool_search_pe
         base_url=settings.base_url,
         unsupported_model_patterns=settings.unsupported_model_patterns,
         tool_search_permitted=tool_search_permitted,
-        wire_style=settings.wire_style,
+        planned_as=settings.planned_as,
         pending_mcp_servers=pending_mcp_servers,
     )
 

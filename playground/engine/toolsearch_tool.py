@@ -1,6 +1,6 @@
 """The ToolSearch tool itself: its definition, running a call, and the content it answers with.
 
-Wire styles (see `requests.py`):
+Planning shapes (a wire style's `planned_as`, see `requests.py` and `wires/`):
 - native: the tool_result content holds `tool_reference` blocks and only those (the API rejects
   text mixed into it); the API expands each reference into the tool's schema. Claude Code adds a
   separate text block "Tool loaded." beside the tool_result in the same user message, because
@@ -21,10 +21,11 @@ from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog
 
-# The wire styles the engine plans (the names every layer uses; the "server" style is server_search's).
+# The two shapes the engine plans a turn in (`WireStyle.planned_as`); Anthropic's two wire styles of
+# the same names send them as planned (engine/wires/anthropic_native.py, anthropic_client.py).
 NATIVE_STYLE = "native"  # deferred tools with defer_loading, ToolSearch answers with tool_reference blocks
 CLIENT_STYLE = "client"  # ordinary tools only, ToolSearch answers as text: any model or gateway
-WIRE_STYLES: tuple[str, ...] = (NATIVE_STYLE, CLIENT_STYLE)
+PLANNING_STYLES: tuple[str, ...] = (NATIVE_STYLE, CLIENT_STYLE)
 DEFAULT_MAX_RESULTS = 5
 TOOL_LOADED_TEXT = "Tool loaded."
 
@@ -113,31 +114,31 @@ def no_match_text(result: ToolSearchResult) -> str:
     return text
 
 
-def tool_search_result_content(result: ToolSearchResult, wire_style: str) -> list[dict[str, Any]]:
+def tool_search_result_content(result: ToolSearchResult, planned_as: str) -> list[dict[str, Any]]:
     """The tool_result content for a ToolSearch call."""
-    _check_wire_style(wire_style)
+    _check_planned_as(planned_as)
     if not result.matches:
         return [text_block(no_match_text(result))]
-    if wire_style == NATIVE_STYLE:
+    if planned_as == NATIVE_STYLE:
         return [{"type": "tool_reference", "tool_name": name} for name in result.matches]
     return [text_block(json.dumps(result.to_output(), ensure_ascii=False))]
 
 
-def tool_loaded_block(result: ToolSearchResult, wire_style: str) -> dict[str, Any] | None:
+def tool_loaded_block(result: ToolSearchResult, planned_as: str) -> dict[str, Any] | None:
     """Claude Code's sibling text block, placed after the tool_result in the same user message
     (native style with references only; never inside the tool_result)."""
-    _check_wire_style(wire_style)
-    if wire_style == NATIVE_STYLE and result.matches:
+    _check_planned_as(planned_as)
+    if planned_as == NATIVE_STYLE and result.matches:
         return text_block(TOOL_LOADED_TEXT)
     return None
 
 
-def tool_search_user_blocks(tool_use_id: str, result: ToolSearchResult, wire_style: str) -> list[dict[str, Any]]:
+def tool_search_user_blocks(tool_use_id: str, result: ToolSearchResult, planned_as: str) -> list[dict[str, Any]]:
     """The user-message blocks answering one ToolSearch call: the tool_result, then the sibling text if any."""
     blocks: list[dict[str, Any]] = [
-        {"type": "tool_result", "tool_use_id": tool_use_id, "content": tool_search_result_content(result, wire_style)}
+        {"type": "tool_result", "tool_use_id": tool_use_id, "content": tool_search_result_content(result, planned_as)}
     ]
-    sibling = tool_loaded_block(result, wire_style)
+    sibling = tool_loaded_block(result, planned_as)
     if sibling is not None:
         blocks.append(sibling)
     return blocks
@@ -159,6 +160,6 @@ def deferred_tool_not_loaded_result(tool_use_id: str, tool_name: str) -> dict[st
     return error_tool_result(tool_use_id, deferred_tool_not_loaded_message(tool_name))
 
 
-def _check_wire_style(wire_style: str) -> None:
-    if wire_style not in WIRE_STYLES:
-        raise ValueError(f"unknown wire style {wire_style!r} (expected one of {', '.join(WIRE_STYLES)})")
+def _check_planned_as(planned_as: str) -> None:
+    if planned_as not in PLANNING_STYLES:
+        raise ValueError(f"unknown planning style {planned_as!r} (expected one of {', '.join(PLANNING_STYLES)})")

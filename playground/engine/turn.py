@@ -6,23 +6,22 @@ pending servers) and read the answer from the `TurnPlan`: the mode decision and 
 request plan, the token accounting, the final wire request (`wire_request`), whether a tool may be
 called now (`check_call`), and a ToolSearch runner bound to this turn. None of them restates a rule.
 
-Wire styles: how the planned request goes on the wire. Each style has one builder in
-`WIRE_REQUEST_BUILDERS` (style name → function of the `TurnPlan` returning the request's keyword
-arguments); `TurnPlan.wire_request()` calls the turn's own, or a named one. A new vendor's request
-shape is one more builder there, reading the same plan.
+Wire styles: how the planned request goes on the wire. The turn's style (`TurnPlan.style`, the
+`wires.base.WireStyle` that `settings.wire` names in `wires.registry`) builds the request, says what
+the model sees of it and whose prompt cache it goes to; the turn only asks it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
-from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_REQUEST_BUILDERS, visible_tools, wire_tool_names
+from playground.engine.openai_wire import wire_tool_names
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
-from playground.engine.prompt_cache import CachingModel, cache_model, cache_vendor, with_cache_breakpoints
+from playground.engine.prompt_cache import CachingModel
 from playground.engine.requests import (
     AgentSettings,
     ConversationState,
@@ -33,14 +32,11 @@ from playground.engine.requests import (
 )
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.search.usage import UsageLog
-from playground.engine.server_search import SERVER_STYLE, server_search_request
 from playground.engine.tokens import TokenCounter
-from playground.engine.toolsearch_tool import (
-    CLIENT_STYLE,
-    NATIVE_STYLE,
-    run_tool_search,
-)
+from playground.engine.toolsearch_tool import run_tool_search
 from playground.engine.tools import TOOL_SEARCH_NAME, Tool, ToolCatalog, server_of
+from playground.engine.wires.base import WireStyle
+from playground.engine.wires.registry import wire_style
 
 # A call's verdict (`TurnPlan.check_call`).
 REFUSE, ASK, ALLOW = "refuse", "ask", "allow"
@@ -135,22 +131,15 @@ class TurnPlan:
     def wire_tokens(self) -> TokenAccounting:
         """`tokens` for the request as it goes on the wire, one accounting for both vendors: the
         Anthropic styles' plan as it stands; for OpenAI's styles the tools the model sees of the
-        body (`openai_wire.visible_tools`: a deferred namespace's name and description, the tools a
-        `tool_search_output` loaded…), counted by the same counter, plus the announcement where the
-        style sends one (the hosted style's namespaces replace it). The baseline, every permitted
-        tool in full, is the same for both."""
-        tokens = self.request.tokens
-        if not self.settings.openai_wire:
-            return tokens
-        announced = tokens.announcement_tokens if self.wire_announcement is not None else 0
-        return replace(tokens, sent_tokens=self.token_counter.count_tools(visible_tools(self._wire_request)),
-                       announcement_tokens=announced)
+        body, counted by the same counter, plus the announcement where the style sends one
+        (`WireStyle.wire_tokens`). The baseline, every permitted tool in full, is the same for both."""
+        return self.style.wire_tokens(self)
 
     @property
     def wire_announcement(self) -> Announcement | None:
         """The plan's announcement as far as the wire sends it: none in OpenAI's hosted style, whose
         namespaces (names and descriptions) tell the model what it can search."""
-        return None if self.settings.openai_wire == OPENAI_HOSTED else self.request.announcement
+        return self.request.announcement if self.style.sends_announcement else None
 
     @property
     def searchable(self) -> ToolCatalog:
@@ -159,47 +148,51 @@ class TurnPlan:
 
     # -- the wire request ----------------------------------------------------------------------------
     @property
-    def wire_style(self) -> str:
-        """How this turn's request goes on the wire: "native", "client" or "server" (Anthropic's
-        server-side search tool instead of our ToolSearch; planned as native)."""
-        if self.settings.openai_wire:
-            return self.settings.openai_wire
-        return SERVER_STYLE if self.settings.server_search else self.settings.wire_style
+    def style(self) -> WireStyle:
+        """The wire style this turn goes out in (engine/wires/), named by `settings.wire`."""
+        return wire_style(self.settings.wire)
+
+    @property
+    def wire(self) -> str:
+        """The wire style's one name: native, client, server (Anthropic's server-side search tool
+        instead of our ToolSearch; planned as native), openai-hosted, openai-client, openai-functions."""
+        return self.settings.wire
 
     def wire_request(self) -> dict[str, Any]:
-        """The final request for this turn in its wire style (`wire_style`, built by that style's
-        entry in WIRE_REQUEST_BUILDERS): for the Messages API, the keyword arguments of
-        `messages.create` — model, max_tokens (the settings'), system, messages, tools. A new dict
-        each call; its messages and tools are shared with the plan (copy before changing them)."""
+        """The final request for this turn in its wire style (`style.build_request`): for the Messages
+        API, the keyword arguments of `messages.create` — model, max_tokens (the settings'), system,
+        messages, tools. A new dict each call; its messages and tools are shared with the plan (copy
+        before changing them)."""
         return dict(self._wire_request)
 
     @cached_property
     def _wire_request(self) -> dict[str, Any]:
-        return _wire_request_builder(self.wire_style)(self)
+        return self.style.build_request(self)
 
     # -- the prompt cache ------------------------------------------------------------------------------
     @property
     def cache_vendor(self) -> str:
         """Whose prompt cache this turn's request goes to ("anthropic" or "openai")."""
-        return cache_vendor(self.wire_style)
+        return self.style.vendor
 
     @property
     def caches_prompt(self) -> bool:
         """Whether this turn's request is cached: OpenAI caches every long prompt on its own; Anthropic
         caches what the profile marks with breakpoints (`settings.prompt_cache`)."""
-        return self.cache_vendor == "openai" or self.settings.prompt_cache
+        return self.style.caches_prompt(self.settings)
 
     def prompt_cache_model(self, counter: TokenCounter, *, cached: bool | None = None) -> CachingModel:
         """A fresh cache model for this turn's vendor, TTL and caching (`cached` overrides the latter: the
         all-tools baseline is priced cached whatever the profile does). Feed it the conversation's requests."""
-        return cache_model(self.cache_vendor, ttl=self.settings.prompt_cache_ttl,
-                           enabled=self.caches_prompt if cached is None else cached, counter=counter)
+        return self.style.cache_model(ttl=self.settings.prompt_cache_ttl,
+                                      enabled=self.caches_prompt if cached is None else cached, counter=counter)
 
     def all_tools_request(self, messages: Sequence[dict[str, Any]] | None = None, *, cached: bool = True) -> dict[str, Any]:
         """The all-tools baseline of this turn: the request its wire style sends with every permitted
         tool in full (mode off, no server-side search) over the same history (or `messages`), with
         cache breakpoints when `cached`. What the cache-aware savings compare with."""
-        baseline = replace(self.settings, mode="false", server_search="", prompt_cache=cached)
+        # The style's own shape with the mode off: the server style then sends the native request.
+        baseline = replace(self.settings, mode="false", prompt_cache=cached)
         state = ConversationState(messages=list(self.state.messages if messages is None else messages),
                                   compaction=self.state.compaction)
         return TurnPlan(self.catalog, self.policy, baseline, state, token_counter=self.token_counter,
@@ -265,52 +258,6 @@ class TurnPlan:
             default_max_results=self.settings.max_results,
             usage=self.usage if usage is None else usage,
         )
-
-
-# -- wire styles: one builder each ---------------------------------------------------------------------
-def messages_api_request(turn: TurnPlan) -> dict[str, Any]:
-    """Native and client styles: the plan as it stands (the styles differ in the plan itself:
-    defer_loading and tool_reference blocks, or ordinary tools and text)."""
-    return turn.request.to_api_kwargs()
-
-
-def server_search_wire_request(turn: TurnPlan) -> dict[str, Any]:
-    """The "server" style: the native plan with Anthropic's search tool instead of ToolSearch and
-    every permitted deferred tool sent with defer_loading (`server_search.server_search_request`)."""
-    return server_search_request(turn.request.to_api_kwargs(), turn.request, turn.settings.server_search)
-
-
-WireRequestBuilder = Callable[[TurnPlan], dict[str, Any]]
-
-
-def with_anthropic_cache(builder: WireRequestBuilder) -> WireRequestBuilder:
-    """A Messages API builder whose request carries the profile's cache breakpoints when it caches
-    (`prompt_cache.with_cache_breakpoints`: end of tools, end of system, the conversation's tail)."""
-
-    def build(turn: TurnPlan) -> dict[str, Any]:
-        request = builder(turn)
-        if turn.settings.prompt_cache:
-            return with_cache_breakpoints(request, turn.settings.prompt_cache_ttl)
-        return request
-
-    build.__name__ = builder.__name__
-    build.__doc__ = builder.__doc__
-    return build
-
-
-WIRE_REQUEST_BUILDERS: dict[str, WireRequestBuilder] = {
-    NATIVE_STYLE: with_anthropic_cache(messages_api_request),
-    CLIENT_STYLE: with_anthropic_cache(messages_api_request),
-    SERVER_STYLE: with_anthropic_cache(server_search_wire_request),
-    **OPENAI_WIRE_REQUEST_BUILDERS,  # openai-hosted, openai-client, openai-functions (openai_wire.py)
-}
-
-
-def _wire_request_builder(style: str) -> WireRequestBuilder:
-    try:
-        return WIRE_REQUEST_BUILDERS[style]
-    except KeyError:
-        raise ValueError(f"unknown wire style {style!r} (expected one of {', '.join(WIRE_REQUEST_BUILDERS)})") from None
 
 
 def plan_turn(

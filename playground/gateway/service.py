@@ -32,6 +32,7 @@ from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.openai_wire import tool_tokens_by_vendor
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.toolsearch_tool import (
+    CLIENT_STYLE,
     TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     tool_search_result_content,
@@ -161,7 +162,7 @@ def profile_view(profile: AgentProfile | int) -> ProfileView:
     # filtering 700 tools again on every call cost more than the rest of the call path together.
     catalog, filtered = adapter.filtered_catalog(profile, policy=policy)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
-    agent_settings = adapter.agent_settings(profile, wire_style="client")
+    agent_settings = adapter.agent_settings(profile, wire=CLIENT_STYLE)
     backend = backends.search_backend(agent_settings.backend)
     # `filtered` is a new object whenever the catalog, the rules or the profile's tool lists change.
     key = (profile.pk, id(filtered), repr(agent_settings), id(backend))
@@ -249,7 +250,7 @@ def tool_search(session: GatewaySession, view: ProfileView, arguments: dict[str,
         return SearchAnswer([text_block(str(exc))], True, event={"query": query, "error": str(exc)})
     deferred = set(view.plan.deferred_tools)
     added = add_discovered(session.pk, [n for n in result.matches if n in deferred])
-    content = tool_search_result_content(result, "client")
+    content = tool_search_result_content(result, CLIENT_STYLE)
     if result.matches:
         content = content + [text_block(FOUND_HINT)]
     data = result.to_dict()

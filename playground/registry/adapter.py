@@ -32,11 +32,11 @@ from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.requests import permission_filter as engine_permission_filter
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.usage import UsageLog
-from playground.engine.server_search import engine_wire_style
 from playground.engine.subagents import resolve_subagent_tools, subagent_policy
 from playground.engine.tools import Tool as EngineTool
 from playground.engine.tools import ToolCatalog, with_stored_content_hash
 from playground.engine.toolsearch_tool import NATIVE_STYLE
+from playground.engine.wires.registry import wire_style
 from playground.engine.turn import TurnPlan
 from playground.engine.turn import plan_turn as engine_plan_turn
 from playground.registry import ports
@@ -304,14 +304,14 @@ def profile_caches(profile: AgentProfile | None) -> bool:
 def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> AgentSettings:
     """Engine settings for a profile; empty profile fields fall back to Django settings.
 
-    The one place a profile's wire style is resolved: "server" (Anthropic's server-side search tool)
-    plans as native with the deployment's ANTHROPIC_SERVER_SEARCH_TOOL as `server_search`. The wire
-    request's max_tokens is AGENT_MAX_TOKENS. Raises ValueError for settings the engine does not run
-    (an unknown wire style or server-side variant, a bad mode).
+    The profile's wire style is `wire` (`wire=` overrides it with any registered style's name); a
+    style that takes a server-side search tool ("server") gets the deployment's
+    ANTHROPIC_SERVER_SEARCH_TOOL. The wire request's max_tokens is AGENT_MAX_TOKENS. Raises ValueError
+    for settings the engine does not run (an unknown wire style or server-side variant, a bad mode).
     """
     values: dict[str, Any] = {
         "mode": (profile.tool_search_mode if profile else "") or settings.ENABLE_TOOL_SEARCH,
-        "wire_style": profile.wire_style if profile else NATIVE_STYLE,
+        "wire": profile.wire_style if profile else NATIVE_STYLE,
         "backend": (profile.search_backend if profile else "") or settings.TOOLSEARCH_DEFAULT_BACKEND,
         "max_results": profile.max_results if profile else 5,
         "announcement_style": profile.announcement_style if profile else "full",
@@ -326,8 +326,8 @@ def agent_settings(profile: AgentProfile | None = None, **overrides: Any) -> Age
         "prompt_cache_ttl": (getattr(profile, "prompt_cache_ttl", "") if profile else "") or settings.PROMPT_CACHE_TTL,
     }
     values.update({k: v for k, v in overrides.items() if v not in (None, "")})
-    values["wire_style"], values["server_search"] = engine_wire_style(values["wire_style"],
-                                                                      settings.ANTHROPIC_SERVER_SEARCH_TOOL)
+    takes_variant = bool(wire_style(values["wire"]).server_search_variants)  # an unknown style fails here, with its name
+    values["server_search"] = settings.ANTHROPIC_SERVER_SEARCH_TOOL if takes_variant else ""
     values.setdefault("max_tokens", settings.AGENT_MAX_TOKENS)
     return AgentSettings(**values)
 

@@ -15,7 +15,7 @@ from django.utils.module_loading import import_string
 
 from playground.engine.search.backends import parse_backend_spec
 from playground.engine.search.postgres import PostgresSearchBackend, default_dsn
-from playground.engine.server_search import SERVER_STYLE
+from playground.engine.wires.registry import profile_styles
 from playground.registry import ports
 
 
@@ -48,8 +48,9 @@ def wire_style_unavailable(wire_style: str, provider_key: str) -> str:
 
 def server_style_unavailable() -> str:
     """Why no provider that can be used here runs Anthropic's server-side search ("" when one can)."""
+    server = next(style.name for style in profile_styles() if style.server_search_variants)
     for key, label in ports.providers().provider_choices():
-        if key and SERVER_STYLE in getattr(_provider_class(key), "wire_styles", ()):
+        if key and server in getattr(_provider_class(key), "wire_styles", ()):
             reason = provider_unavailable(key)
             if not reason:
                 return ""

@@ -18,6 +18,7 @@ from playground.engine.modes import parse_mode
 from playground.engine.safe_json import LimitedJSONDecoder
 from playground.engine.permissions import validate_pattern
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolDefinitionError, validate_input_schema, validate_tool_name
+from playground.engine.wires.registry import profile_styles
 from playground.registry import adapter, availability, backends, inspector_options, ports
 from playground.registry.models import AgentProfile, PermissionRule, Tool
 
@@ -288,7 +289,8 @@ class AgentProfileForm(forms.ModelForm):
         deployment with the key; the conversation and evaluation forms refuse what cannot run."""
         unavailable = {
             "provider": {key: availability.provider_unavailable(key) for key, _ in self.fields["provider"].choices},
-            "wire_style": {"server": availability.server_style_unavailable()},
+            "wire_style": {style.name: availability.server_style_unavailable() for style in profile_styles()
+                           if style.server_search_variants},
             "search_backend": {name: availability.backend_unavailable(name) for name, _ in self.fields["search_backend"].choices if name},
         }
         for field, reasons in unavailable.items():

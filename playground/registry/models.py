@@ -5,8 +5,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 
 from playground.engine import permissions as engine_permissions
-from playground.engine.server_search import SERVER_STYLE
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.engine.wires.registry import profile_styles
 from playground.registry import tool_fields
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
@@ -77,10 +76,9 @@ class Tool(models.Model):
 
 
 class AgentProfile(models.Model):
-    class WireStyle(models.TextChoices):
-        NATIVE = NATIVE_STYLE, "Native (defer_loading + tool_reference)"
-        CLIENT = CLIENT_STYLE, "Client-side (any model or gateway)"
-        SERVER = SERVER_STYLE, "Anthropic server-side search tool"
+    # The wire styles a profile may store, from the engine's registry (NATIVE, CLIENT, SERVER): their
+    # names are the stored values, their labels the form's choices.
+    WireStyle = models.TextChoices("WireStyle", [(s.name.upper(), (s.name, s.label)) for s in profile_styles()])
 
     class Announcement(models.TextChoices):
         FULL = "full", "Full list every request"

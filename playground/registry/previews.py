@@ -5,25 +5,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 
 from playground.engine.cache_cost import first_and_steady
 from playground.engine.modes import ModeDecision
-from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items
 from playground.engine.permissions import PermissionDecision
 from playground.engine.announcements import Announcement
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
 from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
-from playground.engine.server_search import SERVER_SEARCH_TOOLS, SERVER_STYLE, server_search_tool
 from playground.engine.toolsearch_tool import (
-    TOOL_SEARCH_TOOL,
     ToolSearchInputError,
     run_tool_search,
-    tool_search_user_blocks,
 )
+from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS, server_search_tool
+from playground.engine.wires.registry import wire_style
 from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
 from playground.registry.prices import current_price_table
@@ -144,14 +142,14 @@ def inspect_query(
     search_backend = inspector_options.tuned_search_backend(backend_name, backend_settings)
     max_results = max_results or (profile.max_results if profile else 5)
     note = ""
-    settings = adapter.agent_settings(profile, mode=mode, wire_style=wire_style)
+    settings = adapter.agent_settings(profile, mode=mode, wire=wire_style)
     if settings.server_search:
         # Anthropic's own search tool answers such profiles, so there is no ToolSearch of ours to mirror;
         # the inspector still shows our ranking, as the native style (the one the turn is planned in) gets it.
         note = (f"This profile uses Anthropic's server-side search tool, so the model never calls our ToolSearch. "
                 f"Shown: our ranking with {'the profile' if profile and profile.search_backend else 'the default'} "
                 f"search backend, as the native wire style would receive it.")
-    wire_style = settings.wire_style
+    wire_style = settings.planned_as  # the shape our ToolSearch's answer takes (a server profile: native)
     policy = adapter.permission_policy(profile)
     unfiltered, filtered = adapter.filtered_catalog(profile, policy=policy)
     turn = adapter.plan_turn(unfiltered, policy, settings, backend=search_backend, filtered=filtered)
@@ -193,7 +191,7 @@ def inspect_query(
     except ToolSearchInputError as exc:
         answer.error = str(exc)
         return answer
-    answer.content = tool_search_user_blocks(INSPECTOR_TOOL_USE_ID, answer.result, wire_style)
+    answer.content = turn.style.search_answer(INSPECTOR_TOOL_USE_ID, answer.result)
     answer.query_notes = search_backend.describe_query(query) if answer.result.reading.kind == "keyword" else []
     answer.max_score = max((s.score for s in answer.result.scored), default=0.0)
     answer.same_operation = groups_in_results(turn.permitted, answer.result.matches, backends.index_store())
@@ -364,32 +362,28 @@ class ProfileSettings:
     @property
     def wire_style_label(self) -> str:
         if self.server_search:
-            return f"{SERVER_STYLE} ({server_search_tool(self.server_search)['type']})"
-        return self.agent.wire_style
+            return f"{self.agent.wire} ({server_search_tool(self.server_search)['type']})"
+        return self.agent.wire
 
 
 def profile_settings(profile: AgentProfile | None, *, mode: str = "", wire_style: str = "") -> ProfileSettings:
     """Raises ValueError for settings nothing can run (an unknown wire style, a bad mode or variant)."""
-    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire_style=wire_style))
+    return ProfileSettings(adapter.agent_settings(profile, mode=mode, wire=wire_style))
 
 
-def discovery_state(discovered: Sequence[str], catalog, wire_style: str) -> ConversationState:
-    """A conversation in which the model already found `discovered` with one `select:` ToolSearch call.
+def discovery_state(discovered: Sequence[str], catalog, settings: AgentSettings) -> ConversationState:
+    """A conversation in which the model already found `discovered` with one `select:` search.
 
     The engine recovers discovered tools from history, so the preview builds the history that would
-    have produced them rather than passing a list the engine never sees in real runs.
+    have produced them rather than passing a list the engine never sees in real runs: the history the
+    wire style itself leaves after such a search (`WireStyle.discovery_messages`).
     """
     messages: list[dict[str, Any]] = [{"role": "user", "content": "What the model sees (preview)."}]
     if discovered:
-        query = "select:" + ",".join(discovered)
-        result = run_tool_search({"query": query}, catalog, backends.search_backend(""))
-        messages += [
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": PREVIEW_TOOL_USE_ID, "name": TOOL_SEARCH_TOOL.name, "input": {"query": query}}],
-            },
-            {"role": "user", "content": tool_search_user_blocks(PREVIEW_TOOL_USE_ID, result, wire_style)},
-        ]
+        arguments = {"query": "select:" + ",".join(discovered)}
+        result = run_tool_search(arguments, catalog, backends.search_backend(""))
+        messages += wire_style(settings.wire).discovery_messages(PREVIEW_TOOL_USE_ID, arguments, result, definitions=catalog.get,
+                                                                  server_search=settings.server_search)
     return ConversationState(messages=messages)
 
 
@@ -400,17 +394,11 @@ def model_preview(
     mode: str = "",
     wire_style: str = "",
 ) -> ModelPreview:
-    openai_style = wire_style if wire_style in OPENAI_WIRE_STYLES else ""
-    resolved = profile_settings(profile, mode=mode, wire_style=PLANNED_AS[openai_style] if openai_style else wire_style)
-    settings = resolved.agent
-    if openai_style:  # OpenAI's request for the same plan (openai_wire.py)
-        settings = replace(settings, openai_wire=openai_style)
+    settings = profile_settings(profile, mode=mode, wire_style=wire_style).agent  # any registered style: OpenAI's too
     catalog = adapter.profile_catalog(profile)
     known = [name for name in discovered if name in catalog]
     unknown = [name for name in discovered if name not in catalog]
-    state = discovery_state(known, catalog, settings.wire_style)
-    if openai_style == OPENAI_HOSTED and known:  # OpenAI searched: its own items, as a history holds them
-        state = ConversationState(messages=[state.messages[0], *hosted_search_items(PREVIEW_TOOL_USE_ID, known, catalog.get)])
+    state = discovery_state(known, catalog, settings)
     turn = adapter.plan_turn(catalog, adapter.permission_policy(profile), settings, state)
     plan = turn.request
     table = current_price_table()

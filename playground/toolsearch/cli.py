@@ -26,7 +26,7 @@ from playground.engine.cache_cost import (
 )
 from playground.engine.catalog_io import CatalogFormatError, load_catalog, load_queries, toolsets_dir
 from playground.engine.evaluate import evaluate
-from playground.engine.openai_wire import OPENAI_HOSTED, OPENAI_WIRE_STYLES, PLANNED_AS, hosted_search_items, tool_tokens
+from playground.engine.openai_wire import tool_tokens
 from playground.engine.permissions import PermissionPolicy
 from playground.engine.pricing import PriceTable, PriceTableError, price_table
 from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
@@ -35,11 +35,12 @@ from playground.bench import search_speed
 from playground.engine.search import quality
 from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.base import SearchBackend
-from playground.engine.server_search import SERVER_SEARCH_TOOLS
 from playground.engine.tokens import CharEstimateCounter
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
-from playground.engine.tools import TOOL_SEARCH_NAME
+from playground.engine.toolsearch_tool import run_tool_search
+from playground.engine.tools import ToolCatalog
 from playground.engine.turn import plan_turn
+from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS
+from playground.engine.wires.registry import wire_style, wire_styles
 
 EXIT_BAD_INPUT = 2
 
@@ -329,31 +330,23 @@ def cmd_announce_table(args: argparse.Namespace) -> int:
     return 0
 
 
-# The six wire styles `request` prints: the AgentSettings fields each one sets.
-REQUEST_WIRE_STYLES: dict[str, dict[str, str]] = {
-    "anthropic-native": {"wire_style": NATIVE_STYLE},
-    "anthropic-client": {"wire_style": CLIENT_STYLE},
-    "anthropic-server": {"wire_style": NATIVE_STYLE, "server_search": "bm25"},
-    **{style: {"wire_style": PLANNED_AS[style], "openai_wire": style} for style in OPENAI_WIRE_STYLES},
-}
+# The wire styles `request` prints (every registered one, vendor first): the AgentSettings fields each one sets.
+REQUEST_WIRE_STYLES: dict[str, dict[str, str]] = {style.command_name: style.default_settings() for style in wire_styles()}
 FIRST_USER_MESSAGE = "hello"
 
 
-def discovered_history(names: Sequence[str], planned_style: str) -> list[dict]:
-    """A first user message and one ToolSearch call that loaded `names`, answered as the planned
-    style answers it (tool_reference blocks, or the client style's JSON text)."""
+def discovered_history(names: Sequence[str], settings: AgentSettings, catalog: ToolCatalog) -> list[dict]:
+    """A first user message and one `select:` search that loaded `names`, leaving the history the
+    wire style itself leaves (`WireStyle.discovery_messages`: our ToolSearch answered as the loop
+    answers it, or the vendor's own search items)."""
     history: list[dict] = [{"role": "user", "content": FIRST_USER_MESSAGE}]
     if not names:
         return history
-    call_id = "toolu_cli_search"
-    if planned_style == NATIVE_STYLE:
-        content: list[dict] = [{"type": "tool_reference", "tool_name": name} for name in names]
-    else:
-        content = [{"type": "text", "text": json.dumps({"matches": list(names), "query": f"select:{','.join(names)}"})}]
-    history.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": call_id, "name": TOOL_SEARCH_NAME, "input": {"query": f"select:{','.join(names)}"}}]})
-    history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": content}]})
-    return history
+    style = wire_style(settings.wire)
+    arguments = {"query": f"select:{','.join(names)}"}
+    result = run_tool_search(arguments, catalog, get_backend("default"), default_max_results=max(len(names), 1))
+    return history + style.discovery_messages(f"{style.search_call_prefix}cli_search", arguments, result,
+                                              definitions=catalog.get, server_search=settings.server_search)
 
 
 def cmd_request(args: argparse.Namespace) -> int:
@@ -365,15 +358,11 @@ def cmd_request(args: argparse.Namespace) -> int:
         if not catalog.is_deferred(name):
             raise BadInput(f"--discovered: {name!r} is not deferred (it is sent in full anyway)")
     fields = dict(REQUEST_WIRE_STYLES[args.wire])
-    if args.wire == "anthropic-server":
+    if "server_search" in fields:
         fields["server_search"] = args.server_search
     settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or _default_model(args.wire),
                              **fields)
-    if args.wire == OPENAI_HOSTED and discovered:  # OpenAI searched: its own items, as the history holds them
-        state = ConversationState([{"role": "user", "content": FIRST_USER_MESSAGE},
-                                   *hosted_search_items("call_cli_search", discovered, catalog.get)])
-    else:
-        state = ConversationState(discovered_history(discovered, settings.wire_style))
+    state = ConversationState(discovered_history(discovered, settings, catalog))
     counter = CharEstimateCounter()
     turn = plan_turn(catalog, PermissionPolicy(), settings, state, token_counter=counter)
     body = turn.wire_request()
@@ -390,7 +379,7 @@ def cmd_request(args: argparse.Namespace) -> int:
 
 
 def _default_model(wire: str) -> str:
-    return "gpt-5.4" if wire.startswith("openai-") else AgentSettings.model
+    return default_model(wire)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

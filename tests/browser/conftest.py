@@ -56,18 +56,65 @@ def chromium_executable() -> Path:
         unavailable(str(error))
 
 
-# Module scope, not session: Playwright's sync API keeps an asyncio loop running in this thread
-# while it is started, which breaks async_to_sync in the (non-browser) tests that run afterwards.
-@pytest.fixture(scope="module")
-def browser(chromium_executable):
+class SharedChromium:
+    """One Chromium for a worker's browser tests in a row (run_tests.py puts them all in one worker).
+
+    Started by the first browser test and closed as soon as the next test is not one (see
+    pytest_runtest_teardown below), never held into other tests: Playwright's sync API keeps an
+    asyncio loop running in this thread while it is started, which breaks async_to_sync in the
+    (non-browser) tests. Each test still gets a fresh context (cookies, storage, pages)."""
+
+    def __init__(self) -> None:
+        self.playwright = None
+        self.chromium = None
+        self.launches = 0
+
+    def get(self, executable: Path):
+        if self.chromium is None:
+            try:
+                from playwright.sync_api import sync_playwright
+            except ImportError:
+                unavailable("playwright is not installed (it is in the project's dev extra)")
+            self.playwright = sync_playwright().start()
+            try:
+                self.chromium = self.playwright.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS, headless=True)
+            except BaseException:
+                self.close()
+                raise
+            self.launches += 1
+        return self.chromium
+
+    def close(self) -> None:
+        chromium, playwright = self.chromium, self.playwright
+        self.chromium = self.playwright = None
+        try:
+            if chromium is not None:
+                chromium.close()
+        finally:
+            if playwright is not None:
+                playwright.stop()
+
+
+SHARED_CHROMIUM = SharedChromium()
+
+
+def uses_the_browser(item) -> bool:
+    return item is not None and "browser" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a browser test's own teardown: close Chromium unless the next test uses it too."""
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("playwright is not installed (it is in the project's dev extra)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(chromium_executable), args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
+        return (yield)
+    finally:
+        if not uses_the_browser(nextitem):
+            SHARED_CHROMIUM.close()
+
+
+@pytest.fixture
+def browser(chromium_executable):
+    return SHARED_CHROMIUM.get(chromium_executable)
 
 
 @dataclass
@@ -235,11 +282,21 @@ def viewer_user(viewer_user):
 
 
 @pytest.fixture
-def logged_in_page(page, admin_user):
-    """The admin from tests/conftest.py, logged in through the real login form."""
-    page.goto("/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
+def logged_in_page(page, admin_user, asgi_server):
+    """The admin from tests/conftest.py, logged in, on the page the login form leads to (home).
+
+    The session is made as the login form makes it (django.contrib.auth.login, through the test
+    client) and its cookie handed to the browser. The form itself is used as a person uses it in
+    test_overview_page, test_registry_pages and test_readme_demo_path; through it here, every
+    browser test paid a full PBKDF2 rehash on the live server (~1 s of CPU, 5 s on a busy machine):
+    Django upgrades the test's cheap hash to its own iteration count at each login."""
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client()
+    client.force_login(admin_user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": asgi_server.url}])
+    page.goto("/")
     page.wait_for_selector("body[data-page]:not([data-page=login])")
     return page

@@ -90,7 +90,7 @@ def test_the_assistants_text_grows_as_it_streams(logged_in_page, demo_data):  # 
 def finished_conversation(owner) -> Conversation:
     conversation = Conversation.objects.create(owner=owner, title="Presenting the weather")
     record_event(conversation, ev.ChatMessage(role="user", text="What is the weather forecast for Paris?"))
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="offline-demo-agent", wire_style="native",
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="offline-demo-agent", wire="native",
                                                      loaded_tools=["ToolSearch"], deferred_tools=["mcp__weather__get_forecast"]))
     record_event(conversation, ev.ToolCall(tool_use_id="t1", name="mcp__weather__get_forecast", arguments={"city": "Paris"}),
                  turn_sequence=turn.sequence)

@@ -15,7 +15,7 @@ def test_chart_rows_count_turns_over_the_conversation(db, admin_user, admin_clie
     conversation = Conversation.objects.create(owner=admin_user)
     turns = []
     for per_message in (1, 2, 1, 2, 3):  # two messages: 2 turns, then 3
-        turns.append(record_event(conversation, ev.TurnStarted(turn=per_message, provider="demo", model="m", wire_style="native",
+        turns.append(record_event(conversation, ev.TurnStarted(turn=per_message, provider="demo", model="m", wire="native",
                                                                tokens={"sent_tokens": 10, "baseline_tokens": 20})))
     body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert re.findall(r'data-testid="chart-turn">([^<]*)<', body) == ["#1", "#2", "#3", "#4", "#5"]
@@ -27,7 +27,7 @@ def test_chart_rows_count_turns_over_the_conversation(db, admin_user, admin_clie
 def test_turn_headers_count_as_the_chart_does(db, admin_user, admin_client):
     # Before: the headers said Turn 1, 2, 1, 2, 3 (the stored turn restarts per message) beside #1..#5.
     conversation = Conversation.objects.create(owner=admin_user)
-    turns = [record_event(conversation, ev.TurnStarted(turn=per_message, provider="demo", model="m", wire_style="native"))
+    turns = [record_event(conversation, ev.TurnStarted(turn=per_message, provider="demo", model="m", wire="native"))
              for per_message in (1, 2, 1, 2, 3)]
     body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert re.findall(r'data-testid="turn-number">([^<]*)<', body) == ["1", "2", "3", "4", "5"]
@@ -41,7 +41,7 @@ def test_turn_headers_count_as_the_chart_does(db, admin_user, admin_client):
 def test_a_chart_row_counts_the_announcement_its_turn_header_counts(db, admin_user, admin_client):
     # Before: the row read "1356 / 226052" while its turn said 1356 sent + 9942 announcing deferred names.
     conversation = Conversation.objects.create(owner=admin_user)
-    record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native",
+    record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native",
                                               tokens={"sent_tokens": 1356, "baseline_tokens": 226052, "announcement_tokens": 9942}))
     body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
     assert re.findall(r'data-testid="chart-num">([^<]*)<', body) == ["11298 / 226052"]

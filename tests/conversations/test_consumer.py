@@ -74,7 +74,7 @@ async def test_live_events_arrive_once_saved_and_never_twice(redis, admin_user):
     await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 1}))
     assert await communicator.receive_nothing(timeout=0.2)
     await database_sync_to_async(record_event)(conversation.pk, ev.TurnStarted(
-        turn=1, provider="demo", model="m", wire_style="native", loaded_tools=["echo"], deferred_tools=["mcp__a__b"],
+        turn=1, provider="demo", model="m", wire="native", loaded_tools=["echo"], deferred_tools=["mcp__a__b"],
         tokens={"sent_tokens": 50, "baseline_tokens": 200}))
     frame = await communicator.receive_from(timeout=5)
     assert frame_sequence(frame) == 2 and 'data-event-type="turn_started"' in frame

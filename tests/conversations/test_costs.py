@@ -14,7 +14,7 @@ from playground.conversations.models import Conversation
 
 
 def model_call(conversation, usage, *, model="claude-sonnet-4-5", named=True, ttl="5m"):
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="anthropic", model=model, wire_style="native"))
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="anthropic", model=model, wire="native"))
     return record_event(conversation, ev.ModelResponse(stop_reason="end_turn", usage=usage, duration_ms=10,
                                                        model=model if named else "", cache_ttl=ttl), turn_sequence=turn.sequence)
 

@@ -14,7 +14,7 @@ from tests.conversations.conftest import converse, events_of, make_profile
 
 pytestmark = pytest.mark.django_db
 TIME = "mcp__time__get_current_time"
-# profile wire style → the OpenAI style it runs as (openai_wire.OPENAI_STYLE_FOR)
+# profile wire style → the OpenAI style it runs as (wires.registry.counterpart)
 STYLES = {"native": "openai-client", "client": "openai-functions", "server": "openai-hosted"}
 
 

@@ -60,7 +60,7 @@ def test_every_event_type_is_registered_and_serialisable():
         "turn_started", "announcement_sent", "model_request", "model_response", "toolsearch_query", "tool_call",
         "tool_result", "permission_prompt", "permission_answer", "compaction", "error", "turn_finished", "message",
     }
-    assert json.dumps(ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native").to_payload())
+    assert json.dumps(ev.TurnStarted(turn=1, provider="demo", model="m", wire="native").to_payload())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -90,7 +90,7 @@ def test_concurrent_writers_get_distinct_consecutive_sequences(admin_user, monke
 
 def test_a_turn_of_a_huge_catalog_keeps_its_payload_small_with_the_full_counts():
     names = [f"mcp__server{i // 100}__tool_number_{i}" for i in range(100_000)]
-    turn = ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native", loaded_tools=["Read", "ToolSearch"],
+    turn = ev.TurnStarted(turn=1, provider="demo", model="m", wire="native", loaded_tools=["Read", "ToolSearch"],
                           deferred_tools=names)
     payload = turn.to_payload()
     assert (payload["deferred_count"], payload["loaded_count"]) == (100_000, 2)

@@ -24,7 +24,8 @@ from playground.conversations.testing.fake_openai import (
 )
 from playground.engine.catalog_io import load_catalog
 from playground.toolsearch.cli import REQUEST_WIRE_STYLES
-from playground.engine.openai_wire import API_OF, called_tool_name, tool_search_output_item
+from playground.engine.openai_wire import called_tool_name, tool_search_output_item
+from playground.engine.wires.registry import by_command_name
 from playground.engine.permissions import PermissionPolicy, PermissionRule
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
@@ -115,10 +116,11 @@ def test_every_printed_body_is_valid_and_is_what_the_sdk_sends(wire, discovered,
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)["request"]
-    if wire.startswith("anthropic-"):
+    style = by_command_name(wire)
+    if style.vendor == "anthropic":
         validate_messages_request(body)
         return
-    if API_OF[wire] == "responses":
+    if style.api == "responses":
         api.script(response_reply([message_item("ok")]))
         client.responses.create(**copy.deepcopy(body))
     else:

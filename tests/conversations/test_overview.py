@@ -21,7 +21,7 @@ HAIKU = "claude-haiku-4-5"  # $1 in, $5 out
 
 def call(conversation, *, at, usage, duration, model=SONNET, turn_model=None):
     """A turn and its model response, saved `at` (a turn_model other than the response's: an older event)."""
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="anthropic", model=turn_model or model, wire_style="native"))
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="anthropic", model=turn_model or model, wire="native"))
     response = record_event(conversation, ev.ModelResponse(stop_reason="end_turn", usage=usage, duration_ms=duration,
                                                            model=model if turn_model is None else ""),
                             turn_sequence=turn.sequence)

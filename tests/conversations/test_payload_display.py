@@ -22,7 +22,7 @@ def test_pretty_json_filter_gives_indented_json_with_real_characters():
 
 def test_the_timeline_and_the_prompt_show_json_not_python_reprs(db, admin_user, admin_client):
     conversation = Conversation.objects.create(owner=admin_user)
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native"))
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native"))
     record_event(conversation, ev.ToolCall(tool_use_id="t1", name="mcp__github__create_issue", arguments=ARGUMENTS,
                                            permission="ask"), turn_sequence=turn.sequence)
     record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="mcp__github__create_issue", arguments=ARGUMENTS,
@@ -71,7 +71,7 @@ def test_a_body_leaves_out_headers_and_credentials_and_a_huge_one_is_a_note():
 
 def test_the_request_and_response_bodies_are_one_click_away(db, admin_user, admin_client):
     conversation = Conversation.objects.create(owner=admin_user)
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native"))
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native"))
     record_event(conversation, ev.ModelRequest(provider="anthropic", model="m", message_count=1, tool_count=0,
                                                body={"model": "m", "system": "Be brief — thanks", "messages": []}),
                  turn_sequence=turn.sequence)

@@ -15,11 +15,11 @@ from playground.engine.requests import TokenAccounting
 def nested(db, admin_user):
     """A turn with an Agent call whose subagent ran its own turn with a search."""
     conversation = Conversation.objects.create(owner=admin_user)
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native",
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native",
                                                      tokens={"sent_tokens": 300, "baseline_tokens": 1200}))
     call = record_event(conversation, ev.ToolCall(tool_use_id="t1", name="Agent", arguments={"prompt": "p"}),
                         turn_sequence=turn.sequence)
-    sub_turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native", subagent="helper"),
+    sub_turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native", subagent="helper"),
                             parent_sequence=call.sequence)
     search = record_event(conversation, ev.ToolSearchQuery(
         tool_use_id="t2", query="time", backend="claude-code", loaded=["mcp__time__now"],
@@ -62,13 +62,13 @@ def test_a_request_over_the_context_window_is_flagged_on_its_turn_and_in_the_tot
     conversation, *_ = nested
     over = TokenAccounting(sent_tokens=226_052, baseline_tokens=226_052, source="estimate", request_tokens=239_016,
                            context_window=200_000)
-    turn = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire_style="native", tokens=over.to_dict()))
+    turn = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire="native", tokens=over.to_dict()))
     frame = render_event_frame(conversation, turn)
     assert 'data-testid="over-window"' in frame
     assert "request of 239016 tokens, over the 200000-token context window: a real model would refuse this" in frame
     assert 'data-over-window="1" data-largest-request="239016" data-window="200000"' in frame
     fits = TokenAccounting(sent_tokens=1_000, baseline_tokens=226_052, source="estimate", request_tokens=12_000, context_window=200_000)
-    third = record_event(conversation, ev.TurnStarted(turn=3, provider="demo", model="m", wire_style="native", tokens=fits.to_dict()))
+    third = record_event(conversation, ev.TurnStarted(turn=3, provider="demo", model="m", wire="native", tokens=fits.to_dict()))
     assert 'data-testid="over-window"' not in render_event_frame(conversation, third).split("tokens-total")[0]
 
 
@@ -81,7 +81,7 @@ def test_the_saving_counts_the_announced_names_as_the_engine_does():
 
 def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_queries):
     conversation, turn, *_ = nested
-    second = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire_style="native",
+    second = record_event(conversation, ev.TurnStarted(turn=2, provider="demo", model="m", wire="native",
                                                        tokens={"sent_tokens": 100, "baseline_tokens": 1200}))
     frame = render_event_frame(conversation, second)
     # both top-level turns, not the subagent's
@@ -95,7 +95,7 @@ def test_a_turn_frame_carries_the_conversation_totals(nested, django_assert_num_
 def test_a_turn_with_more_names_than_stored_shows_the_full_counts(nested):
     conversation, *_ = nested
     names = [f"mcp__s__tool_{i}" for i in range(1_000)]
-    turn = record_event(conversation, ev.TurnStarted(turn=9, provider="demo", model="m", wire_style="native",
+    turn = record_event(conversation, ev.TurnStarted(turn=9, provider="demo", model="m", wire="native",
                                                      loaded_tools=["Read", "ToolSearch"], deferred_tools=names))
     frame = render_event_frame(conversation, turn)
     assert '<span data-testid="deferred-count">1000</span> deferred' in frame and "… 800 more" in frame

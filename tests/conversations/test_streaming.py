@@ -112,7 +112,7 @@ def test_a_cancel_stops_the_demo_agent_mid_sentence(settings):
 @pytest.mark.django_db
 def test_the_page_grows_the_reply_live_and_joins_it_on_reload(admin_client, admin_user):
     conversation = Conversation.objects.create(owner=admin_user)
-    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire_style="native"))
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native"))
     first = record_event(conversation, ev.TextDelta(text="Sunny in ", offset=0), turn_sequence=turn.sequence)
     second = record_event(conversation, ev.TextDelta(text="Paris", offset=9), turn_sequence=turn.sequence)
     bubble, text = f"stream-{conversation.pk}-{turn.sequence}", f"stream-text-{conversation.pk}-{turn.sequence}"

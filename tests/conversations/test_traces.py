@@ -155,3 +155,17 @@ def test_the_demo_agent_on_openais_wire_is_traced_as_ours_with_estimated_tokens(
     for chat in chats:
         assert chat.attributes["gen_ai.provider.name"] == "playground.demo"
         assert chat.attributes["playground.tokens_estimated"] is True
+
+
+def test_a_turn_on_openais_wire_is_labelled_with_the_style_it_went_out_in(tool_world, native_profile, admin_user):
+    """A native profile answered on OpenAI's wire runs as `openai-client`; its chat spans say so (they
+    said "native", the planned shape, before the wire styles became one family)."""
+    from playground.conversations.providers.demo_openai import OpenAIWireDemoAgent
+    from playground.conversations.traces import run_trace
+
+    conversation, outcome = converse(admin_user, MESSAGE, profile=native_profile, provider=OpenAIWireDemoAgent())
+    assert outcome.reason == "end_turn"
+    assert {e.payload["wire"] for e in Event.objects.filter(conversation=conversation, type="turn_started")} == {"openai-client"}
+    root, _ = run_trace(conversation.pk)
+    chats = [s for s in root.children if s.name.startswith("chat ")]
+    assert chats and {c.attributes["playground.turn.wire_style"] for c in chats} == {"openai-client"}

@@ -46,7 +46,7 @@ def test_denied_toolsearch_switches_it_off_with_the_reason():
 def test_a_model_matching_the_no_tool_reference_patterns_is_off_in_the_native_style_only():
     assert decide("true", model="claude-3-5-haiku-latest").gate == "model-unsupported"
     assert decide("true", model="claude-3-5-haiku-latest", unsupported_model_patterns=["^gpt"]).enabled
-    assert decide("true", model="claude-3-5-haiku-latest", wire_style="client").enabled
+    assert decide("true", model="claude-3-5-haiku-latest", planned_as="client").enabled
 
 
 def test_an_unset_mode_behind_a_third_party_base_url_is_off_but_an_explicit_mode_wins():

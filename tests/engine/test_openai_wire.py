@@ -31,7 +31,7 @@ CATALOG = ToolCatalog([
 
 def turn_for(style: str, messages=None, *, rules=(), compaction=None, **values):
     values.setdefault("mode", "true")
-    settings = AgentSettings(wire_style=PLANNED[style], openai_wire=style, **values)
+    settings = AgentSettings(wire=style, **values)
     state = ConversationState(messages or [{"role": "user", "content": "hi"}], compaction=compaction)
     return plan_turn(CATALOG, PermissionPolicy(list(rules)), settings, state, token_counter=COUNTER)
 
@@ -174,7 +174,8 @@ def test_hosted_sends_no_announcement_even_a_delta_one_stored_in_the_history():
 
 
 def test_wire_tokens_count_what_each_openai_style_sends_by_one_counter():
-    from playground.engine.openai_wire import chat_functions, hosted_searches, openai_settings, tool_tokens_by_vendor
+    from playground.engine.openai_wire import chat_functions, hosted_searches, tool_tokens_by_vendor
+    from playground.engine.wires.registry import settings_for_vendor
 
     for style in PLANNED:
         turn = turn_for(style)
@@ -189,9 +190,12 @@ def test_wire_tokens_count_what_each_openai_style_sends_by_one_counter():
     assert anthropic.wire_tokens == anthropic.tokens and anthropic.wire_announcement is anthropic.request.announcement
 
     # A profile's style as OpenAI runs it, with the deployment's model for a Claude model name.
-    assert openai_settings(AgentSettings(server_search="bm25"), "gpt-5.4").openai_wire == "openai-hosted"
-    adapted = openai_settings(AgentSettings(wire_style="client"), "gpt-5.4")
-    assert (adapted.openai_wire, adapted.wire_style, adapted.model) == ("openai-functions", "client", "gpt-5.4")
+    hosted = settings_for_vendor(AgentSettings(wire="server", server_search="bm25"), "openai", "gpt-5.4")
+    assert (hosted.wire, hosted.server_search, hosted.planned_as) == ("openai-hosted", "", "native")
+    adapted = settings_for_vendor(AgentSettings(wire="client"), "openai", "gpt-5.4")
+    assert (adapted.wire, adapted.planned_as, adapted.model) == ("openai-functions", "client", "gpt-5.4")
+    kept = settings_for_vendor(AgentSettings(wire="native", model="my-local-model", base_url="https://gw"), "openai", "gpt-5.4")
+    assert (kept.wire, kept.model, kept.base_url) == ("openai-client", "my-local-model", "")  # a model of no known vendor stays
 
     # A hosted search in a response: its query and what it loaded, by catalog name.
     items = [{"type": "tool_search_call", "call_id": "c1", "arguments": {"query": "issue"}, "execution": "server"},

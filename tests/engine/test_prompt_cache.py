@@ -92,7 +92,7 @@ def test_thinking_blocks_never_carry_the_tail_breakpoint():
     assert "cache_control" in blocks[0] and "cache_control" not in blocks[1]
 
 
-@pytest.mark.parametrize("extra", [{}, {"server_search": "bm25"}, {"wire_style": "client"}])
+@pytest.mark.parametrize("extra", [{}, {"wire": "server", "server_search": "bm25"}, {"wire": "client"}])
 def test_the_wire_request_carries_breakpoints_only_when_the_profile_caches(small_catalog, extra):
     state = ConversationState([{"role": "user", "content": "hi"}])
 

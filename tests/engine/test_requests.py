@@ -84,7 +84,7 @@ def test_native_sends_discovered_tools_with_defer_loading_and_keeps_their_refere
 
 def test_client_style_sends_discovered_tools_as_ordinary_tools_and_no_references(small_catalog):
     messages = [{"role": "user", "content": "hi"}, *search_turn("t1", ["mcp__github__create_issue"]), *search_turn("t2", ["mcp__slack__post_message"], style="client")]
-    plan = plan_for(small_catalog, messages=messages, wire_style="client")
+    plan = plan_for(small_catalog, messages=messages, wire="client")
     assert plan.discovered_tools == ["mcp__github__create_issue", "mcp__slack__post_message"]
     assert all("defer_loading" not in t for t in plan.tools)
     assert referenced_tool_names(plan.messages) == []
@@ -194,7 +194,7 @@ def histories(draw, catalog: ToolCatalog):
 agent_settings = st.builds(
     AgentSettings,
     mode=st.sampled_from(["", "true", "false", "auto", "auto:0", "auto:1", "auto:50", "auto:100"]),
-    wire_style=st.sampled_from(["native", "client"]),
+    wire=st.sampled_from(["native", "client", "openai-hosted", "openai-client", "openai-functions"]),  # planned as native or client
     announcement_style=st.sampled_from(["full", "delta"]),
     model=st.sampled_from(["claude-sonnet-4-5", "claude-haiku-4-5"]),
     base_url=st.sampled_from(["", "https://gateway.example.com"]),
@@ -227,7 +227,7 @@ def test_request_invariants_hold_for_any_catalog_rules_and_history(data, catalog
     # Every reference left in the history names a tool in `tools`; client style and off have none.
     referenced = referenced_tool_names(plan.messages)
     assert set(referenced) <= set(sent)
-    if agent.wire_style == "client" or not plan.decision.enabled:
+    if agent.planned_as == "client" or not plan.decision.enabled:
         assert referenced == []
     if plan.decision.enabled:
         assert "ToolSearch" in sent and not any(t.get("defer_loading") for t in plan.tools if t["name"] == "ToolSearch")

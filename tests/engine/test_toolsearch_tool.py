@@ -80,9 +80,9 @@ def test_no_match_is_text_in_both_styles_and_names_pending_servers(small_catalog
         assert tool_loaded_block(result, style) is None
 
 
-def test_an_unknown_wire_style_is_rejected(small_catalog):
+def test_an_unknown_planning_style_is_rejected(small_catalog):
     result = run_tool_search({"query": "github"}, small_catalog, ClaudeCodeKeywordBackend())
-    with pytest.raises(ValueError, match="wire style"):
+    with pytest.raises(ValueError, match="unknown planning style 'smoke'"):
         tool_search_result_content(result, "smoke")
 
 

@@ -163,7 +163,7 @@ def test_check_call_refuses_denied_and_unknown_tools_and_asks_where_a_rule_asks(
 def test_check_call_for_toolsearch_follows_the_mode_and_the_server_side_search(small_catalog):
     assert turn_for(small_catalog).check_call("ToolSearch").verdict == ALLOW
     assert turn_for(small_catalog, mode="false").check_call("ToolSearch").refusal == "unknown"
-    server = turn_for(small_catalog, server_search="bm25")
+    server = turn_for(small_catalog, wire="server", server_search="bm25")
     assert server.check_call("ToolSearch").refusal == "server_search"
     # Every deferred tool goes with defer_loading: the server's search may load any of them.
     assert server.check_call(GITHUB).verdict == ALLOW
@@ -172,10 +172,10 @@ def test_check_call_for_toolsearch_follows_the_mode_and_the_server_side_search(s
 
 @pytest.mark.parametrize("wire_style", ["native", "client"])
 def test_the_wire_request_of_native_and_client_styles_is_the_plan_with_its_max_tokens(small_catalog, wire_style):
-    turn = turn_for(small_catalog, state=found(GITHUB, style=wire_style), wire_style=wire_style, max_tokens=1234,
+    turn = turn_for(small_catalog, state=found(GITHUB, style=wire_style), wire=wire_style, max_tokens=1234,
                     system_prompt="Be brief.")
     request = turn.wire_request()
-    assert turn.wire_style == wire_style
+    assert turn.wire == wire_style == turn.request.planned_as
     assert request == turn.request.to_api_kwargs() and request["max_tokens"] == 1234
     assert [t["name"] for t in request["tools"]] == turn.request.tool_names
     assert request["system"].startswith("Be brief.") and request["messages"] == turn.request.messages
@@ -184,22 +184,26 @@ def test_the_wire_request_of_native_and_client_styles_is_the_plan_with_its_max_t
 
 
 def test_the_server_wire_request_replaces_toolsearch_and_sends_every_deferred_tool(small_catalog):
-    turn = turn_for(small_catalog, server_search="regex", max_tokens=777)
+    turn = turn_for(small_catalog, wire="server", server_search="regex", max_tokens=777)
     request = turn.wire_request()
-    assert turn.wire_style == "server" and turn.request.wire_style == "native"
+    assert turn.wire == "server" and turn.request.planned_as == "native" and turn.style.vendor == "anthropic"
     tools = {t["name"]: t for t in request["tools"]}
     assert "ToolSearch" not in tools and tools["tool_search_tool_regex"]["type"] == "tool_search_tool_regex_20251119"
     assert {n for n, t in tools.items() if t.get("defer_loading")} == {t.name for t in small_catalog.deferred}
     assert request["max_tokens"] == 777
-    off = turn_for(small_catalog, server_search="regex", mode="false")
+    off = turn_for(small_catalog, wire="server", server_search="regex", mode="false")
     assert off.wire_request() == off.request.to_api_kwargs()  # search off: nothing to replace
 
 
 def test_settings_refuse_a_server_variant_they_cannot_send():
     with pytest.raises(ValueError, match="unknown server-side search tool 'nope'"):
-        AgentSettings(server_search="nope")
-    with pytest.raises(ValueError, match="planned as the native wire style"):
-        AgentSettings(server_search="bm25", wire_style="client")
+        AgentSettings(wire="server", server_search="nope")
+    with pytest.raises(ValueError, match="the server wire style needs a server-side search tool"):
+        AgentSettings(wire="server")
+    with pytest.raises(ValueError, match="needs the server wire style, not client"):
+        AgentSettings(server_search="bm25", wire="client")
+    with pytest.raises(ValueError, match="unknown wire style 'pigeon' \\(expected one of native, client, server, openai-hosted"):
+        AgentSettings(wire="pigeon")
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         AgentSettings(max_tokens=0)
 

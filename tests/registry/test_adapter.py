@@ -130,7 +130,7 @@ def test_the_server_wire_style_is_resolved_here_and_an_unknown_one_refused_with_
     settings.ANTHROPIC_SERVER_SEARCH_TOOL = "bm25"
     profile.wire_style = "server"
     resolved = adapter.agent_settings(profile)
-    assert (resolved.wire_style, resolved.server_search) == ("native", "bm25")
+    assert (resolved.wire, resolved.server_search, resolved.planned_as) == ("server", "bm25", "native")
     profile.wire_style = "carrier-pigeon"
     with pytest.raises(ValueError, match="wire style 'carrier-pigeon'"):
         adapter.agent_settings(profile)

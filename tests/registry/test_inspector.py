@@ -303,7 +303,7 @@ def test_settings_tune_the_backend_for_this_search(viewer_client, tools):
     ("aspect_weight", "is not key=value"),
     ('semantic={"cache": "/tmp/x"}', "option 'semantic' cannot be set in the inspector"),
     ('bm25={"cache": "/tmp/x"}', "option 'cache' cannot be set in the inspector"),
-    ("fusion=" + "x" * 50, "give a number, true/false or a short word"),
+    ("capability_chain=" + "x" * 50, "give a number, true/false or a short word"),
     ("aspect_weight=0:" * 20, "settings are limited to 300 characters"),
 ])
 def test_bad_settings_are_a_clear_error(viewer_client, tools, settings, message):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from playground.engine.server_search import SERVER_SEARCH_TOOLS
+from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS
 from playground.engine.toolsearch_tool import TOOL_SEARCH_TOOL
 from playground.registry import previews
 from playground.registry.models import AgentProfile
@@ -58,7 +58,7 @@ def test_the_model_view_shows_the_server_search_request(settings, viewer_client,
 
 def test_the_model_view_uses_the_loops_rewrite(viewer_client, tools, server_profile):
     """Same function, same answer: the preview's request is server_search_request(plan's request)."""
-    from playground.engine.server_search import server_search_request
+    from playground.engine.wires.anthropic_server import server_search_request
 
     preview = previews.model_preview(server_profile)
     expected = server_search_request(dict(preview.plan.to_api_kwargs()), preview.plan, "bm25")

@@ -212,24 +212,3 @@ def test_the_usage_index_scores_exactly_as_a_bm25f_field_would(small_catalog):
         ranked = backend.search(query, small_catalog, usage=log, max_results=3)
         for tool in ranked.scored:  # the explanation still adds up, rescaled shares included
             assert sum(c.points for c in tool.breakdown) == pytest.approx(tool.score, abs=1e-3)
-
-
-def test_hybrid_dense_usage_vectors_find_a_tool_by_a_past_request_that_shares_none_of_its_words(encoder, embeddings_dir, small_catalog):
-    from playground.engine.search.hybrid import HybridBackend
-
-    code = "mcp__github__search_code"
-    # a team's own phrasing for code search ("knob"), none of the tool's words: the BM25 usage field
-    # alone still ranks the time tool first for a new request in that phrasing ("timeout")
-    log = UsageLog.from_pairs([("where do we define the retry knob", code)])
-    query = "where do we define the timeout knob"
-    off, learned = HybridBackend(), HybridBackend(usage_vectors=1.0)
-    assert off.search(query, small_catalog, usage=log).matches[0] != code
-    assert learned.search(query, small_catalog, usage=log).matches[0] == code
-    index = learned.index_for(small_catalog, log)
-    assert index.usage_vectors.shape == (1, index.semantic.vectors.shape[1])
-    assert [index.bm25.tools[i].name for i in index.usage_owners] == [code]
-    # without a log, or with the weight at 0, the ranking is the zero-shot one exactly
-    assert learned.search(query, small_catalog).to_dict() == off.search(query, small_catalog).to_dict()
-    assert off.index_for(small_catalog, log).usage_vectors is None
-    with pytest.raises(ValueError, match="usage_vectors"):
-        HybridBackend(usage_vectors=2)

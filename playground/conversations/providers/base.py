@@ -24,7 +24,7 @@ from typing import Any, Callable
 from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.requests import AgentSettings
-from playground.engine.server_search import PROFILE_WIRE_STYLES
+from playground.engine.wires.registry import profile_styles
 
 # Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
 # thread that called the provider.
@@ -122,7 +122,7 @@ class ModelProvider(ABC):
     otel_name: str = ""
     # True when its usage is the engine's estimate, not an API's report (its responses say "estimate").
     estimates_usage: bool = False
-    wire_styles: tuple[str, ...] = PROFILE_WIRE_STYLES
+    wire_styles: tuple[str, ...] = tuple(style.name for style in profile_styles())  # the profile styles it runs
     # The provider that answers on this one's wire when it cannot run here (no API key) and a
     # profile names it: the OpenAI provider's is the offline demo agent on OpenAI's wire. "": none.
     offline_stand_in: str = ""
@@ -146,7 +146,7 @@ class ModelProvider(ABC):
 
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
         """The run's engine settings for this provider (another vendor's request shape: OpenAI's
-        provider sets `openai_wire`). Default: unchanged."""
+        provider sets `wire` to its counterpart, `wires.registry.settings_for_vendor`). Default: unchanged."""
         return agent_settings
 
     @abstractmethod

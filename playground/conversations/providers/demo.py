@@ -61,7 +61,7 @@ from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, brea
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
 from playground.engine.tokens import CharEstimateCounter, count_messages
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
-from playground.engine.toolsearch_tool import WIRE_STYLES
+from playground.engine.wires.registry import profile_styles
 from playground.per_process import in_loop_run, portal
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
@@ -124,7 +124,7 @@ class DemoAgentProvider(ModelProvider):
     vendor = "anthropic"  # it reads and answers the Messages API's shapes
     otel_name = "playground.demo"  # ours: the semantic conventions have no name for it
     estimates_usage = True
-    wire_styles = WIRE_STYLES  # it cannot run Anthropic's server-side search
+    wire_styles = tuple(s.name for s in profile_styles() if not s.searches_on_server)  # it cannot run Anthropic's server-side search
 
     @classmethod
     def default_model(cls) -> str:

@@ -1,6 +1,6 @@
 """The offline demo agent on OpenAI's wire: every OpenAI style without a key, labelled as the demo.
 
-The engine builds the turn's OpenAI request (`openai_wire.openai_settings` picks the style from the
+The engine builds the turn's OpenAI request (`wires.registry.settings_for_vendor` picks the style from the
 profile, as it does for the OpenAI provider), and this agent reads that body as a model would read
 it: the instructions, the input items or chat messages, the tools it may call (functions, a
 namespace's functions, the tools a `tool_search_output` loaded) and the deferred names it may look
@@ -41,13 +41,13 @@ from playground.engine.openai_wire import (
     TOOL_SEARCH_TYPE,
     called_tool_name,
     namespace_tool_name,
-    openai_settings,
 )
 from playground.engine.prompt_cache import OpenAICacheModel
 from playground.engine.requests import AgentSettings
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
-from playground.engine.server_search import PROFILE_WIRE_STYLES
+from playground.engine.wires.registry import profile_styles, settings_for_vendor
+from playground.engine.wires.vendors import OPENAI
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME, Tool, ToolCatalog, ToolDefinitionError
 from playground.engine.toolsearch_tool import TOOL_SEARCH_TOOL, ToolSearchInputError, run_tool_search
@@ -226,7 +226,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
     label = "offline demo agent (OpenAI wire)"
     offline = True
     vendor = "openai"
-    wire_styles = PROFILE_WIRE_STYLES  # the hosted style's search is played, and marked so
+    wire_styles = tuple(style.name for style in profile_styles())  # the hosted style's search is played, and marked so
     simulated_search_note = HOSTED_SEARCH_NOTE
 
     @classmethod
@@ -234,7 +234,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
         return settings.OPENAI_MODEL
 
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
-        return openai_settings(agent_settings, self.default_model())
+        return settings_for_vendor(agent_settings, OPENAI, self.default_model())
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
         return self.create(chat_completions_request(system, messages, max_tokens, model or self.default_model()))

@@ -1,6 +1,6 @@
 """OpenAI models through the official `openai` SDK: the Responses API, or Chat Completions.
 
-The profile's wire style picks OpenAI's matching one (`OPENAI_STYLE_FOR`): native → `openai-client`
+The profile's wire style picks OpenAI's counterpart (`wires.registry.counterpart`): native → `openai-client`
 (tool_search answered by our backend), client → `openai-functions` (a plain ToolSearch function over
 Chat Completions, any OpenAI-compatible endpoint), server → `openai-hosted` (OpenAI searches).
 `adapt_settings` sets it on the turn's AgentSettings; the engine builds the body
@@ -29,7 +29,9 @@ from playground.conversations.providers.base import (
 )
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
-from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name, openai_settings
+from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name
+from playground.engine.wires.registry import settings_for_vendor
+from playground.engine.wires.vendors import OPENAI
 from playground.engine.requests import AgentSettings
 from playground.engine.tools import TOOL_SEARCH_NAME
 from playground.mcp_servers.connection import background_loop
@@ -127,7 +129,7 @@ class OpenAIProvider(ModelProvider):
     def adapt_settings(self, agent_settings: AgentSettings) -> AgentSettings:
         """The profile's style as OpenAI's matching one, with this provider's model (a Claude
         model name in the profile means "the default model" here)."""
-        return openai_settings(agent_settings, self.model)
+        return settings_for_vendor(agent_settings, OPENAI, self.model)
 
     def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
         return self.create_or_cancel(request_kwargs, None)

@@ -117,11 +117,6 @@ DEFAULTS: dict[str, Any] = {
     # queries are read as typed. Chosen on the development split (docs/search-quality.md,
     # "Dense-side round"): framing every request lost on stabletoolbench's multi-sentence ones.
     "query_frame": "a tool to {}",
-    # Learning from usage on the dense side (0 = off): a tool's past queries (the usage log) are
-    # vectors of its own, and a request's cosine to the tool is at least this share of its best
-    # cosine to one of them — nearest past request, in the words a team actually uses. The BM25
-    # side's "usage" field learns the words; this learns the meaning (docs/search-quality.md).
-    "usage_vectors": 0.0,
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?;。！？；])\s+|\n+")
 MIN_INTENT_WORDS = 3
@@ -240,9 +235,6 @@ class HybridIndex:
     capability_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # (a chain step's description, server id) → that server's tool for it and its cosine, or None
     chain_steps: dict[tuple[str, int], tuple[int, float] | None] = field(default_factory=dict)
-    # learned from usage (`usage_vectors`): the past queries' vectors and the tool each led to
-    usage_vectors: np.ndarray | None = None
-    usage_owners: np.ndarray | None = None
 
 
 @dataclass
@@ -301,7 +293,6 @@ class HybridBackend(SearchBackend):
         if settings["capability_chain"] not in ("off", "kin", "rank"):
             raise ValueError(f"hybrid capability_chain must be 'off', 'kin' or 'rank', not {settings['capability_chain']!r}")
         self.capability_chain: str = settings["capability_chain"]
-        self.usage_vectors = number_option("hybrid usage_vectors", settings["usage_vectors"], 0, 1)
         self.chain_min_cosine = number_option("hybrid chain_min_cosine", settings["chain_min_cosine"], -1, 1)
         self.capability_min_share = number_option("hybrid capability_min_share", settings["capability_min_share"], 0, 10)
         self.capability_min_cosine = number_option("hybrid capability_min_cosine", settings["capability_min_cosine"], -1, 1)
@@ -363,28 +354,7 @@ class HybridBackend(SearchBackend):
         )
         if index.semantic is not None and index.semantic.size >= self.scan_int8_tools:
             self.vector_scan(index)  # start the int8 scanner's build now, not at the first search
-        if usage and self.usage_vectors > 0 and index.semantic is not None:
-            self.learn_usage_vectors(index, usage)
         return index
-
-    def learn_usage_vectors(self, index: HybridIndex, usage: UsageLog) -> None:
-        """Each past query of a catalog tool, read as a request is (framed alike), as a vector of that tool."""
-        position = {tool.name: i for i, tool in enumerate(index.bm25.tools)}
-        pairs = [(query, position[name]) for name, queries in usage.queries.items() if name in position for query in queries]
-        if not pairs:
-            return
-        texts = [self.dense_text(read_query(query), self.framed(read_query(query))) for query, _ in pairs]
-        self.semantic.embed_query.prefetch(texts)
-        index.usage_vectors = np.stack([self.semantic.embed_query(text_) for text_ in texts]).astype(np.float32)
-        index.usage_owners = np.array([owner for _, owner in pairs], dtype=np.int64)
-
-    def with_usage_vectors(self, index: HybridIndex, rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
-        """Each row's cosine to every tool, raised to `usage_vectors` × its best cosine to one of
-        the tool's past queries where that is higher."""
-        learned = np.full(rows.shape, -1.0, dtype=np.float32)
-        for row, sims in enumerate(queries @ index.usage_vectors.T):
-            np.maximum.at(learned[row], index.usage_owners, sims.astype(np.float32))
-        return np.maximum(rows, self.usage_vectors * learned).astype(np.float32)
 
     def side_scores(
         self, reading: QueryReading, index: HybridIndex, mask: np.ndarray | None, dense: np.ndarray | None,
@@ -735,11 +705,7 @@ class HybridBackend(SearchBackend):
             self.request_vector(read_query(sentence), framed) if vector is None else vector
             for sentence, vector in zip(intents, intent_vectors)
         ]
-        queries = np.stack(vectors)
-        rows = self.scan_rows(index, queries, intents)
-        if index.usage_vectors is not None:
-            rows = self.with_usage_vectors(index, rows, queries)
-        return rows
+        return self.scan_rows(index, np.stack(vectors), intents)
 
     def scan_rows(self, index: HybridIndex, queries: np.ndarray, intents: list[str]) -> np.ndarray:
         """The cosine of every tool to each query row (row 0: the request, then its sentences): one

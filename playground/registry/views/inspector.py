@@ -9,15 +9,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from playground.access import EDITOR, VIEWER, has_role, role_required
-from playground.engine.openai_wire import OPENAI_STYLE_LABELS
-from playground.engine.server_search import SERVER_STYLE
-from playground.engine.toolsearch_tool import CLIENT_STYLE, NATIVE_STYLE
+from playground.engine.wires.registry import wire_styles
+from playground.engine.wires.vendors import ANTHROPIC
 from playground.registry import availability, backends, ports, previews
 from playground.registry.models import AgentProfile
 
-WIRE_STYLES = [("", "profile's"), (NATIVE_STYLE, "native (tool_reference)"), (CLIENT_STYLE, "client-side (text)")]
-# The model view can also show Anthropic's server-side search request (the inspector runs our ToolSearch only).
-MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, (SERVER_STYLE, "server-side search (Anthropic)"), *OPENAI_STYLE_LABELS.items()]
+# The inspector runs our ToolSearch as Anthropic's styles answer it; the model view shows every style's request.
+WIRE_STYLES = [("", "profile's"), *((s.name, s.short_label or s.label) for s in wire_styles()
+                                    if s.vendor == ANTHROPIC and not s.searches_on_server)]
+MODEL_VIEW_WIRE_STYLES = [*WIRE_STYLES, *((s.name, s.short_label or s.label) for s in wire_styles() if s.name not in dict(WIRE_STYLES))]
 MODES = ["", "true", "false", "auto", "auto:5", "auto:10", "auto:25"]
 # Backends only editors may pick on the page: `naive` rescans every tool for every term (the
 # benchmark baseline); the engine CLI still offers it.
