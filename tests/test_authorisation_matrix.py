@@ -175,6 +175,7 @@ def build_world(django_user_model) -> World:
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get",
             "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
+        "mcp_servers:tool_body": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
         "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
-from playground.engine.wires.registry import counterpart, wire_styles
+from playground.engine.wires.registry import counterpart, wire_style, wire_styles
 from playground.engine.wires.vendors import ANTHROPIC, OPENAI
 from playground.engine.modes import parse_mode
 from playground.registry.models import AgentProfile
@@ -204,9 +204,14 @@ def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[
 # -- the "every loading mode" preset ------------------------------------------------------------------
 # (mode, what it is) in the order the table shows them: each mode a profile can be set to.
 # The wire styles' own names and labels (engine/wires/registry.py); Anthropic's server-side search
-# is left out: the offline demo agent cannot play it.
+# is left out: the offline demo agent cannot play it. A style whose profiles may keep ToolSearch
+# beside the harness's prediction (tool changes) is two modes: without it, and with it (WITH_SEARCH).
+WITH_SEARCH = "+search"
 LOADING_MODES = (("off", "every tool sent up front"),) + tuple(
-    (style.name, style.label) for style in wire_styles() if not (style.vendor == ANTHROPIC and style.searches_on_server)
+    mode
+    for style in wire_styles() if not (style.vendor == ANTHROPIC and style.searches_on_server)
+    for mode in ((style.name, style.label),) + (
+        ((style.name + WITH_SEARCH, f"{style.label}, ToolSearch for what it missed"),) if style.predicts_tools else ())
 )
 
 
@@ -221,6 +226,8 @@ def loading_mode_of(profile: AgentProfile) -> str:
             return "off" if off else counterpart(profile.wire_style, OPENAI).name
         except ValueError:
             return profile.wire_style
+    if not off and wire_style(profile.wire_style).predicts_tools and profile.tool_changes_search:
+        return profile.wire_style + WITH_SEARCH
     return "off" if off else profile.wire_style
 
 

@@ -207,7 +207,8 @@ def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_t
 
     call_command("load_demo_data", skip_servers=True)
     modes = [loading_mode_of(p) for p in loading_mode_profiles()]
-    assert modes == ["off", "native", "client", "openai-hosted", "openai-client", "openai-functions"]
+    assert modes == ["off", "native", "client", "tool-changes", "tool-changes+search", "openai-hosted", "openai-client",
+                     "openai-functions"]  # the wire registry's order
     assert [p.name for p in loading_mode_profiles()][:2] == ["Tool search off", "Tool search on (native)"]  # the plain ones
     admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "demo"})
     task_set = TaskSet.objects.get(name="demo")  # the shipped set, whose tools the demo data loads
@@ -216,7 +217,7 @@ def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_t
     assert response.status_code == 302, response.content.decode()[:2000]
     run = TaskRun.objects.get()
     assert [p["name"] for p in run.profiles] == [p.name for p in loading_mode_profiles()]
-    assert run.items.count() == 2 * 6
+    assert run.items.count() == 2 * 8
     nothing = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
                                                              "permission_policy": "allow", "concurrency": 2})
     assert nothing.status_code == 400 and "every loading mode" in nothing.content.decode()

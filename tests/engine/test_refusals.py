@@ -12,7 +12,7 @@ from tests.engine.test_turn import GITHUB, turn_for
 def test_every_refusal_the_turn_gives_is_a_code_of_the_vocabulary(small_catalog):
     turn = turn_for(small_catalog, rules=[PermissionRule("deny", "Bash")])
     given = {turn.check_call(GITHUB).refusal, turn.check_call("Bash").refusal, turn.check_call("Nope").refusal,
-             turn_for(small_catalog, server_search="bm25").check_call("ToolSearch").refusal}
+             turn_for(small_catalog, wire="server", server_search="bm25").check_call("ToolSearch").refusal}
     assert given == {refusals.DEFERRED, refusals.DENIED, refusals.UNKNOWN, refusals.SERVER_SEARCH}
     assert given <= set(refusals.CODES)
 

@@ -114,6 +114,7 @@ class AnthropicToolChanges(AnthropicWire):
     compare_label = "mid-conversation tool changes (tool_addition)"
     loads_by = "a role: system message of tool_addition blocks the harness adds before the turn"
     betas = (TOOL_CHANGES_BETA,)
+    predicts_tools = True
 
     # -- what the turn changes -------------------------------------------------------------------
     def tool_changes(self, turn: Any) -> ToolChanges | None:

@@ -62,6 +62,9 @@ class WireStyle:
     # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
     # through a search's own output (OpenAI's tool_search styles)
     loads_from_tool_result: ClassVar[bool] = True
+    # the harness adds the tools it predicts before each user turn (tool_changes); its profiles may
+    # keep ToolSearch beside the prediction, which the every-mode task run counts as a mode of its own
+    predicts_tools: ClassVar[bool] = False
 
     # -- names ------------------------------------------------------------------------------------------
     @property
