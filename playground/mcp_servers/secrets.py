@@ -299,7 +299,9 @@ def process_secrets() -> tuple[str, ...]:
     variables named like one (`…_KEY`, `…_TOKEN`, `…_PASSWORD`; not plain numbers or switches),
     credentials in URL settings, and OpenTelemetry header values. Longest first. Worked out once
     (again when a setting or the environment changes): scrubbing runs on every log record."""
-    environment = hash(tuple(os.environ.items()))
+    # The environment's raw bytes, not `os.environ.items()`: that decodes every variable, which cost
+    # more than all the rest of scrubbing a log record (25 µs of ~75 µs; the raw mapping: ~1.5 µs).
+    environment = hash(tuple(getattr(os.environ, "_data", os.environ).items()))
     if _process_secrets_cache["secrets"] is None or _process_secrets_cache["environment"] != environment:
         _process_secrets_cache.update(environment=environment, secrets=_find_process_secrets())
     return _process_secrets_cache["secrets"]
