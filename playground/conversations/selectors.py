@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
-from playground.conversations.costs import call_cost, cost_of_events, price_table
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -22,6 +22,7 @@ from playground.conversations.providers import (
     stand_in_for,
 )
 from playground.engine.pricing import Usage, priced_model
+from playground.registry.prices import current_price_table
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
@@ -428,7 +429,7 @@ def cost_difference(left: dict[str, Any], right: dict[str, Any]) -> dict[str, An
     - caching: minus what each side's prompt cache saved against paying every input token in full.
 
     None when a call's model has no price (then no split is honest)."""
-    table = price_table()
+    table = current_price_table()
     left_model = next((model for _, model, _ in left["calls"] if model), "")
 
     def total(calls, *, model: str = "", cached: bool = True) -> float | None:
