@@ -154,7 +154,7 @@ def test_a_stack_folders_files_go_out_as_one_unit_ordered_by_their_sum(monkeypat
 
 def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatch, tmp_path):
     import tests.durations_report as report_module
-    from tests.durations_report import DurationsReport, without_group
+    from tests.durations_report import DurationsReport
 
     class Report:
         def __init__(self, nodeid, when, duration, outcome="passed", worker="gw0"):
@@ -165,21 +165,22 @@ def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatc
     monkeypatch.setattr(report_module, "ARTIFACTS", tmp_path)
     report = DurationsReport()
     for nodeid, worker, phases in (("tests/a.py::slow", "gw0", (5.0, 20.0, 1.0)), ("tests/a.py::quick", "gw0", (0.0, 0.5, 0.0)),
-                                   ("tests/b.py::mid[x@y]@tests/b.py", "gw1", (0.0, 10.0, 0.0))):
+                                   ("tests/b.py::mid[x@y]", "gw1", (0.0, 10.0, 0.0))):
         for when, duration in zip(("setup", "call", "teardown"), phases):
-            report.pytest_runtest_logreport(Report(nodeid, when, duration, worker=worker))
+            failed = nodeid.endswith("quick") and when == "call"  # a failed call stays failed after a passed teardown
+            report.pytest_runtest_logreport(Report(nodeid, when, duration, "failed" if failed else "passed", worker=worker))
     assert report.file_seconds() == {"tests/a.py": 26.5, "tests/b.py": 10.0}
     lines = report.lines(wall_seconds=30.0)
     assert lines[0] == "3 tests in 2 files: 36.5 s of test time in 30.0 s of wall time"
     assert lines[1] == "workers: gw0 26.5 s, gw1 10.0 s"
     assert "tests/a.py" in lines[3] and "tests/b.py" in lines[4]  # the slowest file first
     assert lines[-3].strip().startswith("26.0  (setup   5.0)  tests/a.py::slow")
-    assert any(line.endswith("tests/b.py::mid[x@y]") for line in lines)  # xdist's @group suffix dropped
-    assert without_group("tests/b.py::t@group") == "tests/b.py::t" and without_group("tests/b.py::t[a@b]") == "tests/b.py::t[a@b]"
+    assert any(line.endswith("tests/b.py::mid[x@y]") for line in lines)
     report.write(lines, 30.0)
     assert (tmp_path / "durations.txt").read_text().splitlines() == lines
     kept = json.loads((tmp_path / "durations.json").read_text())
-    assert [t["nodeid"] for t in kept["tests"]] == ["tests/a.py::slow", "tests/b.py::mid[x@y]", "tests/a.py::quick"]
+    assert [(t["nodeid"], t["outcome"], t["worker"]) for t in kept["tests"]] == [
+        ("tests/a.py::slow", "passed", "gw0"), ("tests/b.py::mid[x@y]", "passed", "gw1"), ("tests/a.py::quick", "failed", "gw0")]
     assert json.loads((tmp_path / "file-seconds.json").read_text()) == {"tests/a.py": 26.5, "tests/b.py": 10.0}
 
 
