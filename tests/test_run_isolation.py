@@ -139,12 +139,22 @@ def test_a_stack_folders_files_go_out_as_one_unit_ordered_by_their_sum(monkeypat
     """tests/browser (live server, Chromium) and tests/gateway (Daphne) each start their stack once in the
     run: the scheduler sends each folder as one unit, and the workers collect its files one after another."""
     import tests.conftest as root
-    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first, work_unit
+    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first, pytest_xdist_make_scheduler, work_unit
+
+    class XdistConfig:  # what xdist's scheduler reads of the run's options
+        def __init__(self, dist: str) -> None:
+            self.values = {"dist": dist, "tx": ["2*popen"]}
+
+        def getvalue(self, name: str):
+            return self.values[name]
 
     monkeypatch.setattr(root, "FILE_SECONDS_HINT", tmp_path / "absent.json")
-    assert work_unit("tests/browser/test_x.py::test_a[1]") == work_unit("tests/browser/test_y.py::test_b") == "tests/browser/"
-    assert work_unit("tests/gateway/test_z.py::test_c") == "tests/gateway/"
-    assert work_unit("tests/engine/test_cli.py::test_d") == "tests/engine/test_cli.py"
+    assert pytest_xdist_make_scheduler(XdistConfig("load"), None) is None  # another --dist: xdist's own
+    split = pytest_xdist_make_scheduler(XdistConfig("loadfile"), None)._split_scope  # the unit xdist hands out
+    assert split("tests/browser/test_x.py::test_a[1]") == split("tests/browser/test_y.py::test_b") == "tests/browser/"
+    assert split("tests/gateway/test_z.py::test_c") == "tests/gateway/"
+    assert split("tests/engine/test_cli.py::test_d") == split("tests/engine/test_cli.py::test_e") == "tests/engine/test_cli.py"
+    assert work_unit("tests/browser/test_x.py") == "tests/browser/"  # the ordering below groups by the same rule
     seconds = {"tests/browser/test_x.py": 30.0, "tests/browser/test_y.py": 40.0, "tests/engine/test_cli.py": 60.0}
     items = [FakeItem("tests/engine/test_cli.py::d"), FakeItem("tests/browser/test_x.py::a"), FakeItem("tests/browser/test_y.py::b")]
     _longest_units_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: seconds})), items)
