@@ -51,13 +51,15 @@ def report(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, An
 
 
 def progress(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, int]:
-    items = items if items is not None else items_of(run)
+    # Without the items at hand (the command's poll, twice a second): their statuses only, not their
+    # measures, tasks and conversations.
+    statuses = [i.status for i in items] if items is not None else list(run.items.values_list("status", flat=True))
     counts = {status: 0 for status in TaskRunItem.Status.values}
-    for item in items:
-        counts[item.status] += 1
-    counts["total"] = len(items)
+    for status in statuses:
+        counts[status] += 1
+    counts["total"] = len(statuses)
     counts["finished"] = counts["done"] + counts["cancelled"]
-    counts["percent"] = int(round(100 * counts["finished"] / len(items))) if items else 0
+    counts["percent"] = int(round(100 * counts["finished"] / len(statuses))) if statuses else 0
     return counts
 
 

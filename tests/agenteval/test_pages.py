@@ -240,3 +240,17 @@ def test_a_run_is_cancelled_by_the_editor_who_started_it_or_an_admin(client, adm
         assert 'data-testid="cancel-run"' in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
     assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 302
     assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.CANCELLING
+
+
+def test_progress_alone_reads_the_items_statuses_in_one_query(admin_user, claude_profiles, django_assert_num_queries):
+    """What the command polls twice a second: the same counts the page shows, from one light query."""
+    from playground.agenteval import selectors
+
+    run = finished_run(admin_user, claude_profiles)
+    TaskRunItem.objects.filter(pk=run.items.order_by("position").first().pk).update(status="running")
+    shown = selectors.progress(run, selectors.items_of(run))
+    with django_assert_num_queries(1) as captured:
+        polled = selectors.progress(run)
+    sql = captured.captured_queries[0]["sql"]
+    assert "JOIN" not in sql and "measures" not in sql, sql  # not every item's measures, task and conversation
+    assert polled == shown and (polled["done"], polled["running"], polled["finished"], polled["percent"]) == (3, 1, 3, 75)
