@@ -194,6 +194,32 @@ def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatc
     assert json.loads((tmp_path / "file-seconds.json").read_text()) == {"tests/a.py": 26.5, "tests/b.py": 10.0}
 
 
+def test_the_shared_chromium_is_closed_before_any_test_that_does_not_use_it(monkeypatch):
+    """Consecutive browser tests keep one Chromium; it never stays open into another test (Playwright's
+    event loop in the thread breaks async_to_sync there), even when the browser test failed."""
+    from tests.browser import conftest as browser_conftest
+
+    closed = []
+    monkeypatch.setattr(browser_conftest.SHARED_CHROMIUM, "close", lambda: closed.append(True))
+
+    class Item:
+        def __init__(self, *fixturenames: str) -> None:
+            self.fixturenames = fixturenames
+
+    def tear_down_a_browser_test(nextitem, error: Exception | None = None) -> None:
+        hook = browser_conftest.pytest_runtest_teardown(Item("browser", "page"), nextitem)
+        next(hook)
+        with pytest.raises(StopIteration if error is None else type(error)):
+            hook.send(None) if error is None else hook.throw(error)
+
+    tear_down_a_browser_test(Item("logged_in_page", "browser"))
+    assert closed == []  # the next test uses it: kept
+    tear_down_a_browser_test(Item("db"))
+    tear_down_a_browser_test(None)  # the worker's last test
+    tear_down_a_browser_test(Item("db"), RuntimeError("the teardown failed"))
+    assert closed == [True, True, True]
+
+
 def test_workers_that_need_chromium_at_once_install_it_once(tmp_path, monkeypatch):
     """Each xdist worker asks for Chromium at start; on a fresh machine their apt-get runs collided on
     dpkg's lock and all but one worker's browser tests failed. One installs; the others wait, then
