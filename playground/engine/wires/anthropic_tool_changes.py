@@ -112,7 +112,6 @@ class AnthropicToolChanges(AnthropicWire):
     label = "Anthropic tool changes (tool_addition, predicted by the harness)"
     short_label = "tool changes (tool_addition)"
     compare_label = "mid-conversation tool changes (tool_addition)"
-    loads_by = "a role: system message of tool_addition blocks the harness adds before the turn"
     betas = (TOOL_CHANGES_BETA,)
     predicts_tools = True
 
