@@ -36,6 +36,11 @@ def test_the_style_is_one_registry_entry_with_its_command_name():
     style = wire_style("tool-changes")
     assert by_command_name("anthropic-tool-changes") is style
     assert style.profile_choice and style.vendor == "anthropic" and style.betas == (TOOL_CHANGES_BETA,)
+    # Two loading modes in a task run over every mode: with ToolSearch kept beside the prediction, or not.
+    assert style.loading_modes() == ("tool-changes", "tool-changes+search")
+    assert style.loading_mode(AgentSettings(wire="tool-changes", tool_changes_search=False)) == "tool-changes"
+    assert style.loading_mode(AgentSettings(wire="tool-changes")) == "tool-changes+search"
+    assert wire_style("native").loading_modes() == ("native",)
 
 
 def test_the_first_turn_adds_the_predicted_tools_by_a_system_message(small_catalog):

@@ -38,6 +38,7 @@ from playground.engine.tools import TOOL_SEARCH_NAME, Tool
 from playground.engine.wires.anthropic import AnthropicWire
 
 TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
+WITH_SEARCH = "+search"  # the loading mode of a profile that keeps ToolSearch (`tool_changes_search`)
 DEFAULT_TOOL_CHANGES_K = 5
 DEFAULT_TOOL_CHANGES_MIN_SCORE = 0.0  # any positive score: the backend ranks only tools that share a term
 MAX_PREDICTION_QUERY_CHARS = 500  # the person's message as the query: its opening is what names the task
@@ -109,7 +110,13 @@ class AnthropicToolChanges(AnthropicWire):
     short_label = "tool changes (tool_addition)"
     compare_label = "mid-conversation tool changes (tool_addition)"
     betas = (TOOL_CHANGES_BETA,)
-    predicts_tools = True
+
+    # -- loading modes: with ToolSearch kept beside the prediction, or not ---------------------------
+    def loading_modes(self) -> tuple[str, ...]:
+        return (self.name, self.name + WITH_SEARCH)
+
+    def loading_mode(self, settings: Any) -> str:
+        return self.name + WITH_SEARCH if settings.tool_changes_search else self.name
 
     # -- what the turn changes -------------------------------------------------------------------
     def tool_changes(self, turn: Any) -> ToolChanges | None:

@@ -61,9 +61,6 @@ class WireStyle:
     # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
     # through a search's own output (OpenAI's tool_search styles)
     loads_from_tool_result: ClassVar[bool] = True
-    # the harness adds the tools it predicts before each user turn (tool_changes); its profiles may
-    # keep ToolSearch beside the prediction, which the every-mode task run counts as a mode of its own
-    predicts_tools: ClassVar[bool] = False
 
     # -- names ------------------------------------------------------------------------------------------
     @property
@@ -79,6 +76,16 @@ class WireStyle:
 
     def __repr__(self) -> str:
         return f"<wire style {self.name}>"
+
+    # -- loading modes (a task run over every mode, agenteval) --------------------------------------------
+    def loading_modes(self) -> tuple[str, ...]:
+        """The loading modes this style plays: its name, and one more for each profile setting that
+        changes what its model is offered (`loading_mode` tells which a profile runs)."""
+        return (self.name,)
+
+    def loading_mode(self, settings: Any) -> str:
+        """Which of `loading_modes` a profile's engine settings (`requests.AgentSettings`) run."""
+        return self.name
 
     # -- settings ---------------------------------------------------------------------------------------
     def default_settings(self) -> dict[str, Any]:
