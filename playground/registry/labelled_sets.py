@@ -86,9 +86,10 @@ def engine_queries(profile: AgentProfile, catalog: ToolCatalog | None = None) ->
             for digest, (text, tools) in grouped.items()]
 
 
-def split_counts(profile: AgentProfile) -> dict[str, int]:
+def split_counts(profile: AgentProfile, catalog: ToolCatalog | None = None) -> dict[str, int]:
+    """How many of the set's queries are in each split, over `catalog` (default: the profile's searchable one)."""
     counts = {"dev": 0, "test": 0}
-    for query in engine_queries(profile):
+    for query in engine_queries(profile, catalog):
         counts[split_of(query.id)] += 1
     return counts
 
@@ -131,10 +132,11 @@ def profiles_with_sets() -> list[tuple[AgentProfile, int]]:
 RANK_DEPTH = 50  # how deep a miss's tool is looked for in today's ranking
 
 
-def ranks_now(profile: AgentProfile, pairs: list[tuple[str, str]], *, depth: int = RANK_DEPTH) -> dict[tuple[str, str], int | None]:
-    """Where the profile's backend ranks each (query, tool) today, over the profile's searchable
-    catalog (1-based; None: not in the first `depth`). Each query is searched once."""
-    catalog = searchable_catalog(profile)
+def ranks_now(profile: AgentProfile, pairs: list[tuple[str, str]], *, depth: int = RANK_DEPTH,
+              catalog: ToolCatalog | None = None) -> dict[tuple[str, str], int | None]:
+    """Where the profile's backend ranks each (query, tool) today, over `catalog` (default: the
+    profile's searchable one; 1-based; None: not in the first `depth`). Each query is searched once."""
+    catalog = catalog if catalog is not None else searchable_catalog(profile)
     backend = backends.search_backend(profile.search_backend or None)
     ranked: dict[str, list[str]] = {}
     answer: dict[tuple[str, str], int | None] = {}

@@ -7,6 +7,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from playground.conversations.models import Conversation, Message
@@ -71,6 +73,15 @@ def test_the_page_lists_failed_searches_with_todays_rank_and_counts(viewer_clien
     assert 'data-kind="empty" data-tool="" data-rank="" data-count="1"' in page
     assert "editors label" in page and "add-to-labelled-set" not in page  # a viewer reads, an editor labels
     assert f"<code>{ISSUE}</code> · 2" in page and "github · 2" in page  # by tool, by server
+
+
+def test_the_page_reads_the_profiles_searchable_catalog_once(viewer_client, misses, profile):
+    # The rows, their ranks today and the labelled set's counts share one permission-filtered catalog.
+    with CaptureQueriesContext(connection) as queries:
+        page = viewer_client.get(reverse("conversations:search_misses"), {"profile": profile.pk})
+    assert page.status_code == 200 and 'data-failed="3"' in page.content.decode()
+    rule_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_permissionrule"' in q["sql"]]
+    assert len(rule_reads) == 1, rule_reads
 
 
 def test_an_editor_adds_a_row_to_the_labelled_set_once_and_it_exports_in_the_toolsets_format(admin_client, misses, profile):

@@ -40,7 +40,7 @@ class Command(BaseCommand):
                         continue
                     added += created
                     row.labelled = True
-        counts = labelled_sets.split_counts(profile)
+        counts = labelled_sets.split_counts(profile) if added else report.labelled_set
         if options["json"]:
             self.stdout.write(json.dumps({
                 "profile": profile.name, "conversations": report.conversations, "keyword_searches": report.searches,
