@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count
@@ -43,13 +44,14 @@ class LabelRefused(ValueError):
 
 
 def add_labelled_query(profile: AgentProfile, query: str, tool_name: str, *, conversation_id: int | None = None,
-                       user=None) -> tuple[LabelledQuery, bool]:
+                       user=None, searchable: Collection[str] | None = None) -> tuple[LabelledQuery, bool]:
     """Add (query → tool) to the profile's set; (row, created). The tool must be one the profile's
-    model can search for now (a labelled query the catalog cannot answer measures nothing)."""
+    model can search for now (a labelled query the catalog cannot answer measures nothing);
+    `searchable`: those tools' names when the caller adds many rows (default: read them)."""
     text = normalised(query)
     if not text:
         raise LabelRefused("The query is empty.")
-    if tool_name not in searchable_names(profile):
+    if tool_name not in (searchable if searchable is not None else searchable_names(profile)):
         raise LabelRefused(f"{tool_name} is not a deferred tool of the profile {profile.name!r} any more.")
     digest = query_hash(text)
     existing = LabelledQuery.objects.filter(profile=profile, query_hash=digest, tool_name=tool_name).first()

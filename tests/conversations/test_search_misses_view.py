@@ -141,3 +141,14 @@ def test_the_command_prints_the_rows_and_labels_them(misses, profile):
     text = StringIO()
     call_command("search_misses", "--profile", str(profile.pk), stdout=text)
     assert "3 failed of 3 keyword searches in 2 conversations" in text.getvalue() and "labelled set:" in text.getvalue()
+
+
+def test_the_command_reads_the_searchable_tools_once_however_many_rows_it_labels(admin_user, misses, profile):
+    conversation_with(admin_user, profile, [("user", "Tell the team"), search("s1", "team chat"), found("s1", ISSUE),
+                                            call("c1", SLACK), done("c1")])
+    with CaptureQueriesContext(connection) as queries:
+        call_command("search_misses", "--profile", str(profile.pk), "--label", stdout=StringIO())
+    assert sorted(LabelledQuery.objects.values_list("tool_name", flat=True)) == [ISSUE, SLACK]
+    # the report (its rows and ranks), the labelling and the set's counts after it: one read each
+    rule_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_permissionrule"' in q["sql"]]
+    assert len(rule_reads) == 3, rule_reads

@@ -31,10 +31,12 @@ class Command(BaseCommand):
         report = profile_misses(profile, conversations=options["conversations"])
         added = 0
         if options["label"]:
+            searchable = labelled_sets.searchable_names(profile)  # once, not once per row
             for row in report.rows:
                 if row.labellable:
                     try:
-                        _row, created = labelled_sets.add_labelled_query(profile, row.query, row.tool, conversation_id=row.conversation_ids[0])
+                        _row, created = labelled_sets.add_labelled_query(profile, row.query, row.tool, conversation_id=row.conversation_ids[0],
+                                                                         searchable=searchable)
                     except labelled_sets.LabelRefused as exc:
                         self.stderr.write(f"not labelled: {exc}")
                         continue
