@@ -28,6 +28,7 @@ from playground.engine.history import (
     TOOL_REMOVAL,
     blocks_of,
     changed_tool_name,
+    fold_tool_changes,
     referenced_tool_names,
     tool_change_blocks,
 )
@@ -83,12 +84,7 @@ def offered_names(messages: list[dict[str, Any]], carried: Any = ()) -> list[str
     offered = dict.fromkeys(carried)
     for message in messages:
         if message.get("role") == "system":
-            for block in tool_change_blocks([message]):
-                name = changed_tool_name(block)
-                if name is not None and block["type"] == TOOL_REMOVAL:
-                    offered.pop(name, None)
-                elif name is not None:
-                    offered.setdefault(name, None)
+            fold_tool_changes(offered, [message])
         else:
             offered.update(dict.fromkeys(n for n in referenced_tool_names([message]) if n not in offered))
     return list(offered)
@@ -112,7 +108,6 @@ class AnthropicToolChanges(AnthropicWire):
     label = "Anthropic tool changes (tool_addition, predicted by the harness)"
     short_label = "tool changes (tool_addition)"
     compare_label = "mid-conversation tool changes (tool_addition)"
-    loads_by = "a role: system message of tool_addition blocks the harness adds before the turn"
     betas = (TOOL_CHANGES_BETA,)
     predicts_tools = True
 

@@ -52,7 +52,6 @@ class WireStyle:
     label: ClassVar[str]  # the profile form's choice, and where a page names the style in full
     short_label: ClassVar[str] = ""  # the inspector's and model view's menus ("": `label`)
     compare_label: ClassVar[str] = ""  # compare's "vendor and wire style" menu, after the vendor ("": `label`)
-    loads_by: ClassVar[str]  # how the model gets a discovered tool's definition, in a few words (docs, pages)
     # The vendor's own search loads tools inside its response (no ToolSearch round trip of ours).
     searches_on_server: ClassVar[bool] = False
     server_search_variants: ClassVar[tuple[str, ...]] = ()  # the server-side search tools it takes (`AgentSettings.server_search`)
