@@ -345,7 +345,7 @@ def search_misses(request):
     context = {"profiles": profiles, "profile": profile, "can_label": has_role(request.user, EDITOR)}
     if profile is not None:
         context["report"] = profile_misses(profile)
-        context["labelled"] = labelled_sets.split_counts(profile)
+        context["labelled"] = context["report"].labelled_set
         context["toolset"] = labelled_sets.toolset_name(profile)
     return render(request, "conversations/search_misses.html", context)
 
