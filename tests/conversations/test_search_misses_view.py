@@ -84,6 +84,24 @@ def test_the_page_reads_the_profiles_searchable_catalog_once(viewer_client, miss
     assert len(rule_reads) == 1, rule_reads
 
 
+def test_the_page_ranks_only_its_most_frequent_rows_and_the_command_ranks_more(viewer_client, admin_user, profile, monkeypatch):
+    from playground.conversations import search_misses
+
+    monkeypatch.setattr(search_misses, "PAGE_ROWS_RANKED", 2)
+    monkeypatch.setattr("playground.conversations.views.PAGE_ROWS_RANKED", 2)
+    for n in range(4):  # four distinct failed searches, each followed by the issue tool
+        conversation_with(admin_user, profile, [("user", f"request {n}"), search(f"s{n}", f"bug words {n}"), found(f"s{n}", SLACK),
+                                                call(f"c{n}", ISSUE), done(f"c{n}")])
+    searched = []
+    original = labelled_sets.ranks_now
+    monkeypatch.setattr(labelled_sets, "ranks_now", lambda profile, pairs, **kw: searched.extend(pairs) or original(profile, pairs, **kw))
+    page = viewer_client.get(reverse("conversations:search_misses"), {"profile": profile.pk}).content.decode()
+    assert len(searched) == 2 and page.count('title="only the first rows are ranked"') == 2
+    searched.clear()
+    call_command("search_misses", "--profile", str(profile.pk), "--json", stdout=StringIO())
+    assert len(searched) == 4
+
+
 def test_an_editor_adds_a_row_to_the_labelled_set_once_and_it_exports_in_the_toolsets_format(admin_client, misses, profile):
     page = admin_client.get(reverse("conversations:search_misses"), {"profile": profile.pk}).content.decode()
     assert page.count('data-testid="add-to-labelled-set"') == 1  # the empty search has no tool to label
