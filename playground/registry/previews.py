@@ -14,7 +14,8 @@ from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
 from playground.engine.announcements import Announcement
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
+from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.search.query import check_query_size
 from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
 from playground.engine.toolsearch_tool import (
     ToolSearchInputError,
