@@ -365,6 +365,8 @@ class ScrubLogFilter(logging.Filter):
     the console handler and on the loggers of the HTTP and MCP clients, which log the server's URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "secrets_scrubbed", False):
+            return True  # its logger's filter did it already; the handler's need not do it again
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a record that cannot be formatted is logging's to report
@@ -374,4 +376,5 @@ class ScrubLogFilter(logging.Filter):
             record.msg, record.args = scrubbed, ()
         if record.exc_info and not record.exc_text:
             record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+        record.secrets_scrubbed = True
         return True
