@@ -363,6 +363,11 @@ class ProfileSettings:
         return self.agent.server_search
 
     @property
+    def predicts_tools(self) -> bool:
+        """A style whose harness adds predicted tools before each turn: its k, threshold and ToolSearch choice apply."""
+        return wire_style(self.agent.wire).predicts_tools
+
+    @property
     def wire_style_label(self) -> str:
         if self.server_search:
             return f"{self.agent.wire} ({server_search_tool(self.server_search)['type']})"
