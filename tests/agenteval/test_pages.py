@@ -210,6 +210,9 @@ def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_t
     assert modes == ["off", "native", "client", "tool-changes", "tool-changes+search", "openai-hosted", "openai-client",
                      "openai-functions"]  # the wire registry's order
     assert [p.name for p in loading_mode_profiles()][:2] == ["Tool search off", "Tool search on (native)"]  # the plain ones
+    # The tick's help names the modes it adds, the tool-changes pair too (it listed six of the eight).
+    page = admin_client.get(reverse("agenteval:index")).content.decode()
+    assert f"Add one profile per loading mode ({', '.join(modes)}) to the profiles ticked" in page
     admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "demo"})
     task_set = TaskSet.objects.get(name="demo")  # the shipped set, whose tools the demo data loads
     response = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
