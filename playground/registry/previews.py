@@ -310,11 +310,17 @@ class ModelPreview:
 
     @property
     def system(self) -> str:
-        """The system prompt the request carries: a Responses body's `instructions` (absent: none),
-        otherwise the plan's system prompt (the Messages API's `system`, a Chat body's system message)."""
+        """The system prompt the request carries, as sent (not the plan's: tool changes without
+        ToolSearch leave its announcement out): a Responses body's `instructions`, the Messages API's
+        `system` (text, or text blocks once cache breakpoints are set), a Chat body's system message;
+        none of them: none."""
         if "input" in self.request:
             return str(self.request.get("instructions") or "")
-        return self.plan.system
+        if "system" in self.request:
+            system = self.request["system"]
+            return "\n\n".join(block.get("text", "") for block in system) if isinstance(system, list) else str(system)
+        first = (self.request.get("messages") or [{}])[0]
+        return first["content"] if first.get("role") == "system" and isinstance(first.get("content"), str) else ""
 
     @property
     def loaded_tools(self) -> list[dict[str, Any]]:
