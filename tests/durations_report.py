@@ -44,12 +44,6 @@ def seconds_since_this_process_started() -> float | None:
         return None
 
 
-def without_group(nodeid: str) -> str:
-    """The test's own id: under `--dist loadgroup` xdist appends `@<group>` (after any parameters)."""
-    at = nodeid.rfind("@")
-    return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid
-
-
 class DurationsReport:
     """A pytest plugin (registered once per run, so hashed by identity)."""
 
@@ -59,7 +53,7 @@ class DurationsReport:
         self.tests: dict[str, TestSeconds] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
-        seconds = self.tests.setdefault(without_group(report.nodeid), TestSeconds())
+        seconds = self.tests.setdefault(report.nodeid, TestSeconds())
         setattr(seconds, report.when, getattr(seconds, report.when) + report.duration)
         if report.failed or (report.skipped and report.when != "teardown"):
             seconds.outcome = report.outcome if report.failed else "skipped"

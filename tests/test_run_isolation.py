@@ -139,12 +139,22 @@ def test_a_stack_folders_files_go_out_as_one_unit_ordered_by_their_sum(monkeypat
     """tests/browser (live server, Chromium) and tests/gateway (Daphne) each start their stack once in the
     run: the scheduler sends each folder as one unit, and the workers collect its files one after another."""
     import tests.conftest as root
-    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first, work_unit
+    from tests.conftest import FILE_SECONDS_KEY, _longest_units_first, pytest_xdist_make_scheduler, work_unit
+
+    class XdistConfig:  # what xdist's scheduler reads of the run's options
+        def __init__(self, dist: str) -> None:
+            self.values = {"dist": dist, "tx": ["2*popen"]}
+
+        def getvalue(self, name: str):
+            return self.values[name]
 
     monkeypatch.setattr(root, "FILE_SECONDS_HINT", tmp_path / "absent.json")
-    assert work_unit("tests/browser/test_x.py::test_a[1]") == work_unit("tests/browser/test_y.py::test_b") == "tests/browser/"
-    assert work_unit("tests/gateway/test_z.py::test_c") == "tests/gateway/"
-    assert work_unit("tests/engine/test_cli.py::test_d") == "tests/engine/test_cli.py"
+    assert pytest_xdist_make_scheduler(XdistConfig("load"), None) is None  # another --dist: xdist's own
+    split = pytest_xdist_make_scheduler(XdistConfig("loadfile"), None)._split_scope  # the unit xdist hands out
+    assert split("tests/browser/test_x.py::test_a[1]") == split("tests/browser/test_y.py::test_b") == "tests/browser/"
+    assert split("tests/gateway/test_z.py::test_c") == "tests/gateway/"
+    assert split("tests/engine/test_cli.py::test_d") == split("tests/engine/test_cli.py::test_e") == "tests/engine/test_cli.py"
+    assert work_unit("tests/browser/test_x.py") == "tests/browser/"  # the ordering below groups by the same rule
     seconds = {"tests/browser/test_x.py": 30.0, "tests/browser/test_y.py": 40.0, "tests/engine/test_cli.py": 60.0}
     items = [FakeItem("tests/engine/test_cli.py::d"), FakeItem("tests/browser/test_x.py::a"), FakeItem("tests/browser/test_y.py::b")]
     _longest_units_first(FakeConfig(FakeCache({FILE_SECONDS_KEY: seconds})), items)
@@ -154,7 +164,7 @@ def test_a_stack_folders_files_go_out_as_one_unit_ordered_by_their_sum(monkeypat
 
 def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatch, tmp_path):
     import tests.durations_report as report_module
-    from tests.durations_report import DurationsReport, without_group
+    from tests.durations_report import DurationsReport
 
     class Report:
         def __init__(self, nodeid, when, duration, outcome="passed", worker="gw0"):
@@ -165,22 +175,49 @@ def test_the_run_ends_with_the_slowest_files_and_tests_and_keeps_them(monkeypatc
     monkeypatch.setattr(report_module, "ARTIFACTS", tmp_path)
     report = DurationsReport()
     for nodeid, worker, phases in (("tests/a.py::slow", "gw0", (5.0, 20.0, 1.0)), ("tests/a.py::quick", "gw0", (0.0, 0.5, 0.0)),
-                                   ("tests/b.py::mid[x@y]@tests/b.py", "gw1", (0.0, 10.0, 0.0))):
+                                   ("tests/b.py::mid[x@y]", "gw1", (0.0, 10.0, 0.0))):
         for when, duration in zip(("setup", "call", "teardown"), phases):
-            report.pytest_runtest_logreport(Report(nodeid, when, duration, worker=worker))
+            failed = nodeid.endswith("quick") and when == "call"  # a failed call stays failed after a passed teardown
+            report.pytest_runtest_logreport(Report(nodeid, when, duration, "failed" if failed else "passed", worker=worker))
     assert report.file_seconds() == {"tests/a.py": 26.5, "tests/b.py": 10.0}
     lines = report.lines(wall_seconds=30.0)
     assert lines[0] == "3 tests in 2 files: 36.5 s of test time in 30.0 s of wall time"
     assert lines[1] == "workers: gw0 26.5 s, gw1 10.0 s"
     assert "tests/a.py" in lines[3] and "tests/b.py" in lines[4]  # the slowest file first
     assert lines[-3].strip().startswith("26.0  (setup   5.0)  tests/a.py::slow")
-    assert any(line.endswith("tests/b.py::mid[x@y]") for line in lines)  # xdist's @group suffix dropped
-    assert without_group("tests/b.py::t@group") == "tests/b.py::t" and without_group("tests/b.py::t[a@b]") == "tests/b.py::t[a@b]"
+    assert any(line.endswith("tests/b.py::mid[x@y]") for line in lines)
     report.write(lines, 30.0)
     assert (tmp_path / "durations.txt").read_text().splitlines() == lines
     kept = json.loads((tmp_path / "durations.json").read_text())
-    assert [t["nodeid"] for t in kept["tests"]] == ["tests/a.py::slow", "tests/b.py::mid[x@y]", "tests/a.py::quick"]
+    assert [(t["nodeid"], t["outcome"], t["worker"]) for t in kept["tests"]] == [
+        ("tests/a.py::slow", "passed", "gw0"), ("tests/b.py::mid[x@y]", "passed", "gw1"), ("tests/a.py::quick", "failed", "gw0")]
     assert json.loads((tmp_path / "file-seconds.json").read_text()) == {"tests/a.py": 26.5, "tests/b.py": 10.0}
+
+
+def test_the_shared_chromium_is_closed_before_any_test_that_does_not_use_it(monkeypatch):
+    """Consecutive browser tests keep one Chromium; it never stays open into another test (Playwright's
+    event loop in the thread breaks async_to_sync there), even when the browser test failed."""
+    from tests.browser import conftest as browser_conftest
+
+    closed = []
+    monkeypatch.setattr(browser_conftest.SHARED_CHROMIUM, "close", lambda: closed.append(True))
+
+    class Item:
+        def __init__(self, *fixturenames: str) -> None:
+            self.fixturenames = fixturenames
+
+    def tear_down_a_browser_test(nextitem, error: Exception | None = None) -> None:
+        hook = browser_conftest.pytest_runtest_teardown(Item("browser", "page"), nextitem)
+        next(hook)
+        with pytest.raises(StopIteration if error is None else type(error)):
+            hook.send(None) if error is None else hook.throw(error)
+
+    tear_down_a_browser_test(Item("logged_in_page", "browser"))
+    assert closed == []  # the next test uses it: kept
+    tear_down_a_browser_test(Item("db"))
+    tear_down_a_browser_test(None)  # the worker's last test
+    tear_down_a_browser_test(Item("db"), RuntimeError("the teardown failed"))
+    assert closed == [True, True, True]
 
 
 def test_workers_that_need_chromium_at_once_install_it_once(tmp_path, monkeypatch):

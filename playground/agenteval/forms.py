@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from playground.agenteval.models import TaskRun, TaskSet
-from playground.agenteval.selectors import LOADING_MODES, loading_mode_profiles
+from playground.agenteval.selectors import loading_mode_profiles
 from playground.agenteval.services import MAX_CONCURRENCY
 from playground.evaluation.selectors import available_toolsets
 from playground.registry.models import AgentProfile
@@ -16,8 +16,9 @@ class TaskRunForm(forms.Form):
                                               help_text="Each task runs once under every profile ticked.")
     every_mode = forms.BooleanField(
         required=False, label="Every loading mode",
-        help_text=f"Add one profile per loading mode ({', '.join(mode for mode, _label in LOADING_MODES)}) "
-                  "to the profiles ticked: every mode on the same tasks, in one table and chart.")
+        help_text="Add one profile per loading mode (tool search off, then each wire style's: Anthropic's, tool changes "
+                  "with and without ToolSearch, OpenAI's) to the profiles ticked: every mode on the same tasks, in one "
+                  "table and chart.")
     split = forms.ChoiceField(choices=[("all", "all"), ("test", "test"), ("dev", "dev")], initial="all")
     limit = forms.IntegerField(min_value=1, max_value=5000, required=False, initial=20, label="Tasks",
                                help_text="Evenly sampled tasks of the split; empty = all.")

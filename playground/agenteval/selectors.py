@@ -12,10 +12,12 @@ from django.utils import timezone
 
 from playground.agenteval.models import TaskRun, TaskRunItem
 from playground.engine.agent_measures import paired_comparison, profile_summary
-from playground.engine.wires.registry import counterpart, wire_style, wire_styles
-from playground.engine.wires.vendors import ANTHROPIC, OPENAI
 from playground.engine.modes import parse_mode
+from playground.engine.wires.registry import settings_for_vendor, wire_style, wire_styles
+from playground.engine.wires.vendors import ANTHROPIC, OPENAI
+from playground.registry.adapter import agent_settings
 from playground.registry.models import AgentProfile
+
 
 def items_of(run: TaskRun) -> list[TaskRunItem]:
     return list(run.items.select_related("task", "conversation").order_by("position", "id"))
@@ -49,13 +51,15 @@ def report(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, An
 
 
 def progress(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, int]:
-    items = items if items is not None else items_of(run)
+    # Without the items at hand (the command's poll, twice a second): their statuses only, not their
+    # measures, tasks and conversations.
+    statuses = [i.status for i in items] if items is not None else list(run.items.values_list("status", flat=True))
     counts = {status: 0 for status in TaskRunItem.Status.values}
-    for item in items:
-        counts[item.status] += 1
-    counts["total"] = len(items)
+    for status in statuses:
+        counts[status] += 1
+    counts["total"] = len(statuses)
     counts["finished"] = counts["done"] + counts["cancelled"]
-    counts["percent"] = int(round(100 * counts["finished"] / len(items))) if items else 0
+    counts["percent"] = int(round(100 * counts["finished"] / len(statuses))) if statuses else 0
     return counts
 
 
@@ -202,37 +206,31 @@ def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[
 
 
 # -- the "every loading mode" preset ------------------------------------------------------------------
-# (mode, what it is) in the order the table shows them: each mode a profile can be set to.
-# The wire styles' own names and labels (engine/wires/registry.py); Anthropic's server-side search
-# is left out: the offline demo agent cannot play it. A style whose profiles may keep ToolSearch
-# beside the harness's prediction (tool changes) is two modes: without it, and with it (WITH_SEARCH).
-WITH_SEARCH = "+search"
-LOADING_MODES = (("off", "every tool sent up front"),) + tuple(
-    mode
-    for style in wire_styles() if not (style.vendor == ANTHROPIC and style.searches_on_server)
-    for mode in ((style.name, style.label),) + (
-        ((style.name + WITH_SEARCH, f"{style.label}, ToolSearch for what it missed"),) if style.predicts_tools else ())
-)
+def loading_modes() -> tuple[str, ...]:
+    """The modes a task run over every loading mode sets side by side, in the order its table shows
+    them: "off" (every tool sent up front), then each wire style's, in the registry's order (a style
+    may play more than one: `WireStyle.loading_modes`). Anthropic's server-side search is left out:
+    the offline demo agent cannot play it."""
+    return ("off",) + tuple(mode for style in wire_styles() if not (style.vendor == ANTHROPIC and style.searches_on_server)
+                            for mode in style.loading_modes())
 
 
 def loading_mode_of(profile: AgentProfile) -> str:
-    """Which of `LOADING_MODES` a profile runs (the server-side Anthropic search: "server")."""
+    """Which of `loading_modes()` a profile runs (the server-side Anthropic search: "server"): its
+    wire style's, on the wire its provider's vendor speaks."""
     try:
-        off = parse_mode(profile.tool_search_mode).kind == "false"
+        if parse_mode(profile.tool_search_mode).kind == "false":
+            return "off"
+        settings = agent_settings(profile)
+        if profile.provider == "openai":
+            settings = settings_for_vendor(settings, OPENAI)
     except ValueError:
-        off = False
-    if profile.provider == "openai":
-        try:
-            return "off" if off else counterpart(profile.wire_style, OPENAI).name
-        except ValueError:
-            return profile.wire_style
-    if not off and wire_style(profile.wire_style).predicts_tools and profile.tool_changes_search:
-        return profile.wire_style + WITH_SEARCH
-    return "off" if off else profile.wire_style
+        return profile.wire_style
+    return wire_style(settings.wire).loading_mode(settings)
 
 
 def loading_mode_profiles() -> list[AgentProfile]:
-    """One profile per loading mode, in `LOADING_MODES` order, for a task run that sets every mode
+    """One profile per loading mode, in `loading_modes()` order, for a task run that sets every mode
     side by side on the same tasks: per mode the plainest profile (flat announcement, the mode set
     explicitly, the oldest first). A mode no profile runs is left out."""
     chosen: dict[str, AgentProfile] = {}
@@ -243,4 +241,4 @@ def loading_mode_profiles() -> list[AgentProfile]:
         if mode == "off" and profile.provider == "openai":
             continue  # "off" is the all-tools baseline on Anthropic's wire
         chosen.setdefault(mode, profile)
-    return [chosen[mode] for mode, _ in LOADING_MODES if mode in chosen]
+    return [chosen[mode] for mode in loading_modes() if mode in chosen]

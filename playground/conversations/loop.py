@@ -472,10 +472,10 @@ class AgentRun:
             return self.run_tool_search(tool_use_id, arguments, turn, turn_seq)
         call_seq = self.emit(ev.ToolCall(tool_use_id=tool_use_id, name=name, arguments=arguments,
                                          permission=check.permission.effect), turn_sequence=turn_seq)
-        if check.refused and check.refusal == "deferred" and self.agent_settings.loads_on_call:
+        if check.refused and check.refusal == refusals.DEFERRED and self.agent_settings.loads_on_call:
             return self.load_on_call(tool_use_id, name, turn, turn_seq)
         if check.refused:
-            error = "deferred tool called before it was loaded" if check.refusal == "deferred" else check.message
+            error = "deferred tool called before it was loaded" if check.refusal == refusals.DEFERRED else check.message
             return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
         if check.needs_person and name not in self.always_allowed():
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).

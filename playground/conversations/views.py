@@ -19,7 +19,7 @@ from playground.conversations.forms import (
 from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
 from playground.conversations.fragments import SHARED_KEY, render_notice
 from playground.conversations.models import Conversation, ShareLink
-from playground.conversations.search_misses import profile_misses
+from playground.conversations.search_misses import PAGE_ROWS_RANKED, profile_misses
 from playground.conversations.selectors import (
     accounting_figures, can_act, cost_difference, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
     panel_context, presentation_context, provider_label,
@@ -344,8 +344,8 @@ def search_misses(request):
         profile = next((p for p in profiles if p.pk == latest), profiles[0])
     context = {"profiles": profiles, "profile": profile, "can_label": has_role(request.user, EDITOR)}
     if profile is not None:
-        context["report"] = profile_misses(profile)
-        context["labelled"] = labelled_sets.split_counts(profile)
+        context["report"] = profile_misses(profile, rows_ranked=PAGE_ROWS_RANKED)
+        context["labelled"] = context["report"].labelled_set
         context["toolset"] = labelled_sets.toolset_name(profile)
     return render(request, "conversations/search_misses.html", context)
 

@@ -177,19 +177,23 @@ def tool_change_blocks(messages: Sequence[Message]) -> Iterator[dict[str, Any]]:
                 yield block
 
 
-def added_tool_names(messages: Sequence[Message]) -> list[str]:
-    """The tools the history's tool changes leave offered (additions and removals folded in order, as
-    the SDK's tool runner does), in order of addition."""
-    added: dict[str, None] = {}
+def fold_tool_changes(offered: dict[str, None], messages: Sequence[Message]) -> dict[str, None]:
+    """`offered` (tool names, in order) after the messages' tool changes: each addition joins, each
+    removal withdraws, in order, as the SDK's tool runner folds them. Changes `offered` and returns it."""
     for block in tool_change_blocks(messages):
         name = changed_tool_name(block)
         if name is None:
             continue
         if block["type"] == TOOL_REMOVAL:
-            added.pop(name, None)
+            offered.pop(name, None)
         else:
-            added.setdefault(name, None)
-    return list(added)
+            offered.setdefault(name, None)
+    return offered
+
+
+def added_tool_names(messages: Sequence[Message]) -> list[str]:
+    """The tools the history's tool changes leave offered (`fold_tool_changes`), in order of addition."""
+    return list(fold_tool_changes({}, messages))
 
 
 def discovered_tool_names(messages: Sequence[Message], boundary: CompactionBoundary | None = None) -> list[str]:

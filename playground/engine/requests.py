@@ -46,6 +46,7 @@ from playground.engine.history import (
     strip_tool_references,
 )
 from playground.engine.modes import DEFAULT_UNSUPPORTED_MODEL_PATTERNS, ModeDecision, ModeSetting, decide_mode, parse_mode
+from playground.engine import refusals
 from playground.engine.prompt_cache import DEFAULT_TTL, check_ttl
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
 from playground.engine.tokens import TokenCounter, count_messages
@@ -245,10 +246,10 @@ class RequestPlan:
         """(why in one word, the error tool_result's text) for a call of a tool this request does not
         carry: "deferred" (not loaded by a ToolSearch yet), "denied" (a deny rule) or "unknown"."""
         if tool_name in self.deferred_tools:
-            return "deferred", deferred_tool_not_loaded_message(tool_name)
+            return refusals.DEFERRED, deferred_tool_not_loaded_message(tool_name)
         if any(name == tool_name for name, _ in self.excluded):
-            return "denied", f"Tool {tool_name!r} is not available: it is denied by a permission rule."
-        return "unknown", f"Tool {tool_name!r} does not exist or is not available in this conversation."
+            return refusals.DENIED, f"Tool {tool_name!r} is not available: it is denied by a permission rule."
+        return refusals.UNKNOWN, f"Tool {tool_name!r} does not exist or is not available in this conversation."
 
     def to_api_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": self.messages}

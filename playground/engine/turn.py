@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from playground.engine import refusals
 from playground.engine.announcements import Announcement
 from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision, PermissionFilterResult, PermissionPolicy
@@ -226,7 +227,7 @@ class TurnPlan:
         request = self.request
         if name == TOOL_SEARCH_NAME:
             if self.settings.server_search and self.decision.enabled:
-                return CallCheck(name, REFUSE, permission, refusal="server_search", message=(
+                return CallCheck(name, REFUSE, permission, refusal=refusals.SERVER_SEARCH, message=(
                     "ToolSearch is not available: this conversation uses Anthropic's server-side search."))
             if name in self.sent_tool_names:
                 return CallCheck(name, ALLOW, permission)
@@ -243,7 +244,7 @@ class TurnPlan:
 
     def _refused(self, name: str, permission: PermissionDecision) -> CallCheck:
         refusal, message = self.request.refusal(name)
-        if refusal == "deferred" and TOOL_SEARCH_NAME not in self.sent_tool_names:
+        if refusal == refusals.DEFERRED and TOOL_SEARCH_NAME not in self.sent_tool_names:
             # No ToolSearch on the wire to load it with (the tool-changes style without search): say so.
             message = (f"Tool {name!r} is not offered in this conversation: it was not added for this request, "
                        "and there is no ToolSearch to load it.")

@@ -122,7 +122,9 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
     for g, row in enumerate(rows):
         x0 = left + g * group_w + (group_w - bar_w * len(CHART_METRICS)) / 2
         for m, metric in enumerate(CHART_METRICS):
-            value = float(row["metrics"].get(metric, 0.0))
+            if metric not in row["metrics"]:  # a run stored before top-1 was measured: no bar, not a zero
+                continue
+            value = float(row["metrics"][metric])
             bar_h = value * plot_h
             shown_metric = "top-1" if metric == "top@1" else metric
             bars.append(Bar(label=f"{row['backend']} {shown_metric} {value:.3f}", value=value, x=x0 + m * bar_w, y=top + plot_h - bar_h, width=bar_w - 2, height=bar_h, metric=shown_metric.replace("@", "-")))

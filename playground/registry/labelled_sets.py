@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count
@@ -43,13 +44,14 @@ class LabelRefused(ValueError):
 
 
 def add_labelled_query(profile: AgentProfile, query: str, tool_name: str, *, conversation_id: int | None = None,
-                       user=None) -> tuple[LabelledQuery, bool]:
+                       user=None, searchable: Collection[str] | None = None) -> tuple[LabelledQuery, bool]:
     """Add (query → tool) to the profile's set; (row, created). The tool must be one the profile's
-    model can search for now (a labelled query the catalog cannot answer measures nothing)."""
+    model can search for now (a labelled query the catalog cannot answer measures nothing);
+    `searchable`: those tools' names when the caller adds many rows (default: read them)."""
     text = normalised(query)
     if not text:
         raise LabelRefused("The query is empty.")
-    if tool_name not in searchable_names(profile):
+    if tool_name not in (searchable if searchable is not None else searchable_names(profile)):
         raise LabelRefused(f"{tool_name} is not a deferred tool of the profile {profile.name!r} any more.")
     digest = query_hash(text)
     existing = LabelledQuery.objects.filter(profile=profile, query_hash=digest, tool_name=tool_name).first()
@@ -86,9 +88,10 @@ def engine_queries(profile: AgentProfile, catalog: ToolCatalog | None = None) ->
             for digest, (text, tools) in grouped.items()]
 
 
-def split_counts(profile: AgentProfile) -> dict[str, int]:
+def split_counts(profile: AgentProfile, catalog: ToolCatalog | None = None) -> dict[str, int]:
+    """How many of the set's queries are in each split, over `catalog` (default: the profile's searchable one)."""
     counts = {"dev": 0, "test": 0}
-    for query in engine_queries(profile):
+    for query in engine_queries(profile, catalog):
         counts[split_of(query.id)] += 1
     return counts
 
@@ -131,10 +134,11 @@ def profiles_with_sets() -> list[tuple[AgentProfile, int]]:
 RANK_DEPTH = 50  # how deep a miss's tool is looked for in today's ranking
 
 
-def ranks_now(profile: AgentProfile, pairs: list[tuple[str, str]], *, depth: int = RANK_DEPTH) -> dict[tuple[str, str], int | None]:
-    """Where the profile's backend ranks each (query, tool) today, over the profile's searchable
-    catalog (1-based; None: not in the first `depth`). Each query is searched once."""
-    catalog = searchable_catalog(profile)
+def ranks_now(profile: AgentProfile, pairs: list[tuple[str, str]], *, depth: int = RANK_DEPTH,
+              catalog: ToolCatalog | None = None) -> dict[tuple[str, str], int | None]:
+    """Where the profile's backend ranks each (query, tool) today, over `catalog` (default: the
+    profile's searchable one; 1-based; None: not in the first `depth`). Each query is searched once."""
+    catalog = catalog if catalog is not None else searchable_catalog(profile)
     backend = backends.search_backend(profile.search_backend or None)
     ranked: dict[str, list[str]] = {}
     answer: dict[tuple[str, str], int | None] = {}

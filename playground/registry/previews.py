@@ -14,13 +14,15 @@ from playground.engine.modes import ModeDecision
 from playground.engine.permissions import PermissionDecision
 from playground.engine.announcements import Announcement
 from playground.engine.requests import AgentSettings, ConversationState, RequestPlan
-from playground.engine.search.base import SearchBackend, ToolSearchResult, check_query_size
+from playground.engine.search.base import SearchBackend, ToolSearchResult
+from playground.engine.search.query import check_query_size
 from playground.engine.search.equivalence import SameOperationGroup, groups_in_results
 from playground.engine.toolsearch_tool import (
     ToolSearchInputError,
     run_tool_search,
 )
 from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS, server_search_tool
+from playground.engine.wires.base import WireStyle
 from playground.engine.wires.registry import wire_style
 from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
@@ -370,8 +372,9 @@ class ProfileSettings:
 
     @property
     def predicts_tools(self) -> bool:
-        """A style whose harness adds predicted tools before each turn: its k, threshold and ToolSearch choice apply."""
-        return wire_style(self.agent.wire).predicts_tools
+        """A style whose harness changes the history before each turn (`WireStyle.tool_changes`: tool
+        changes' prediction): the profile's k, threshold and ToolSearch choice apply to it."""
+        return type(wire_style(self.agent.wire)).tool_changes is not WireStyle.tool_changes
 
     @property
     def wire_style_label(self) -> str:

@@ -360,7 +360,7 @@ def cmd_request(args: argparse.Namespace) -> int:
     fields = dict(REQUEST_WIRE_STYLES[args.wire])
     if "server_search" in fields:
         fields["server_search"] = args.server_search
-    settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or _default_model(args.wire),
+    settings = AgentSettings(mode=args.mode, announcement_layout=args.layout, model=args.model or default_model(args.wire),
                              **fields)
     history = discovered_history(discovered, settings, catalog)
     if args.message:  # the person's message in place of the opening one (the tool-changes style ranks it)
@@ -386,10 +386,6 @@ def cmd_request(args: argparse.Namespace) -> int:
           f"(what the model sees of the tools, and the announcement; {counter.source})")
     print(text)
     return 0
-
-
-def _default_model(wire: str) -> str:
-    return default_model(wire)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

@@ -62,6 +62,8 @@ def test_json_has_exactly_the_documented_shape_and_the_scripted_answer(tmp_path,
 @pytest.mark.parametrize("argv, message", [
     (["--tasks", "no-such-toolset", "--profiles", "on"], "No toolset named 'no-such-toolset'"),
     (["--tasks", "QUERIES", "--profiles", "on,nobody"], "No profile named 'nobody'"),
+    # every-mode is one profile per loading mode (here "on" and "off"), not a profile's name
+    (["--tasks", "QUERIES", "--profiles", "every-mode,nobody"], "No profile named 'nobody' (profiles: off, on)"),
     (["--tasks", "QUERIES", "--profiles", "on", "--catalog", "nowhere"], "No toolset catalog named 'nowhere'"),
 ])
 def test_bad_input_is_a_clear_error(tmp_path, tool_world, claude_profiles, argv, message):

@@ -15,7 +15,7 @@ from playground.agenteval.models import TaskRun, TaskRunItem, TaskSet
 from playground.agenteval.sources import importable_catalog
 from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
-from playground.conversations.events import ChatMessage, ToolCall, ToolResult, TurnFinished, record_event
+from playground.conversations.events import ChatMessage, ModelResponse, ToolCall, ToolResult, TurnFinished, record_event
 from playground.conversations.models import Conversation
 from playground.registry.models import Tool
 from tests.agenteval.conftest import TIME, WEATHER
@@ -51,6 +51,9 @@ def finished_run(admin_user, claude_profiles) -> TaskRun:
         conversation = conversation_services.start_conversation(admin_user, profile=on if profile_name == "on" else off)
         called = task.expected_tools[0] if success else "echo"
         record_event(conversation, ChatMessage(role="user", text=task.query))
+        # Usage that differs per conversation, so the page's and the JSON's figures are not all zero.
+        record_event(conversation, ModelResponse(stop_reason="tool_use", model="claude-sonnet-4-5", usage={
+            "input": 1000 + 111 * position, "output": 40, "cache_read": 500 * position, "cache_write": 300 + position}))
         record_event(conversation, ToolCall(tool_use_id="t1", name=called))
         record_event(conversation, ToolResult(tool_use_id="t1", name=called))
         record_event(conversation, TurnFinished(turn=1, stop_reason="end_turn", status="idle", final=True, reason="end_turn"),
@@ -173,8 +176,11 @@ def test_the_run_page_table_chart_grid_filters_and_exports(admin_client, admin_u
     # The page's table shows what the JSON says, column by column.
     for row in data["profiles"]:
         shown = page.split(f'<tr data-profile="{row["profile"]}">')[1].split("</tr>")[0]
+        assert row["model_calls_per_task"] == 1.0 and row["input_tokens_per_task"] > 0 and row["cache_read_tokens_per_task"] > 0
         assert f'data-testid="model-calls">{row["model_calls_per_task"]:.2f}<' in shown
+        assert f'data-testid="input-tokens">{row["input_tokens_per_task"]:.0f}<' in shown
         assert f'data-testid="cache-reads">{row["cache_read_tokens_per_task"]:.0f}<' in shown
+        assert f'data-testid="cache-writes">{row["cache_write_tokens_per_task"]:.0f}<' in shown
     assert data["pairs"][0]["only_a"] == 1 and data["pairs"][0]["p_value"] == 1.0
 
     conversation_services.start_conversation(admin_user, title="not in the run")
@@ -210,9 +216,6 @@ def test_every_loading_mode_is_one_tick_one_profile_per_mode(admin_client, toy_t
     assert modes == ["off", "native", "client", "tool-changes", "tool-changes+search", "openai-hosted", "openai-client",
                      "openai-functions"]  # the wire registry's order
     assert [p.name for p in loading_mode_profiles()][:2] == ["Tool search off", "Tool search on (native)"]  # the plain ones
-    # The tick's help names the modes it adds, the tool-changes pair too (it listed six of the eight).
-    page = admin_client.get(reverse("agenteval:index")).content.decode()
-    assert f"Add one profile per loading mode ({', '.join(modes)}) to the profiles ticked" in page
     admin_client.post(reverse("agenteval:taskset_add"), {"source": "toolset", "toolset": "demo"})
     task_set = TaskSet.objects.get(name="demo")  # the shipped set, whose tools the demo data loads
     response = admin_client.post(reverse("agenteval:index"), {"task_set": task_set.pk, "split": "all", "limit": 2,
@@ -243,3 +246,17 @@ def test_a_run_is_cancelled_by_the_editor_who_started_it_or_an_admin(client, adm
         assert 'data-testid="cancel-run"' in client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
     assert client.post(reverse("agenteval:run_cancel", args=[run.pk])).status_code == 302
     assert TaskRun.objects.get(pk=run.pk).status == TaskRun.Status.CANCELLING
+
+
+def test_progress_alone_reads_the_items_statuses_in_one_query(admin_user, claude_profiles, django_assert_num_queries):
+    """What the command polls twice a second: the same counts the page shows, from one light query."""
+    from playground.agenteval import selectors
+
+    run = finished_run(admin_user, claude_profiles)
+    TaskRunItem.objects.filter(pk=run.items.order_by("position").first().pk).update(status="running")
+    shown = selectors.progress(run, selectors.items_of(run))
+    with django_assert_num_queries(1) as captured:
+        polled = selectors.progress(run)
+    sql = captured.captured_queries[0]["sql"]
+    assert "JOIN" not in sql and "measures" not in sql, sql  # not every item's measures, task and conversation
+    assert polled == shown and (polled["done"], polled["running"], polled["finished"], polled["percent"]) == (3, 1, 3, 75)

@@ -67,7 +67,6 @@ class SharedChromium:
     def __init__(self) -> None:
         self.playwright = None
         self.chromium = None
-        self.launches = 0
 
     def get(self, executable: Path):
         if self.chromium is None:
@@ -81,7 +80,6 @@ class SharedChromium:
             except BaseException:
                 self.close()
                 raise
-            self.launches += 1
         return self.chromium
 
     def close(self) -> None:

@@ -7,6 +7,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from playground.conversations.models import Conversation, Message
@@ -73,6 +75,33 @@ def test_the_page_lists_failed_searches_with_todays_rank_and_counts(viewer_clien
     assert f"<code>{ISSUE}</code> · 2" in page and "github · 2" in page  # by tool, by server
 
 
+def test_the_page_reads_the_profiles_searchable_catalog_once(viewer_client, misses, profile):
+    # The rows, their ranks today and the labelled set's counts share one permission-filtered catalog.
+    with CaptureQueriesContext(connection) as queries:
+        page = viewer_client.get(reverse("conversations:search_misses"), {"profile": profile.pk})
+    assert page.status_code == 200 and 'data-failed="3"' in page.content.decode()
+    rule_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_permissionrule"' in q["sql"]]
+    assert len(rule_reads) == 1, rule_reads
+
+
+def test_the_page_ranks_only_its_most_frequent_rows_and_the_command_ranks_more(viewer_client, admin_user, profile, monkeypatch):
+    from playground.conversations import search_misses
+
+    monkeypatch.setattr(search_misses, "PAGE_ROWS_RANKED", 2)
+    monkeypatch.setattr("playground.conversations.views.PAGE_ROWS_RANKED", 2)
+    for n in range(4):  # four distinct failed searches, each followed by the issue tool
+        conversation_with(admin_user, profile, [("user", f"request {n}"), search(f"s{n}", f"bug words {n}"), found(f"s{n}", SLACK),
+                                                call(f"c{n}", ISSUE), done(f"c{n}")])
+    searched = []
+    original = labelled_sets.ranks_now
+    monkeypatch.setattr(labelled_sets, "ranks_now", lambda profile, pairs, **kw: searched.extend(pairs) or original(profile, pairs, **kw))
+    page = viewer_client.get(reverse("conversations:search_misses"), {"profile": profile.pk}).content.decode()
+    assert len(searched) == 2 and page.count('title="only the first rows are ranked"') == 2
+    searched.clear()
+    call_command("search_misses", "--profile", str(profile.pk), "--json", stdout=StringIO())
+    assert len(searched) == 4
+
+
 def test_an_editor_adds_a_row_to_the_labelled_set_once_and_it_exports_in_the_toolsets_format(admin_client, misses, profile):
     page = admin_client.get(reverse("conversations:search_misses"), {"profile": profile.pk}).content.decode()
     assert page.count('data-testid="add-to-labelled-set"') == 1  # the empty search has no tool to label
@@ -130,3 +159,14 @@ def test_the_command_prints_the_rows_and_labels_them(misses, profile):
     text = StringIO()
     call_command("search_misses", "--profile", str(profile.pk), stdout=text)
     assert "3 failed of 3 keyword searches in 2 conversations" in text.getvalue() and "labelled set:" in text.getvalue()
+
+
+def test_the_command_reads_the_searchable_tools_once_however_many_rows_it_labels(admin_user, misses, profile):
+    conversation_with(admin_user, profile, [("user", "Tell the team"), search("s1", "team chat"), found("s1", ISSUE),
+                                            call("c1", SLACK), done("c1")])
+    with CaptureQueriesContext(connection) as queries:
+        call_command("search_misses", "--profile", str(profile.pk), "--label", stdout=StringIO())
+    assert sorted(LabelledQuery.objects.values_list("tool_name", flat=True)) == [ISSUE, SLACK]
+    # the report (its rows and ranks), the labelling and the set's counts after it: one read each
+    rule_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_permissionrule"' in q["sql"]]
+    assert len(rule_reads) == 3, rule_reads

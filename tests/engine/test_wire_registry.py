@@ -33,7 +33,7 @@ def test_the_registry_holds_every_style_once_with_its_facts():
     assert len({s.command_name for s in styles}) == len(styles)
     for style in styles:
         assert isinstance(style, WireStyle) and style.vendor in vendors.VENDORS
-        assert style.planned_as in PLANNING_STYLES and style.label and style.loads_by
+        assert style.planned_as in PLANNING_STYLES and style.label
         assert style.command_name.startswith(f"{style.vendor}-") and registry.by_command_name(style.command_name) is style
     assert [s.name for s in registry.profile_styles()] == ["native", "client", "server", "tool-changes"]
     # The command line, the cost command and compare list every registered style by its command name.
@@ -80,7 +80,6 @@ class EchoTail(AnthropicWire):
     planned_as = NATIVE_STYLE
     profile_choice = True
     label = "Echo tail (test)"
-    loads_by = "a system note"
 
     def messages_body(self, turn: Any) -> dict[str, Any]:
         body = super().messages_body(turn)

@@ -36,6 +36,11 @@ def test_the_style_is_one_registry_entry_with_its_command_name():
     style = wire_style("tool-changes")
     assert by_command_name("anthropic-tool-changes") is style
     assert style.profile_choice and style.vendor == "anthropic" and style.betas == (TOOL_CHANGES_BETA,)
+    # Two loading modes in a task run over every mode: with ToolSearch kept beside the prediction, or not.
+    assert style.loading_modes() == ("tool-changes", "tool-changes+search")
+    assert style.loading_mode(AgentSettings(wire="tool-changes", tool_changes_search=False)) == "tool-changes"
+    assert style.loading_mode(AgentSettings(wire="tool-changes")) == "tool-changes+search"
+    assert wire_style("native").loading_modes() == ("native",)
 
 
 def test_the_first_turn_adds_the_predicted_tools_by_a_system_message(small_catalog):
@@ -96,10 +101,14 @@ def test_compaction_keeps_the_added_tools(small_catalog):
 
 def test_the_threshold_and_k_bound_the_additions(small_catalog):
     first = [person("create an issue in the github repository")]
-    assert turn_for(small_catalog, first, tool_changes_min_score=1e9).tool_changes.added == ()
-    assert turn_for(small_catalog, first, tool_changes_min_score=1e9).tool_changes.below_threshold
-    with pytest.raises(ValueError):
+    above = turn_for(small_catalog, first, tool_changes_k=2).tool_changes
+    under = turn_for(small_catalog, first, tool_changes_k=2, tool_changes_min_score=1e9).tool_changes
+    assert len(above.added) == 2 and under.added == () and under.below_threshold == above.added  # the same top k, none scoring enough
+    assert len(turn_for(small_catalog, first, tool_changes_k=1).tool_changes.added) == 1
+    with pytest.raises(ValueError, match="tool_changes_k must be at least 1"):
         AgentSettings(wire="tool-changes", tool_changes_k=0)
+    with pytest.raises(ValueError, match="tool_changes_min_score must be 0 or more"):
+        AgentSettings(wire="tool-changes", tool_changes_min_score=-1)
 
 
 def test_without_tool_search_the_request_drops_it_and_its_announcement(small_catalog):

@@ -5,7 +5,8 @@ discovery), the requests of a simulated conversation that discovers tools (the s
 after a discovery, cached and not, and its all-tools baseline), its cost figures, and what one
 `TurnPlan` answers over a fixed history (wire request, tokens, announcement, cache vendor, the
 call check). `tests/engine/goldens/wire_styles.json` holds the output captured at e2b5cb0, before
-the wire styles became one family; `test_wire_goldens.py` compares. Regenerate (only for an
+the wire styles became one family (and a style added since, from when it was added); `test_wire_goldens.py`
+compares, and fails for a style rendered without a golden entry. Regenerate (only for an
 intended change, saying why in the commit): `python -m tests.engine.wire_goldens`.
 """
 from __future__ import annotations

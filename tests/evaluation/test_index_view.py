@@ -156,6 +156,7 @@ def test_a_run_stored_before_top_1_shows_a_dash_not_a_zero(admin_client):
     )
     page = admin_client.get(reverse("evaluation:detail", args=[run.pk])).content.decode()
     assert 'title="stored before top-1 was measured"' in page
+    assert "bm25 top-1" not in page and "bm25 recall@5 1.000" in page  # nor a zero bar in the chart
 
 
 def test_a_profiles_own_labelled_set_runs_like_a_toolset(admin_client, monkeypatch, django_capture_on_commit_callbacks):

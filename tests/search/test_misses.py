@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from playground.engine.search.misses import EMPTY, MISSED, SearchMiss, search_misses
+from playground.engine.search.misses import EMPTY, MISSED, SearchMiss, keyword_searches, search_misses
 from tests.search.test_usage import FORECAST, ISSUE, call, references, result, search_use
 
 MERGE = "mcp__gitlab__create_merge_request"
@@ -80,3 +80,15 @@ def test_a_call_closes_the_searches_before_it_and_later_ones_start_afresh():
         call("c2", FORECAST), result("c2"),  # a hit: s1 is not counted again
     ]
     assert search_misses(messages, SEARCHABLE) == [SearchMiss("bug report", MISSED, ISSUE, (MERGE,), "")]
+
+
+def test_keyword_searches_counts_the_keyword_searches_of_both_kinds_and_nothing_else():
+    server_search = {"role": "assistant", "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {"query": "bug report"}}]}
+    messages = [
+        user("Open an issue"), search_use("s1", "bug report"), references("s1", MERGE), server_search,
+        search_use("s2", f"select:{ISSUE}"), search_use("s3", "mcp__github"),  # by name or prefix: not keyword searches
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": ISSUE, "input": {"query": "bug"}}]},
+        {"role": "user", "content": [{"type": "tool_use", "id": "s4", "name": "ToolSearch", "input": {"query": "weather"}}]},
+    ]
+    assert keyword_searches(messages) == 2

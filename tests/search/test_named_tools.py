@@ -69,6 +69,7 @@ def test_in_a_sentence_only_an_identifier_names_a_tool(catalog):
     # Plain words that spell a name are ordinary words in a sentence ("create an issue" is a
     # request, not the tool create_issue); an identifier-shaped token is a deliberate mention.
     index = mention_index(catalog)
+    assert mention_index(catalog) is index  # built once per catalog, kept with it
     sentence = "I would like to find symbol definitions in the code of this project"
     assert [m.name for m in index.mentions(sentence)] == ["mcp__lsp__find_symbol"]
     assert index.mentions(sentence, spaced=False) == []

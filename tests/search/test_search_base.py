@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from playground.engine.search.base import load_backend, read_query, split_terms
+from playground.engine.search.base import load_backend, read_query
+from playground.engine.search.query import split_terms
 from playground.engine.search.backends import DEFAULT_BACKEND, BUILTIN_BACKENDS, get_backend
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
 

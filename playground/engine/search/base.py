@@ -20,15 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from playground.engine.memory import collector_paused, return_freed_memory
-from playground.engine.search.query import JS_WHITESPACE as JS_WHITESPACE
-from playground.engine.search.query import MAX_QUERY_CHARS as MAX_QUERY_CHARS
-from playground.engine.search.query import MAX_QUERY_TERMS as MAX_QUERY_TERMS
-from playground.engine.search.query import MAX_SELECT_CHARS as MAX_SELECT_CHARS
-from playground.engine.search.query import SELECT_PREFIX as SELECT_PREFIX
-from playground.engine.search.query import QueryKind as QueryKind
 from playground.engine.search.query import QueryReading, js_trim, read_query
-from playground.engine.search.query import check_query_size as check_query_size
-from playground.engine.search.query import split_terms as split_terms
 from playground.engine.search.mentions import MENTION_RULE, Mention, named_tools
 from playground.engine.tools import MCP_PREFIX, ToolCatalog
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from playground.engine.search.base import JS_WHITESPACE, QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.base import QueryReading, ScoredTool, SearchBackend, TermContribution
+from playground.engine.search.query import JS_WHITESPACE
 from playground.engine.search.names import parse_tool_name, whole_word_pattern
 from playground.engine.search.naive import (
     POINTS_DESCRIPTION_WORD,

@@ -22,8 +22,6 @@ a request, not a mention of the tool.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -94,25 +92,10 @@ def _words_of(name: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(_CAMEL.sub(r"\1 \2", name).replace("_", " ").replace("-", " ").lower()))
 
 
-_INDEX_CACHE_SIZE = 4
-_indexes: OrderedDict[str, MentionIndex] = OrderedDict()
-_lock = threading.Lock()
-
-
 def mention_index(catalog: ToolCatalog) -> MentionIndex:
-    """The catalog's index, built once per catalog fingerprint (a few are kept, as backends do)."""
-    key = catalog.fingerprint
-    with _lock:
-        index = _indexes.get(key)
-        if index is not None:
-            _indexes.move_to_end(key)
-            return index
-    index = MentionIndex(catalog)
-    with _lock:
-        _indexes[key] = index
-        while len(_indexes) > _INDEX_CACHE_SIZE:
-            _indexes.popitem(last=False)
-    return index
+    """The catalog's index, built once per catalog and kept with it (`ToolCatalog.kept`, as the
+    required-term filter is): every backend over the catalog shares it."""
+    return catalog.kept(("mention index", MentionIndex), lambda: MentionIndex(catalog))
 
 
 def named_tools(query: str, catalog: ToolCatalog, required: Sequence[str] = ()) -> list[Mention]:

@@ -87,8 +87,7 @@ def search_misses(messages: Sequence[Message], searchable: Collection[str]) -> l
             block_id = block.get("id")
             if role == "assistant" and kind in ("tool_use", "server_tool_use") and isinstance(block_id, str):
                 name = block.get("name")
-                query = (block.get("input") or {}).get("query") if isinstance(block.get("input"), dict) else None
-                if name in (TOOL_SEARCH_NAME, SERVER_BM25_SEARCH) and isinstance(query, str):
+                if (query := _search_query(block)) is not None:
                     if is_usage_evidence(query):
                         searches[block_id] = _Search(query=" ".join(query.split()))
                     elif name == TOOL_SEARCH_NAME and (reading := read_query(query)).kind == "select":
@@ -122,13 +121,13 @@ def search_misses(messages: Sequence[Message], searchable: Collection[str]) -> l
 
 def keyword_searches(messages: Sequence[Message]) -> int:
     """How many keyword searches (usage evidence) a history holds: the denominator of a miss rate."""
-    count = 0
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for block in blocks_of(message):
-            query = (block.get("input") or {}).get("query") if isinstance(block.get("input"), dict) else None
-            if block.get("type") in ("tool_use", "server_tool_use") and block.get("name") in (TOOL_SEARCH_NAME, SERVER_BM25_SEARCH) \
-                    and isinstance(query, str) and is_usage_evidence(query):
-                count += 1
-    return count
+    return sum(1 for message in messages if message.get("role") == "assistant" for block in blocks_of(message)
+               if (query := _search_query(block)) is not None and is_usage_evidence(query))
+
+
+def _search_query(block: dict) -> str | None:
+    """The query of a search call (ToolSearch, or Anthropic's server-side BM25 search); None for any other block."""
+    if block.get("type") not in ("tool_use", "server_tool_use") or block.get("name") not in (TOOL_SEARCH_NAME, SERVER_BM25_SEARCH):
+        return None
+    query = block["input"].get("query") if isinstance(block.get("input"), dict) else None
+    return query if isinstance(query, str) else None

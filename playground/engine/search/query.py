@@ -2,7 +2,7 @@
 JavaScript's whitespace rules, and the limits of a query a person types.
 
 Its own module so that what reads queries without searching (the usage log, usage.py) needs nothing
-of the backends' contract (base.py), which re-exports these names.
+of the backends' contract (base.py).
 """
 from __future__ import annotations
 

@@ -13,4 +13,3 @@ class AnthropicClient(AnthropicWire):
     label = "Client-side (any model or gateway)"
     short_label = "client-side (text)"
     compare_label = "client-side list (ToolSearch returns JSON)"
-    loads_by = "ToolSearch's JSON text; the tool joins the next request's tools"

@@ -13,4 +13,3 @@ class AnthropicNative(AnthropicWire):
     label = "Native (defer_loading + tool_reference)"
     short_label = "native (tool_reference)"
     compare_label = "native (defer_loading + tool_reference)"
-    loads_by = "a ToolSearch tool_result of tool_reference blocks, expanded by the API"

@@ -48,7 +48,6 @@ class AnthropicServerSearch(AnthropicWire):
     label = "Anthropic server-side search tool"
     short_label = "server-side search (Anthropic)"
     compare_label = "Anthropic's server-side search tool"
-    loads_by = "the server's tool_search_tool_result of tool_references, inside the assistant message"
     searches_on_server = True
     search_call_prefix = "srvtoolu_"
     server_search_variants = tuple(SERVER_SEARCH_TOOLS)

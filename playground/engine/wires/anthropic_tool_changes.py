@@ -28,6 +28,7 @@ from playground.engine.history import (
     TOOL_REMOVAL,
     blocks_of,
     changed_tool_name,
+    fold_tool_changes,
     referenced_tool_names,
     tool_change_blocks,
 )
@@ -37,6 +38,7 @@ from playground.engine.tools import TOOL_SEARCH_NAME, Tool
 from playground.engine.wires.anthropic import AnthropicWire
 
 TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
+WITH_SEARCH = "+search"  # the loading mode of a profile that keeps ToolSearch (`tool_changes_search`)
 DEFAULT_TOOL_CHANGES_K = 5
 DEFAULT_TOOL_CHANGES_MIN_SCORE = 0.0  # any positive score: the backend ranks only tools that share a term
 MAX_PREDICTION_QUERY_CHARS = 500  # the person's message as the query: its opening is what names the task
@@ -83,12 +85,7 @@ def offered_names(messages: list[dict[str, Any]], carried: Any = ()) -> list[str
     offered = dict.fromkeys(carried)
     for message in messages:
         if message.get("role") == "system":
-            for block in tool_change_blocks([message]):
-                name = changed_tool_name(block)
-                if name is not None and block["type"] == TOOL_REMOVAL:
-                    offered.pop(name, None)
-                elif name is not None:
-                    offered.setdefault(name, None)
+            fold_tool_changes(offered, [message])
         else:
             offered.update(dict.fromkeys(n for n in referenced_tool_names([message]) if n not in offered))
     return list(offered)
@@ -112,9 +109,14 @@ class AnthropicToolChanges(AnthropicWire):
     label = "Anthropic tool changes (tool_addition, predicted by the harness)"
     short_label = "tool changes (tool_addition)"
     compare_label = "mid-conversation tool changes (tool_addition)"
-    loads_by = "a role: system message of tool_addition blocks the harness adds before the turn"
     betas = (TOOL_CHANGES_BETA,)
-    predicts_tools = True
+
+    # -- loading modes: with ToolSearch kept beside the prediction, or not ---------------------------
+    def loading_modes(self) -> tuple[str, ...]:
+        return (self.name, self.name + WITH_SEARCH)
+
+    def loading_mode(self, settings: Any) -> str:
+        return self.name + WITH_SEARCH if settings.tool_changes_search else self.name
 
     # -- what the turn changes -------------------------------------------------------------------
     def tool_changes(self, turn: Any) -> ToolChanges | None:

@@ -52,7 +52,6 @@ class WireStyle:
     label: ClassVar[str]  # the profile form's choice, and where a page names the style in full
     short_label: ClassVar[str] = ""  # the inspector's and model view's menus ("": `label`)
     compare_label: ClassVar[str] = ""  # compare's "vendor and wire style" menu, after the vendor ("": `label`)
-    loads_by: ClassVar[str]  # how the model gets a discovered tool's definition, in a few words (docs, pages)
     # The vendor's own search loads tools inside its response (no ToolSearch round trip of ours).
     searches_on_server: ClassVar[bool] = False
     server_search_variants: ClassVar[tuple[str, ...]] = ()  # the server-side search tools it takes (`AgentSettings.server_search`)
@@ -62,9 +61,6 @@ class WireStyle:
     # a tool_result naming a tool can load it (load-on-call): False where a function is loaded only
     # through a search's own output (OpenAI's tool_search styles)
     loads_from_tool_result: ClassVar[bool] = True
-    # the harness adds the tools it predicts before each user turn (tool_changes); its profiles may
-    # keep ToolSearch beside the prediction, which the every-mode task run counts as a mode of its own
-    predicts_tools: ClassVar[bool] = False
 
     # -- names ------------------------------------------------------------------------------------------
     @property
@@ -80,6 +76,16 @@ class WireStyle:
 
     def __repr__(self) -> str:
         return f"<wire style {self.name}>"
+
+    # -- loading modes (a task run over every mode, agenteval) --------------------------------------------
+    def loading_modes(self) -> tuple[str, ...]:
+        """The loading modes this style plays: its name, and one more for each profile setting that
+        changes what its model is offered (`loading_mode` tells which a profile runs)."""
+        return (self.name,)
+
+    def loading_mode(self, settings: Any) -> str:
+        """Which of `loading_modes` a profile's engine settings (`requests.AgentSettings`) run."""
+        return self.name
 
     # -- settings ---------------------------------------------------------------------------------------
     def default_settings(self) -> dict[str, Any]:

@@ -20,7 +20,6 @@ class OpenAIClient(OpenAIWire):
     api = RESPONSES_API
     label = "OpenAI tool_search answered by our backend (Responses)"
     compare_label = "tool_search answered by our backend (Responses)"
-    loads_by = "a tool_search_output of our backend's matches, with their definitions"
     loads_from_tool_result = False  # a function is loaded only through a tool_search_output
 
     def build_request(self, turn: Any) -> dict[str, Any]:

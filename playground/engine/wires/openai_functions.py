@@ -18,7 +18,6 @@ class OpenAIFunctions(OpenAIWire):
     api = CHAT_COMPLETIONS_API
     label = "OpenAI ToolSearch function (Chat Completions)"
     compare_label = "ToolSearch function (Chat Completions)"
-    loads_by = "ToolSearch's JSON text; the tool joins the next request's functions"
 
     def build_request(self, turn: Any) -> dict[str, Any]:
         plan = turn.request

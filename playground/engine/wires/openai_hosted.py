@@ -23,7 +23,6 @@ class OpenAIHosted(OpenAIWire):
     api = RESPONSES_API
     label = "OpenAI hosted tool_search (Responses)"
     compare_label = "hosted tool_search (Responses)"
-    loads_by = "OpenAI's own tool_search_output, injected at the end of the context"
     loads_from_tool_result = False  # a function is loaded only through a tool_search_output
     searches_on_server = True
     search_call_prefix = "call_"

@@ -98,11 +98,6 @@ def counterpart(name: str, vendor: str) -> WireStyle:
     raise ValueError(f"no {vendor} wire style plays the {wanted!r} profile style")
 
 
-def vendor_of(name: str) -> str:
-    """Whose API (and prompt cache) a style's requests go to."""
-    return wire_style(name).vendor
-
-
 def settings_for_vendor(settings: Any, vendor: str, default_model: str = "") -> Any:
     """A profile's engine settings (`requests.AgentSettings`) as `vendor`'s model gets them: its wire
     style as that vendor's counterpart (`counterpart`), with `default_model` where the profile names

@@ -31,16 +31,18 @@ class Command(BaseCommand):
         report = profile_misses(profile, conversations=options["conversations"])
         added = 0
         if options["label"]:
+            searchable = labelled_sets.searchable_names(profile)  # once, not once per row
             for row in report.rows:
                 if row.labellable:
                     try:
-                        _row, created = labelled_sets.add_labelled_query(profile, row.query, row.tool, conversation_id=row.conversation_ids[0])
+                        _row, created = labelled_sets.add_labelled_query(profile, row.query, row.tool, conversation_id=row.conversation_ids[0],
+                                                                         searchable=searchable)
                     except labelled_sets.LabelRefused as exc:
                         self.stderr.write(f"not labelled: {exc}")
                         continue
                     added += created
                     row.labelled = True
-        counts = labelled_sets.split_counts(profile)
+        counts = labelled_sets.split_counts(profile) if added else report.labelled_set
         if options["json"]:
             self.stdout.write(json.dumps({
                 "profile": profile.name, "conversations": report.conversations, "keyword_searches": report.searches,
