@@ -27,8 +27,9 @@ def home(request):
         "tool_count": tools["count"],
         "deferred_count": len(list(filtered.permitted.deferred)),
         "denied_count": len(filtered.excluded),
-        # "If all were sent": the tools a request could carry, so not those a deny rule removes (the
-        # tool list's and the model view's figure).
+        # "If all were sent": the tools a request could carry, so not those a deny rule removes. The
+        # registry's per-tool estimates summed, as the tool list sums them (which keeps denied tools);
+        # the model view counts the request's own tool dicts, so its figure differs by a fraction of a percent.
         "tool_tokens": (tools["tokens"] or 0) - _tokens_of(filtered.excluded_names),
         "server_count": McpServer.objects.count(),
         "profile_count": AgentProfile.objects.count(),

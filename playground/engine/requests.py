@@ -136,6 +136,12 @@ class AgentSettings:
         return wire_style(self.wire).planned_as
 
     @property
+    def keeps_tool_search(self) -> bool:
+        """Whether ToolSearch (and the announcement naming what it finds) is part of the request: the
+        wire style decides (the tool-changes style without search drops both)."""
+        return wire_style(self.wire).keeps_tool_search(self)
+
+    @property
     def announcement_budget_tokens(self) -> int:
         return self.announcement_budget or max(MIN_BUDGET_TOKENS, int(self.context_window * DEFAULT_BUDGET_SHARE))
 
@@ -359,13 +365,18 @@ def build_request(
     # would never see its schema.
     native = settings.planned_as == NATIVE_STYLE
     referenced = set(referenced_tool_names(state.messages)) if native else set()
-    tools = [t.to_api() for t in loaded] + [TOOL_SEARCH_TOOL.to_api()]
+    # ToolSearch, unless the wire style drops it; the API refuses a request whose every tool is
+    # deferred, so it stays when nothing else is loaded.
+    keeps_search = settings.keeps_tool_search or not loaded
+    tools = [t.to_api() for t in loaded] + ([TOOL_SEARCH_TOOL.to_api()] if keeps_search else [])
     tools += [permitted.get(n).to_api(defer_loading=n in referenced) for n in discovered]
     sent_names = [t["name"] for t in tools]
     messages = drop_dangling_references(history, sent_names) if native else strip_tool_references(history)
 
-    if first is not None and settings.announcement_style == "full":
-        announcement: Announcement | None = first
+    if not keeps_search:  # the announcement names tools to load with ToolSearch
+        announcement: Announcement | None = None
+    elif first is not None and settings.announcement_style == "full":
+        announcement = first
     else:
         announcement = announce(
             [t.name for t in deferred],

@@ -22,6 +22,7 @@ from playground.engine.toolsearch_tool import (
     run_tool_search,
 )
 from playground.engine.wires.anthropic_server import SERVER_SEARCH_TOOLS, server_search_tool
+from playground.engine.wires.base import WireStyle
 from playground.engine.wires.registry import wire_style
 from playground.registry import adapter, backends, inspector_options, ports
 from playground.registry.models import AgentProfile
@@ -311,11 +312,17 @@ class ModelPreview:
 
     @property
     def system(self) -> str:
-        """The system prompt the request carries: a Responses body's `instructions` (absent: none),
-        otherwise the plan's system prompt (the Messages API's `system`, a Chat body's system message)."""
+        """The system prompt the request carries, as sent (not the plan's: tool changes without
+        ToolSearch leave its announcement out): a Responses body's `instructions`, the Messages API's
+        `system` (text, or text blocks once cache breakpoints are set), a Chat body's system message;
+        none of them: none."""
         if "input" in self.request:
             return str(self.request.get("instructions") or "")
-        return self.plan.system
+        if "system" in self.request:
+            system = self.request["system"]
+            return "\n\n".join(block.get("text", "") for block in system) if isinstance(system, list) else str(system)
+        first = (self.request.get("messages") or [{}])[0]
+        return first["content"] if first.get("role") == "system" and isinstance(first.get("content"), str) else ""
 
     @property
     def loaded_tools(self) -> list[dict[str, Any]]:
@@ -362,6 +369,12 @@ class ProfileSettings:
     @property
     def server_search(self) -> str:
         return self.agent.server_search
+
+    @property
+    def predicts_tools(self) -> bool:
+        """A style whose harness changes the history before each turn (`WireStyle.tool_changes`: tool
+        changes' prediction): the profile's k, threshold and ToolSearch choice apply to it."""
+        return type(wire_style(self.agent.wire)).tool_changes is not WireStyle.tool_changes
 
     @property
     def wire_style_label(self) -> str:

@@ -29,3 +29,14 @@ def test_the_shipped_demo_set_is_the_default_and_runs(logged_in_page):
     assert re.fullmatch(r"\d+ of 12", page.inner_text("td.empty-answers").strip())
     assert re.fullmatch(r"\d+ of 19", page.inner_text("td.nonsense").strip())
     screenshot(page, "evaluation-demo-set-done")
+
+    # Back on the index at 1280 px, the latest run's fourteen-column table sits in the half-width card
+    # beside the form: it scrolls in its own box, the page does not grow sideways.
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto("/evaluation/")
+    table = page.wait_for_selector("table.eval-table")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    boxes = table.evaluate("t => { const card = t.closest('.card').getBoundingClientRect(), box = t.parentElement.getBoundingClientRect();"
+                           " return {card: card.right, box: box.right, scrolls: getComputedStyle(t.parentElement).overflowX}; }")
+    assert boxes["card"] <= 1280 and boxes["box"] <= boxes["card"] and boxes["scrolls"] == "auto", boxes
+    screenshot(page, "evaluation-index-latest-run")

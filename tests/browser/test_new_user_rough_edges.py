@@ -34,6 +34,8 @@ def test_the_permissions_page_fits_1280_and_breaks_tool_names_between_words(logg
     page.set_viewport_size({"width": 1280, "height": 800})
     page.goto("/permissions/")
     page.wait_for_selector("[data-testid=rules-table]")
+    # The preview ("what the model sees", its prompt-cache table included) arrives after the page: wait for it.
+    page.wait_for_selector("#permissions-preview [data-testid=model-view-cache] table")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     # Each line of a wrapped pattern ends where the name has a break (after "_", "-", "*"), never mid-word.
     lines = page.locator("[data-testid=rule-row] td.mono").evaluate_all("""cells => cells.map(cell => {

@@ -123,3 +123,41 @@ def test_cancel_on_the_run_page_stops_the_running_task_and_the_rest(logged_in_pa
     page.wait_for_selector(f"{PANEL}[data-status=cancelled]")
     assert page.locator("[data-testid=task-cell][data-status=cancelled]").count() == 3
     assert page.locator("[data-testid=cancel-run]").count() == 0
+
+
+def test_an_every_mode_run_page_fits_1280(logged_in_page, admin_user):
+    """Eight loading modes (every mode since tool changes joined) make an eight-column task grid of
+    tool-name badges: it scrolls in its own box, the page stays 1280 px wide."""
+    from playground.conversations import services as conversation_services
+    from playground.conversations.events import ChatMessage, ToolCall, ToolResult, TurnFinished, record_event
+
+    names = ["Tool search off", "Tool search on (native)", "Client-side (gateway)", "Tool changes (predicted)",
+             "Tool changes + search", "OpenAI hosted tool_search", "OpenAI client tool_search", "OpenAI functions"]
+    profiles = [AgentProfile.objects.create(name=name, tool_search_mode="true", wire_style="native", provider="demo") for name in names]
+    task_set = TaskSet.objects.create(name="every mode", source=TaskSet.Source.UPLOAD)
+    task = task_set.tasks.create(external_id="paris", query="What is the weather forecast for Paris?", expected_tools=[WEATHER], position=1)
+    run = TaskRun.objects.create(task_set=task_set, status="done", created_by=admin_user,
+                                 profiles=[{"id": p.pk, "name": p.name, "provider": "demo"} for p in profiles])
+    for position, profile in enumerate(profiles):
+        conversation = conversation_services.start_conversation(admin_user, profile=profile)
+        record_event(conversation, ChatMessage(role="user", text=task.query))
+        record_event(conversation, ToolCall(tool_use_id="t1", name=WEATHER))
+        record_event(conversation, ToolResult(tool_use_id="t1", name=WEATHER))
+        record_event(conversation, TurnFinished(turn=1, stop_reason="end_turn", status="idle", final=True, reason="end_turn"),
+                     status=Conversation.Status.IDLE)
+        item = TaskRunItem.objects.create(run=run, task=task, profile_name=profile.name, position=position,
+                                          conversation=conversation, status="running")
+        item.measures = services.measure_item(item)
+        item.status = "done"
+        item.save()
+
+    page = logged_in_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"/agent-eval/runs/{run.pk}/")
+    grid = page.wait_for_selector("[data-testid=task-grid]")
+    assert page.locator("[data-testid=task-grid] [data-outcome=success]").count() == 8
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    box = grid.evaluate("t => ({card: t.closest('.card').getBoundingClientRect().right,"
+                        " box: t.parentElement.getBoundingClientRect().right, scrolls: getComputedStyle(t.parentElement).overflowX})")
+    assert box["card"] <= 1280 and box["box"] <= box["card"] and box["scrolls"] == "auto", box
+    screenshot(page, "task-run-every-mode")

@@ -117,6 +117,10 @@ def test_without_tool_search_the_request_drops_it_and_its_announcement(small_cat
     names = [t["name"] for t in body["tools"]]
     assert "ToolSearch" not in names and "system" not in body
     assert turn.wire_announcement is None and turn.wire_tokens.announcement_tokens == 0
+    # the plan says the same as the wire (pages and events read the plan): no ToolSearch loaded, no
+    # announcement in the system prompt, and the tokens sent are the tools actually sent
+    assert "ToolSearch" not in turn.request.loaded_tools and turn.request.announcement is None
+    assert turn.request.system == turn.settings.system_prompt
     with_search = turn_for(small_catalog, [person("create an issue in the github repository")])
     assert "ToolSearch" in [t["name"] for t in with_search.wire_request()["tools"]] and with_search.wire_announcement
 

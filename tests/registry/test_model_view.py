@@ -131,5 +131,13 @@ def test_the_tool_changes_style_shows_what_it_adds_for_the_persons_message(viewe
     assert preview.request["messages"][-1]["role"] == "system"
     assert TOOL_SEARCH_TOOL.name not in [t["name"] for t in preview.request["tools"]]
     assert 'data-testid="added-tool">mcp__github__create_issue' in response.content.decode()
+    # Its request announces nothing (the tools array defers them, the prediction adds them): the system
+    # prompt shown is the one sent, not the plan's with the announcement.
+    assert "available-deferred-tools" not in preview.request.get("system", "")
+    assert '<pre data-testid="system-prompt">(none)</pre>' in response.content.decode()
+    profile.tool_changes_search = True  # ToolSearch kept: the deferred names are announced for it
+    profile.save()
+    kept = viewer_client.get(URL, {"profile": profile.pk, "message": "create a github issue"}, headers=HTMX).content.decode()
+    assert '<pre data-testid="system-prompt">&lt;available-deferred-tools&gt;' in kept
     too_long = viewer_client.get(URL, {"profile": profile.pk, "message": "x" * 3000}, headers=HTMX)
     assert too_long.status_code == 200 and "longer than" in too_long.content.decode()

@@ -179,3 +179,23 @@ def test_a_profile_takes_an_absolute_token_threshold_and_the_model_view_decides_
     assert profile.tool_search_mode == "auto:1.5m tokens"
     page = admin_client.get(reverse("registry:model_view") + f"?profile={profile.pk}").content.decode()
     assert "auto:1500000tokens" in page
+
+
+def test_the_detail_page_shows_a_tool_changes_profiles_prediction_settings(admin_client):
+    """The form's three tool-changes fields are what the engine gets: the detail page says them, and
+    says nothing of them for a style that predicts nothing."""
+    admin_client.post(reverse("registry:profile_create"), form_data(
+        wire_style="tool-changes", tool_changes_k=3, tool_changes_min_score="0.25", tool_changes_search=""))
+    profile = AgentProfile.objects.get(name="New profile")
+    page = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert ('data-testid="profile-tool-changes">before each message, the top 3 scoring at least 0.25 added by tool_addition; '
+            "no ToolSearch (the prediction only)</dd>") in page
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(
+        wire_style="tool-changes", tool_changes_k=5, tool_changes_min_score="0", tool_changes_search="on"))
+    page = admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()
+    assert ('data-testid="profile-tool-changes">before each message, the top 5 scoring at least 0 added by tool_addition; '
+            "ToolSearch kept for what the prediction missed</dd>") in page
+    admin_client.post(reverse("registry:profile_edit", args=[profile.pk]), form_data(tool_changes_k=5, tool_changes_min_score="0"))
+    profile.refresh_from_db()
+    assert profile.wire_style == "client"
+    assert 'data-testid="profile-tool-changes"' not in admin_client.get(reverse("registry:profile_detail", args=[profile.pk])).content.decode()

@@ -34,7 +34,7 @@ from playground.engine.history import (
 )
 from playground.engine.search.base import ToolSearchResult
 from playground.engine.toolsearch_tool import NATIVE_STYLE
-from playground.engine.tools import TOOL_SEARCH_NAME, Tool
+from playground.engine.tools import Tool
 from playground.engine.wires.anthropic import AnthropicWire
 
 TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
@@ -152,8 +152,8 @@ class AnthropicToolChanges(AnthropicWire):
         return [n for n in offered_names(turn.state.messages, carried) if n in turn.catalog]
 
     # -- the request --------------------------------------------------------------------------------
-    def keeps_tool_search(self, turn: Any) -> bool:
-        return bool(turn.settings.tool_changes_search)
+    def keeps_tool_search(self, settings: Any) -> bool:
+        return bool(settings.tool_changes_search)
 
     def declared_tools(self, turn: Any) -> list[dict[str, Any]]:
         """`tools`, the same every turn: loaded, ToolSearch (if kept), every permitted deferred tool
@@ -162,11 +162,7 @@ class AnthropicToolChanges(AnthropicWire):
         if not plan.decision.enabled:
             return list(plan.tools)
         deferred = set(plan.discovered_tools) | set(plan.deferred_tools)
-        loaded = [t for t in plan.tools if t["name"] not in deferred
-                  and (t["name"] != TOOL_SEARCH_NAME or self.keeps_tool_search(turn))]
-        if not self.keeps_tool_search(turn) and not loaded:
-            # The API refuses a request whose every tool is deferred: ToolSearch stays then.
-            loaded = [t for t in plan.tools if t["name"] not in deferred]
+        loaded = [t for t in plan.tools if t["name"] not in deferred]  # ToolSearch as the plan decided
         tools = loaded + [tool.to_api(defer_loading=True) for tool in plan.searchable.deferred]
         declared = {t["name"] for t in tools}
         pending = turn.tool_changes
@@ -240,10 +236,6 @@ class AnthropicToolChanges(AnthropicWire):
             if result.matches else []
 
     # -- what the model sees ------------------------------------------------------------------------
-    def announces(self, turn: Any) -> bool:
-        """The deferred-tools announcement names tools to load with ToolSearch: sent only when it stays."""
-        return self.keeps_tool_search(turn)
-
     def offered_tool_names(self, turn: Any, body: dict[str, Any]) -> frozenset[str]:
         """What the model may call: the tools without defer_loading, plus those the history's changes
         (this turn's included) and ToolSearch's references leave offered."""

@@ -109,6 +109,10 @@ class WireStyle:
         loop stores, with why), or None: only the "tool-changes" style changes anything."""
         return None
 
+    def keeps_tool_search(self, settings: Any) -> bool:
+        """Whether the plan carries ToolSearch and its announcement (`AgentSettings.keeps_tool_search`)."""
+        return True
+
     def announces(self, turn: Any) -> bool:
         """Whether the plan's deferred-tools announcement goes on the wire this turn."""
         return self.sends_announcement

@@ -39,6 +39,7 @@ def profile_detail(request, pk: int):
         "profile": profile,
         "settings_obj": settings_obj,
         "wire_style_label": resolved.wire_style_label if resolved else profile.wire_style,
+        "predicts_tools": resolved.predicts_tools if resolved else False,
         "provider_label": ports.providers().provider_label(profile.provider),
         "catalog_count": len(catalog),
         "narrowed_count": len(narrowed),
