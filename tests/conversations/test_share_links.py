@@ -241,7 +241,8 @@ def test_anonymous_frames_carry_no_forms_no_internal_id_and_no_account_name(admi
     from playground.conversations.fragments import render_event_frame
 
     owner = django_user_model.objects.create_user(username="carol-owner", password="x")
-    conversation = Conversation.objects.create(owner=owner, title="Push docs")
+    # An id no page text holds by chance (pk 8 on PostgreSQL matched `charset="utf-8"`, a small one a date's "-12-").
+    conversation = Conversation.objects.create(pk=987_654, owner=owner, title="Push docs")
     record_event(conversation, ev.ChatMessage(role="user", text="Push the docs", author="carol-owner"))
     record_event(conversation, ev.ActedForOwner(actor=admin_user.username, actor_role="admin", action="sent a message"))
     record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="mcp__github__push_files",
