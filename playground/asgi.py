@@ -29,8 +29,9 @@ from playground.routing import websocket_urlpatterns
 
 # Import every view and model provider now, while the process starts, not on a first request: Django
 # resolves the URLconf lazily and providers are found by dotted path, and importing them (the engine,
-# the search backends, the anthropic and openai SDKs' thousands of types) made the first page a
-# person opened after a start take seconds (issue 46: 7.4 s for Conversations, whose form lists the providers).
+# the search backends) made the first page a person opened after a start take seconds (issue 46: 7.4 s
+# for Conversations, whose form lists the providers). The anthropic and openai SDKs are not imported
+# here: a provider imports its SDK when it makes a client (in the worker); the web process reads facts.
 URL_PATTERNS = get_resolver().url_patterns
 PROVIDER_CLASSES = {key: provider_class(key) for key in settings.MODEL_PROVIDERS}
 

@@ -13,6 +13,7 @@ the conversation has a working share link, a second frame is rendered for its an
 from __future__ import annotations
 
 import logging
+import time
 
 from django.utils import timezone
 
@@ -62,5 +63,23 @@ def _render(conversation_id: int, event: Event, status: str, *, shared: bool = F
     return render_event_frame(Conversation(pk=conversation_id, status=status), event, shared=shared)
 
 
+# Whether a conversation has a working share link, as last read (monotonic time, answer) per conversation.
+# Read at most once per SHARE_STATE_SECONDS, not once per event: the query cost more than rendering an
+# event's frame (0.70 vs 0.29 ms on PostgreSQL, docs/benchmarks.md). A stale answer is safe either way:
+# without `shared_frame` an anonymous socket reads the rows itself (`consumers.conversation_event`), and
+# a frame rendered for a link just revoked goes to no socket (revoking closes them).
+SHARE_STATE_SECONDS = 2.0
+_share_state: dict[int, tuple[float, bool]] = {}
+
+
 def _is_shared(conversation_id: int) -> bool:
-    return ShareLink.objects.filter(conversation_id=conversation_id, revoked_at__isnull=True, expires_at__gt=timezone.now()).exists()
+    now = time.monotonic()
+    known = _share_state.get(conversation_id)
+    if known is not None and now - known[0] < SHARE_STATE_SECONDS:
+        return known[1]
+    shared = ShareLink.objects.filter(conversation_id=conversation_id, revoked_at__isnull=True,
+                                      expires_at__gt=timezone.now()).exists()
+    if len(_share_state) > 10_000:  # a long-lived worker: forget the old ones
+        _share_state.clear()
+    _share_state[conversation_id] = (now, shared)
+    return shared

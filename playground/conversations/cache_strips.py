@@ -52,12 +52,11 @@ class ConversationCache:
                 self.baseline.send(plan.all_tools_request(plan.state.messages[:count]), at)
             self.sent += 1
 
-    def account(self, plan: TurnPlan, request: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The split of `request`, sent now (the body as stored, so a later run's replay keys it the
-        same), and its all-tools baseline's; the strip's fields before the API answers. `body` is the
-        turn's `events.request_body(request)` when the caller has it (it is made once per turn)."""
+    def account(self, plan: TurnPlan, request: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        """The split of `request`, sent now (`body`, the turn's `events.request_body(request)` as its
+        model_request event stores it, made once per turn: a later run's replay keys it the same), and
+        its all-tools baseline's; the strip's fields before the API answers."""
         at = time.time()
-        body = ev.request_body(request) if body is None else body
         split = self.model.send(request if body.get("too_large") else body, at)
         baseline = self.baseline.send(plan.all_tools_request(), at)
         model, ttl = plan.settings.model, plan.settings.prompt_cache_ttl

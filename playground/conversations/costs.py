@@ -18,13 +18,10 @@ from playground.conversations.models import Event
 from playground.engine.pricing import PriceTable, Usage, priced_model, unpriced_name
 from playground.registry.prices import current_price_table
 
-# The deployment's table (a malformed PRICE_TABLE stops the processes at start: settings.py).
-price_table = current_price_table
-
 
 def call_cost(usage: Mapping[str, Any] | None, model: str, ttl: str = "", *, table: PriceTable | None = None) -> float | None:
     """Dollars of one model call (its saved `usage`); None when the model has no price."""
-    return (table or price_table()).call_cost(Usage.of(usage), model, ttl)
+    return (table or current_price_table()).call_cost(Usage.of(usage), model, ttl)
 
 
 @dataclass
@@ -51,7 +48,7 @@ class CostTotal:
 
 def total_of(calls: Iterable[tuple[Mapping[str, Any] | None, str, str]], *, table: PriceTable | None = None) -> CostTotal:
     """The total of (usage, model, ttl) calls."""
-    table = table or price_table()
+    table = table or current_price_table()  # a malformed PRICE_TABLE stops the processes at start
     total = CostTotal()
     for usage, model, ttl in calls:
         total.add(call_cost(usage, model, ttl, table=table), model)

@@ -275,6 +275,16 @@ class ToolSearchQuery(LoopEvent):
     predicted: bool = False
     removed: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, tool_use_id: str, result: Any, **fields: Any) -> ToolSearchQuery:
+        """The event of one search of ours (an engine `ToolSearchResult`): how the query was read, the
+        ranking, what it loaded and why; `fields` replace or add to these."""
+        data = result.to_dict()
+        return cls(**{"tool_use_id": tool_use_id, "query": result.query, "backend": result.backend, "reading": data["reading"],
+                      "scored": data["scored"], "loaded": list(result.matches), "already_loaded": data["already_loaded"],
+                      "not_found": data["not_found"], "total_deferred_tools": result.total_deferred_tools,
+                      "notes": list(result.notes), **fields})
+
 
 @dataclass
 class ToolCall(LoopEvent):

@@ -5,7 +5,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from playground.conversations.models import Conversation
-from playground.conversations.providers import provider_choices, provider_class, provider_key_for, provider_label
+from playground.conversations.providers import (
+    provider_choices,
+    provider_class,
+    provider_key_for,
+    provider_label,
+    vendor_provider_keys,
+)
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.conversations.sharing import expiry_options
 from playground.registry import availability
@@ -168,12 +174,10 @@ class ConversationFilterForm(forms.Form):
 
 
 # -- compare: a vendor and wire style per side (kept apart from the rest of the form for easy merges) --
-# Each vendor's provider and its offline stand-in (the demo agent on that vendor's wire).
-VENDOR_PROVIDERS: dict[str, tuple[str, str]] = {"anthropic": ("anthropic", "demo"), "openai": ("openai", "demo-openai")}
-# A side's wire on the wire, every registered style as `toolsearch request` names it: (vendor's
-# provider, its offline stand-in, the profile wire style that runs as it on that vendor).
-VENDOR_WIRES: dict[str, tuple[str, str, str]] = {
-    style.command_name: (*VENDOR_PROVIDERS[style.vendor], profile_style_of(style.name)) for style in wire_styles()}
+# A side's wire on the wire, every registered style as `toolsearch request` names it: (its vendor,
+# the profile wire style that runs as it on that vendor).
+VENDOR_WIRES: dict[str, tuple[str, str]] = {
+    style.command_name: (style.vendor, profile_style_of(style.name)) for style in wire_styles()}
 VENDOR_WIRE_LABELS: dict[str, str] = {
     style.command_name: f"{VENDOR_LABELS[style.vendor]} · {style.compare_label or style.label}" for style in wire_styles()}
 PROFILE_WIRE = ""
@@ -185,10 +189,11 @@ def side_run(wire: str, requested_provider: str = "") -> tuple[str, str]:
     agent on that vendor's wire; an offline provider chosen for the form keeps the side offline."""
     if wire == PROFILE_WIRE:
         return requested_provider, ""
-    vendor, offline, profile_style = VENDOR_WIRES[wire]
+    vendor, profile_style = VENDOR_WIRES[wire]
+    online, offline = vendor_provider_keys(vendor)  # the vendor's provider and its offline demo agent
     if requested_provider and getattr(provider_class(requested_provider), "offline", False):
         return offline, profile_style
-    return (offline if availability.provider_unavailable(vendor) else vendor), profile_style
+    return (offline if availability.provider_unavailable(online) else online), profile_style
 
 
 def side_run_problem(profile: AgentProfile | None, wire: str, requested_provider: str) -> str:
@@ -206,11 +211,11 @@ def add_vendor_wire_fields(form: forms.Form) -> None:
     choices: list[tuple[str, str]] = [(PROFILE_WIRE, "The profile's own (with the provider above)")]
     reasons: dict[str, str] = {}
     for wire, label in VENDOR_WIRE_LABELS.items():
-        vendor, _offline, profile_style = VENDOR_WIRES[wire]
-        key, _ = side_run(wire)
+        online, _offline = vendor_provider_keys(VENDOR_WIRES[wire][0])
+        key, profile_style = side_run(wire)
         reasons[wire] = availability.wire_style_unavailable(profile_style, key)
-        offline = key != vendor and not reasons[wire]
-        choices.append((wire, f"{label} — offline demo agent ({provider_label(vendor)} has no API key here)" if offline else label))
+        offline = key != online and not reasons[wire]
+        choices.append((wire, f"{label} — offline demo agent ({provider_label(online)} has no API key here)" if offline else label))
     help_text = "Claude vs OpenAI on one profile, or OpenAI's hosted search vs our backend: the side runs its profile with this wire style."
     for name, label in (("wire_a", "Left: vendor and wire style"), ("wire_b", "Right: vendor and wire style")):
         form.fields[name] = forms.ChoiceField(choices=choices, required=False, label=label,

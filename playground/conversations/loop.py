@@ -491,10 +491,7 @@ class AgentRun:
         error of kind `tool_not_loaded`, and the loading is a ToolSearch event with a note."""
         result = turn.run_tool_search({"query": f"select:{name}"})
         note = f"{name} was called before a search loaded it; loaded on call (the profile's option), as select:{name} would"
-        self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=result.query, backend=result.backend,
-                                     reading=result.reading.to_dict(), loaded=list(result.matches),
-                                     already_loaded=list(result.already_loaded), not_found=list(result.not_found),
-                                     total_deferred_tools=result.total_deferred_tools, notes=[note]), turn_sequence=turn_seq)
+        self.emit(ev.ToolSearchQuery.of(tool_use_id, result, notes=[note]), turn_sequence=turn_seq)
         again = f"{name} was deferred and had not been loaded; it is loaded now. Call {name} again with the same input."
         self.emit(ev.ToolResult(tool_use_id=tool_use_id, name=name, content=[text_block(again)], is_error=True,
                                 error="deferred tool called before it was loaded: loaded on call", refusal=refusals.DEFERRED),
@@ -542,12 +539,7 @@ class AgentRun:
             self.emit(ev.ToolSearchQuery(tool_use_id=tool_use_id, query=str(arguments.get("query", "")) if isinstance(arguments, dict) else "",
                                          backend=getattr(backend, "name", ""), error=str(exc)), turn_sequence=turn_seq)
             return ts.tool_search_error_result(tool_use_id, exc), []
-        data = result.to_dict()
-        self.emit(ev.ToolSearchQuery(
-            tool_use_id=tool_use_id, query=result.query, backend=result.backend, reading=data["reading"],
-            scored=data["scored"], loaded=list(result.matches), already_loaded=data["already_loaded"],
-            not_found=data["not_found"], total_deferred_tools=result.total_deferred_tools, notes=list(result.notes),
-        ), turn_sequence=turn_seq)
+        self.emit(ev.ToolSearchQuery.of(tool_use_id, result), turn_sequence=turn_seq)
         blocks = turn.style.search_answer(tool_use_id, result)
         return blocks[0], blocks[1:]
 

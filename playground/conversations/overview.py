@@ -22,10 +22,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf, Trunc
 from django.utils import timezone
 
-from playground.conversations.costs import price_table
 from playground.conversations.models import Event
 from playground.engine.pricing import Usage, unpriced_name
 from playground.registry.models import AgentProfile
+from playground.registry.prices import current_price_table
 
 # period → (how far back, bucket size)
 PERIODS: dict[str, tuple[timedelta, str]] = {
@@ -202,7 +202,7 @@ def _add_calls(bucketed: QuerySet, cells, totals) -> None:
               .annotate(calls=Count("id"), uncached=_token_sum("input"), output=_token_sum("output"),
                         write=_token_sum("cache_write"), read=_token_sum("cache_read"))
               .order_by())
-    table = price_table()
+    table = current_price_table()
     for group in groups:
         bucket = _bucket(group["bucket"])
         usage = Usage(uncached=group["uncached"], output=group["output"], cache_write=group["write"], cache_read=group["read"])

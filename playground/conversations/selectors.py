@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
-from playground.conversations.costs import call_cost, cost_of_events, price_table
+from playground.conversations.costs import call_cost, cost_of_events
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -22,6 +22,7 @@ from playground.conversations.providers import (
     stand_in_for,
 )
 from playground.engine.pricing import Usage, priced_model
+from playground.registry.prices import current_price_table
 
 # Events the chat shows too (from `_chat_item.html`); every event but a message and streamed text is in the timeline.
 CHAT_TYPES = ("message", "permission_prompt", "cancelled", "text_delta")
@@ -397,9 +398,10 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
         "offline": offline,
         # Beside the "offline demo agent" badge, only what the label adds to it ("(OpenAI wire)").
         "label_beyond_badge": label.replace("offline demo agent", "").strip() if offline else label,
-        "calls": [((e.payload or {}).get("usage") or {}, str((e.payload or {}).get("model") or models.get(e.turn_sequence)
-                   or turn_models.get(e.turn_sequence) or ""), str((e.payload or {}).get("cache_ttl") or ""))
-                  for e in events if e.type == "model_response"],
+        # (usage, the model it is priced at, cache TTL) of each model call: what cost_difference re-prices.
+        "calls": [(Usage.of((e.payload or {}).get("usage")),
+                   priced_model((e.payload or {}).get("model"), models.get(e.turn_sequence) or turn_models.get(e.turn_sequence)),
+                   str((e.payload or {}).get("cache_ttl") or "")) for e in events if e.type == "model_response"],
         "wire": ", ".join(w for w in wires if w) or (conversation.profile_snapshot or {}).get("wire_style", ""),
         "models": ", ".join(dict.fromkeys(m for m in models.values() if m)),
         "tool_tokens": tokens_total(turns),
@@ -412,10 +414,9 @@ def accounting_figures(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def _uncached(usage: dict[str, Any]) -> dict[str, int]:
+def _uncached(usage: Usage) -> Usage:
     """The same call with every input token billed at the uncached rate (no cache read or write)."""
-    whole = sum(int(usage.get(key) or 0) for key in ("input", "cache_read", "cache_write"))
-    return {"input": whole, "output": int(usage.get("output") or 0)}
+    return Usage(uncached=usage.input_total, output=usage.output)
 
 
 def cost_difference(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any] | None:
@@ -428,13 +429,13 @@ def cost_difference(left: dict[str, Any], right: dict[str, Any]) -> dict[str, An
     - caching: minus what each side's prompt cache saved against paying every input token in full.
 
     None when a call's model has no price (then no split is honest)."""
-    table = price_table()
+    table = current_price_table()
     left_model = next((model for _, model, _ in left["calls"] if model), "")
 
     def total(calls, *, model: str = "", cached: bool = True) -> float | None:
         dollars = 0.0
         for usage, call_model, ttl in calls:
-            cost = call_cost(usage if cached else _uncached(usage), model or call_model, ttl, table=table)
+            cost = table.call_cost(usage if cached else _uncached(usage), model or call_model, ttl)
             if cost is None:
                 return None
             dollars += cost

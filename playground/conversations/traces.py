@@ -28,7 +28,6 @@ from django.conf import settings
 from opentelemetry.trace import SpanKind
 
 from playground import telemetry
-from playground.conversations.costs import price_table
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import otel_provider_name, provider_estimates_usage
 from playground.conversations.providers.base import USAGE_ESTIMATE
@@ -37,6 +36,7 @@ from playground.engine.pricing import Usage, priced_model
 from playground.conversations.subagents import AGENT_TOOL_NAME
 from playground.engine.tools import TOOL_SEARCH_NAME
 from playground.engine.wires.registry import wire_style
+from playground.registry.prices import current_price_table
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class RunTrace:
     def __init__(self, conversation: Conversation, events: list[Event]) -> None:
         self.conversation = conversation
         self.events = events
-        self.table = price_table()
+        self.table = current_price_table()
         self.capture_queries = bool(getattr(settings, "OTEL_TRACES_CAPTURE_QUERIES", False))
         self.turns = {e.sequence: e for e in events if e.type == "turn_started"}
         self.by_parent: dict[int | None, list[Event]] = defaultdict(list)

@@ -299,7 +299,9 @@ def process_secrets() -> tuple[str, ...]:
     variables named like one (`…_KEY`, `…_TOKEN`, `…_PASSWORD`; not plain numbers or switches),
     credentials in URL settings, and OpenTelemetry header values. Longest first. Worked out once
     (again when a setting or the environment changes): scrubbing runs on every log record."""
-    environment = hash(tuple(os.environ.items()))
+    # The environment's raw bytes, not `os.environ.items()`: that decodes every variable, which cost
+    # more than all the rest of scrubbing a log record (25 µs of ~75 µs; the raw mapping: ~1.5 µs).
+    environment = hash(tuple(getattr(os.environ, "_data", os.environ).items()))
     if _process_secrets_cache["secrets"] is None or _process_secrets_cache["environment"] != environment:
         _process_secrets_cache.update(environment=environment, secrets=_find_process_secrets())
     return _process_secrets_cache["secrets"]
@@ -363,6 +365,8 @@ class ScrubLogFilter(logging.Filter):
     the console handler and on the loggers of the HTTP and MCP clients, which log the server's URL)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "secrets_scrubbed", False):
+            return True  # its logger's filter did it already; the handler's need not do it again
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a record that cannot be formatted is logging's to report
@@ -372,4 +376,5 @@ class ScrubLogFilter(logging.Filter):
             record.msg, record.args = scrubbed, ()
         if record.exc_info and not record.exc_text:
             record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+        record.secrets_scrubbed = True
         return True

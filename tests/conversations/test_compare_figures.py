@@ -32,6 +32,16 @@ def start(client, **fields) -> list[Conversation]:
     return list(Conversation.objects.filter(compare_group=group).order_by("pk"))
 
 
+def ran_sides(client, capture, *, wire_a: str, wire_b: str) -> list[Conversation]:
+    """One "Tool search on" profile compared with itself on two wires, both sides run to the end."""
+    profile = make_profile("Tool search on")
+    with capture(execute=True):
+        sides = start(client, profile_a=profile.pk, profile_b=profile.pk, wire_a=wire_a, wire_b=wire_b)
+    for conversation in sides:
+        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    return sides
+
+
 def test_claude_vs_openai_on_one_profile_runs_each_side_on_its_vendors_wire(admin_client, tool_world,
                                                                            django_capture_on_commit_callbacks):
     profile = make_profile("Tool search on")
@@ -66,12 +76,7 @@ def test_the_cost_difference_is_split_into_tokens_price_and_caching(admin_client
     models' prices or caching rather than tool search. The three parts add up to the difference."""
     from playground.conversations.selectors import cost_difference
 
-    profile = make_profile("Tool search on")
-    with django_capture_on_commit_callbacks(execute=True):
-        left, right = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="anthropic-native",
-                            wire_b="openai-client")
-    for conversation in (left, right):
-        assert run_as_the_task(conversation.pk).reason == "end_turn"
+    left, right = ran_sides(admin_client, django_capture_on_commit_callbacks, wire_a="anthropic-native", wire_b="openai-client")
     sides = [accounting_figures(c) for c in (left, right)]
     split = cost_difference(*sides)
     assert split["difference"] == pytest.approx(sides[0]["cost_usd"] - sides[1]["cost_usd"], abs=1e-5)
@@ -92,13 +97,8 @@ def test_the_cost_difference_is_split_into_tokens_price_and_caching(admin_client
 
 
 def test_hosted_search_against_our_backend(admin_client, tool_world, django_capture_on_commit_callbacks):
-    profile = make_profile("Tool search on")
-    with django_capture_on_commit_callbacks(execute=True):
-        hosted, ours = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="openai-hosted",
-                             wire_b="openai-client")
+    hosted, ours = ran_sides(admin_client, django_capture_on_commit_callbacks, wire_a="openai-hosted", wire_b="openai-client")
     assert hosted.profile_snapshot["wire_style"] == "server" and ours.profile_snapshot["wire_style"] == "native"
-    for conversation in (hosted, ours):
-        assert run_as_the_task(conversation.pk).reason == "end_turn"
     hosted_search, our_search = (events_of(c, "toolsearch_query")[0].payload for c in (hosted, ours))
     assert hosted_search["server_side"] and hosted_search["simulated"] and not our_search["server_side"]
     assert TIME in hosted_search["loaded"] and TIME in our_search["loaded"]
@@ -130,12 +130,8 @@ def test_figures_of_a_comparison_nobody_may_see_are_a_404(admin_client):
 def test_native_search_vs_tool_changes_on_one_profile(admin_client, tool_world, django_capture_on_commit_callbacks):
     """Compare names the tool-changes style: the same profile searched by the model (native) and
     predicted by the harness (tool_addition), one model call fewer on the right."""
-    profile = make_profile("Tool search on")
-    with django_capture_on_commit_callbacks(execute=True):
-        native, changes = start(admin_client, profile_a=profile.pk, profile_b=profile.pk, wire_a="anthropic-native",
+    native, changes = ran_sides(admin_client, django_capture_on_commit_callbacks, wire_a="anthropic-native",
                                 wire_b="anthropic-tool-changes")
-    for conversation in (native, changes):
-        assert run_as_the_task(conversation.pk).reason == "end_turn"
     assert [events_of(c, "turn_started")[0].payload["wire"] for c in (native, changes)] == ["native", "tool-changes"]
     assert not events_of(native, "toolsearch_query")[0].payload.get("predicted")
     assert events_of(changes, "toolsearch_query")[0].payload["predicted"]

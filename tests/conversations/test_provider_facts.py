@@ -14,6 +14,7 @@ from playground.conversations.providers import (
     provider_estimates_usage,
     provider_is_offline,
     provider_key_for,
+    vendor_provider_keys,
 )
 from playground.conversations.providers.anthropic_api import AnthropicProvider
 from playground.conversations.providers.base import ModelProvider, ProviderError, chat_completions_request, messages_api_request
@@ -177,3 +178,11 @@ def test_every_pages_offline_label_follows_the_automatic_choice(settings, rf):
     assert playground(rf.get("/"))["has_model_key"] is False
     settings.ANTHROPIC_API_KEY = "sk-test"
     assert playground(rf.get("/"))["has_model_key"] is True
+
+
+def test_each_vendors_provider_and_its_offline_stand_in_are_read_from_the_classes(settings):
+    # Compare runs a vendor's side with the vendor's provider, or without a key its offline demo agent.
+    assert vendor_provider_keys("anthropic") == ("anthropic", "demo")
+    assert vendor_provider_keys("openai") == ("openai", "demo-openai")
+    settings.MODEL_PROVIDERS = {key: path for key, path in settings.MODEL_PROVIDERS.items() if key != "demo-openai"}
+    assert vendor_provider_keys("openai") == ("openai", "")  # read from what is configured, not from a list

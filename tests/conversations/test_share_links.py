@@ -241,7 +241,8 @@ def test_anonymous_frames_carry_no_forms_no_internal_id_and_no_account_name(admi
     from playground.conversations.fragments import render_event_frame
 
     owner = django_user_model.objects.create_user(username="carol-owner", password="x")
-    conversation = Conversation.objects.create(owner=owner, title="Push docs")
+    # An id no page text holds by chance (pk 8 on PostgreSQL matched `charset="utf-8"`, a small one a date's "-12-").
+    conversation = Conversation.objects.create(pk=987_654, owner=owner, title="Push docs")
     record_event(conversation, ev.ChatMessage(role="user", text="Push the docs", author="carol-owner"))
     record_event(conversation, ev.ActedForOwner(actor=admin_user.username, actor_role="admin", action="sent a message"))
     record_event(conversation, ev.PermissionPrompt(tool_use_id="t1", name="mcp__github__push_files",
@@ -260,3 +261,35 @@ def test_anonymous_frames_carry_no_forms_no_internal_id_and_no_account_name(admi
     member = Client()
     member.force_login(admin_user)
     assert "answer-once" in member.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_broadcast_carries_the_anonymous_frame_while_a_link_works_reading_the_link_once_per_window(admin_user, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from playground.conversations import broadcast
+
+    sent: list[dict] = []
+    monkeypatch.setattr(broadcast, "send_to_group", lambda group, message: sent.append(message))
+    monkeypatch.setattr(broadcast, "_share_state", {})
+    conversation = conversation_of(admin_user)
+    row = conversation.events.order_by("sequence").first()
+
+    def broadcast_it() -> dict:
+        broadcast.broadcast_event(conversation.pk, row.sequence, event=row, status="running")
+        return sent[-1]
+
+    assert "frame" in broadcast_it() and "shared_frame" not in sent[-1]
+    sharing.create_link(conversation, user=admin_user, hours=1)
+    monkeypatch.setattr(broadcast, "SHARE_STATE_SECONDS", 0.0)  # the window over: the link is read again
+    shared = broadcast_it()["shared_frame"]
+    assert f'id="status-{conversation.pk}"' in sent[-1]["frame"]  # the members' frame: the internal id
+    assert "Paris" in shared and admin_user.username not in shared
+    assert 'id="status-shared"' in shared and f'id="status-{conversation.pk}"' not in shared
+    monkeypatch.setattr(broadcast, "SHARE_STATE_SECONDS", 60.0)
+    with CaptureQueriesContext(connection) as queries:
+        frames = [broadcast_it() for _ in range(3)]
+    # Within the window the link is not read again per event (it cost more than the frame's rendering).
+    assert not [q for q in queries.captured_queries if "sharelink" in q["sql"].lower()]
+    assert all("shared_frame" in frame for frame in frames)

@@ -427,3 +427,16 @@ def test_a_configured_authorization_header_wins_over_url_userinfo():
     finally:
         server.shutdown()
     assert received and set(received) == {f"Bearer {HEADER_SECRET}"}
+
+
+def test_a_record_is_scrubbed_once_though_its_logger_and_the_handler_both_filter_it(monkeypatch):
+    # settings.LOGGING puts the filter on the HTTP and MCP clients' loggers and on the console handler:
+    # a client's record met both, and was scrubbed twice (every model request logs one).
+    from playground.mcp_servers import secrets
+
+    scrubbed: list[str] = []
+    real = secrets.scrub
+    monkeypatch.setattr(secrets, "scrub", lambda text, known=(): scrubbed.append(text) or real(text, known))
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: POST %s", ("https://host/v1/abcdefghijklmnop1234/mcp",), None)
+    assert secrets.ScrubLogFilter().filter(record) and secrets.ScrubLogFilter().filter(record)
+    assert len(scrubbed) == 1 and "abcdefghijklmnop1234" not in record.getMessage()

@@ -10,7 +10,8 @@ from playground.conversations.providers.base import ModelProvider, ProviderError
 
 __all__ = ["ModelProvider", "ProviderError", "ProviderResponse", "plain_extract", "get_provider", "provider_key_for", "stand_in_for",
            "conversation_provider_key", "provider_class", "provider_choices", "provider_label", "automatic_provider_key",
-           "estimating_provider_keys", "otel_provider_name", "provider_estimates_usage", "provider_is_offline"]
+           "estimating_provider_keys", "otel_provider_name", "provider_estimates_usage", "provider_is_offline",
+           "vendor_provider_keys"]
 
 AUTO = ""
 # "Automatic": the first provider that can run here (`unavailable_reason`), the last one always.
@@ -116,3 +117,17 @@ def estimating_provider_keys() -> frozenset[str]:
     """The configured providers whose usage is the engine's estimate: how a model response saved
     before responses said where their usage came from is read."""
     return frozenset(key for key in settings.MODEL_PROVIDERS if provider_estimates_usage(key))
+
+
+def vendor_provider_keys(vendor: str) -> tuple[str, str]:
+    """(the configured provider that calls `vendor`'s API, the offline one on that vendor's wire),
+    read from the classes' `vendor` and `offline`: ("anthropic", "demo"), ("openai", "demo-openai")."""
+    found = {False: "", True: ""}
+    for key in settings.MODEL_PROVIDERS:
+        try:
+            cls = provider_class(key)
+        except (ProviderError, ImportError):
+            continue
+        if cls.vendor == vendor and not found[bool(cls.offline)]:
+            found[bool(cls.offline)] = key
+    return found[False], found[True]

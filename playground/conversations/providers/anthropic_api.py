@@ -17,7 +17,6 @@ import queue
 from contextlib import nullcontext
 from typing import Any
 
-import anthropic
 from django.conf import settings
 
 from playground.conversations.providers.base import (
@@ -64,6 +63,12 @@ class AnthropicProvider(ModelProvider):
         if not api_key:
             raise ProviderError("ANTHROPIC_API_KEY is not set", kind="configuration")
         options = {"api_key": api_key, "base_url": base_url or None, "max_retries": max_retries, "timeout": timeout}
+        # The SDK is imported here, not with this module: pages read the class's facts (label, vendor,
+        # whether it can run) in the web process, which never calls the API and need not load the
+        # SDK's thousands of types (seconds at start-up or on a first request).
+        import anthropic
+
+        self.sdk = anthropic
         self.client = anthropic.Anthropic(**options)
         # Used only on the background loop: a task there can be cancelled, a blocking read cannot.
         self.async_client = anthropic.AsyncAnthropic(**options)
@@ -94,7 +99,7 @@ class AnthropicProvider(ModelProvider):
         return self.async_client.beta.messages if request_kwargs.get("betas") else self.async_client.messages
 
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
-        with sdk_errors(anthropic):
+        with sdk_errors(self.sdk):
             message = background_loop().run(self._messages(request_kwargs).create(**request_kwargs), cancel=cancel)
         return _response(message)
 
@@ -112,7 +117,7 @@ class AnthropicProvider(ModelProvider):
 
         future = portal().submit(stream())
         future.add_done_callback(lambda _: pieces.put(_STREAM_END))
-        with sdk_errors(anthropic), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
+        with sdk_errors(self.sdk), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
             # Wakes for each piece and once at the end; a cancel cancels the future, which ends it too.
             while (piece := pieces.get()) is not _STREAM_END:
                 on_text(piece)
@@ -130,7 +135,7 @@ class AnthropicProvider(ModelProvider):
                 max_tokens=600,
                 messages=[{"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n{transcript}\n</conversation>"}],
             )
-        except anthropic.APIError:
+        except self.sdk.APIError:
             # Compaction must not fail the conversation: fall back to the plain extract.
             return plain_extract(messages)
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)

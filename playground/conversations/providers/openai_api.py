@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
 from django.conf import settings
 
 from playground.conversations.providers.base import (
@@ -111,6 +110,12 @@ class OpenAIProvider(ModelProvider):
             raise ProviderError("OPENAI_API_KEY is not set", kind="configuration")
         options = {"api_key": api_key, "base_url": base_url or None, "max_retries": max_retries, "timeout": timeout}
         self.model = model
+        # The SDK is imported here, not with this module: pages read the class's facts (label, vendor,
+        # whether it can run) in the web process, which never calls the API and need not load the
+        # SDK's thousands of types (seconds at start-up or on a first request).
+        import openai
+
+        self.sdk = openai
         self.client = openai.OpenAI(**options)
         self.async_client = openai.AsyncOpenAI(**options)  # used only on the background loop (cancellable)
 
@@ -138,7 +143,7 @@ class OpenAIProvider(ModelProvider):
     def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
         chat = "messages" in request_kwargs
         call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
-        with sdk_errors(openai):
+        with sdk_errors(self.sdk):
             reply = background_loop().run(call, cancel=cancel)
         data = parsed_reply(reply).model_dump(mode="json", exclude_none=True)
         if chat:
@@ -165,7 +170,7 @@ class OpenAIProvider(ModelProvider):
             reply = self.client.chat.completions.create(
                 model=model or self.model, max_completion_tokens=600,
                 messages=[{"role": "user", "content": f"{SUMMARY_PROMPT}\n\n<conversation>\n{transcript}\n</conversation>"}])
-        except openai.APIError:
+        except self.sdk.APIError:
             return plain_extract(messages)  # compaction must not fail the conversation
         return (reply.choices[0].message.content or "").strip() or plain_extract(messages)
 
