@@ -41,7 +41,7 @@ def test_a_viewer_reads_tokens_dollars_latency_and_errors_per_profile(page, view
     rows = page.locator("[data-testid=overview-total]")
     assert rows.count() == 2
     first = rows.nth(0)
-    assert first.get_attribute("data-profile") == "Overview alpha" and first.get_attribute("data-calls") == "4"
+    assert first.get_attribute("data-group") == "Overview alpha" and first.get_attribute("data-calls") == "4"
     assert float(first.get_attribute("data-cost-usd")) == pytest.approx(4 * (1000 * 3 + 200 * 15) / 1e6)
     assert float(first.get_attribute("data-p50")) == pytest.approx(160)  # of 90, 120, 200, 380
     second = rows.nth(1)
@@ -59,5 +59,5 @@ def test_a_viewer_reads_tokens_dollars_latency_and_errors_per_profile(page, view
     page.click("[data-testid=apply-overview]")
     page.wait_for_url(f"**profile={beta.pk}**")
     assert page.locator("[data-testid=overview-total]").count() == 1
-    assert page.locator("[data-testid=overview-total]").get_attribute("data-profile") == "Overview beta"
+    assert page.locator("[data-testid=overview-total]").get_attribute("data-group") == "Overview beta"
     assert page.locator("[data-testid=overview-row]").count() >= 1
