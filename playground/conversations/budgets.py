@@ -58,7 +58,8 @@ class BudgetStatus:
     def refusal(self) -> str:
         period = "today" if self.budget.period == UsageBudget.Period.DAY else "this month"
         again = "tomorrow" if self.budget.period == UsageBudget.Period.DAY else "next month"
-        return (f"The {self.budget.get_period_display().lower()} budget of {self.scope_label} is reached: "
+        adjective = "daily" if self.budget.period == UsageBudget.Period.DAY else "monthly"
+        return (f"The {adjective} budget of {self.scope_label} is reached: "
                 f"{self.amount(self.spent)} spent {period} of {self.amount(self.budget.limit)}. New conversations and "
                 f"messages start again {again}, or when an admin raises the budget on the usage overview.")
 
