@@ -316,8 +316,11 @@ def usage_overview(request):
 
 
 def _overview_filters(request):
-    filters = OverviewFilterForm(request.GET or None, initial={"period": DEFAULT_PERIOD, "metric": "cost", "split": DEFAULT_SPLIT},
-                                 can_see_users=has_role(request.user, ADMIN))
+    # The defaults fill what a query leaves out, so the selects show the figures' period, not their first option
+    # (a chart link carries only `metric`; the next "Show" then sent the first period shown).
+    data = {"period": DEFAULT_PERIOD, "metric": "cost", "split": DEFAULT_SPLIT,
+            **{key: value for key, value in request.GET.items() if value}}
+    filters = OverviewFilterForm(data, can_see_users=has_role(request.user, ADMIN))
     return filters, filters.choices()
 
 

@@ -61,3 +61,15 @@ def test_a_viewer_reads_tokens_dollars_latency_and_errors_per_profile(page, view
     assert page.locator("[data-testid=overview-total]").count() == 1
     assert page.locator("[data-testid=overview-total]").get_attribute("data-group") == "Overview beta"
     assert page.locator("[data-testid=overview-row]").count() >= 1
+
+    page.select_option("select[name=split]", label="Model")
+    page.select_option("select[name=profile]", label="All profiles")
+    page.click("[data-testid=apply-overview]")
+    page.wait_for_url("**split=model**")
+    models = {row.get_attribute("data-group"): row.get_attribute("data-calls")
+              for row in page.locator("[data-testid=overview-total]").all()}
+    assert models == {"claude-sonnet-4-5": "4", HAIKU: "1", "(unknown)": "0"}  # the error outside any turn: no model
+    assert "Per model" in page.locator("[data-testid=overview-totals] h2").inner_text()
+    assert "split=model" in page.locator("[data-testid=overview-csv]").get_attribute("href")
+    assert page.locator("select[name=user]").count() == 0  # who spent what: admins only
+    screenshot(page, "page-overview-per-model")

@@ -186,3 +186,8 @@ def test_the_csv_holds_the_rows_with_the_page_filters(world, admin_client):
     assert sum(float(r["dollars"]) for r in by_group[SONNET]) == pytest.approx(0.01365)
     assert by_group["mystery-model"][0]["unpriced_models"] == "mystery-model" and by_group["(unknown)"][0]["run_errors"] == "1"
     assert "s3cret-argument" not in response.content.decode()
+
+
+def test_a_query_that_names_only_the_metric_shows_the_default_period_selected(world, admin_client):
+    body = admin_client.get(reverse("conversations:overview"), {"metric": "tokens"}).content.decode()
+    assert '<option value="7d" selected>' in body and "Per profile, last 7 days (daily)" in body
