@@ -73,3 +73,27 @@ def test_a_viewer_reads_tokens_dollars_latency_and_errors_per_profile(page, view
     assert "split=model" in page.locator("[data-testid=overview-csv]").get_attribute("href")
     assert page.locator("select[name=user]").count() == 0  # who spent what: admins only
     screenshot(page, "page-overview-per-model")
+
+
+def test_an_admin_sets_a_budget_and_new_work_is_refused_with_the_reason(logged_in_page, admin_user):
+    page = logged_in_page
+    profile = AgentProfile.objects.create(name="Budgeted", tool_search_mode="true")
+    call(Conversation.objects.create(owner=admin_user, profile=profile), at=timezone.now(),
+         usage={"input": 100_000, "output": 1000}, duration=10)  # $0.30 + $0.015
+    page.goto("/conversations/overview/")
+    assert page.locator("[data-testid=budget-alert]").count() == 0
+    page.select_option("[data-testid=budget-form] select[name=profile]", label="Budgeted")
+    page.fill("[data-testid=budget-form] input[name=limit]", "0.25")
+    page.click("[data-testid=add-budget]")
+    budget = page.locator("[data-testid=budget]")
+    budget.wait_for()
+    assert budget.get_attribute("data-reached") == "true" and budget.get_attribute("data-spent") == "0.315"
+    assert page.locator("[data-testid=budget-alert]").inner_text() == "1"  # the navigation tells admins
+    screenshot(page, "page-overview-budget")
+
+    page.goto("/conversations/new/")
+    page.select_option("select[name=profile]", label="Budgeted")
+    page.fill("textarea[name=message]", "hello")
+    page.click("[data-testid=start]")
+    page.wait_for_selector("text=The daily budget of profile Budgeted is reached: $0.3150 spent today of $0.2500")
+    assert Conversation.objects.filter(profile=profile).count() == 1
