@@ -14,6 +14,8 @@ from playground.conversations.providers import (
     provider_label,
     vendor_provider_keys,
 )
+from playground.conversations.feedback import FEEDBACK_FILTERS
+from playground.conversations.feedback import MAX_COMMENT_CHARS as MAX_FEEDBACK_CHARS
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.conversations.sharing import expiry_options
 from playground.registry import availability
@@ -159,6 +161,9 @@ class ConversationFilterForm(forms.Form):
     task_run = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="Task run",
                                   widget=forms.NumberInput(attrs={"placeholder": "any", "style": "width: 6em"}))
 
+    feedback = forms.ChoiceField(choices=[("", "any"), *[(k, label) for k, (label, _) in FEEDBACK_FILTERS.items()]], required=False,
+                                 error_messages={"invalid_choice": "%(value)s is not a feedback filter."})
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["provider"].choices = [("", "any")] + [(key, provider_label(key)) for key in settings.MODEL_PROVIDERS]
@@ -277,3 +282,17 @@ class BudgetForm(forms.ModelForm):
         if limit is not None and limit <= 0:
             self.add_error("limit", "The limit is above zero.")
         return data
+
+
+class FeedbackForm(forms.Form):
+    """Feedback on the conversation (target 0) or one of its turns (the turn_started event's sequence)."""
+
+    target = forms.TypedChoiceField(coerce=int, label="On")
+    rating = forms.TypedChoiceField(coerce=int, empty_value=None, required=False, widget=forms.RadioSelect,
+                                    choices=[("1", "👍 Good"), ("-1", "👎 Bad"), ("", "No rating")])
+    comment = forms.CharField(required=False, max_length=MAX_FEEDBACK_CHARS,
+                              widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What went well or wrong (optional)"}))
+
+    def __init__(self, *args, targets: list[tuple[int, int]] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["target"].choices = [("0", "The conversation"), *[(str(seq), f"Turn {n}") for seq, n in targets]]

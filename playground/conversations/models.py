@@ -176,3 +176,29 @@ class UsageBudget(models.Model):
 
     def __str__(self) -> str:
         return f"budget {self.pk}"
+
+
+class Feedback(models.Model):
+    """A person's verdict on a conversation or one of its turns: thumbs up or down and/or a comment
+    (feedback.py). One per person and target: giving it again replaces it."""
+
+    class Rating(models.IntegerChoices):
+        GOOD = 1, "Good"
+        BAD = -1, "Bad"
+
+    WHOLE_CONVERSATION = 0  # turn_sequence of feedback on the conversation as a whole
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="feedback")
+    # The turn_started event's sequence, or WHOLE_CONVERSATION (0, not NULL: the unique constraint holds on it).
+    turn_sequence = models.PositiveIntegerField(default=WHOLE_CONVERSATION)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
+    comment = StorableTextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["turn_sequence", "id"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "turn_sequence", "user"], name="one_feedback_per_target")]
+
+    def __str__(self) -> str:
+        return f"feedback {self.pk} on conversation {self.conversation_id}"

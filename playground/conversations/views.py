@@ -13,9 +13,9 @@ from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, EDITOR, OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import budgets, runs, services, sharing
+from playground.conversations import budgets, feedback, runs, services, sharing
 from playground.conversations.forms import (
-    AnswerForm, BudgetForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
+    AnswerForm, BudgetForm, CompareForm, ConversationFilterForm, FeedbackForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
 from playground.conversations.overview import DEFAULT_PERIOD, DEFAULT_SPLIT, METRICS, SPLITS, overview
 from playground.conversations.fragments import SHARED_KEY, render_notice
@@ -58,7 +58,7 @@ def _done(request, conversation: Conversation):
 def conversation_list(request):
     """Conversations, newest first, searched and filtered by GET parameters (bookmarkable), a page at a time."""
     filters = ConversationFilterForm(request.GET)
-    rows = list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters()))
+    rows = feedback.with_feedback_counts(list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters())))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     members = compare_members(request.user, [c.compare_group for c in page.object_list if c.compare_group])
     for conversation in page.object_list:
@@ -104,7 +104,51 @@ def conversation_detail(request, pk: int):
                   for link in sharing.active_links(conversation)]
     return render(request, "conversations/detail.html", {
         "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
+        "feedback": feedback.feedback_context(conversation, request.user),
     })
+
+
+@role_required(OPERATOR)
+@require_POST
+def feedback_give(request, pk: int):
+    """Thumbs up or down and/or a comment on the conversation or one of its turns (feedback.py)."""
+    conversation = _get_conversation_for_user(request, pk)
+    form = FeedbackForm(request.POST, targets=feedback.turns_of(conversation))
+    error = ""
+    if form.is_valid():
+        try:
+            feedback.give_feedback(conversation, request.user, turn_sequence=form.cleaned_data["target"],
+                                   rating=form.cleaned_data["rating"], comment=form.cleaned_data["comment"])
+        except feedback.FeedbackError as exc:
+            error = str(exc)
+    else:
+        error = " ".join(e for errors in form.errors.values() for e in errors)
+    return _feedback_answer(request, conversation, error, "Feedback kept.")
+
+
+@role_required(OPERATOR)
+@require_POST
+def feedback_withdraw(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    try:
+        target = int(request.POST.get("target", ""))
+    except ValueError:
+        return _feedback_answer(request, conversation, "Which feedback? The target is missing.", "")
+    removed = feedback.withdraw_feedback(conversation, request.user, target)
+    return _feedback_answer(request, conversation, "" if removed else "There was no feedback of yours to withdraw.",
+                            "Feedback withdrawn.")
+
+
+def _feedback_answer(request, conversation, error: str, done: str):
+    """htmx: the feedback section again, with the error in it; a plain form: back to the page with a message."""
+    if request.htmx:
+        context = {"feedback": feedback.feedback_context(conversation, request.user), "feedback_error": error}
+        return render(request, "conversations/_feedback.html", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, done)
+    return redirect(reverse("conversations:detail", args=[conversation.pk]) + "#feedback")
 
 
 @role_required(VIEWER)
