@@ -16,8 +16,8 @@ MAX_COMMENT_CHARS = 2000
 # The list's filter: value → (label, which feedback rows count).
 FEEDBACK_FILTERS: dict[str, tuple[str, Q]] = {
     "any": ("any feedback", Q()),
-    "good": ("👍 good", Q(rating=Feedback.Rating.GOOD)),
-    "bad": ("👎 bad", Q(rating=Feedback.Rating.BAD)),
+    "good": ("✓ good", Q(rating=Feedback.Rating.GOOD)),
+    "bad": ("✗ bad", Q(rating=Feedback.Rating.BAD)),
     "comment": ("with a comment", ~Q(comment="")),
 }
 
@@ -99,7 +99,7 @@ def filter_by_feedback(qs: QuerySet[Conversation], value: str) -> QuerySet[Conve
 
 
 def with_feedback_counts(qs: QuerySet[Conversation]) -> QuerySet[Conversation]:
-    """Each row's 👍 and 👎 counts, as subqueries (an aggregate would group the list and drop its order)."""
+    """Each row's ✓ and ✗ counts, as subqueries (an aggregate would group the list and drop its order)."""
     def count(rating: int):
         rows = (Feedback.objects.filter(conversation=OuterRef("pk"), rating=rating).order_by()
                 .values("conversation").annotate(n=Count("pk")).values("n"))

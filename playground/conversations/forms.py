@@ -289,7 +289,7 @@ class FeedbackForm(forms.Form):
 
     target = forms.TypedChoiceField(coerce=int, label="On")
     rating = forms.TypedChoiceField(coerce=int, empty_value=None, required=False, widget=forms.RadioSelect,
-                                    choices=[("1", "👍 Good"), ("-1", "👎 Bad"), ("", "No rating")])
+                                    choices=[("1", "✓ Good"), ("-1", "✗ Bad"), ("", "No rating")])
     comment = forms.CharField(required=False, max_length=MAX_FEEDBACK_CHARS,
                               widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What went well or wrong (optional)"}))
 
