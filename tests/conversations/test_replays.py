@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from playground.conversations import replays, services, tasks
+from playground.conversations import replays, services
 from playground.conversations.models import Conversation
 from playground.conversations.replay_figures import side_by_side
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.pricing import Usage
 from playground.registry.models import PermissionRule
-from tests.conversations.conftest import events_of
+from tests.conversations.conftest import events_of, work
 
 pytestmark = pytest.mark.django_db
 
@@ -21,21 +21,6 @@ def claude_settings(settings, fake_api):
     """The conversations' own provider (as a worker builds it) is Claude against the local double."""
     settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "sk-test", fake_api.url
     return fake_api
-
-
-def work(conversation_id: int) -> Conversation:
-    """What the Celery workers do with this conversation's queued runs: each task, in turn, until the
-    conversation rests (answered, waiting on a person, or failed). The tasks' own code runs, so a
-    replay's next message is sent exactly as on a worker."""
-    for _ in range(20):
-        conversation = Conversation.objects.get(pk=conversation_id)
-        if conversation.status != Conversation.Status.RUNNING or not conversation.run_token or conversation.heartbeat_at:
-            return conversation
-        if conversation.paused_run:
-            tasks.resume_conversation_task(conversation_id, conversation.run_token, conversation.paused_run["prompt_sequence"])
-        else:
-            tasks.run_conversation_task(conversation_id, conversation.run_token)
-    raise AssertionError("the conversation never came to rest")
 
 
 def answer_last_prompt(conversation: Conversation, choice: str, user) -> Conversation:
