@@ -31,8 +31,8 @@ class ReplayForm(forms.Form):
         self.origin = origin
         self.messages = person_messages(origin)
         self.fields["profile"].initial = origin.profile_id
-        self.fields["provider"].choices = [(AS_ORIGIN, f"As the origin ({provider_label(origin.provider) if origin.provider else 'automatic'})"),
-                                           *provider_choices()]
+        kept = provider_label(origin.provider) if origin.provider else "automatic: the profile's provider, else the API key rule"
+        self.fields["provider"].choices = [(AS_ORIGIN, f"As the origin ({kept})"), *provider_choices()]
         self.fields["provider"].initial = AS_ORIGIN
         availability.mark_unavailable(self.fields["provider"], {key: availability.provider_unavailable(key)
                                                                 for key, _ in provider_choices()})
@@ -47,7 +47,7 @@ class ReplayForm(forms.Form):
         self.fields["wire"].label = "Vendor and wire style"
         self.fields["wire"].help_text = "The profile's own, or another vendor's wire (its offline demo agent where it has no key)."
         del self.fields["wire_b"]
-        self.order_fields(["profile", "wire", "provider", "search_backend", "through"])
+        self.order_fields(["profile", "provider", "wire", "search_backend", "through"])
 
     def clean_through(self):
         through = self.cleaned_data["through"]
