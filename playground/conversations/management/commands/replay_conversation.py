@@ -25,6 +25,7 @@ from playground.conversations.replay_forms import AS_ORIGIN, ReplayForm
 from playground.registry.models import AgentProfile
 
 POLL_SECONDS = 0.5
+WIDTH = 13  # a column of the table: room for "+1,234,567,890"
 
 
 class Command(BaseCommand):
@@ -115,7 +116,7 @@ class Command(BaseCommand):
             return
         if note:
             self.stdout.write(note)
-        head = f"{'turn':>7}  {'side':<7}{'tool tok':>9}{'input':>8}{'c.read':>8}{'c.write':>8}{'output':>8}{'cost $':>10}"
+        head = f"{'turn':>7}  {'side':<7}" + "".join(f"{title:>{WIDTH}}" for title in ("tool tokens", "input", "cache read", "cache write", "output", "cost $"))
         self.stdout.write(head)
         for row in figures["rows"]:
             label = f"{row['message']}·{row['turn']}" if row["message"] else "other"
@@ -133,9 +134,8 @@ class Command(BaseCommand):
 
 def _cells(figures: dict[str, Any] | None, *, signed: bool = False) -> str:
     if not figures:
-        return f"{'—':>9}"
+        return f"{'—':>{WIDTH}}"
     sign = "+" if signed else ""
     cost = figures.get("cost_usd")
-    return ("".join(f"{figures[name]:>{sign}{width},}" for name, width in
-                    (("tool_tokens", 9), ("input", 8), ("cache_read", 8), ("cache_write", 8), ("output", 8)))
-            + (f"{'no price':>10}" if cost is None else f"{cost:>{sign}10.4f}"))
+    return ("".join(f"{figures[name]:>{sign}{WIDTH},}" for name in ("tool_tokens", "input", "cache_read", "cache_write", "output"))
+            + (f"{'no price':>{WIDTH}}" if cost is None else f"{cost:>{sign}{WIDTH}.4f}"))
