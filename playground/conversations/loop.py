@@ -580,12 +580,11 @@ class AgentRun:
                      call_seq: int, turn: TurnPlan, turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A replay's call that its origin's person answered (replays.reused_answer): the prompt is recorded
         with that answer at once, and the call settled by it as a paused call is by a fresh answer."""
-        origin = (self.conversation.replay_plan or {}).get("origin")
         with transaction.atomic():
             prompt = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason),
                                turn_sequence=turn_seq)
             answer_prompt(self.conversation.pk, prompt, reused["choice"], answered_by=reused.get("answered_by", ""),
-                          note=f"reused from conversation #{origin} (its prompt #{reused.get('prompt_sequence')}, the same call)",
+                          note=replays.REUSED_NOTE,
                           resume=False)
         state = {"call": {"id": tool_use_id, "name": name, "input": arguments}, "prompt_sequence": prompt, "timeout": 0,
                  "call_sequence": call_seq}

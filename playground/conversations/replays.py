@@ -24,6 +24,8 @@ from playground.conversations.runs import ACTIVE_STATUSES, PERSON_ANSWERS, Conve
 logger = logging.getLogger(__name__)
 # The runs that end with the model's answer: the next message may follow (an error or a cancel stops the replay).
 FINISHED_REASONS = ("end_turn", "max_turns")
+# The note on a reused answer. No conversation id: a share link's anonymous frames show it too.
+REUSED_NOTE = "reused: the origin's answer to the same call (tool and arguments)"
 
 
 class ReplayError(ConversationError):
@@ -98,7 +100,7 @@ def start_replay(origin: Conversation, user, choice: ReplayChoice) -> Conversati
                         "wire_style": choice.wire_style, "search_backend": choice.search_backend, "through": through}}
     with transaction.atomic():
         replay = services.start_conversation(user, profile=profile, provider=provider, wire_style=choice.wire_style,
-                                             title=f"Replay of #{origin.pk}: {str(origin)[:60]}")
+                                             title=f"Replay: {str(origin)[:70]}")  # no id: share links show titles
         snapshot = dict(replay.profile_snapshot)
         if profile is not None and profile.pk == origin.profile_id and origin.profile_snapshot:
             snapshot = {**origin.profile_snapshot, **({"wire_style": choice.wire_style} if choice.wire_style else {})}

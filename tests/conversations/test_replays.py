@@ -8,6 +8,7 @@ import pytest
 from playground.conversations import replays, services
 from playground.conversations.models import Conversation
 from playground.conversations.replay_figures import side_by_side
+from playground.conversations.selectors import conversation_export_data
 from playground.conversations.testing.fake_api import text_reply, tool_use_reply
 from playground.engine.pricing import Usage
 from playground.registry.models import PermissionRule
@@ -60,7 +61,7 @@ def test_a_replay_re_sends_the_messages_reuses_answers_for_the_same_call_and_ask
     assert replays.person_messages(replay) == ["echo one", "echo two"] == replays.person_messages(origin)
     answers = [e.payload for e in events_of(replay, "permission_answer")]
     assert [a["choice"] for a in answers] == ["once", "deny"]
-    assert all(f"reused from conversation #{origin.pk}" in a["note"] and a["answered_by"] == "alice" for a in answers)
+    assert all(a["note"] == replays.REUSED_NOTE and a["answered_by"] == "alice" for a in answers)
     waiting = events_of(replay, "permission_prompt")[-1]
     assert waiting.payload["arguments"] == {"text": "zwei"} and replay.paused_run["prompt_sequence"] == waiting.sequence
 
@@ -77,6 +78,8 @@ def test_a_replay_re_sends_the_messages_reuses_answers_for_the_same_call_and_ask
               if m["role"] == "user" and m["content"] and m["content"][0].get("type") == "text"]
     assert people[:2] == ["echo one", "echo two"]
     assert origin.replays.get() == replay
+    assert conversation_export_data(replay)["conversation"]["replay_of"] == origin.pk
+    assert str(origin.pk) not in replay.title  # a share link shows the title: no other conversation's id in it
 
 
 def test_the_side_by_side_figures_are_the_responses_usage_per_turn(origin, admin_user, claude_settings):
