@@ -149,5 +149,6 @@ def progress(conversation: Conversation) -> dict[str, Any] | None:
     planned, sent = len(plan.get("messages") or []), int(plan.get("sent") or 0)
     return {"origin": plan.get("origin"), "sent": sent, "planned": planned, "changes": plan.get("changes") or {},
             "reusable_answers": len(plan.get("answers") or []),
-            "done": sent >= planned and conversation.status not in ACTIVE_STATUSES,
-            "stopped": sent < planned and conversation.status in (Conversation.Status.FAILED, Conversation.Status.CANCELLED)}
+            "done": sent >= planned and conversation.status == Conversation.Status.IDLE,
+            # a run that failed or was cancelled ends the replay there (its last message's included)
+            "stopped": conversation.status in (Conversation.Status.FAILED, Conversation.Status.CANCELLED)}

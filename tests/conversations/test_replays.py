@@ -144,3 +144,12 @@ def test_a_conversation_that_is_no_replay_sends_nothing_after_its_run(admin_user
     conversation = services.start_conversation(admin_user, profile=native_profile)
     assert replays.send_next_message(conversation.pk) is False
     assert not events_of(conversation, "message")
+
+
+def test_a_cancelled_replay_stops_there(origin, admin_user):
+    replay = replays.start_replay(origin, admin_user, replays.ReplayChoice(profile=origin.profile))
+    assert services.request_cancel(replay, user=admin_user)  # queued, no worker yet: cancelled at once
+    replay = work(replay.pk)
+    assert replay.status == Conversation.Status.CANCELLED and replays.send_next_message(replay.pk) is False
+    assert replays.person_messages(replay) == ["echo one"]  # the second message was never sent
+    assert replays.progress(replay)["stopped"] and not replays.progress(replay)["done"]
