@@ -135,3 +135,17 @@ def test_only_admins_set_budgets_and_a_user_sees_only_their_own(operator, profil
     response = client.post(reverse("conversations:budget_add"), {"user": operator.pk, "metric": "tokens", "period": "day",
                                                                  "limit": "1"})
     assert response.status_code == 403 and UsageBudget.objects.count() == 2
+
+
+def test_a_replay_is_new_work_refused_with_the_reason_and_otherwise_marked_as_a_replay(operator, profile):
+    from playground.conversations import replays
+
+    origin = services.start_conversation(operator, profile=profile)
+    record_event(origin, ev.ChatMessage(role="user", text="What time is it?"), status=Conversation.Status.IDLE)
+    UsageBudget.objects.create(user=operator, metric="tokens", period="day", limit=10)
+    spend(origin, input_tokens=10, output_tokens=0)
+    with pytest.raises(replays.ReplayError, match="daily budget of user olga is reached"):  # the form shows it: no 500
+        replays.start_replay(origin, operator, replays.ReplayChoice(profile=profile))
+    UsageBudget.objects.all().delete()
+    replay = replays.start_replay(origin, operator, replays.ReplayChoice(profile=profile))
+    assert replay.kind == Conversation.Kind.REPLAY and replay.replay_of_id == origin.pk

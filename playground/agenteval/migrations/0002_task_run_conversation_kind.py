@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("agenteval", "0001_initial"),
-        ("conversations", "0014_usage_kind_and_budgets"),
+        ("conversations", "0012_usage_kind_and_budgets"),
     ]
 
     operations = [migrations.RunPython(mark_task_run_conversations, migrations.RunPython.noop)]

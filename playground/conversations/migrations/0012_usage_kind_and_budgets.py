@@ -6,14 +6,16 @@ from django.db import migrations, models
 
 
 def mark_compares(apps, schema_editor):
-    """Conversations a compare view started say so (task runs are marked by agenteval's migration)."""
-    apps.get_model("conversations", "Conversation").objects.exclude(compare_group="").update(kind="compare")
+    """Conversations a compare view or a replay started say so (task runs are marked by agenteval's migration)."""
+    conversations = apps.get_model("conversations", "Conversation").objects
+    conversations.exclude(compare_group="").update(kind="compare")
+    conversations.filter(replay_of__isnull=False).update(kind="replay")
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0010_share_link_nonce'),
+        ('conversations', '0011_replay_of'),
         ('registry', '0017_tool_changes_style'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0014_usage_kind_and_budgets'),
+        ('conversations', '0012_usage_kind_and_budgets'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
