@@ -131,6 +131,7 @@ def build_world(django_user_model) -> World:
     from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
     from playground.conversations import sharing
+    from playground.conversations.models import UsageBudget
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
@@ -167,6 +168,7 @@ def build_world(django_user_model) -> World:
     token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
     session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
     gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
+    budget = UsageBudget.objects.create(profile=profile, metric="tokens", period="day", limit=10**9)
     objects = {
         "registry:tool_detail": {"pk": tool.pk}, "registry:tool_edit": {"pk": tool.pk},
         "registry:tool_import_commit": {"pk": staged.pk},
@@ -180,7 +182,9 @@ def build_world(django_user_model) -> World:
         "mcp_servers:tool_body": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
         "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
-        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
+        **{f"conversations:{n}": {"pk": conversation.pk} for n in (
+            "detail", "export", "send", "answer", "cancel", "present", "share_create", "feedback", "feedback_withdraw")},
+        "conversations:budget_delete": {"pk": budget.pk},
         "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
         "conversations:labelled_set_export": {"profile_id": profile.pk},
         "conversations:replay": {"pk": conversation.pk},

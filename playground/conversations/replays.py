@@ -99,8 +99,13 @@ def start_replay(origin: Conversation, user, choice: ReplayChoice) -> Conversati
             "changes": {"profile": getattr(profile, "name", "") or "default settings", "provider": provider,
                         "wire_style": choice.wire_style, "search_backend": choice.search_backend, "through": through}}
     with transaction.atomic():
-        replay = services.start_conversation(user, profile=profile, provider=provider, wire_style=choice.wire_style,
-                                             title=f"Replay: {str(origin)[:70]}")  # no id: share links show titles
+        try:
+            replay = services.start_conversation(user, profile=profile, provider=provider, wire_style=choice.wire_style,
+                                                 title=f"Replay: {str(origin)[:70]}", kind=Conversation.Kind.REPLAY)
+        except ReplayError:
+            raise
+        except ConversationError as refused:  # a budget of the person or the profile is reached
+            raise ReplayError(str(refused)) from refused  # no id: share links show titles
         snapshot = dict(replay.profile_snapshot)
         if profile is not None and profile.pk == origin.profile_id and origin.profile_snapshot:
             snapshot = {**origin.profile_snapshot, **({"wire_style": choice.wire_style} if choice.wire_style else {})}

@@ -13,6 +13,7 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
+from playground.conversations.feedback import filter_by_feedback
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -61,6 +62,8 @@ def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) ->
         qs = qs.filter(owner=filters["owner"])
     if filters.get("provider"):
         qs = qs.filter(provider_is(filters["provider"]))
+    if filters.get("feedback"):
+        qs = filter_by_feedback(qs, filters["feedback"])
     if filters.get("task_run"):
         # The reverse side of the task run item's link (the agenteval app owns it; nothing is imported).
         qs = qs.filter(task_run_item__run_id=filters["task_run"])

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import EDITOR, OPERATOR, PUBLIC, VIEWER, allow
+from playground.access import ADMIN, EDITOR, OPERATOR, PUBLIC, VIEWER, allow
 from playground.conversations import replay_views, views
 
 app_name = "conversations"
@@ -27,6 +27,13 @@ access_rules = {
     "shared_present": allow(get=PUBLIC),
     "compare_figures": allow(get=VIEWER),
     "overview": allow(get=VIEWER),
+    "overview_csv": allow(get=VIEWER),
+    # Budgets: every role reads them on the overview; admins set them (budgets.py).
+    "budget_add": allow(post=ADMIN),
+    "budget_delete": allow(post=ADMIN),
+    # Feedback on any conversation one watches, by people who may act in the playground (feedback.py).
+    "feedback": allow(post=OPERATOR),
+    "feedback_withdraw": allow(post=OPERATOR),
     # Where search fails: read by every role (as the conversations it comes from); editors label.
     "search_misses": allow(get=VIEWER),
     "search_misses_label": allow(post=EDITOR),
@@ -45,6 +52,8 @@ urlpatterns: list = [
     path("<int:pk>/answer/", views.conversation_answer, name="answer"),
     path("<int:pk>/cancel/", views.conversation_cancel, name="cancel"),
     path("<int:pk>/present/", views.conversation_present, name="present"),
+    path("<int:pk>/feedback/", views.feedback_give, name="feedback"),
+    path("<int:pk>/feedback/withdraw/", views.feedback_withdraw, name="feedback_withdraw"),
     path("<int:pk>/share/", views.share_create, name="share_create"),
     path("<int:pk>/share/<int:link>/revoke/", views.share_revoke, name="share_revoke"),
     path("shared/<str:token>/", views.shared_conversation, name="shared"),
@@ -53,6 +62,9 @@ urlpatterns: list = [
     path("compare/<str:group>/", views.compare_view, name="compare_view"),
     path("compare/<str:group>/figures/", views.compare_figures, name="compare_figures"),
     path("overview/", views.usage_overview, name="overview"),
+    path("overview.csv", views.usage_overview_csv, name="overview_csv"),
+    path("budgets/add/", views.budget_add, name="budget_add"),
+    path("budgets/<int:pk>/delete/", views.budget_delete, name="budget_delete"),
     path("search-misses/", views.search_misses, name="search_misses"),
     path("search-misses/label/", views.search_misses_label, name="search_misses_label"),
     path("<int:pk>/replay/", replay_views.replay, name="replay"),
