@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from playground.access import ADMIN, ROLES, has_role, role_of
+from playground.access import ADMIN, OPERATOR, ROLES, has_role, role_of
 from playground.conversations.providers import automatic_provider_key, provider_is_offline
+from playground.inbox.selectors import inbox_count
 
 
 def playground(request):
@@ -15,4 +16,6 @@ def playground(request):
         "user_role": role_of(user) or "",
         "has_role": {role: has_role(user, role) for role in ROLES},
         "is_staff": has_role(user, ADMIN),
+        # Called only by a template that shows it (the navigation bar): not by every htmx fragment.
+        "inbox_count": lambda: inbox_count(user) if has_role(user, OPERATOR) else 0,
     }

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "playground.evaluation",
     "playground.agenteval",
     "playground.gateway",
+    "playground.inbox",
     "playground.accounts",
 ]
 

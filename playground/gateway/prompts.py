@@ -11,6 +11,7 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
+from playground.access import ADMIN, has_role
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
 from playground.mcp_servers.secrets import mask_arguments
 from playground.prompt_cards import APPROVE_ONCE, DENY, GATEWAY, PromptCard
@@ -25,6 +26,11 @@ ANSWER_LABELS = {GatewayPrompt.Status.ALLOWED: "allowed", GatewayPrompt.Status.D
 def answer_of(choice: str) -> str | None:
     """The row's answer for a card's choice (`once`, `deny`) or a row answer sent as it is; None otherwise."""
     return ANSWERS.get(str(choice or ""))
+
+
+def may_answer(user) -> bool:
+    """Gateway prompts are answered by admins, as the gateway's pages and sockets are (urls.py, routing.py)."""
+    return has_role(user, ADMIN)
 
 
 def timeout_seconds() -> float:
