@@ -12,7 +12,7 @@ from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import EDITOR, OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import runs, services, sharing
+from playground.conversations import runs, services, sharing, traces
 from playground.conversations.forms import (
     AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
@@ -99,6 +99,7 @@ def conversation_detail(request, pk: int):
                   for link in sharing.active_links(conversation)]
     return render(request, "conversations/detail.html", {
         "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
+        "trace": traces.latest_trace(conversation.pk),
     })
 
 
