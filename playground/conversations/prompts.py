@@ -12,7 +12,6 @@ from django.db.models import QuerySet
 from django.urls import reverse
 
 from playground.conversations.models import Conversation, Event
-from playground.conversations.runs import pending_answer
 from playground.mcp_servers.secrets import mask_arguments
 from playground.prompt_cards import ALWAYS, APPROVE_ONCE, CONVERSATION, DENY, PromptCard
 
@@ -51,14 +50,29 @@ def prompt_card(conversation: Conversation, prompt: Event, answer: Event | None 
     )
 
 
-def open_prompts(conversations: QuerySet[Conversation]) -> list[PromptCard]:
-    """Cards of the open prompts of `conversations`, oldest first."""
+def open_prompt_events(conversations: QuerySet[Conversation]) -> list[tuple[Conversation, Event]]:
+    """(conversation, prompt event) of the open prompts of `conversations`, oldest first. Three reads
+    whatever their number: the paused conversations, their prompts, the answers given since."""
     paused = {c.pk: c for c in conversations.filter(status=Conversation.Status.WAITING, paused_run__isnull=False)}
     if not paused:
         return []
     wanted = {pk: (c.paused_run or {}).get("prompt_sequence") for pk, c in paused.items()}
-    prompts = Event.objects.filter(conversation_id__in=list(paused), type="permission_prompt",
-                                   sequence__in={s for s in wanted.values() if isinstance(s, int)})
-    cards = [prompt_card(paused[p.conversation_id], p) for p in prompts
-             if wanted.get(p.conversation_id) == p.sequence and pending_answer(p.conversation_id, p.sequence) is None]
-    return sorted(cards, key=lambda card: card.asked_at)
+    prompts = [p for p in Event.objects.filter(conversation_id__in=list(paused), type="permission_prompt",
+                                               sequence__in={s for s in wanted.values() if isinstance(s, int)})
+               if wanted.get(p.conversation_id) == p.sequence]
+    if not prompts:
+        return []
+    answered = set(Event.objects.filter(conversation_id__in=[p.conversation_id for p in prompts], type="permission_answer",
+                                        created_at__gte=min(p.created_at for p in prompts))
+                   .values_list("conversation_id", "payload__prompt_sequence"))
+    open_ = [(paused[p.conversation_id], p) for p in prompts if (p.conversation_id, p.sequence) not in answered]
+    return sorted(open_, key=lambda pair: (pair[1].created_at, pair[1].pk))
+
+
+def open_prompts(conversations: QuerySet[Conversation]) -> list[PromptCard]:
+    """Cards of the open prompts of `conversations`, oldest first."""
+    return [prompt_card(conversation, prompt) for conversation, prompt in open_prompt_events(conversations)]
+
+
+def open_prompt_count(conversations: QuerySet[Conversation]) -> int:
+    return len(open_prompt_events(conversations))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -66,11 +67,18 @@ def event_card(session: GatewaySession, event: GatewayEvent) -> PromptCard | Non
     return prompt_card(prompt, session) if prompt is not None else None
 
 
-def open_prompts() -> list[GatewayPrompt]:
-    """Pending prompts whose MCP request still waits, oldest first."""
+def _waiting() -> QuerySet[GatewayPrompt]:
+    """Pending prompts whose MCP request still waits."""
     since = timezone.now() - timedelta(seconds=timeout_seconds())
-    return list(GatewayPrompt.objects.filter(status=GatewayPrompt.Status.PENDING, created_at__gt=since)
-                .select_related("session__profile").order_by("created_at"))
+    return GatewayPrompt.objects.filter(status=GatewayPrompt.Status.PENDING, created_at__gt=since)
+
+
+def open_prompts() -> list[GatewayPrompt]:
+    return list(_waiting().select_related("session__profile").order_by("created_at"))
+
+
+def open_prompt_count() -> int:
+    return _waiting().count()
 
 
 def open_prompt_cards() -> list[PromptCard]:

@@ -6,10 +6,12 @@ as the gateway session pages are (`gateway.prompts.may_answer`).
 """
 from __future__ import annotations
 
+from playground.conversations.prompts import open_prompt_count as open_conversation_prompt_count
 from playground.conversations.prompts import open_prompts as open_conversation_prompts
 from playground.conversations.selectors import conversations_to_act_on
 from playground.gateway.prompts import may_answer as may_answer_gateway
 from playground.gateway.prompts import open_prompt_cards as open_gateway_prompts
+from playground.gateway.prompts import open_prompt_count as open_gateway_prompt_count
 from playground.prompt_cards import PromptCard
 
 
@@ -22,4 +24,6 @@ def inbox_cards(user) -> list[PromptCard]:
 
 
 def inbox_count(user) -> int:
-    return len(inbox_cards(user))
+    """What the navigation bar shows on every page: counted, not rendered (no card is built)."""
+    count = open_conversation_prompt_count(conversations_to_act_on(user))
+    return count + (open_gateway_prompt_count() if may_answer_gateway(user) else 0)
