@@ -38,8 +38,9 @@
 
   // "Notify me": the browser's permission is asked on this click only.
   function showNotifyState() {
-    var state = document.querySelector("[data-inbox-notify-state]");
+    var state = document.querySelector("[data-inbox-notify-state]"), button = document.querySelector("[data-inbox-notify]");
     if (!state) return;
+    if (button) button.textContent = notifying() ? "Stop notifying me" : "Notify me of new prompts";
     if (!("Notification" in window)) state.textContent = "This browser has no notifications.";
     else if (Notification.permission === "denied") state.textContent = "Notifications are blocked for this site in the browser's settings.";
     else state.textContent = notifying() ? "On: a new prompt shows a notification." : "Off.";
