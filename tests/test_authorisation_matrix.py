@@ -158,6 +158,8 @@ def build_world(django_user_model) -> World:
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
     share = sharing.create_link(conversation, user=users[OPERATOR], hours=1)
+    replay = conversations.start_conversation(users[OPERATOR], profile=profile)
+    type(replay).objects.filter(pk=replay.pk).update(replay_of=conversation, replay_plan={"origin": conversation.pk, "messages": []})
     share_token = sharing.token_for(share)
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
     task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
@@ -181,6 +183,8 @@ def build_world(django_user_model) -> World:
         **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
         "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
         "conversations:labelled_set_export": {"profile_id": profile.pk},
+        "conversations:replay": {"pk": conversation.pk},
+        **{f"conversations:{n}": {"pk": replay.pk} for n in ("replay_view", "replay_figures")},
         "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
         "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.conversations import events as ev
+from playground.conversations import replays
 from playground.conversations.events import RunReleased, lock_conversation, record_event
 from playground.conversations.cache_strips import ConversationCache, cache_strip
 from playground.conversations.models import Conversation, Message
@@ -37,6 +38,7 @@ from playground.conversations.providers import (
 )
 from playground.conversations.runs import (
     CANCELLED_CALL,
+    answer_prompt,
     cancel_requester,
     close_cancelled_turn,
     pending_answer,
@@ -478,6 +480,9 @@ class AgentRun:
             error = "deferred tool called before it was loaded" if check.refusal == refusals.DEFERRED else check.message
             return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
         if check.needs_person and name not in self.always_allowed():
+            reused = replays.reused_answer(self.conversation, name, arguments)
+            if reused is not None:  # a replay: the origin's person answered this same call
+                return self.reuse_answer(reused, tool_use_id, name, arguments, check.message, call_seq, turn, turn_seq)
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
             raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
         return self.run_allowed_call(tool_use_id, name, arguments, check.tool, call_seq, turn_seq)
@@ -570,6 +575,20 @@ class AgentRun:
             for frame in reversed(frames[:-1]):
                 state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
+
+    def reuse_answer(self, reused: dict[str, Any], tool_use_id: str, name: str, arguments: dict[str, Any], reason: str,
+                     call_seq: int, turn: TurnPlan, turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A replay's call that its origin's person answered (replays.reused_answer): the prompt is recorded
+        with that answer at once, and the call settled by it as a paused call is by a fresh answer."""
+        with transaction.atomic():
+            prompt = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason),
+                               turn_sequence=turn_seq)
+            answer_prompt(self.conversation.pk, prompt, reused["choice"], answered_by=reused.get("answered_by", ""),
+                          note=replays.REUSED_NOTE,
+                          resume=False)
+        state = {"call": {"id": tool_use_id, "name": name, "input": arguments}, "prompt_sequence": prompt, "timeout": 0,
+                 "call_sequence": call_seq}
+        return self.answered_call(state, turn, turn_seq)
 
     def answered_call(self, state: dict[str, Any], turn: TurnPlan,
                       turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -43,6 +43,10 @@ class Conversation(models.Model):
     # A run paused on a permission prompt holds no worker: what it needs to go on once the prompt is
     # answered (the prompt, the turn's tool calls and the results so far). Empty while nothing waits.
     paused_run = StorableJSONField(null=True, blank=True)
+    # A replay (replays.py): the conversation whose person's messages this one re-sends under other
+    # settings, and the plan — the messages, how many were sent, the origin's permission answers.
+    replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
+    replay_plan = StorableJSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

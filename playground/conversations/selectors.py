@@ -116,6 +116,7 @@ def conversation_export_data(conversation: Conversation) -> dict[str, Any]:
             "owner": conversation.owner.get_username(),
             "status": conversation.status,
             "compare_group": conversation.compare_group,
+            "replay_of": conversation.replay_of_id,  # the conversation this one replays (replays.py), or null
             "created_at": conversation.created_at,
         },
         "events": list(events),

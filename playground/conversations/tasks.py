@@ -13,7 +13,7 @@ import logging
 from celery.signals import worker_ready
 
 from playground.celery_app import app
-from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the background round
+from playground.conversations import replays, requeue  # noqa: F401 - requeue registers runs and prompts with the background round
 from playground.conversations.lease import RunLease, rest_paused_run
 from playground.conversations.loop import run_conversation
 from playground.conversations.runs import expire_prompt, release_lost_runs
@@ -30,9 +30,7 @@ def run_conversation_task(conversation_id: int, run_token: str = "") -> str:
             # A newer message, a cancel or a release took the conversation before this worker got here.
             return "superseded"
         reason = run_conversation(conversation_id, cancel=lease.cancel).reason
-    if reason == "waiting":
-        rest_paused_run(conversation_id, run_token)
-    return reason
+    return _after_run(conversation_id, run_token, reason)
 
 
 @app.task(name="conversations.resume_conversation", acks_late=False)
@@ -42,8 +40,15 @@ def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequen
         if not lease.claimed:
             return "superseded"  # cancelled, released or taken over while the answer was queued
         reason = run_conversation(conversation_id, resume_prompt=prompt_sequence, cancel=lease.cancel).reason
+    return _after_run(conversation_id, run_token, reason)
+
+
+def _after_run(conversation_id: int, run_token: str, reason: str) -> str:
+    """Once the lease is let go: a paused run rests; a replay whose run answered sends its next message."""
     if reason == "waiting":
         rest_paused_run(conversation_id, run_token)
+    elif reason in replays.FINISHED_REASONS:
+        replays.send_next_message(conversation_id)
     return reason
 
 

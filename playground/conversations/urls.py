@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from playground.access import EDITOR, OPERATOR, PUBLIC, VIEWER, allow
-from playground.conversations import views
+from playground.conversations import replay_views, views
 
 app_name = "conversations"
 # Who may use each route (see playground/urls.py): every role watches every conversation (list,
@@ -31,6 +31,10 @@ access_rules = {
     "search_misses": allow(get=VIEWER),
     "search_misses_label": allow(post=EDITOR),
     "labelled_set_export": allow(get=VIEWER),
+    # Replay and fork: who may start a conversation may replay any they watch; every role sees a replay beside its origin.
+    "replay": allow(get=OPERATOR, post=OPERATOR),
+    "replay_view": allow(get=VIEWER),
+    "replay_figures": allow(get=VIEWER),
 }
 urlpatterns: list = [
     path("", views.conversation_list, name="list"),
@@ -51,5 +55,8 @@ urlpatterns: list = [
     path("overview/", views.usage_overview, name="overview"),
     path("search-misses/", views.search_misses, name="search_misses"),
     path("search-misses/label/", views.search_misses_label, name="search_misses_label"),
+    path("<int:pk>/replay/", replay_views.replay, name="replay"),
+    path("<int:pk>/side-by-side/", replay_views.replay_view, name="replay_view"),
+    path("<int:pk>/side-by-side/figures/", replay_views.replay_figures, name="replay_figures"),
     path("labelled-set/<int:profile_id>.jsonl", views.labelled_set_export, name="labelled_set_export"),
 ]
