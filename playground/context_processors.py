@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from playground.access import ADMIN, ROLES, has_role, role_of
+from playground.access import ADMIN, OPERATOR, ROLES, has_role, role_of
 from playground.conversations import budgets
 from playground.conversations.providers import automatic_provider_key, provider_is_offline
+from playground.inbox.selectors import inbox_count
 
 
 def playground(request):
@@ -17,6 +18,8 @@ def playground(request):
         "user_role": role_of(user) or "",
         "has_role": {role: has_role(user, role) for role in ROLES},
         "is_staff": is_admin,
+        # Called only by a template that shows them (the navigation bar): not by every htmx fragment.
+        "inbox_count": lambda: inbox_count(user) if has_role(user, OPERATOR) else 0,
         # Admins are told in the navigation when a budget is reached (new work of its user or profile is refused).
-        "budgets_reached": budgets.reached_count() if is_admin else 0,
+        "budgets_reached": lambda: budgets.reached_count() if is_admin else 0,
     }

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "playground.evaluation",
     "playground.agenteval",
     "playground.gateway",
+    "playground.inbox",
     "playground.accounts",
 ]
 
@@ -209,6 +210,20 @@ OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTE
 # Also put the ToolSearch query text on its span (semantic conventions: content is opt-in). Tool
 # arguments, results and messages never go in a span.
 OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
+# Who ran a conversation, on its spans as `enduser.id` (and `user.id`, which Langfuse and Phoenix read):
+# off (the default: no person in a trace), hashed (on, true: a keyed hash of the username, the same
+# for one person in every trace, that names nobody outside this deployment) or username.
+OTEL_TRACES_ENDUSER_ID = {"": "off", "false": "off", "0": "off", "no": "off", "true": "hashed", "1": "hashed", "on": "hashed",
+                          "yes": "hashed"}.get(os.environ.get("OTEL_TRACES_ENDUSER_ID", "").strip().lower(),
+                                               os.environ.get("OTEL_TRACES_ENDUSER_ID", "").strip().lower())
+if OTEL_TRACES_ENDUSER_ID not in ("off", "hashed", "username"):
+    raise RuntimeError(f"OTEL_TRACES_ENDUSER_ID must be off, hashed or username, not {OTEL_TRACES_ENDUSER_ID!r}")
+# The trace UI's address of one trace, `{trace_id}` standing for its 32 hex digits: the conversation
+# page links its latest run's trace there (e.g. https://cloud.langfuse.com/project/P/traces/{trace_id}).
+TRACE_URL_TEMPLATE = os.environ.get("TRACE_URL_TEMPLATE", "").strip()
+if TRACE_URL_TEMPLATE and ("{trace_id}" not in TRACE_URL_TEMPLATE or not TRACE_URL_TEMPLATE.startswith(("http://", "https://"))):
+    raise RuntimeError("TRACE_URL_TEMPLATE must be an http(s) address holding {trace_id}, "
+                       f"e.g. https://cloud.langfuse.com/project/P/traces/{{trace_id}}; got {TRACE_URL_TEMPLATE!r}")
 
 # ToolSearch: true | false | auto | auto:N | auto:Ntokens (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")

@@ -40,6 +40,13 @@ def can_act(user, conversation: Conversation) -> bool:
     return has_role(user, OPERATOR) and (conversation.owner_id == user.pk or has_role(user, ADMIN))
 
 
+def conversations_to_act_on(user) -> QuerySet[Conversation]:
+    """The conversations `can_act` allows `user` to act in: their own (an operator at least), or all (an admin)."""
+    if not has_role(user, OPERATOR):
+        return Conversation.objects.none()
+    return Conversation.objects.all() if has_role(user, ADMIN) else Conversation.objects.filter(owner_id=user.pk)
+
+
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
     return qs if has_role(user, VIEWER) else qs.none()

@@ -13,7 +13,7 @@ from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.access import ADMIN, EDITOR, OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import budgets, feedback, runs, services, sharing
+from playground.conversations import budgets, feedback, runs, services, sharing, traces
 from playground.conversations.forms import (
     AnswerForm, BudgetForm, CompareForm, ConversationFilterForm, FeedbackForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
@@ -105,6 +105,7 @@ def conversation_detail(request, pk: int):
     return render(request, "conversations/detail.html", {
         "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
         "feedback": feedback.feedback_context(conversation, request.user),
+        "trace": traces.latest_trace(conversation.pk),
     })
 
 

@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST, require_safe
 from playground.gateway.endpoint import endpoint_path
 from playground.gateway.forms import TokenForm
 from playground.gateway.fragments import pending_prompts
+from playground.gateway.prompts import answer_of
 from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
 from playground.gateway.service import answer_prompt
 from playground.gateway.tokens import issue_token, revoke_token
@@ -37,8 +38,8 @@ def session_detail(request, pk: int):
 def prompt_answer(request, pk: int):
     """Allow or deny a call waiting under an `ask` rule; the first answer stands."""
     prompt = get_object_or_404(GatewayPrompt, pk=pk)
-    answer = request.POST.get("answer")
-    if answer not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED):
+    answer = answer_of(request.POST.get("choice") or request.POST.get("answer"))
+    if answer is None:
         return render(request, "gateway/_answer_error.html", {"message": "Answer allowed or denied."}, status=400)
     answer_prompt(prompt.pk, answer, user=request.user)
     return redirect("gateway:session_detail", prompt.session_id)

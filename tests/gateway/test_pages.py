@@ -84,8 +84,8 @@ def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
     record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {"prompt_id": prompt.pk, "name": "Write",
                                                                   "arguments": {"file_path": "a"}, "reason": "ask Write"})
     page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
-    assert "Allow this call" in page
-    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "denied"})
+    assert 'data-testid="answer-once"' in page and "Approve once" in page  # the conversation prompt's buttons
+    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"choice": "deny"})
     assert response.status_code == 302
     prompt.refresh_from_db()
     assert prompt.status == "denied" and prompt.answered_by.username == "alice"
@@ -93,7 +93,7 @@ def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
     prompt.refresh_from_db()
     assert prompt.status == "denied"
     page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
-    assert "Allow this call" not in page and "denied by alice" in page
+    assert "Approve once" not in page and "denied by alice" in page
     assert admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "maybe"}).status_code == 400
 
 
