@@ -283,9 +283,9 @@ class AgentRun:
                 if self.stream_text and not self.subagent else None
             try:
                 if streamer is None:
-                    response = self.provider.create_or_cancel(request, self.cancel)
+                    response = self.provider.create_or_cancel(request, self.cancel, api=turn_plan.style.api)
                 else:
-                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add)
+                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add, api=turn_plan.style.api)
                     streamer.flush()
             except CallCancelled:
                 raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
