@@ -285,9 +285,9 @@ class AgentRun:
                 if self.stream_text and not self.subagent else None
             try:
                 if streamer is None:
-                    response = self.provider.create_or_cancel(request, self.cancel)
+                    response = self.provider.create_or_cancel(request, self.cancel, api=turn_plan.style.api)
                 else:
-                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add)
+                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add, api=turn_plan.style.api)
                     streamer.flush()
             except CallCancelled:
                 raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
@@ -405,9 +405,9 @@ class AgentRun:
             wire=turn_plan.wire,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
-            loaded_tools=list(plan.tool_names),
-            deferred_tools=list(plan.deferred_tools),
-            discovered_tools=list(plan.discovered_tools),
+            loaded_tools=turn_plan.tool_names,  # this turn's tool_addition's included (tool changes)
+            deferred_tools=turn_plan.deferred_tools,
+            discovered_tools=turn_plan.discovered_tools,
             tokens=turn_plan.wire_tokens.to_dict(),  # one accounting for both vendors' wires
             decision=plan.decision.to_dict(),
             subagent=self.subagent,

@@ -9,7 +9,7 @@ from playground.gateway.forms import TokenForm
 from playground.gateway.fragments import pending_prompts
 from playground.gateway.prompts import answer_of
 from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToken
-from playground.gateway.service import answer_prompt
+from playground.gateway.service import answer_prompt, served_style
 from playground.gateway.tokens import issue_token, revoke_token
 from playground.access import ADMIN, role_required
 from playground.registry.models import AgentProfile
@@ -29,7 +29,7 @@ def session_detail(request, pk: int):
     events = list(session.events.order_by("sequence"))
     return render(request, "gateway/session_detail.html", {
         "session": session, "events": events, "after": events[-1].sequence if events else 0,
-        "pending": pending_prompts(session),
+        "pending": pending_prompts(session), "served": served_style(session.profile),
     })
 
 

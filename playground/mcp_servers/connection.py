@@ -46,6 +46,7 @@ from pydantic import ValidationError
 
 from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
+from playground.mcp_servers.protocol_eras import AUTO, LEGACY
 from playground.mcp_servers.secrets import scrub_for
 from playground.per_process import portal
 
@@ -595,10 +596,10 @@ async def negotiate(session: ClientSession, era: str) -> None:
     handshake on a server that does not answer it (the SDK's own policy, as `Client(mode="auto")`);
     a pinned version sends `server/discover` at that version only, and a server that does not speak
     it is an error saying so, not a silent handshake."""
-    if era == "legacy":
+    if era == LEGACY:
         await session.initialize()
         return
-    if era == "auto" or era not in MODERN_PROTOCOL_VERSIONS:
+    if era == AUTO or era not in MODERN_PROTOCOL_VERSIONS:
         await negotiate_auto(session)
         return
     try:
@@ -688,8 +689,9 @@ def list_server_tools(
 
 
 def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> ServerProbe:
-    """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError."""
-    return list_server_tools(config, timeout=timeout)[1]
+    """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError. It keeps
+    none of the tools (counted page by page, not held: a sync stores them)."""
+    return list_server_tools(config, timeout=timeout, keep=0)[1]
 
 
 def call_server_tool(

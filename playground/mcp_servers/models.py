@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from playground.mcp_servers import protocol_eras
 from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, scrub_for, viewer_url
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
@@ -21,9 +22,9 @@ class McpServer(models.Model):
         HTTP = "http", "Streamable HTTP"
 
     class ProtocolEra(models.TextChoices):
-        AUTO = "auto", "Auto (server/discover, else the initialize handshake)"
-        LEGACY = "legacy", "Legacy (initialize handshake, up to 2025-11-25)"
-        MODERN_2026_07_28 = "2026-07-28", "2026-07-28 only (stateless)"
+        AUTO = protocol_eras.AUTO, "Auto (server/discover, else the initialize handshake)"
+        LEGACY = protocol_eras.LEGACY, "Legacy (initialize handshake, up to 2025-11-25)"
+        MODERN_2026_07_28 = protocol_eras.MODERN_2026_07_28, "2026-07-28 only (stateless)"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -43,9 +44,8 @@ class McpServer(models.Model):
 
     # Which MCP protocol era the playground speaks to it (connection.negotiate): the handshake,
     # `server/discover` first with a fallback to the handshake, or a pinned stateless version.
-    # Legacy by default until the workbench speaks every feature in the stateless era too (roots,
-    # logging/setLevel and notifications are the handshake era's; docs/architecture.md)
-    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=ProtocolEra.LEGACY)
+    # The default is protocol_eras.DEFAULT_PROTOCOL_ERA (legacy, and why).
+    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=protocol_eras.DEFAULT_PROTOCOL_ERA)
     # What the last connection settled on (an `initialize` answer or a `server/discover` one).
     negotiated_version = StorableCharField(max_length=40, blank=True)
 

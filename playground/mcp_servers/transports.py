@@ -22,6 +22,7 @@ import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, viewer_url
 
 # How much of a stdio server's stderr is quoted in an error message.
@@ -39,7 +40,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
-    protocol_era: str = "auto"  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
+    protocol_era: str = DEFAULT_PROTOCOL_ERA  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
 
     @classmethod
     def from_server(cls, server: Any) -> ServerConfig:
@@ -51,7 +52,7 @@ class ServerConfig:
             env={str(k): str(v) for k, v in (server.env or {}).items()},
             url=server.url or "",
             headers={str(k): str(v) for k, v in (server.headers or {}).items()},
-            protocol_era=getattr(server, "protocol_era", "") or "auto",
+            protocol_era=getattr(server, "protocol_era", "") or DEFAULT_PROTOCOL_ERA,
         )
 
     @property

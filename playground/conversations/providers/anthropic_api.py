@@ -31,6 +31,7 @@ from playground.conversations.providers.base import (
     sdk_errors,
 )
 from playground.engine.execution import CallCancelled, CancelSignal
+from playground.engine.wires.base import MESSAGES_API
 from playground.mcp_servers.connection import background_loop
 from playground.per_process import portal
 
@@ -90,20 +91,24 @@ class AnthropicProvider(ModelProvider):
             timeout=settings.ANTHROPIC_TIMEOUT_SECONDS,
         )
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        return self.create_or_cancel(request_kwargs, None)
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        return self.create_or_cancel(request_kwargs, None, api=api)
 
     def _messages(self, request_kwargs: dict[str, Any]) -> Any:
         """The SDK's messages resource for a body: the beta one when the wire style names betas
         (`betas`, e.g. the tool-changes style's mid-conversation-tool-changes header)."""
         return self.async_client.beta.messages if request_kwargs.get("betas") else self.async_client.messages
 
-    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
         with sdk_errors(self.sdk):
             message = background_loop().run(self._messages(request_kwargs).create(**request_kwargs), cancel=cancel)
         return _response(message)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
         pieces: queue.SimpleQueue = queue.SimpleQueue()
 
         async def stream() -> Any:
@@ -141,7 +146,7 @@ class AnthropicProvider(ModelProvider):
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()), api=MESSAGES_API)
 
 
 def _response(message: Any) -> ProviderResponse:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.requests import AgentSettings
+from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
 from playground.mcp_servers.secrets import scrub
 
@@ -120,18 +121,22 @@ def _status_message(exc: Any) -> str:
 class ModelProvider(ABC):
     """Base class of model providers.
 
-    Subclasses set `key`, `label` (shown in the UI), `vendor` and `otel_name`, implement `create`
-    and `complete`, and may override `summarise` (compaction), `default_model` and `from_settings`.
-    `create` receives the request exactly as the engine's `TurnPlan.wire_request()` built it for the
-    turn's wire style (a Messages API request's model, max_tokens, system, messages, tools; OpenAI's
-    shapes for a provider that sets `openai_wire`) and must either return a ProviderResponse or raise
-    ProviderError — never hang: network providers set timeouts and bounded retries.
+    Subclasses set `key`, `label` (shown in the UI), `vendor`, `otel_name` and `apis`, implement
+    `create` and `complete`, and may override `summarise` (compaction), `default_model` and
+    `from_settings`. `create` receives the request exactly as the engine's `TurnPlan.wire_request()`
+    built it for the turn's wire style (a Messages API request's model, max_tokens, system, messages,
+    tools; OpenAI's shapes for an OpenAI provider) with the SDK call it is for, `api` (the style's
+    `WireStyle.api`: the body's shape is never guessed), and must either return a ProviderResponse or
+    raise ProviderError — never hang: network providers set timeouts and bounded retries.
     """
 
     key: str = "base"
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
     vendor: str = "anthropic"  # whose wire it speaks: "anthropic" (Messages API) or "openai"
+    # The SDK calls it makes (`wires.base`: MESSAGES_API, RESPONSES_API, CHAT_COMPLETIONS_API); a
+    # request for another is refused (`check_api`).
+    apis: tuple[str, ...] = (MESSAGES_API,)
     # gen_ai.provider.name in traces: the semantic conventions' value where there is one.
     otel_name: str = ""
     # True when its usage is the engine's estimate, not an API's report (its responses say "estimate").
@@ -164,21 +169,29 @@ class ModelProvider(ABC):
         return agent_settings
 
     @abstractmethod
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        """Send one Messages API request and return the assistant's reply."""
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        """Send one request, the body of the SDK call `api` names, and return the assistant's reply."""
 
-    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal) -> ProviderResponse:
+    def check_api(self, api: str) -> None:
+        """Refuse a request for an SDK call this provider does not make (a wire style of another vendor)."""
+        if api not in self.apis:
+            raise ProviderError(f"The {self.label} does not send {api} requests (it sends {', '.join(self.apis)}).",
+                                kind="configuration")
+
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """`create`, stopped midway when `cancel` is set while the request is in flight: then it raises
         engine.execution.CallCancelled. The loop calls this one. This default cannot stop a call once
         sent (it returns when `create` does): right for providers that answer at once, like the demo
         agent; a network provider overrides it to abort the request."""
-        return self.create(request_kwargs)
+        return self.create(request_kwargs, api=api)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, on_text: TextSink) -> ProviderResponse:
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """`create_or_cancel`, telling `on_text` each piece of assistant text as it is produced, in the
         calling thread; the response returned is the whole reply, as `create` would give it. The loop
         calls this one. This default streams nothing: the text arrives with the response."""
-        return self.create_or_cancel(request_kwargs, cancel)
+        return self.create_or_cancel(request_kwargs, cancel, api=api)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""

@@ -58,8 +58,9 @@ from playground.engine.execution import CallCancelled, CancelSignal
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
 from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, prefix_blocks, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
-from playground.engine.tokens import CharEstimateCounter, count_messages
+from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
+from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
@@ -129,11 +130,12 @@ class DemoAgentProvider(ModelProvider):
         return settings.DEFAULT_MODEL
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()), api=MESSAGES_API)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """The reply `create` gives, its text told to `on_text` a word at a time at the demo's pace."""
-        response = self.create(request_kwargs)
+        response = self.create(request_kwargs, api=api)
         words = [w for b in response.content if b.get("type") == "text" for w in WORD.findall(b.get("text", ""))]
         pace = settings.DEMO_STREAM_WORDS_PER_SECOND
         if pace <= 0 or not words:
@@ -152,7 +154,12 @@ class DemoAgentProvider(ModelProvider):
                 on_text(word)
         return response
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
+        return self._decide(request_kwargs)
+
+    def _decide(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        """The demo agent's reply to a Messages API request (the OpenAI-wire demo hands it its bodies so read)."""
         messages: list[dict[str, Any]] = request_kwargs.get("messages", [])
         tools: list[dict[str, Any]] = [t for t in request_kwargs.get("tools", []) or [] if "name" in t]
         discovered = set(discovered_tool_names(messages))
@@ -297,10 +304,9 @@ class DemoAgentProvider(ModelProvider):
                 split = model.send(request_kwargs, now)
             return {"input": split.uncached_tokens, "output": output, "cache_read": split.cache_read_tokens,
                     "cache_write": split.cache_write_tokens}
-        if "messages" in request_kwargs:  # a Messages API request: the cache model's blocks, nothing cached
-            return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
-                    "cache_read": 0, "cache_write": 0}
-        return {"input": count_messages(_ESTIMATE, request_kwargs), "output": output, "cache_read": 0, "cache_write": 0}
+        # No breakpoints: the cache model's blocks (a Messages API request's, the only kind it reads), nothing cached.
+        return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
+                "cache_read": 0, "cache_write": 0}
 
     def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], note: str) -> ProviderResponse:
         all_calls = sum(1 for m in request_kwargs.get("messages", []) if m.get("role") == "assistant"
