@@ -40,8 +40,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 class Session:
     """One logged-in person: a cookie jar shared by every conversation of the run."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, provider: str = "demo") -> None:
         self.base_url = base_url.rstrip("/")
+        self.provider = provider  # the new-conversation form's choice: "demo", or a vendor the stack points at its double
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
 
@@ -85,10 +86,11 @@ class Session:
             raise LoadTestError(f"POST /conversations/{conversation_id}/send/ answered {status}: {body[:200]!r}")
 
     def new_conversation(self) -> int:
-        """The new-conversation form with no message (the message goes over the socket), the offline
-        demo agent as provider (never a paid API), the default settings as profile."""
+        """The new-conversation form with no message (the message goes over the socket), the session's
+        provider (the offline demo agent unless the stack points a vendor at its local double), the
+        default settings as profile."""
         status, headers, body = self.request("/conversations/new/", {
-            "csrfmiddlewaretoken": self._cookie("csrftoken"), "profile": "", "provider": "demo", "message": "",
+            "csrfmiddlewaretoken": self._cookie("csrftoken"), "profile": "", "provider": self.provider, "message": "",
         })
         location = headers.get("Location", "")
         match = CONVERSATION_URL.search(urllib.parse.urlsplit(location).path)
