@@ -1,5 +1,16 @@
 """One object per process, made on first use; and the process's one event loop for sync code (`portal()`).
 
+Runs on the loop (`Portal.start_run`): a worker hands each conversation run to its process's loop,
+where the run's plain, synchronous code (the agent loop, its ORM calls) executes in a greenlet of the
+loop's thread. Wherever that code waits (`Portal.wait`: a model API call, an MCP tool call, a paced
+reply, a broadcast), the greenlet switches back to the loop, which awaits the coroutine as any task
+and switches back with its result. So a waiting run holds no thread and no process, and one process
+carries many runs; the same code called from an ordinary thread (a test, a view) blocks on the
+loop's future as before. This is SQLAlchemy's asyncio bridge (`greenlet_spawn` / `await_only`) in
+a few lines: asyncio does all the scheduling. The runs share the loop thread's database connection;
+none waits inside a transaction (every wait is a model, tool or broadcast call, none under
+`transaction.atomic`), so their statements never interleave inside one.
+
 The event loop on a background thread, the channel layer's sender and the MCP session pool are each
 kept once per process. A forked child (Celery's prefork pool) must not use its parent's: the
 parent's threads do not exist in the child, and its sockets belong to the parent. So the child
@@ -7,15 +18,19 @@ forgets the parent's object without closing it and makes its own on first use.
 """
 from __future__ import annotations
 
+import asyncio
 import atexit
 import concurrent.futures
 import os
 import threading
-from collections.abc import Callable, Coroutine
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
 
+import greenlet
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from playground.engine.execution import CallCancelled, CancelSignal
 
 T = TypeVar("T")
 _ABANDONED: list[object] = []  # a forked child's inherited objects of its parent: kept, never closed
@@ -73,6 +88,7 @@ class Portal:
         self._context: AbstractContextManager[BlockingPortal] = start_blocking_portal(name="playground-portal")
         self._portal = self._context.__enter__()
         self.thread_id = self._portal.call(threading.get_ident)
+        self.loop = self._portal.call(asyncio.get_running_loop)
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start `coroutine` on the loop; cancelling the returned future cancels the task."""
@@ -81,6 +97,32 @@ class Portal:
             raise RuntimeError("Portal.submit called from the portal's own thread (waiting on it would deadlock)")
         return self._portal.start_task_soon(_await, coroutine)
 
+    def wait(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None, *,
+             cancel: CancelSignal | None = None) -> T:
+        """Run `coroutine` on the loop and return its result, from sync code. In a run on the loop
+        (`start_run`) the run's greenlet yields to the loop meanwhile; elsewhere the thread blocks.
+        Past `timeout` it raises TimeoutError; once `cancel` is set the coroutine is cancelled and
+        CallCancelled raised at once."""
+        if in_loop_run():
+            return _await_in_run(_guarded(coroutine, timeout, cancel))
+        future = self.submit(coroutine)
+        with cancel.while_running(future.cancel) if cancel is not None else nullcontext():
+            try:
+                return future.result(timeout)
+            except concurrent.futures.CancelledError:
+                if cancel is not None and cancel.is_set():
+                    raise CallCancelled() from None
+                raise
+            except TimeoutError:
+                future.cancel()
+                raise
+
+    def start_run(self, function: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Run the plain function `function(*args)` on the loop, in a greenlet of its own: its waits
+        (`wait`) yield to the loop. The returned future holds its result. Returns at once, however
+        busy the loop is (anyio's `start_task_soon` would wait for the loop to take the task)."""
+        return asyncio.run_coroutine_threadsafe(_drive(function, args), self.loop)
+
     def close(self) -> None:
         """Cancel what still runs and stop the loop (at exit)."""
         self._context.__exit__(None, None, None)
@@ -88,6 +130,66 @@ class Portal:
 
 async def _await(coroutine: Coroutine[Any, Any, T]) -> T:
     return await coroutine
+
+
+# -- runs on the loop: plain code in a greenlet, its waits awaited by the loop ------------------------
+class _LoopRun(greenlet.greenlet):
+    """The greenlet of one run; its parent is the loop's own greenlet, which awaits what it yields."""
+
+
+def in_loop_run() -> bool:
+    """True in the code of a run on the loop (`Portal.start_run`): waits must yield, not block."""
+    return isinstance(greenlet.getcurrent(), _LoopRun)
+
+
+def _await_in_run(awaitable: Awaitable[T]) -> T:
+    # Back to the loop's greenlet (`_drive`), which awaits it and switches back with the result.
+    return greenlet.getcurrent().parent.switch(awaitable)
+
+
+async def _drive(function: Callable[..., T], args: tuple[Any, ...]) -> T:
+    loop = asyncio.get_running_loop()
+    run = _LoopRun(function)
+    value: Any = args
+    error: BaseException | None = None
+    first = True
+    while True:
+        # While the run's plain code executes, this thread shows no running loop: Django's
+        # async-safety check and `send_to_group` see sync code, which it is between waits.
+        asyncio.events._set_running_loop(None)
+        try:
+            if first:
+                first = False
+                yielded = run.switch(*value)
+            elif error is not None:
+                yielded = run.throw(error)
+            else:
+                yielded = run.switch(value)
+        finally:
+            asyncio.events._set_running_loop(loop)
+        if run.dead:
+            return yielded
+        try:
+            value, error = await yielded, None
+        except BaseException as exc:  # noqa: BLE001 - handed to the run, which raises it where it waited
+            value, error = None, exc
+
+
+async def _guarded(coroutine: Coroutine[Any, Any, T], timeout: float | None, cancel: CancelSignal | None) -> T:
+    """`coroutine` as a task of its own, cancelled when `cancel` is set (from any thread)."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(coroutine)
+
+    def stop() -> None:  # called by whoever sets the signal, in any thread
+        loop.call_soon_threadsafe(task.cancel)
+
+    with cancel.while_running(stop) if cancel is not None else nullcontext():
+        try:
+            return await asyncio.wait_for(task, timeout)
+        except asyncio.CancelledError:
+            if cancel is not None and cancel.is_set() and task.cancelled():
+                raise CallCancelled() from None
+            raise
 
 
 _portals: PerProcess[Portal] = PerProcess(Portal, close=Portal.close)

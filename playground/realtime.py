@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import concurrent.futures
 import os
 from typing import Any, Callable
 
@@ -63,11 +62,9 @@ class _Sender:
             await close_layer(layer)
 
     def submit(self, coroutine: Any, timeout: float) -> Any:
-        future = portal().submit(coroutine)
         try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+            return portal().wait(coroutine, timeout)  # a run on the loop yields meanwhile (per_process.py)
+        except TimeoutError:
             raise TimeoutError(f"the channel layer did not answer within {timeout:g} s") from None
 
 
