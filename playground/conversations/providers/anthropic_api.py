@@ -30,6 +30,7 @@ from playground.conversations.providers.base import (
     messages_api_request,
     parsed_reply,
     plain_extract,
+    process_client,
     sdk_errors,
 )
 from playground.engine.execution import CallCancelled, CancelSignal
@@ -71,9 +72,10 @@ class AnthropicProvider(ModelProvider):
         import anthropic
 
         self.sdk = anthropic
-        self.client = anthropic.Anthropic(**options)
+        key = tuple(sorted(options.items()))
+        self.client = process_client(("anthropic", *key), lambda: anthropic.Anthropic(**options))
         # Used only on the background loop: a task there can be cancelled, a blocking read cannot.
-        self.async_client = anthropic.AsyncAnthropic(**options)
+        self.async_client = process_client(("anthropic-async", *key), lambda: anthropic.AsyncAnthropic(**options))
 
     @classmethod
     def unavailable_reason(cls) -> str:
