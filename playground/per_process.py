@@ -21,8 +21,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import heapq
+import itertools
 import os
 import threading
+import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic, TypeVar
@@ -79,13 +83,14 @@ class PerProcess(Generic[T]):
 
 
 class Portal:
-    """This process's event loop for sync code: an anyio blocking portal (an asyncio loop on a daemon
-    thread). The realtime sender's channel layer (realtime.py) and the MCP client's sessions
-    (mcp_servers/connection.py) both live on it; async clients bound to a loop (channels_redis,
-    httpx, the MCP SDK) keep their connections across calls because the loop outlives each call."""
+    """An event loop for sync code: an anyio blocking portal (an asyncio loop on a daemon thread).
+    The process's main one (`portal()`) carries the conversation runs and the MCP client's sessions
+    (mcp_servers/connection.py); the broadcast one (`broadcast_portal()`) the realtime sender's
+    channel layer (realtime.py). Async clients bound to a loop (channels_redis, httpx, the MCP SDK)
+    keep their connections across calls because the loop outlives each call."""
 
-    def __init__(self) -> None:
-        self._context: AbstractContextManager[BlockingPortal] = start_blocking_portal(name="playground-portal")
+    def __init__(self, name: str = "playground-portal") -> None:
+        self._context: AbstractContextManager[BlockingPortal] = start_blocking_portal(name=name)
         self._portal = self._context.__enter__()
         self.thread_id = self._portal.call(threading.get_ident)
         self.loop = self._portal.call(asyncio.get_running_loop)
@@ -104,6 +109,8 @@ class Portal:
         Past `timeout` it raises TimeoutError; once `cancel` is set the coroutine is cancelled and
         CallCancelled raised at once."""
         if in_loop_run():
+            if threading.get_ident() != self.thread_id:  # another portal's loop (the broadcasts'): awaited from here
+                coroutine = _on_other_loop(self, coroutine)
             return _await_in_run(_guarded(coroutine, timeout, cancel))
         future = self.submit(coroutine)
         with cancel.while_running(future.cancel) if cancel is not None else nullcontext():
@@ -121,7 +128,7 @@ class Portal:
         """Run the plain function `function(*args)` on the loop, in a greenlet of its own: its waits
         (`wait`) yield to the loop. The returned future holds its result. Returns at once, however
         busy the loop is (anyio's `start_task_soon` would wait for the loop to take the task)."""
-        return asyncio.run_coroutine_threadsafe(_drive(function, args), self.loop)
+        return asyncio.run_coroutine_threadsafe(_drive(function, args, time.monotonic()), self.loop)
 
     def close(self) -> None:
         """Cancel what still runs and stop the loop (at exit)."""
@@ -147,13 +154,57 @@ def _await_in_run(awaitable: Awaitable[T]) -> T:
     return greenlet.getcurrent().parent.switch(awaitable)
 
 
-async def _drive(function: Callable[..., T], args: tuple[Any, ...]) -> T:
+class _Turns:
+    """Which ready run executes its plain code next on a loop: the one started first.
+
+    Every run's code runs on the loop's one thread, a slice at a time between waits. When the
+    process's CPU is the bottleneck, taking ready runs in the order they became ready interleaves
+    all of them, so they all end near the end (every run as slow as the last). Taking the oldest
+    ready run first serves runs in the order they came, as a queue of workers would, while every
+    run's waits (model, tools, broadcasts) still overlap. Only the runs' own slices queue here; the
+    coroutines they wait on (HTTP, Redis) run on the loop as soon as it is free.
+    """
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[float, int, asyncio.Future]] = []
+        self.busy = False
+        self.order = itertools.count()
+
+    async def take(self, started: float) -> None:
+        loop = asyncio.get_running_loop()
+        turn = loop.create_future()
+        heapq.heappush(self.waiting, (started, next(self.order), turn))
+        if not self.busy:
+            self.busy = True
+            loop.call_soon(self.give_back)  # next iteration: the runs woken with this one are in the heap too
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.give_back()  # granted, then cancelled before it ran: pass the turn on
+            raise
+
+    def give_back(self) -> None:
+        while self.waiting:
+            _, _, turn = heapq.heappop(self.waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.busy = False
+
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
+
+
+async def _drive(function: Callable[..., T], args: tuple[Any, ...], started: float) -> T:
     loop = asyncio.get_running_loop()
+    turns = _turns.setdefault(loop, _Turns())
     run = _LoopRun(function)
     value: Any = args
     error: BaseException | None = None
     first = True
     while True:
+        await turns.take(started)
         # While the run's plain code executes, this thread shows no running loop: Django's
         # async-safety check and `send_to_group` see sync code, which it is between waits.
         asyncio.events._set_running_loop(None)
@@ -167,12 +218,18 @@ async def _drive(function: Callable[..., T], args: tuple[Any, ...]) -> T:
                 yielded = run.switch(value)
         finally:
             asyncio.events._set_running_loop(loop)
+            turns.give_back()
         if run.dead:
             return yielded
         try:
             value, error = await yielded, None
         except BaseException as exc:  # noqa: BLE001 - handed to the run, which raises it where it waited
             value, error = None, exc
+
+
+async def _on_other_loop(other: Portal, coroutine: Coroutine[Any, Any, T]) -> T:
+    """`coroutine` run on another portal's loop, awaited from this one (cancelling this cancels it there)."""
+    return await asyncio.wrap_future(other.submit(coroutine))
 
 
 async def _guarded(coroutine: Coroutine[Any, Any, T], timeout: float | None, cancel: CancelSignal | None) -> T:
@@ -198,3 +255,12 @@ _portals: PerProcess[Portal] = PerProcess(Portal, close=Portal.close)
 def portal() -> Portal:
     """This process's portal (a forked Celery child starts its own: threads do not survive a fork)."""
     return _portals.get()
+
+
+_broadcast_portals: PerProcess[Portal] = PerProcess(lambda: Portal("playground-broadcast"), close=Portal.close)
+
+
+def broadcast_portal() -> Portal:
+    """This process's loop for broadcasts alone (realtime.py): a frame goes out while the main loop
+    is busy with runs' turns, never behind them."""
+    return _broadcast_portals.get()
