@@ -18,12 +18,13 @@ import urllib.parse
 import urllib.request
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidStatus, InvalidURI
 
 from playground.loadtest.stats import ConversationResult, read_frame
 
 HTTP_TIMEOUT_SECONDS = 30
 CONNECT_TIMEOUT_SECONDS = 30
+SOCKET_ATTEMPTS = 4  # a handshake the server dropped is tried again (open_socket)
 CONVERSATION_URL = re.compile(r"/conversations/(\d+)/?$")
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -131,15 +132,25 @@ async def open_socket(session: Session, path: str) -> Socket:
     server checks it against ALLOWED_HOSTS)."""
     parts = urllib.parse.urlsplit(session.base_url)
     url = f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}{path}"
-    try:
-        connection = await connect(url, origin=session.base_url, additional_headers={"Cookie": session.cookie_header()},
-                                   open_timeout=CONNECT_TIMEOUT_SECONDS, max_size=2**24, ping_interval=None,
-                                   compression=None)
-    except InvalidStatus as refused:
-        raise LoadTestError(f"socket {path} refused: HTTP {refused.response.status_code}") from refused
-    except (InvalidHandshake, InvalidURI) as error:
-        raise LoadTestError(f"socket {path}: {error}") from error
-    return Socket(connection)
+    for attempt in range(1, SOCKET_ATTEMPTS + 1):
+        try:
+            connection = await connect(url, origin=session.base_url, additional_headers={"Cookie": session.cookie_header()},
+                                       open_timeout=CONNECT_TIMEOUT_SECONDS, max_size=2**24, ping_interval=None,
+                                       compression=None)
+        except InvalidStatus as refused:
+            raise LoadTestError(f"socket {path} refused: HTTP {refused.response.status_code}") from refused
+        except InvalidMessage as error:
+            # The server closed the connection before answering the handshake: daphne drops a socket
+            # its application did not accept within its connect timeout (a web node short of CPU).
+            # Try again, as a browser's reconnect would; the run's clock starts once the message is sent.
+            if attempt == SOCKET_ATTEMPTS:
+                raise LoadTestError(f"socket {path}: {error} ({attempt} attempts)") from error
+            await asyncio.sleep(attempt)
+        except (InvalidHandshake, InvalidURI) as error:
+            raise LoadTestError(f"socket {path}: {error}") from error
+        else:
+            return Socket(connection)
+    raise AssertionError("unreachable")
 
 
 async def run_conversation(session: Session, message: str, deadline: float, result: ConversationResult,
