@@ -124,11 +124,13 @@ class Portal:
                 future.cancel()
                 raise
 
-    def start_run(self, function: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+    def start_run(self, function: Callable[..., T], *args: Any,
+                  on_first_wait: Callable[[], None] | None = None) -> concurrent.futures.Future[T]:
         """Run the plain function `function(*args)` on the loop, in a greenlet of its own: its waits
         (`wait`) yield to the loop. The returned future holds its result. Returns at once, however
-        busy the loop is (anyio's `start_task_soon` would wait for the loop to take the task)."""
-        return asyncio.run_coroutine_threadsafe(_drive(function, args, time.monotonic()), self.loop)
+        busy the loop is (anyio's `start_task_soon` would wait for the loop to take the task).
+        `on_first_wait` is called (on the loop's thread) once the run first waits or ends."""
+        return asyncio.run_coroutine_threadsafe(_drive(function, args, time.monotonic(), on_first_wait), self.loop)
 
     def close(self) -> None:
         """Cancel what still runs and stop the loop (at exit)."""
@@ -196,7 +198,8 @@ class _Turns:
 _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turns] = weakref.WeakKeyDictionary()
 
 
-async def _drive(function: Callable[..., T], args: tuple[Any, ...], started: float) -> T:
+async def _drive(function: Callable[..., T], args: tuple[Any, ...], started: float,
+                 on_first_wait: Callable[[], None] | None = None) -> T:
     loop = asyncio.get_running_loop()
     turns = _turns.setdefault(loop, _Turns())
     run = _LoopRun(function)
@@ -219,6 +222,9 @@ async def _drive(function: Callable[..., T], args: tuple[Any, ...], started: flo
         finally:
             asyncio.events._set_running_loop(loop)
             turns.give_back()
+            if on_first_wait is not None:
+                on_first_wait, told = None, on_first_wait
+                told()
         if run.dead:
             return yielded
         try:

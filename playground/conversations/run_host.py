@@ -1,7 +1,8 @@
 """Where a worker process runs its conversations: many at once on the process's event loop.
 
 Celery stays the dispatcher: the run task (tasks.py) claims the conversation's lease and hands the run
-to this host, then ends; its pool slot is free for the next message at once. The run itself — the
+to this host, then ends once the run first waits (so a process busy building its runs' turns looks
+busy to the broker, and the node's other processes take the next runs); its pool slot is then free. The run itself — the
 plain, synchronous agent loop — executes in a greenlet on the process's one event loop
 (`per_process.Portal.start_run`); while it waits on the model API, an MCP tool call or a paced reply,
 it yields to the loop and holds no thread. A permission prompt ends the run (loop.AgentRun.pause), so
@@ -68,6 +69,10 @@ def _run_on_loop(lease: RunLease, resume_prompt: int | None) -> str:
         run_ended.send_robust(RunHost, conversation_id=lease.conversation_id)
 
 
+# How long a hand-over waits for its run's first wait (beyond it the task ends all the same).
+FIRST_TURN_WAIT_SECONDS = 30.0
+
+
 class RunHost:
     """This process's runs on its event loop, at most `capacity` at once."""
 
@@ -86,13 +91,19 @@ class RunHost:
             if not lease.claim():
                 self._slots.release()
                 return None
-            future = portal().start_run(_run_on_loop, lease, resume_prompt)
+            first_wait = threading.Event()
+            future = portal().start_run(_run_on_loop, lease, resume_prompt, on_first_wait=first_wait.set)
         except BaseException:
             self._slots.release()
             raise
         with self._lock:
             self._running.add(future)
         future.add_done_callback(self._ended)
+        future.add_done_callback(lambda _: first_wait.set())
+        # The task (and so its pool slot) waits while the run's first turn is built: a process whose
+        # loop is busy with its runs' CPU work looks busy to the broker, which hands the next run to
+        # the node's other processes (a hand-over that ended at once left one process most of them).
+        first_wait.wait(FIRST_TURN_WAIT_SECONDS)
         return future
 
     def _ended(self, future: concurrent.futures.Future) -> None:
