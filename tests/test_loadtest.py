@@ -253,3 +253,14 @@ def test_the_api_double_answers_like_a_model_through_the_official_sdks():
         functions = [{"type": "function", "function": {"name": "ToolSearch", "parameters": {"type": "object", "properties": {}}}}]
         reply = client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}], tools=functions)
         assert reply.choices[0].message.tool_calls[0].function.name == "ToolSearch"
+        # Responses API: a tool's output is answered even when the wire adds a message after it (the
+        # tools it loaded, as a user message); a person's message gets the ToolSearch call.
+        responses_tools = [{"type": "function", "name": "ToolSearch", "parameters": {"type": "object", "properties": {}}}]
+        first = client.responses.create(model="gpt-test", input=[{"role": "user", "content": "hi"}], tools=responses_tools)
+        assert first.output[0].type == "function_call" and first.output[0].name == "ToolSearch"
+        second = client.responses.create(model="gpt-test", tools=responses_tools, input=[
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": first.output[0].call_id, "name": "ToolSearch", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": first.output[0].call_id, "output": "found"},
+            {"role": "user", "content": "Tools loaded: get_weather."}])
+        assert second.output[0].type == "message" and second.output_text == ANSWER

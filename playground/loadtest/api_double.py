@@ -39,16 +39,25 @@ def anthropic_answer(body: dict[str, Any]) -> dict[str, Any]:
     return text_reply(ANSWER)
 
 
+def _last_reply(items: list[Any]) -> dict[str, Any]:
+    """The last item that is not a user, developer or system message: what the model did last, or
+    what answered it (the wire may add a message after a tool's output, e.g. the tools it loaded)."""
+    for item in reversed(items):
+        if isinstance(item, dict) and item.get("role") not in ("user", "developer", "system"):
+            return item
+    return {}
+
+
 def openai_answer(body: dict[str, Any]) -> dict[str, Any]:
     tools = body.get("tools") or []
     if "messages" in body:  # Chat Completions
-        if any(m.get("role") == "tool" for m in body["messages"][-1:]):
+        if _last_reply(body["messages"]).get("role") == "tool":
             return chat_reply(ANSWER)
         if any((t.get("function") or {}).get("name") == TOOL_SEARCH_NAME for t in tools):
             return chat_reply(tool_calls=[(TOOL_SEARCH_NAME, QUERY)])
         return chat_reply(ANSWER)
     items = body.get("input") if isinstance(body.get("input"), list) else []
-    if items and isinstance(items[-1], dict) and items[-1].get("type") in ("function_call_output", "tool_search_output"):
+    if _last_reply(items).get("type") in ("function_call_output", "tool_search_output"):
         return response_reply([message_item(ANSWER)])
     if any(t.get("type") == "tool_search" and t.get("execution") == "client" for t in tools):
         return response_reply([tool_search_call_item(QUERY)])
