@@ -327,6 +327,11 @@ AGENT_LOST_SECONDS = float(os.environ.get("AGENT_LOST_SECONDS") or 60)
 # How often a worker holding a run looks for a cancel request (lease.py): a cancel interrupts the
 # model call or tool call in flight within about this long.
 AGENT_CANCEL_POLL_SECONDS = float(os.environ.get("AGENT_CANCEL_POLL_SECONDS") or 0.5)
+# Conversation runs one worker process carries at once on its event loop (run_host.py): a waiting run
+# holds no thread, so this bounds memory, not threads. A full process leaves further runs to others.
+AGENT_RUNS_PER_PROCESS = envint("AGENT_RUNS_PER_PROCESS", 200)
+if AGENT_RUNS_PER_PROCESS < 1:
+    raise RuntimeError(f"AGENT_RUNS_PER_PROCESS ({AGENT_RUNS_PER_PROCESS}) must be 1 or more")
 if not AGENT_CANCEL_POLL_SECONDS > 0:
     raise RuntimeError(f"AGENT_CANCEL_POLL_SECONDS ({AGENT_CANCEL_POLL_SECONDS:g}) must be above 0")
 if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_SECONDS:

@@ -5,7 +5,7 @@ Each turn: (maybe compact) → the engine builds the request (permissions → de
 (ToolSearch in-process through the engine, `Agent` as a nested run, everything else through the
 executor) with call-time permission checks → results are appended → repeat until the model ends its
 turn, the person cancels, or `AGENT_MAX_TURNS`. A cancel interrupts the model call or tool call in
-flight: the run's watcher thread (lease.py) sets the run's `CancelSignal`, which aborts the HTTP
+flight: the process's lease keeper (lease.py) sets the run's `CancelSignal`, which aborts the HTTP
 request or cancels the MCP request (`notifications/cancelled`), and the run ends "cancelled". A call that needs the person's permission pauses the
 run: the prompt and what the turn needs to go on are saved, and the task ends (no worker waits); the
 answer queues a task that resumes from there (`AgentRun.pause`, `run(resume=...)`). Every step is a

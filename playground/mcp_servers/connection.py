@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
 import logging
 import time
 import warnings
@@ -44,7 +43,7 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from playground.engine.execution import CancelSignal, CallCancelled
+from playground.engine.execution import CancelSignal
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.protocol_eras import AUTO, LEGACY
 from playground.mcp_servers.secrets import scrub_for
@@ -640,17 +639,11 @@ class BackgroundLoop:
     """`run(coro)` runs a coroutine on the process's portal loop and waits for it from sync code."""
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, cancel: CancelSignal | None = None) -> T:
-        """Run `coro` on the loop and wait for its result. With `cancel`: once it is set, the task is
-        cancelled (the SDK then sends the server `notifications/cancelled` for a request in flight)
-        and CallCancelled raised here at once."""
-        future = portal().submit(coro)
-        if cancel is None:
-            return future.result(timeout)
-        with cancel.while_running(future.cancel):
-            try:
-                return future.result(timeout)
-            except concurrent.futures.CancelledError:
-                raise CallCancelled() from None
+        """Run `coro` on the loop and wait for its result (`Portal.wait`: a run on the loop yields
+        meanwhile, another thread blocks). With `cancel`: once it is set, the task is cancelled (the
+        SDK then sends the server `notifications/cancelled` for a request in flight) and
+        CallCancelled raised here at once."""
+        return portal().wait(coro, timeout, cancel=cancel)
 
 
 _loop = BackgroundLoop()

@@ -14,6 +14,7 @@ vendor (`NeutralMessage`), which each provider sends in its own.
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from playground.engine.requests import AgentSettings
 from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
 from playground.mcp_servers.secrets import scrub
+from playground.per_process import PerProcess
 
 # Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
 # thread that called the provider.
@@ -68,6 +70,23 @@ class ProviderError(Exception):
         self.kind = kind
         self.status_code = status_code
         self.retryable = retryable
+
+
+_clients: PerProcess[dict[tuple, Any]] = PerProcess(dict)
+_clients_lock = threading.Lock()
+
+
+def process_client(key: tuple, make: Callable[[], Any]) -> Any:
+    """An SDK client made once per process for the same options (`key`), not once per run: each new
+    client builds an SSL context (the CA bundle read and parsed, tens of ms of CPU: a fifth of a worker's
+    CPU per event when made per run) and an empty connection pool. The async clients are used only on
+    the process's loop (per_process.portal()), which outlives them; a forked child makes its own."""
+    clients = _clients.get()
+    client = clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = clients.setdefault(key, make())
+    return client
 
 
 @contextmanager

@@ -26,6 +26,7 @@ The wait between words ends at once on a cancel.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from contextlib import nullcontext
@@ -62,6 +63,7 @@ from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
 from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
+from playground.per_process import in_loop_run, portal
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
 NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, AGENT_TOOL_NAME}
@@ -147,7 +149,10 @@ class DemoAgentProvider(ModelProvider):
             for number, word in enumerate(words):
                 # On a schedule from the start, not a pause after each word: time spent saving the
                 # pieces (a busy database) does not stretch the reply past its cap.
-                if number and stopped.wait(max(started + number * interval - time.monotonic(), 0)):
+                delay = max(started + number * interval - time.monotonic(), 0) if number else 0
+                if delay and in_loop_run():
+                    portal().wait(asyncio.sleep(delay), cancel=cancel)  # a run on the loop yields (raises CallCancelled)
+                elif delay and stopped.wait(delay):
                     raise CallCancelled()
                 if stopped.is_set():
                     raise CallCancelled()

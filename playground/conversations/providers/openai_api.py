@@ -25,6 +25,7 @@ from playground.conversations.providers.base import (
     chat_completions_request,
     parsed_reply,
     plain_extract,
+    process_client,
     sdk_errors,
 )
 from playground.engine.execution import CancelSignal
@@ -118,8 +119,10 @@ class OpenAIProvider(ModelProvider):
         import openai
 
         self.sdk = openai
-        self.client = openai.OpenAI(**options)
-        self.async_client = openai.AsyncOpenAI(**options)  # used only on the background loop (cancellable)
+        key = tuple(sorted(options.items()))
+        self.client = process_client(("openai", *key), lambda: openai.OpenAI(**options))
+        # Used only on the background loop (cancellable).
+        self.async_client = process_client(("openai-async", *key), lambda: openai.AsyncOpenAI(**options))
 
     @classmethod
     def unavailable_reason(cls) -> str:
