@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from playground.engine.execution import CancelSignal, CallCancelled
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.wire_capture import MessageNoter, RecordingStreams
 from playground.per_process import portal
 
 T = TypeVar("T")
@@ -528,7 +529,7 @@ class LogForwarder:
 @asynccontextmanager
 async def open_connection(
     config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    handlers: ClientHandlers | None = None,
+    handlers: ClientHandlers | None = None, transcript: MessageNoter | None = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
@@ -536,12 +537,16 @@ async def open_connection(
     for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
     With `handlers`, the session offers sampling / elicitation / roots and answers through them.
+    With `transcript`, every JSON-RPC message both ways is noted in it (the Protocol view).
     """
     transport = transport_for(config)
     connection: McpConnection | None = None
     forwarder = LogForwarder(log_sink, transport) if log_sink is not None else None
     try:
         async with transport.streams() as (read_stream, write_stream):
+            if transcript is not None:
+                recording = RecordingStreams(transcript, read_stream, write_stream)
+                read_stream, write_stream = recording.read, recording.write
             if forwarder is not None:
                 forwarder.start()
             try:
@@ -567,6 +572,9 @@ async def open_connection(
                     if connection is not None:
                         forwarder.note("session", "disconnected")
                     await forwarder.stop()
+                if transcript is not None:
+                    with anyio.move_on_after(5, shield=True):
+                        await transcript.settle()
     except BaseException as exc:
         known = exc if isinstance(exc, McpConnectionError) else _first(exc, McpConnectionError)
         if known is not None:
@@ -665,13 +673,13 @@ def background_loop() -> BackgroundLoop:
 
 def list_server_tools(
     config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    keep: int | None = None,
+    keep: int | None = None, transcript: MessageNoter | None = None,
 ) -> tuple[list[McpToolListing], ServerProbe]:
     """Connect, list every tool (the first `keep` of them; the probe's count is every one), close."""
 
     async def run() -> tuple[list[McpToolListing], ServerProbe]:
         started = time.perf_counter()
-        async with open_connection(config, connect_timeout=timeout, log_sink=log_sink) as connection:
+        async with open_connection(config, connect_timeout=timeout, log_sink=log_sink, transcript=transcript) as connection:
             tools = await connection.list_tools(timeout=timeout, keep=keep)
             info = connection.server_info
             probe = ServerProbe(
@@ -687,9 +695,10 @@ def list_server_tools(
     return background_loop().run(run())
 
 
-def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> ServerProbe:
+def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                     transcript: MessageNoter | None = None) -> ServerProbe:
     """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError."""
-    return list_server_tools(config, timeout=timeout)[1]
+    return list_server_tools(config, timeout=timeout, transcript=transcript)[1]
 
 
 def call_server_tool(
