@@ -23,11 +23,13 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from django.conf import settings
 from django.db import connections
 
@@ -172,8 +174,9 @@ def store(scope: str, captured: list[Captured], secrets: list[str]) -> list[McpP
 
 
 class TranscriptWriter:
-    """This process's queue of captured messages, written every FLUSH_SECONDS by a task of the
-    event loop that captured them (the database work in the loop's thread pool)."""
+    """One event loop's queue of captured messages, written every FLUSH_SECONDS by a task of that
+    loop (the database work in the loop's thread pool). One per loop: the gateway's (Daphne's) and
+    the MCP client's (`per_process.portal()`) each flush their own."""
 
     def __init__(self) -> None:
         self.pending: list[tuple[Callable[[], str | None], list[str], Captured]] = []
@@ -181,30 +184,30 @@ class TranscriptWriter:
         self._flushing: asyncio.Task | None = None
 
     def add(self, scope_of: Callable[[], str | None], secrets: list[str], captured: Captured) -> None:
+        """Called on this writer's loop."""
         if len(self.pending) >= MAX_PENDING:
             self.dropped += 1
             return
         self.pending.append((scope_of, secrets, captured))
         if self._flushing is None or self._flushing.done():
-            try:
-                self._flushing = asyncio.get_running_loop().create_task(self._flush_soon())
-            except RuntimeError:  # no loop (sync code): written at once
-                self.write(self._take())
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_while_pending())
 
     def _take(self) -> list[tuple[Callable[[], str | None], list[str], Captured]]:
         batch, self.pending = self.pending, []
         return batch
 
-    async def _flush_soon(self) -> None:
-        import anyio
-
-        await asyncio.sleep(FLUSH_SECONDS)
-        batch = self._take()
-        if batch:
+    async def _flush_while_pending(self) -> None:
+        # Until a wait finds nothing new: between that check and the task's end nothing can be
+        # added (same loop, no await), so nothing is left behind unwritten.
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            batch = self._take()
+            if not batch:
+                return
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.write, batch)
 
-    def write(self, batch: list[tuple[Callable[[], str | None], list[str], Captured]]) -> None:
+    def write(self, batch: list[tuple[Callable[[], str | None], list[str], Captured]], *, close_connections: bool = True) -> None:
         if self.dropped:
             logger.warning("MCP protocol transcript: %d messages were not kept (over %d waiting)", self.dropped, MAX_PENDING)
             self.dropped = 0
@@ -219,35 +222,45 @@ class TranscriptWriter:
         except Exception:
             logger.warning("could not store %d MCP protocol messages", len(batch), exc_info=True)
         finally:
-            connections.close_all()  # a thread of the MCP client loop: give its database connection back
+            if close_connections:  # a thread of the loop's pool: give its database connection back
+                connections.close_all()
 
     async def drain(self) -> None:
         """Write what is waiting now (a connection that closes; tests)."""
-        import anyio
-
-        if self._flushing is not None and not self._flushing.done():
-            await asyncio.shield(self._flushing)
         batch = self._take()
         if batch:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.write, batch)
 
 
-_writer = TranscriptWriter()
+_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TranscriptWriter] = weakref.WeakKeyDictionary()
 
 
-def writer() -> TranscriptWriter:
-    return _writer
+def writer() -> TranscriptWriter | None:
+    """The running loop's writer (None in sync code, which writes at once: `add_now`)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    found = _writers.get(loop)
+    if found is None:
+        found = _writers[loop] = TranscriptWriter()
+    return found
+
+
+def add_now(scope_of: Callable[[], str | None], secrets: list[str], captured: Captured) -> None:
+    """No loop (sync code): written at once, on the caller's own database connection."""
+    TranscriptWriter().write([(scope_of, secrets, captured)], close_connections=False)
 
 
 class Transcript:
     """What one conversation's capture needs: its scope (known, or found when written), its
     secrets and its grouper. `note` is called on the event loop for each message."""
 
-    def __init__(self, scope_of: Callable[[], str | None], secrets: list[str]) -> None:
+    def __init__(self, scope_of: Callable[[], str | None], secrets: list[str], grouper: Grouper | None = None) -> None:
         self.scope_of = scope_of
         self.secrets = secrets
-        self.grouper = Grouper()
+        self.grouper = grouper if grouper is not None else Grouper()
 
     def note(self, sender: str, message: dict[str, Any], *, version_hint: str = "") -> None:
         try:
@@ -255,10 +268,16 @@ class Transcript:
         except Exception:  # a transcript must never break the conversation it watches
             logger.debug("MCP protocol transcript: could not classify a message", exc_info=True)
             return
-        _writer.add(self.scope_of, self.secrets, captured)
+        loop_writer = writer()
+        if loop_writer is None:
+            add_now(self.scope_of, self.secrets, captured)
+        else:
+            loop_writer.add(self.scope_of, self.secrets, captured)
 
     async def settle(self) -> None:
-        await _writer.drain()
+        loop_writer = writer()
+        if loop_writer is not None:
+            await loop_writer.drain()
 
 
 def transcript_for_server(server_id: int, secrets_of: Any) -> Transcript | None:
