@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import ADMIN, VIEWER, allow
-from playground.mcp_servers import protocol_views, views
+from playground.access import ADMIN, EDITOR, VIEWER, allow
+from playground.mcp_servers import protocol_views, scratch_views, views
 
 app_name = "mcp_servers"
 # Who may use each route (see playground/urls.py): viewers read; anything that changes a server,
@@ -40,12 +40,15 @@ access_rules = {
     "server_export": allow(get=ADMIN),
     "server_import": allow(get=ADMIN, post=ADMIN),
     "server_protocol": allow(get=ADMIN),
+    # Trying a server without registering it: a URL for editors, a command for admins (the view checks).
+    "server_try": allow(get=EDITOR, post=EDITOR),
     "server_protocol_export": allow(get=ADMIN),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
     path("new/", views.server_create, name="server_create"),
     path("import/", views.server_import, name="server_import"),
+    path("try/", scratch_views.server_try, name="server_try"),
     path("<int:pk>/export/", views.server_export, name="server_export"),
     path("<int:pk>/", views.server_detail, name="server_detail"),
     path("<int:pk>/edit/", views.server_edit, name="server_edit"),
