@@ -65,7 +65,7 @@ class ScratchConnectionForm(forms.Form):
     name = forms.CharField(required=False, max_length=40, validators=[SERVER_NAME_VALIDATOR],
                            help_text="Only needed to register it.")
     transport = forms.ChoiceField(choices=McpServer.Transport.choices, initial=McpServer.Transport.HTTP)
-    url = forms.URLField(required=False, max_length=500, assume_scheme="http",
+    url = forms.URLField(label="URL", required=False, max_length=500, assume_scheme="http",
                          help_text="Streamable HTTP: the endpoint, e.g. http://127.0.0.1:8765/mcp")
     headers_text = forms.CharField(label="HTTP headers", required=False, max_length=8000,
                                    widget=forms.Textarea(attrs={"rows": 2}), help_text="Name: value per line.")
