@@ -69,6 +69,8 @@ DEFAULT_CALL_TIMEOUT = 30.0
 MAX_TOOL_PAGES = 100
 # Rounds of a 2026-07-28 multi round-trip request (InputRequiredResult) before it is given up.
 MAX_INPUT_ROUNDS = 5
+# How long closing a connection waits for its last transcript messages to be written (protocol_log).
+TRANSCRIPT_SETTLE_SECONDS = 2.0
 
 
 @dataclass
@@ -572,9 +574,6 @@ async def open_connection(
                     if connection is not None:
                         forwarder.note("session", "disconnected")
                     await forwarder.stop()
-                if transcript is not None:
-                    with anyio.move_on_after(5, shield=True):
-                        await transcript.settle()
     except BaseException as exc:
         known = exc if isinstance(exc, McpConnectionError) else _first(exc, McpConnectionError)
         if known is not None:
@@ -595,6 +594,12 @@ async def open_connection(
         diagnostics = transport.diagnostics()
         # The error text (and the server's stderr) may quote the URL, an argument or an env value.
         raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
+    finally:
+        if transcript is not None:
+            # After the transport closed (a stdio child is already reaped): the last messages are
+            # written now, not left to a loop a one-shot command is about to leave; briefly.
+            with anyio.move_on_after(TRANSCRIPT_SETTLE_SECONDS, shield=True):
+                await transcript.settle()
 
 
 async def negotiate(session: ClientSession, era: str) -> None:

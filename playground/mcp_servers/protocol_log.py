@@ -226,11 +226,11 @@ class TranscriptWriter:
                 connections.close_all()
 
     async def drain(self) -> None:
-        """Write what is waiting now (a connection that closes; tests)."""
+        """Write what is waiting now (a connection that closes; tests). A caller that stops waiting
+        (a bounded close) leaves the write to finish in its thread."""
         batch = self._take()
         if batch:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.write, batch)
+            await anyio.to_thread.run_sync(self.write, batch, abandon_on_cancel=True)
 
 
 _writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TranscriptWriter] = weakref.WeakKeyDictionary()
