@@ -208,6 +208,9 @@ class McpServerRequest(models.Model):
     answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     answered_with = StorableCharField(max_length=200, blank=True)  # "by hand", or the model and its provider
     note = StorableTextField(blank=True)  # why it expired or failed, for the page
+    # For a 2026-07-28 server's InputRequiredResult (MRTR): the request it answered and the round
+    # ("tools/call book_table, round 1 of at most 5"); empty for a handshake-era server's own request.
+    asked_during = StorableCharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
 
