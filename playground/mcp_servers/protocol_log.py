@@ -46,6 +46,7 @@ FLUSH_SECONDS = 0.25
 MAX_PENDING = 5000  # messages waiting to be written, per process
 # How many requests (and MRTR states) a grouper remembers to pair answers and rounds with.
 REMEMBERED_REQUESTS = 512
+TOTAL_CHECK_EVERY = 1000
 
 REQUEST, RESPONSE, INPUT_REQUIRED, ERROR, NOTIFICATION = "request", "response", "input_required", "error", "notification"
 
@@ -170,7 +171,19 @@ def store(scope: str, captured: list[Captured], secrets: list[str]) -> list[McpP
     oldest_kept = McpProtocolMessage.objects.filter(scope=scope).order_by("-id").values_list("id", flat=True)[keep - 1:keep]
     if oldest_kept:
         McpProtocolMessage.objects.filter(scope=scope, id__lt=oldest_kept[0]).delete()
+    _bound_the_table(rows)
     return rows
+
+
+def _bound_the_table(rows: list[McpProtocolMessage]) -> None:
+    """Every scope is bounded, but scopes come and go (a stateless gateway client gets a new session
+    row after each idle spell): the table keeps the newest MCP_PROTOCOL_KEEP_TOTAL messages of all.
+    Checked each time the ids pass a multiple of TOTAL_CHECK_EVERY: one delete on the primary key."""
+    first, last = rows[0].pk if rows else None, rows[-1].pk if rows else None
+    if first is None or last is None or (first - 1) // TOTAL_CHECK_EVERY == last // TOTAL_CHECK_EVERY:
+        return
+    total = max(keep_messages(), int(getattr(settings, "MCP_PROTOCOL_KEEP_TOTAL", 100_000)))
+    McpProtocolMessage.objects.filter(id__lte=last - total).delete()
 
 
 class TranscriptWriter:

@@ -146,3 +146,18 @@ def test_the_protocol_view_is_for_admins_only(client, django_user_model, admin_u
 def test_capture_is_off_at_zero(settings):
     settings.MCP_PROTOCOL_KEEP_MESSAGES = 0
     assert protocol_log.transcript_for_server(1, ServerConfig(name="x", transport="stdio", command="x")) is None
+
+
+@pytest.mark.django_db
+def test_the_table_keeps_the_newest_messages_of_all_scopes(settings, monkeypatch):
+    settings.MCP_PROTOCOL_KEEP_MESSAGES = 5
+    settings.MCP_PROTOCOL_KEEP_TOTAL = 12
+    monkeypatch.setattr(protocol_log, "TOTAL_CHECK_EVERY", 4)
+    grouper = protocol_log.Grouper()
+    for number in range(10):  # ten scopes come and go, three messages each
+        protocol_log.store(f"gateway-{number}", [grouper.capture(CLIENT, {"jsonrpc": "2.0", "id": i, "method": "ping"})
+                                                 for i in range(3)], [])
+    total = McpProtocolMessage.objects.count()
+    assert 12 <= total < 12 + 4 + 3  # bounded, checked every few ids
+    assert McpProtocolMessage.objects.filter(scope="gateway-9").count() == 3
+    assert not McpProtocolMessage.objects.filter(scope="gateway-0").exists()
