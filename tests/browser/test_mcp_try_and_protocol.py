@@ -1,12 +1,20 @@
 """In Chromium against the live server: trying a server without registering it (list, call,
-then Register through the server form), and the new server's Protocol view after its first sync."""
+then Register through the server form), the new server's Protocol view after its first sync, and a
+stateless gateway client's session in the same view."""
 from __future__ import annotations
 
 import sys
+import threading
 
-from playground.mcp_servers.models import McpServer
+import pytest
+
+from playground.mcp_servers import protocol_log
+from playground.mcp_servers.models import McpProtocolMessage, McpServer
 from playground.registry.models import Tool
 from tests.browser.conftest import doc_screenshot, screenshot
+from tests.polling import wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_try_a_server_then_register_it_and_read_its_protocol(logged_in_page):
@@ -49,3 +57,43 @@ def test_try_a_server_then_register_it_and_read_its_protocol(logged_in_page):
     page.locator("[data-testid=protocol-message]", has_text="tools/list").last.locator("summary").click()
     screenshot(page, "mcp-protocol-view")
     doc_screenshot(page, "mcp-protocol-view")
+
+
+def test_a_stateless_gateway_clients_protocol_view(logged_in_page, asgi_server):
+    """A 2026-07-28 client (the SDK pinned to it) lists and searches through the live gateway; the
+    session's Protocol view shows both directions, the era, and never the token."""
+    import anyio
+
+    from playground.gateway.models import GatewaySession
+    from tests.browser.test_gateway_live import served_profile
+    from tests.gateway.test_modern_client import MODERN, run_client
+
+    profile, token = served_profile()
+
+    async def flow(client):
+        await client.list_tools()
+        return await client.call_tool("ToolSearch", {"query": "select:word_count"})
+
+    outcome: dict = {}
+
+    def client_thread() -> None:  # Playwright's sync API holds this thread's event loop
+        outcome["found"] = anyio.run(run_client, f"{asgi_server.url}/gateway/mcp/{profile.pk}/", token, MODERN,
+                                     "protocol-browser", flow)
+
+    worker = threading.Thread(target=client_thread)
+    worker.start()
+    worker.join(60)
+    assert not outcome["found"].is_error
+    session = GatewaySession.objects.get(client_name="protocol-browser")
+    scope = protocol_log.gateway_scope(session.pk)
+    wait_until(lambda: McpProtocolMessage.objects.filter(scope=scope, method="tools/call", kind="response").exists(),
+               "the search's answer in the session's transcript", 20)
+    page = logged_in_page
+    page.goto(f"/gateway/sessions/{session.pk}/")
+    page.click("[data-testid=protocol-link]")
+    page.wait_for_selector("body[data-page=mcp-protocol]")
+    assert page.locator("[data-testid=protocol-message][data-kind=response]", has_text="tools/call").count() == 1
+    assert "2026-07-28 stateless" in page.locator("[data-testid=protocol-era]").first.inner_text()
+    assert token not in page.content()
+    page.locator("[data-testid=protocol-message][data-kind=response]", has_text="tools/call").locator("summary").click()
+    screenshot(page, "gateway-protocol-view")
