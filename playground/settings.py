@@ -320,6 +320,12 @@ MCP_SERVER_REQUEST_WAIT_SECONDS = float(os.environ.get("MCP_SERVER_REQUEST_WAIT_
 MCP_MAX_TOOLS_PER_SERVER = envint("MCP_MAX_TOOLS_PER_SERVER", 1000)
 MCP_MAX_TOOL_DESCRIPTION_CHARS = envint("MCP_MAX_TOOL_DESCRIPTION_CHARS", 8000)
 MCP_MAX_TOOL_SCHEMA_CHARS = envint("MCP_MAX_TOOL_SCHEMA_CHARS", 64_000)
+# The Protocol view (mcp_servers/protocol_log.py): the newest JSON-RPC messages kept per server and
+# per gateway session (0 turns capture off), and how much of one message's JSON is kept.
+MCP_PROTOCOL_KEEP_MESSAGES = envint("MCP_PROTOCOL_KEEP_MESSAGES", 500)
+MCP_PROTOCOL_MAX_BODY_CHARS = envint("MCP_PROTOCOL_MAX_BODY_CHARS", 20_000)
+# ... and of every scope together (gateway sessions come and go): the newest this many messages.
+MCP_PROTOCOL_KEEP_TOTAL = envint("MCP_PROTOCOL_KEEP_TOTAL", 100_000)
 # A worker running a conversation marks it alive this often; a run whose mark is older than
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)

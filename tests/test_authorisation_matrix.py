@@ -177,7 +177,8 @@ def build_world(django_user_model) -> World:
         **{f"mcp_servers:{n}": {"pk": server.pk} for n in (
             "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get",
-            "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export")},
+            "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export",
+            "server_protocol", "server_protocol_export")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:tool_body": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
@@ -200,6 +201,7 @@ def build_world(django_user_model) -> World:
         "agenteval:save_conversation": {"pk": conversation.pk},
         "ws/agenteval/runs/<int:pk>/": {"pk": task_run.pk},
         "gateway:session_detail": {"pk": session.pk},
+        "gateway:session_protocol": {"pk": session.pk}, "gateway:session_protocol_export": {"pk": session.pk},
         "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},
         "ws/mcp/status/<int:server_id>/": {"server_id": server.pk},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from playground.gateway.endpoint import endpoint_path
@@ -12,6 +13,8 @@ from playground.gateway.models import GatewayPrompt, GatewaySession, GatewayToke
 from playground.gateway.service import answer_prompt, served_style
 from playground.gateway.tokens import issue_token, revoke_token
 from playground.access import ADMIN, role_required
+from playground.mcp_servers import protocol_log
+from playground.mcp_servers.protocol_views import export_transcript, render_transcript
 from playground.registry.models import AgentProfile
 
 
@@ -31,6 +34,26 @@ def session_detail(request, pk: int):
         "session": session, "events": events, "after": events[-1].sequence if events else 0,
         "pending": pending_prompts(session), "served": served_style(session.profile),
     })
+
+
+@role_required(ADMIN)
+@require_safe
+def session_protocol(request, pk: int):
+    """The session's JSON-RPC transcript (the Protocol view, as for a server)."""
+    session = get_object_or_404(GatewaySession.objects.select_related("profile"), pk=pk)
+    return render_transcript(
+        request, protocol_log.gateway_scope(session.pk),
+        title=f"{session.client_name or 'Unknown client'} on {session.profile.name}: protocol",
+        back_url=reverse("gateway:session_detail", args=[session.pk]), back_label="the session",
+        export_url=reverse("gateway:session_protocol_export", args=[session.pk]), perspective="gateway",
+    )
+
+
+@role_required(ADMIN)
+@require_safe
+def session_protocol_export(request, pk: int):
+    session = get_object_or_404(GatewaySession, pk=pk)
+    return export_transcript(protocol_log.gateway_scope(session.pk), f"gateway-session-{session.pk}-protocol.json")
 
 
 @role_required(ADMIN)
