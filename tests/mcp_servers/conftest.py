@@ -61,7 +61,14 @@ def no_stray_processes():
     session_pool().close_all()  # pooled sessions stay open by design; closing them must reap every child
     close_helpers()  # so do the built-ins' helper processes
     stray = wait_for_no_new_children(before)
-    assert not stray, f"stray child processes left behind: {sorted(stray)}"
+    assert not stray, f"stray child processes left behind: {[(pid, command_line(pid)) for pid in sorted(stray)]}"
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "(gone)"
 
 
 def demo_config(name: str = "demo", **env: str) -> ServerConfig:

@@ -35,7 +35,7 @@ def tools_only_row(db):
     return McpServer.objects.create(name="bare", command=sys.executable, args=DEMO_ARGS, env={"DEMO_SERVER_TOOLS_ONLY": "1"})
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_ping_shows_the_round_trip_and_is_kept_in_the_history(admin_client, stdio_demo_row, admin_user):
     html = post(admin_client, "server_ping", stdio_demo_row).content.decode()
     assert 'data-testid="ping-outcome" data-ok="true"' in html and "round trip" in html
@@ -51,7 +51,7 @@ def test_ping_shows_the_round_trip_and_is_kept_in_the_history(admin_client, stdi
     assert 'data-testid="ping-total"' in html and "this ping also opened the session" in html
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_resources_are_listed_and_read_safely(admin_client, stdio_demo_row):
     html = post(admin_client, "resource_list", stdio_demo_row).content.decode()
     for uri in ("demo://readme", "demo://cities", "demo://badge.png", "demo://large"):
@@ -71,7 +71,7 @@ def test_resources_are_listed_and_read_safely(admin_client, stdio_demo_row):
     assert ("resource", "demo://readme", True) in kinds and ("list", "resources/list", True) in kinds
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_an_unknown_resource_is_an_error_answer_not_a_dead_server(admin_client, stdio_demo_row):
     stdio_demo_row.status = McpServer.Status.CONNECTED
     stdio_demo_row.save()
@@ -82,7 +82,7 @@ def test_an_unknown_resource_is_an_error_answer_not_a_dead_server(admin_client, 
     assert not McpCallRecord.objects.get(server=stdio_demo_row, kind="resource").ok
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_bad_workbench_input_is_a_400(admin_client, stdio_demo_row):
     assert post(admin_client, "resource_read", stdio_demo_row, {"uri": ""}).status_code == 400
     assert admin_client.post(reverse("mcp_servers:prompt_get", args=[stdio_demo_row.pk]), {"name": ""}).status_code == 400
@@ -90,7 +90,7 @@ def test_bad_workbench_input_is_a_400(admin_client, stdio_demo_row):
     assert admin_client.post(reverse("mcp_servers:prompt_get", args=[stdio_demo_row.pk]), bad_declared).status_code == 400
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_prompts_are_listed_with_a_form_from_their_arguments_and_got_with_them(admin_client, stdio_demo_row):
     html = post(admin_client, "prompt_list", stdio_demo_row).content.decode()
     assert 'data-prompt="plan_trip"' in html
@@ -107,7 +107,7 @@ def test_prompts_are_listed_with_a_form_from_their_arguments_and_got_with_them(a
     assert 'data-invalid="true"' in missing and "city" in missing
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_server_without_resources_or_prompts_says_so_plainly(admin_client, tools_only_row):
     resources = post(admin_client, "resource_list", tools_only_row).content.decode()
     prompts = post(admin_client, "prompt_list", tools_only_row).content.decode()
@@ -116,7 +116,7 @@ def test_a_server_without_resources_or_prompts_says_so_plainly(admin_client, too
     assert all(call.ok for call in McpCallRecord.objects.filter(server=tools_only_row))
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_the_workbench_and_its_history_are_for_admins(client, django_user_model, stdio_demo_row):
     from django.contrib.auth.models import Group
 
@@ -205,7 +205,7 @@ def test_the_log_keeps_only_the_newest_lines():
     assert len(kept) == server_log.KEEP_LINES and kept[0] == "line 5" and kept[-1] == f"line {server_log.KEEP_LINES + 4}"
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_crash_marks_the_server_failed_and_a_later_answer_connected_again(stdio_demo_row):
     listing = list_server_tools(demo_config())
     assert services.apply_listing(stdio_demo_row, *listing).ok
@@ -223,7 +223,7 @@ def test_a_crash_marks_the_server_failed_and_a_later_answer_connected_again(stdi
     assert stdio_demo_row.status == McpServer.Status.CONNECTED and stdio_demo_row.last_error == ""
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_sync_that_changed_the_tools_makes_open_pages_fetch_the_table_again(admin_client, stdio_demo_row):
     assert 'id="mcp-tools-refresh"' not in render_status_fragment(stdio_demo_row, with_summary=True)
     fragment = render_status_fragment(stdio_demo_row, with_summary=True, tools_changed=True)
@@ -236,7 +236,7 @@ def test_a_sync_that_changed_the_tools_makes_open_pages_fetch_the_table_again(ad
     assert f"Tools ({len(listing[0])})" in table and 'data-testid="call-tool"' in table and "(admins only)" not in table
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_a_page_opened_while_the_first_sync_runs_follows_it(admin_client, stdio_demo_row):
     assert stdio_demo_row.status == McpServer.Status.PENDING
     page = admin_client.get(reverse("mcp_servers:server_detail", args=[stdio_demo_row.pk])).content.decode()
