@@ -305,6 +305,13 @@ MCP_SERVER_REQUEST_WAIT_SECONDS = float(os.environ.get("MCP_SERVER_REQUEST_WAIT_
 MCP_MAX_TOOLS_PER_SERVER = envint("MCP_MAX_TOOLS_PER_SERVER", 1000)
 MCP_MAX_TOOL_DESCRIPTION_CHARS = envint("MCP_MAX_TOOL_DESCRIPTION_CHARS", 8000)
 MCP_MAX_TOOL_SCHEMA_CHARS = envint("MCP_MAX_TOOL_SCHEMA_CHARS", 64_000)
+# OAuth to remote MCP servers (docs/architecture.md, "Remote servers with OAuth"): the key that seals
+# tokens and client secrets in the database (a Fernet key or any passphrase; unset: derived from
+# SECRET_KEY), how long a Connect waits for the person to come back from the authorization server, and
+# an optional HTTPS URL where this deployment's client ID metadata document is served (CIMD).
+MCP_SECRETS_KEY = os.environ.get("MCP_SECRETS_KEY", "")
+MCP_OAUTH_WAIT_SECONDS = float(os.environ.get("MCP_OAUTH_WAIT_SECONDS") or 600)
+MCP_OAUTH_CLIENT_METADATA_URL = os.environ.get("MCP_OAUTH_CLIENT_METADATA_URL", "")
 # A worker running a conversation marks it alive this often; a run whose mark is older than
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp import ClientSession
+from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.client._input_required import InputRequiredRoundsExceededError, run_input_required_driver
 from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientRequestContext
@@ -45,6 +46,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from playground.engine.execution import CancelSignal, CallCancelled
+from playground.mcp_servers.oauth import AuthorizationNeeded
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.secrets import scrub_for
 from playground.per_process import portal
@@ -93,6 +95,11 @@ class ClientHandlers:
 
 class McpConnectionError(Exception):
     """The server could not be reached, initialized or kept: the message is meant for the UI."""
+
+
+class McpAuthorizationNeeded(McpConnectionError):
+    """The server answered 401 with `WWW-Authenticate` (it wants OAuth), or its grant stopped working:
+    its page offers Connect instead of showing an error."""
 
 
 class McpCallTimeout(McpConnectionError):
@@ -528,7 +535,7 @@ class LogForwarder:
 @asynccontextmanager
 async def open_connection(
     config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    handlers: ClientHandlers | None = None,
+    handlers: ClientHandlers | None = None, auth: Any = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
@@ -536,8 +543,12 @@ async def open_connection(
     for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
     With `handlers`, the session offers sampling / elicitation / roots and answers through them.
+    With `auth` (an httpx auth: oauth_connect's interactive sign-in), an HTTP or SSE server is reached
+    through it instead of its stored grant. A server that wants a sign-in raises `McpAuthorizationNeeded`.
     """
     transport = transport_for(config)
+    if auth is not None:
+        transport.auth = auth  # type: ignore[attr-defined]  # HTTP and SSE transports only
     connection: McpConnection | None = None
     forwarder = LogForwarder(log_sink, transport) if log_sink is not None else None
     try:
@@ -575,6 +586,11 @@ async def open_connection(
             raise known from (None if known is exc else exc)
         if isinstance(exc, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
             raise
+        needed = _authorization_needed(exc, transport)
+        if needed is not None and connection is None:
+            if forwarder is not None:
+                await forwarder.report_error(needed)
+            raise McpAuthorizationNeeded(scrub_for(config, needed)) from exc
         if connection is not None:
             # Raised by the caller's block: hand back its own exception, not anyio's group around it.
             leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, anyio.get_cancelled_exc_class())]
@@ -587,6 +603,26 @@ async def open_connection(
         diagnostics = transport.diagnostics()
         # The error text (and the server's stderr) may quote the URL, an argument or an env value.
         raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
+
+
+def _authorization_needed(exc: BaseException, transport: McpTransport) -> str | None:
+    """Why a failed connection needs a person's sign-in, or None if it failed for something else."""
+    auth_failure = getattr(getattr(transport, "auth", None), "failure", None)
+    causes = [exc, auth_failure] if auth_failure is not None else [exc]
+    needed = next((found for cause in causes if (found := _first(cause, AuthorizationNeeded)) is not None), None)
+    if needed is not None:
+        return str(needed)
+    flow_error = next((found for cause in causes for kind in (OAuthFlowError, OAuthTokenError, OAuthRegistrationError)
+                       if (found := _first(cause, kind)) is not None), None)
+    if flow_error is not None:
+        # The SDK's state-mismatch text quotes both states: say what happened, not the values.
+        detail = ("the authorization answer's state did not match the request's" if "State parameter mismatch" in str(flow_error)
+                  else describe_error(flow_error))
+        return f"the OAuth sign-in with the server's authorization server failed ({detail})"
+    if getattr(transport, "auth_challenge", ""):
+        return (f"{transport.config.describe_briefly()} asks for authorization (HTTP 401 with WWW-Authenticate): "
+                "an admin presses Connect on the server's page to sign in")
+    return None
 
 
 async def negotiate(session: ClientSession, era: str) -> None:

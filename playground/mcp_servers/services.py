@@ -43,12 +43,14 @@ from playground.engine.tools import (
 )
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
+    McpAuthorizationNeeded,
     McpCallTimeout,
     McpConnectionError,
     McpToolListing,
     ServerProbe,
     list_server_tools,
 )
+from playground.mcp_servers import oauth
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.server_log import sink_for
@@ -156,6 +158,8 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
                                             keep=settings.MCP_MAX_TOOLS_PER_SERVER)
     except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
+        if isinstance(exc, McpAuthorizationNeeded):
+            oauth.note_required(server.pk)  # its page offers Connect instead of the error
         return _record_failure(server, message, started)
 
     return apply_listing(server, listings, probe, started=started)

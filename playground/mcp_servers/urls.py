@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import ADMIN, VIEWER, allow
-from playground.mcp_servers import views
+from playground.access import ADMIN, PUBLIC, VIEWER, allow
+from playground.mcp_servers import oauth_views, views
 
 app_name = "mcp_servers"
 # Who may use each route (see playground/urls.py): viewers read; anything that changes a server,
@@ -39,6 +39,14 @@ access_rules = {
     "history_rerun": allow(post=ADMIN),
     "server_export": allow(get=ADMIN),
     "server_import": allow(get=ADMIN, post=ADMIN),
+    # OAuth (oauth_views.py): the grant's card shows no credential (viewers: connected or not);
+    # connecting, disconnecting and the callback the sign-in returns to are the admins'. The client
+    # ID metadata document is what authorization servers fetch: public, and holds no secret.
+    "server_oauth": allow(get=VIEWER),
+    "server_oauth_connect": allow(post=ADMIN),
+    "server_oauth_disconnect": allow(post=ADMIN),
+    "oauth_callback": allow(get=ADMIN),
+    "oauth_client_metadata": allow(get=PUBLIC),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -68,4 +76,9 @@ urlpatterns = [
     path("<int:pk>/prompts/get/", views.prompt_get, name="prompt_get"),
     path("<int:pk>/roots/", views.server_roots, name="server_roots"),
     path("<int:pk>/requests/<int:request_pk>/answer/", views.server_request_answer, name="server_request_answer"),
+    path("<int:pk>/oauth/", oauth_views.server_oauth, name="server_oauth"),
+    path("<int:pk>/oauth/connect/", oauth_views.server_oauth_connect, name="server_oauth_connect"),
+    path("<int:pk>/oauth/disconnect/", oauth_views.server_oauth_disconnect, name="server_oauth_disconnect"),
+    path("oauth/callback/", oauth_views.oauth_callback, name="oauth_callback"),
+    path("oauth/client-metadata.json", oauth_views.oauth_client_metadata, name="oauth_client_metadata"),
 ]
