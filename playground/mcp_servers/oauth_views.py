@@ -4,7 +4,7 @@ document (CIMD). The flow itself is `oauth_connect.py`; no credential is ever re
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -84,12 +84,10 @@ def oauth_callback(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def oauth_client_metadata(request: HttpRequest) -> HttpResponse:
-    """Our client ID metadata document, served at MCP_OAUTH_CLIENT_METADATA_URL (its URL is our
-    client id at authorization servers that support CIMD); absent when the setting is unset."""
-    client_id = oauth.client_metadata_url()
-    if not client_id or request.build_absolute_uri(request.path) != client_id.split("?")[0]:
-        raise Http404("no client ID metadata document is configured here (MCP_OAUTH_CLIENT_METADATA_URL)")
+    """Our client ID metadata document (CIMD): an authorization server that supports it fetches it
+    from MCP_OAUTH_CLIENT_METADATA_URL (set it to this page's public HTTPS address), and that URL is
+    then our client id there, with no registration. Public: it names the client and its callback only."""
+    client_id = oauth.client_metadata_url() or request.build_absolute_uri(request.path)
     document = oauth.client_metadata(callback_url(request)).model_dump(mode="json", exclude_none=True)
     document.update(client_id=client_id, token_endpoint_auth_method="none")
     return JsonResponse(document)
-

@@ -215,3 +215,11 @@ def test_no_credential_reaches_a_page_log_or_export(admin_client, viewer_user, c
     for secret in secrets:
         for text in [*admin_pages, *viewer_pages, logged]:
             assert secret not in text
+
+
+def test_the_client_id_metadata_document_names_our_client_and_callback(client, settings):
+    settings.MCP_OAUTH_CLIENT_METADATA_URL = "https://playground.example.com/mcp/oauth/client-metadata.json"
+    document = client.get(reverse("mcp_servers:oauth_client_metadata")).json()
+    assert document["client_id"] == settings.MCP_OAUTH_CLIENT_METADATA_URL
+    assert document["redirect_uris"] == ["http://testserver" + reverse("mcp_servers:oauth_callback")]
+    assert document["token_endpoint_auth_method"] == "none" and "client_secret" not in document
