@@ -280,7 +280,17 @@ class McpServerAuth(models.Model):
 
     @property
     def pending(self) -> bool:
-        return bool(self.pending_state)
+        """A Connect is in progress (one older than MCP_OAUTH_WAIT_SECONDS lost its web process: not)."""
+        if not self.pending_state or self.pending_since is None:
+            return False
+        from django.utils import timezone
+
+        return (timezone.now() - self.pending_since).total_seconds() <= settings.MCP_OAUTH_WAIT_SECONDS + 60
+
+    @property
+    def exchanging(self) -> bool:
+        """The person came back with a code; the playground is exchanging it for tokens."""
+        return self.pending_state == "exchanging"
 
     @property
     def has_client_secret(self) -> bool:

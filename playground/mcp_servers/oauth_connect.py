@@ -20,6 +20,7 @@ request). It asks us twice: `redirect_handler(url)` â€” send the person there â€
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
@@ -44,6 +45,8 @@ from playground.realtime import listening_to_group, send_to_group
 logger = logging.getLogger(__name__)
 
 CALLBACK_MESSAGE_TYPE = "mcp.oauth.callback"
+# `McpServerAuth.pending_state` while the code is being exchanged (the state's digest is gone by then).
+EXCHANGING = "exchanging"
 # How long the Connect view waits for the SDK to reach the authorization URL (discovery and
 # registration are a few requests to the servers).
 BEGIN_SECONDS = 30.0
@@ -88,11 +91,13 @@ def disconnect(server: McpServer) -> None:
 def begin(server: McpServer, *, redirect_uri: str, user_id: int | None) -> ConnectStart:
     """Start a Connect (see the module's text); returns once the browser has somewhere to go."""
     grant, _ = McpServerAuth.objects.get_or_create(server=server)
+    replaced = grant.pending_state
     McpServerAuth.objects.filter(pk=grant.pk).update(
         redirect_uri=redirect_uri[:500], last_error="", pending_state="", pending_since=None, pending_code_sealed="")
+    if replaced and replaced != EXCHANGING:
+        _wake(replaced)  # a Connect still waiting ends now (it finds its state gone), not after its timeout
     # Without its stored grant: the flow below is the one that signs in.
-    config = ServerConfig.from_server(server)
-    config = ServerConfig(**{**config.__dict__, "oauth": ()})
+    config = dataclasses.replace(ServerConfig.from_server(server), oauth=())
     started: concurrent.futures.Future[ConnectStart] = concurrent.futures.Future()
     portal().submit(_connect(server.pk, server.name, config, redirect_uri, user_id, started))
     try:
@@ -132,7 +137,7 @@ async def _connect(server_id: int, name: str, config: ServerConfig, redirect_uri
         with anyio.move_on_after(10, shield=True):
             secrets = await in_thread(oauth.grant_secrets, server_id)
             message = scrub(message, secrets)
-            await in_thread(_mark_failed, server_id, message)
+            await in_thread(_mark_failed, server_id, message, state_digest)
         if not started.done():
             started.set_result(ConnectStart(message=message))
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -183,7 +188,8 @@ def _take_code(server_id: int, state_digest: str) -> tuple[str, str] | None:
         if not code:
             return None
         iss = grant.pending_iss
-        grant.pending_state, grant.pending_since, grant.pending_code_sealed, grant.pending_iss = "", None, "", ""
+        # The digest goes (a replayed answer finds nothing); the page keeps polling until it is done.
+        grant.pending_state, grant.pending_code_sealed, grant.pending_iss = EXCHANGING, "", ""
         grant.save(update_fields=["pending_state", "pending_since", "pending_code_sealed", "pending_iss", "updated_at"])
         return code, iss
 
@@ -193,8 +199,9 @@ def _clear_pending(server_id: int, state_digest: str) -> None:
         pending_state="", pending_since=None, pending_code_sealed="", pending_iss="")
 
 
-def _mark_failed(server_id: int, message: str) -> None:
-    McpServerAuth.objects.filter(server_id=server_id).update(
+def _mark_failed(server_id: int, message: str, state_digest: str) -> None:
+    """The Connect failed: say why on the card, unless another Connect has begun since."""
+    McpServerAuth.objects.filter(server_id=server_id, pending_state__in=["", EXCHANGING, state_digest]).update(
         last_error=message[:2000], pending_state="", pending_since=None, pending_code_sealed="", pending_iss="")
 
 
@@ -203,13 +210,14 @@ def _mark_connected(server_id: int, user_id: int | None) -> None:
         grant = McpServerAuth.objects.select_for_update().filter(server_id=server_id).first()
         if grant is None:
             return
+        grant.pending_state, grant.pending_since = "", None
         if not grant.connected:  # the server let us in without asking: it needs no grant
             grant.required = False
-            grant.save(update_fields=["required", "updated_at"])
         else:
             grant.connected_at, grant.connected_by_id, grant.last_error = timezone.now(), user_id, ""
             grant.required = True
-            grant.save(update_fields=["connected_at", "connected_by", "last_error", "required", "updated_at"])
+        grant.save(update_fields=["pending_state", "pending_since", "connected_at", "connected_by", "last_error",
+                                  "required", "updated_at"])
         server = McpServer.objects.get(pk=server_id)
         if server.enabled:
             services.request_sync(server)
@@ -245,11 +253,16 @@ def callback(*, state: str, code: str, iss: str, error: str, error_description: 
             grant.pending_code_sealed, grant.pending_iss = seal(code[:4000]), iss[:500]
             grant.save(update_fields=["pending_code_sealed", "pending_iss", "updated_at"])
             outcome = CallbackOutcome(grant.server, "Signed in at the authorization server; finishing the connection.", ok=True)
+    _wake(state_digest)
+    return outcome
+
+
+def _wake(state_digest: str) -> None:
+    """Tell the Connect waiting on this state to look at its row again."""
     try:
         send_to_group(callback_group(state_digest), {"type": CALLBACK_MESSAGE_TYPE})
     except Exception:  # the flow then waits out MCP_OAUTH_WAIT_SECONDS and says so
-        logger.warning("could not tell the Connect flow of server %s", outcome.server, exc_info=True)
-    return outcome
+        logger.warning("could not wake the Connect flow waiting on the channel layer", exc_info=True)
 
 
 def _expire(grant: McpServerAuth, message: str) -> None:
