@@ -423,13 +423,23 @@ class McpConnection:
                 raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
             if exc.code == CONNECTION_CLOSED:
                 self.closed = True
-                raise McpServerGone(self._gone_message(what)) from exc
+                raise self._gone(what) from exc
             raise
         except TimeoutError as exc:
             raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self.closed = True
-            raise McpServerGone(self._gone_message(what)) from exc
+            raise self._gone(what) from exc
+
+    def _gone(self, what: str) -> McpConnectionError:
+        """The connection ended mid-request: its OAuth grant failing says so (the HTTP client closes
+        the connection when its auth raises), anything else is the server gone."""
+        failure = getattr(getattr(self.transport, "auth", None), "failure", None)
+        if failure is not None:
+            needed = _authorization_needed(failure, self.transport)
+            if needed is not None:
+                return McpAuthorizationNeeded(scrub_for(self.config, needed))
+        return McpServerGone(self._gone_message(what))
 
     def _gone_message(self, what: str) -> str:
         message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe_briefly()})"

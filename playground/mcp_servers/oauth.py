@@ -156,6 +156,12 @@ class StoredGrantProvider(OAuthClientProvider):
             self.context.token_expiry_time = await storage.expiry()
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        storage = self.context.storage
+        if self._initialized and not self.context.is_token_valid() and isinstance(storage, GrantStorage):
+            # Expired here: another process (a worker, the other web process) may have refreshed it
+            # already, and an authorization server that rotates refresh tokens refuses the old one.
+            self.context.current_tokens = await storage.get_tokens()
+            self.context.token_expiry_time = await storage.expiry()
         flow = super().async_auth_flow(request)
         try:
             outgoing = await flow.__anext__()

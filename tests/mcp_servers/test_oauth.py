@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from playground.mcp_servers import services
 from playground.mcp_servers.connection import McpAuthorizationNeeded, call_server_tool
+from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.models import McpServer, McpServerAuth
 from playground.mcp_servers.transports import ServerConfig
 from playground.mcp_servers.vault import unseal
@@ -116,6 +117,9 @@ def test_connect_runs_code_and_pkce_through_our_callback_then_sync_and_calls_use
     assert remote.tools.filter(name="mcp__remote__add").exists()
     answer = call_server_tool(ServerConfig.from_server(remote), "add", {"a": 2, "b": 3})
     assert not answer.is_error and text_of(answer) == "5.0"
+    # The conversation loop's and the gateway's way: the per-process session pool.
+    outcome, _ = call_registered_tool(remote, "mcp__remote__add", {"a": 4, "b": 4})
+    assert not outcome.is_error and outcome.content[0]["text"] == "8.0"
     assert protected.auth.counts["mcp_ok"] > before
 
 
@@ -223,3 +227,26 @@ def test_the_client_id_metadata_document_names_our_client_and_callback(client, s
     assert document["client_id"] == settings.MCP_OAUTH_CLIENT_METADATA_URL
     assert document["redirect_uris"] == ["http://testserver" + reverse("mcp_servers:oauth_callback")]
     assert document["token_endpoint_auth_method"] == "none" and "client_secret" not in document
+
+
+def test_a_token_another_process_refreshed_is_taken_from_storage_not_refreshed_again(admin_client, remote, protected):
+    """A pooled session's provider holds its tokens in memory; when they expire it reads the stored
+    ones first: another process may have refreshed (and the server rotated the refresh token)."""
+    protected.auth.access_seconds = 2
+    try:
+        connect(admin_client, remote)
+    finally:
+        protected.auth.access_seconds = 3600
+    remote.refresh_from_db()
+    first, _ = call_registered_tool(remote, "mcp__remote__add", {"a": 1, "b": 2})  # opens the pooled session
+    assert not first.is_error, first.content
+    expires_at = McpServerAuth.objects.get(server=remote).expires_at
+    wait_until(lambda: timezone.now() > expires_at, "the access token to expire", timeout=10)
+    # Another process's call (a connection of its own) refreshes it; the server rotates the refresh token.
+    refreshes = protected.auth.counts["refresh"]
+    assert not call_server_tool(ServerConfig.from_server(remote), "add", {"a": 1, "b": 1}).is_error
+    assert protected.auth.counts["refresh"] == refreshes + 1
+    # The pooled session's provider held the expired token and the rotated-away refresh token.
+    again, _ = call_registered_tool(remote, "mcp__remote__add", {"a": 2, "b": 2})
+    assert not again.is_error and again.content[0]["text"] == "4.0", again.content
+    assert protected.auth.counts["refresh"] == refreshes + 1
