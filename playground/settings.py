@@ -268,7 +268,8 @@ LOGGING = {
         "django": {"handlers": [], "propagate": True},
         "django.request": {"filters": ["quiet_permission_denied"]},
         **{name: {"filters": ["scrub_secrets"]} for name in (
-            "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
+            "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "mcp.client.auth.oauth2",
+            "client", "celery.app.trace",
         )},
     },
 }

@@ -52,7 +52,7 @@ from playground.mcp_servers.connection import (
 )
 from playground.mcp_servers import oauth
 from playground.mcp_servers.models import McpServer
-from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.secrets import scrub, scrub_for
 from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
@@ -207,8 +207,11 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
 
 
 def _record_failure(server: McpServer, message: str, started: float) -> SyncResult:
-    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets.
+    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets
+    # (a remote server's OAuth tokens and client secret included).
     message = scrub_for(server, message)
+    if server.is_remote:
+        message = scrub(message, oauth.grant_secrets(server.pk))
     result = SyncResult(
         server=server.name, ok=False, status=McpServer.Status.FAILED, error=message,
         duration_ms=(time.perf_counter() - started) * 1000,
