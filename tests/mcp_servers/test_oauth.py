@@ -250,3 +250,15 @@ def test_a_token_another_process_refreshed_is_taken_from_storage_not_refreshed_a
     again, _ = call_registered_tool(remote, "mcp__remote__add", {"a": 2, "b": 2})
     assert not again.is_error and again.content[0]["text"] == "4.0", again.content
     assert protected.auth.counts["refresh"] == refreshes + 1
+
+
+def test_sealed_values_need_the_key_and_a_changed_key_reads_as_nothing(settings):
+    from playground.mcp_servers.vault import seal
+
+    settings.MCP_SECRETS_KEY = "first passphrase"
+    sealed = seal("at-secret-token-value")
+    assert "at-secret-token-value" not in sealed and unseal(sealed) == "at-secret-token-value"
+    assert seal("at-secret-token-value") != sealed  # a fresh IV each time: equal values do not show
+    settings.MCP_SECRETS_KEY = "another passphrase"
+    assert unseal(sealed) == ""  # the grant then reads as not connected: Connect again
+    assert seal("") == "" and unseal("") == ""
