@@ -4,9 +4,12 @@ Sending. Celery tasks and views are sync code. `async_to_sync(layer.group_send)`
 fresh event loop per call, and channels_redis binds its Redis connections to the loop that opened
 them: a layer kept across calls then fails with "Event loop is closed", and a layer made per call
 pays a new loop, a new layer and a new Redis connection for every event. Instead each process keeps
-one channel layer (and so one Redis connection pool) on the process's one event loop, an anyio
-portal on a daemon thread that the MCP client shares (`per_process.portal()`). `send_to_group` hands
-the coroutine to that loop and waits for it with a timeout. After a fork (Celery's prefork pool) the
+one channel layer (and so one Redis connection pool) on an event loop of its own, an anyio portal on
+a daemon thread (`per_process.broadcast_portal()`): not the process's main loop, where conversation
+runs build their turns (per_process.py), so a frame never waits behind another run's CPU work.
+`send_to_group` hands the coroutine to that loop and waits for it with a timeout (a run on the main
+loop yields meanwhile). Listening (`listening_to_group`, MCP callbacks on the main loop) keeps a
+layer of its own there. After a fork (Celery's prefork pool) the
 child starts its own portal and layer on first use: the parent's thread does not exist in the child.
 
 Dispatching on the event loop. channels' `AsyncConsumer.dispatch` awaits `aclose_old_connections()`
@@ -28,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import concurrent.futures
 import os
 from typing import Any, Callable
 
@@ -37,7 +39,7 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 from django.core.signals import setting_changed
 
 from playground.engine import safe_json
-from playground.per_process import PerProcess, portal
+from playground.per_process import PerProcess, broadcast_portal, portal
 
 SEND_TIMEOUT_SECONDS = 5.0
 CLOSE_UNAUTHENTICATED = 4401
@@ -45,11 +47,13 @@ CLOSE_FORBIDDEN = 4403
 
 
 class _Sender:
-    """This process's channel layer, used only on the process's portal loop (per_process.portal())."""
+    """This process's channel layers: `layer` for sending, used only on the broadcast loop
+    (per_process.broadcast_portal()); `listen_layer` for listening, only on the main loop (portal())."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.layer: Any = None
+        self.listen_layer: Any = None
 
     async def _group_send(self, group: str, message: dict) -> None:
         if self.layer is None:
@@ -62,12 +66,15 @@ class _Sender:
         if layer is not None:
             await close_layer(layer)
 
+    async def _drop_listen_layer(self) -> None:
+        layer, self.listen_layer = self.listen_layer, None
+        if layer is not None:
+            await close_layer(layer)
+
     def submit(self, coroutine: Any, timeout: float) -> Any:
-        future = portal().submit(coroutine)
         try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+            return broadcast_portal().wait(coroutine, timeout)  # a run on the main loop yields meanwhile
+        except TimeoutError:
             raise TimeoutError(f"the channel layer did not answer within {timeout:g} s") from None
 
 
@@ -97,6 +104,11 @@ def _reset_on_settings_change(*, setting: str, **_: object) -> None:
             sender.submit(sender._drop_layer(), SEND_TIMEOUT_SECONDS)
         except Exception:  # noqa: BLE001 - a layer that cannot close is dropped all the same
             sender.layer = None
+        if sender.listen_layer is not None:
+            try:
+                portal().wait(sender._drop_listen_layer(), SEND_TIMEOUT_SECONDS)
+            except Exception:  # noqa: BLE001 - as above
+                sender.listen_layer = None
 
 
 setting_changed.connect(_reset_on_settings_change)
@@ -124,9 +136,9 @@ async def listening_to_group(group: str):
     next message sent to the group (`send_to_group` from any process). Left on exit. Join first,
     then check what you wait for, then `receive()`: a message sent in between is not lost."""
     sender = _get_sender()
-    if sender.layer is None:
-        sender.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-    layer = sender.layer
+    if sender.listen_layer is None:
+        sender.listen_layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    layer = sender.listen_layer
     channel = await layer.new_channel()
     await layer.group_add(group, channel)
     try:

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "playground.evaluation",
     "playground.agenteval",
     "playground.gateway",
+    "playground.inbox",
     "playground.accounts",
 ]
 
@@ -209,6 +210,20 @@ OTEL_TRACES_ENABLED = envbool("OTEL_TRACES_ENABLED", False) and not envbool("OTE
 # Also put the ToolSearch query text on its span (semantic conventions: content is opt-in). Tool
 # arguments, results and messages never go in a span.
 OTEL_TRACES_CAPTURE_QUERIES = envbool("OTEL_TRACES_CAPTURE_QUERIES", False)
+# Who ran a conversation, on its spans as `enduser.id` (and `user.id`, which Langfuse and Phoenix read):
+# off (the default: no person in a trace), hashed (on, true: a keyed hash of the username, the same
+# for one person in every trace, that names nobody outside this deployment) or username.
+OTEL_TRACES_ENDUSER_ID = {"": "off", "false": "off", "0": "off", "no": "off", "true": "hashed", "1": "hashed", "on": "hashed",
+                          "yes": "hashed"}.get(os.environ.get("OTEL_TRACES_ENDUSER_ID", "").strip().lower(),
+                                               os.environ.get("OTEL_TRACES_ENDUSER_ID", "").strip().lower())
+if OTEL_TRACES_ENDUSER_ID not in ("off", "hashed", "username"):
+    raise RuntimeError(f"OTEL_TRACES_ENDUSER_ID must be off, hashed or username, not {OTEL_TRACES_ENDUSER_ID!r}")
+# The trace UI's address of one trace, `{trace_id}` standing for its 32 hex digits: the conversation
+# page links its latest run's trace there (e.g. https://cloud.langfuse.com/project/P/traces/{trace_id}).
+TRACE_URL_TEMPLATE = os.environ.get("TRACE_URL_TEMPLATE", "").strip()
+if TRACE_URL_TEMPLATE and ("{trace_id}" not in TRACE_URL_TEMPLATE or not TRACE_URL_TEMPLATE.startswith(("http://", "https://"))):
+    raise RuntimeError("TRACE_URL_TEMPLATE must be an http(s) address holding {trace_id}, "
+                       f"e.g. https://cloud.langfuse.com/project/P/traces/{{trace_id}}; got {TRACE_URL_TEMPLATE!r}")
 
 # ToolSearch: true | false | auto | auto:N | auto:Ntokens (empty = unset, Claude Code's default behaviour).
 ENABLE_TOOL_SEARCH = os.environ.get("ENABLE_TOOL_SEARCH", "")
@@ -313,6 +328,12 @@ MCP_MAX_TOOL_SCHEMA_CHARS = envint("MCP_MAX_TOOL_SCHEMA_CHARS", 64_000)
 MCP_SECRETS_KEY = os.environ.get("MCP_SECRETS_KEY", "")
 MCP_OAUTH_WAIT_SECONDS = float(os.environ.get("MCP_OAUTH_WAIT_SECONDS") or 600)
 MCP_OAUTH_CLIENT_METADATA_URL = os.environ.get("MCP_OAUTH_CLIENT_METADATA_URL", "")
+# The Protocol view (mcp_servers/protocol_log.py): the newest JSON-RPC messages kept per server and
+# per gateway session (0 turns capture off), and how much of one message's JSON is kept.
+MCP_PROTOCOL_KEEP_MESSAGES = envint("MCP_PROTOCOL_KEEP_MESSAGES", 500)
+MCP_PROTOCOL_MAX_BODY_CHARS = envint("MCP_PROTOCOL_MAX_BODY_CHARS", 20_000)
+# ... and of every scope together (gateway sessions come and go): the newest this many messages.
+MCP_PROTOCOL_KEEP_TOTAL = envint("MCP_PROTOCOL_KEEP_TOTAL", 100_000)
 # A worker running a conversation marks it alive this often; a run whose mark is older than
 # AGENT_LOST_SECONDS lost its worker (killed, out of memory, machine gone) and is released.
 AGENT_HEARTBEAT_SECONDS = float(os.environ.get("AGENT_HEARTBEAT_SECONDS") or 10)
@@ -320,6 +341,11 @@ AGENT_LOST_SECONDS = float(os.environ.get("AGENT_LOST_SECONDS") or 60)
 # How often a worker holding a run looks for a cancel request (lease.py): a cancel interrupts the
 # model call or tool call in flight within about this long.
 AGENT_CANCEL_POLL_SECONDS = float(os.environ.get("AGENT_CANCEL_POLL_SECONDS") or 0.5)
+# Conversation runs one worker process carries at once on its event loop (run_host.py): a waiting run
+# holds no thread, so this bounds memory, not threads. A full process leaves further runs to others.
+AGENT_RUNS_PER_PROCESS = envint("AGENT_RUNS_PER_PROCESS", 200)
+if AGENT_RUNS_PER_PROCESS < 1:
+    raise RuntimeError(f"AGENT_RUNS_PER_PROCESS ({AGENT_RUNS_PER_PROCESS}) must be 1 or more")
 if not AGENT_CANCEL_POLL_SECONDS > 0:
     raise RuntimeError(f"AGENT_CANCEL_POLL_SECONDS ({AGENT_CANCEL_POLL_SECONDS:g}) must be above 0")
 if not AGENT_HEARTBEAT_SECONDS > 0 or AGENT_LOST_SECONDS < 3 * AGENT_HEARTBEAT_SECONDS:

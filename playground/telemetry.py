@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import hmac
 import logging
 import os
 from collections.abc import Sequence
@@ -60,6 +61,23 @@ class SpanRecord:
 
 def enabled() -> bool:
     return bool(getattr(settings, "OTEL_TRACES_ENABLED", False))
+
+
+def enduser_id(username: str) -> str | None:
+    """A person as traces name them (OTEL_TRACES_ENDUSER_ID): None when off, else their username,
+    or a keyed hash of it (HMAC-SHA256 with SECRET_KEY: stable, and no name can be guessed back)."""
+    mode = getattr(settings, "OTEL_TRACES_ENDUSER_ID", "off")
+    if mode == "off" or not username:
+        return None
+    if mode == "username":
+        return username
+    return hmac.new(str(settings.SECRET_KEY).encode(), f"enduser:{username}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def trace_url(trace_id: str) -> str:
+    """The trace UI's page of `trace_id` (TRACE_URL_TEMPLATE), or "" when none is set."""
+    template = getattr(settings, "TRACE_URL_TEMPLATE", "")
+    return template.replace("{trace_id}", trace_id) if template else ""
 
 
 def ids_for(key: str) -> tuple[int, int]:

@@ -32,5 +32,6 @@ urlpatterns = [
     path("evaluation/", include("playground.evaluation.urls")),
     path("agent-eval/", include("playground.agenteval.urls")),
     path("gateway/", include("playground.gateway.urls")),
+    path("inbox/", include("playground.inbox.urls")),
     path("users/", include("playground.accounts.urls")),
 ]

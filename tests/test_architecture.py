@@ -25,6 +25,7 @@ LAYERS = {
     "evaluation": 3,
     "gateway": 4,  # serves profiles over MCP with the conversations' learned usage
     "agenteval": 4,  # runs tasks as conversations and reads the evaluation's toolsets
+    "inbox": 5,  # the permission prompts of conversations and gateway sessions in one list
 }
 # Project-level modules (settings, urls, asgi, celery_app, views, access, runner/ ...) are not layered:
 # they may import any app.

@@ -131,6 +131,7 @@ def build_world(django_user_model) -> World:
     from playground.agenteval.models import TaskRun, TaskSet
     from playground.conversations import services as conversations
     from playground.conversations import sharing
+    from playground.conversations.models import UsageBudget
     from playground.evaluation.models import EvaluationRun
     from playground.gateway.models import GatewayPrompt, GatewaySession
     from playground.gateway.tokens import issue_token
@@ -158,6 +159,8 @@ def build_world(django_user_model) -> World:
     staged, _ = registry.stage_import('{"name": "imported_tool", "description": "From an import"}\n', filename="t.jsonl")
     conversation = conversations.start_conversation(users[OPERATOR], profile=profile, compare_group="matrix-group")
     share = sharing.create_link(conversation, user=users[OPERATOR], hours=1)
+    replay = conversations.start_conversation(users[OPERATOR], profile=profile)
+    type(replay).objects.filter(pk=replay.pk).update(replay_of=conversation, replay_plan={"origin": conversation.pk, "messages": []})
     share_token = sharing.token_for(share)
     run = EvaluationRun.objects.create(toolset="toy", backends=["bm25"], status="done", results={"rows": []})
     task_set = TaskSet.objects.create(name="matrix tasks", source=TaskSet.Source.UPLOAD)
@@ -165,6 +168,7 @@ def build_world(django_user_model) -> World:
     token, _ = issue_token(profile, "matrix client", user=users[ADMIN])
     session = GatewaySession.objects.create(session_id="matrix-session", profile=profile, token=token)
     gateway_prompt = GatewayPrompt.objects.create(session=session, tool_name="echo")
+    budget = UsageBudget.objects.create(profile=profile, metric="tokens", period="day", limit=10**9)
     objects = {
         "registry:tool_detail": {"pk": tool.pk}, "registry:tool_edit": {"pk": tool.pk},
         "registry:tool_import_commit": {"pk": staged.pk},
@@ -173,15 +177,20 @@ def build_world(django_user_model) -> World:
         **{f"mcp_servers:{n}": {"pk": server.pk} for n in (
             "server_detail", "server_edit", "server_delete", "server_test", "server_sync", "server_sync_progress",
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get",
-            "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export")},
+            "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export",
+            "server_protocol", "server_protocol_export")},
         **{f"mcp_servers:{n}": {"pk": server.pk} for n in ("server_oauth", "server_oauth_connect", "server_oauth_disconnect")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:tool_body": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},
         "mcp_servers:history_rerun": {"pk": server.pk, "call_pk": call_record.pk},
-        **{f"conversations:{n}": {"pk": conversation.pk} for n in ("detail", "export", "send", "answer", "cancel", "present", "share_create")},
+        **{f"conversations:{n}": {"pk": conversation.pk} for n in (
+            "detail", "export", "send", "answer", "cancel", "present", "share_create", "feedback", "feedback_withdraw")},
+        "conversations:budget_delete": {"pk": budget.pk},
         "conversations:share_revoke": {"pk": conversation.pk, "link": share.pk},
         "conversations:labelled_set_export": {"profile_id": profile.pk},
+        "conversations:replay": {"pk": conversation.pk},
+        **{f"conversations:{n}": {"pk": replay.pk} for n in ("replay_view", "replay_figures")},
         "conversations:shared": {"token": share_token}, "conversations:shared_present": {"token": share_token},
         "ws/shared/<str:token>/": {"token": share_token},
         "conversations:compare_view": {"group": "matrix-group"},
@@ -193,6 +202,7 @@ def build_world(django_user_model) -> World:
         "agenteval:save_conversation": {"pk": conversation.pk},
         "ws/agenteval/runs/<int:pk>/": {"pk": task_run.pk},
         "gateway:session_detail": {"pk": session.pk},
+        "gateway:session_protocol": {"pk": session.pk}, "gateway:session_protocol_export": {"pk": session.pk},
         "gateway:prompt_answer": {"pk": gateway_prompt.pk}, "gateway:token_revoke": {"pk": token.pk},
         "ws/conversations/<int:pk>/": {"pk": conversation.pk},
         "ws/mcp/status/<int:server_id>/": {"server_id": server.pk},

@@ -21,7 +21,7 @@ import pytest
 from playground.loadtest.cli import cpu_spent, parse_levels
 from playground.loadtest.stack import process_tree_cpu_seconds, run_database_url
 from playground.loadtest.stats import (
-    LEVEL_KEYS, WATCHER_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
+    LEVEL_KEYS, STACK_KEYS, WATCHER_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
     summarize_watchers,
 )
 
@@ -133,7 +133,8 @@ def test_two_conversations_end_to_end_on_an_embedded_stack():
     report = json.loads(completed.stdout)  # stdout holds the JSON and nothing else
     assert list(report) == ["levels"] and len(report["levels"]) == 1
     level = report["levels"][0]
-    assert list(level) == list(LEVEL_KEYS)
+    assert list(level) == [*LEVEL_KEYS, *STACK_KEYS]
+    assert level["provider"] == "demo" and level["worker_rss_mb"] > 0 and level["message_run_p95_s"] >= level["message_run_p50_s"]
     assert level["conversations"] == 2 and level["completed"] == 2
     assert level["lost"] == 0 and level["duplicated"] == 0
     assert level["events"] >= 2 * 3  # at least message, turn, final status per conversation
@@ -207,3 +208,59 @@ def test_a_prompt_answered_through_the_other_node_resumes_the_run():
     # Two tasks: the one that paused at the prompt and the one the answer queued, on whichever worker.
     assert [task for _, task in report["tasks"]] == ["conversations.run_conversation", "conversations.resume_conversation"], report["tasks"]
     assert {node for node, _ in report["tasks"]} <= {"worker", "worker2"}
+
+
+@pytest.mark.slow
+def test_the_real_provider_path_through_the_sdk_and_the_api_double_process():
+    """`--provider anthropic`: the workers reach the project's API double, run as its own HTTP process,
+    through the official SDK; each message takes a ToolSearch call and an answer (two model calls)."""
+    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "2", "--workers", "1", "--warmup", "1",
+               "--provider", "anthropic", "--model-latency", "0.2", "--json"]
+    database_url = os.environ.get("DATABASE_URL", "")
+    if database_url.startswith(("postgres://", "postgresql://")):
+        command += ["--database-url", database_url]
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-6000:]
+    level = json.loads(completed.stdout)["levels"][0]
+    assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (2, 2, 0, 0)
+    assert level["provider"] == "anthropic" and level["message_run_p50_s"] >= 2 * 0.2  # two calls, each 0.2 s late
+
+
+def test_the_api_double_answers_like_a_model_through_the_official_sdks():
+    import anthropic
+    import openai
+
+    from playground.loadtest.api_double import ANSWER, make_double
+
+    tools = [{"name": "ToolSearch", "description": "Search tools.", "input_schema": {"type": "object"}}]
+    with make_double("anthropic", 0) as double:
+        client = anthropic.Anthropic(api_key="sk-test", base_url=double.url, max_retries=0)
+        first = client.messages.create(model="claude-test", max_tokens=100, tools=tools,
+                                       messages=[{"role": "user", "content": "weather in Paris?"}])
+        assert first.stop_reason == "tool_use" and first.content[-1].name == "ToolSearch"
+        call = first.content[-1]
+        second = client.messages.create(model="claude-test", max_tokens=100, tools=tools, messages=[
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": [call.model_dump(exclude_none=True)]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "nothing"}]}])
+        assert second.content[0].text == ANSWER
+        with pytest.raises(anthropic.BadRequestError):  # what the real API rejects, the double rejects
+            client.messages.create(model="claude-test", max_tokens=100, messages=[
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "?"}]}])
+    with make_double("openai", 0) as double:
+        client = openai.OpenAI(api_key="sk-test", base_url=double.url, max_retries=0)
+        functions = [{"type": "function", "function": {"name": "ToolSearch", "parameters": {"type": "object", "properties": {}}}}]
+        reply = client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}], tools=functions)
+        assert reply.choices[0].message.tool_calls[0].function.name == "ToolSearch"
+        # Responses API: a tool's output is answered even when the wire adds a message after it (the
+        # tools it loaded, as a user message); a person's message gets the ToolSearch call.
+        responses_tools = [{"type": "function", "name": "ToolSearch", "parameters": {"type": "object", "properties": {}}}]
+        first = client.responses.create(model="gpt-test", input=[{"role": "user", "content": "hi"}], tools=responses_tools)
+        assert first.output[0].type == "function_call" and first.output[0].name == "ToolSearch"
+        second = client.responses.create(model="gpt-test", tools=responses_tools, input=[
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": first.output[0].call_id, "name": "ToolSearch", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": first.output[0].call_id, "output": "found"},
+            {"role": "user", "content": "Tools loaded: get_weather."}])
+        assert second.output[0].type == "message" and second.output_text == ANSWER

@@ -46,8 +46,9 @@ def test_a_forked_child_makes_its_own_and_does_not_close_the_parents():
     assert closed == [parent]
 
 
-def test_one_portal_runs_the_realtime_sender_and_the_mcp_client():
-    """Both sync-to-async bridges use the process's one portal thread, not a loop thread each."""
+def test_the_mcp_client_uses_the_main_portal_and_broadcasts_their_own():
+    """The MCP client's calls (and conversation runs) use the process's main portal; the realtime
+    sender's sends its broadcast portal, so a frame never waits behind runs' turn building."""
     import threading
 
     from playground import per_process
@@ -56,13 +57,43 @@ def test_one_portal_runs_the_realtime_sender_and_the_mcp_client():
     async def where() -> int:
         return threading.get_ident()
 
-    portal = per_process.portal()
-    assert per_process.portal() is portal
+    portal, broadcasts = per_process.portal(), per_process.broadcast_portal()
+    assert per_process.portal() is portal and per_process.broadcast_portal() is broadcasts
+    assert portal.thread_id != broadcasts.thread_id
     assert background_loop().run(where(), timeout=10) == portal.thread_id
     assert portal.submit(where()).result(10) == portal.thread_id
-    assert [t.name for t in threading.enumerate()].count("playground-portal") <= 1
-    names = {t.name for t in threading.enumerate()}
-    assert "mcp-client-loop" not in names and "realtime-sender" not in names
+    # From a run on the main loop, a wait on the broadcast portal runs there while the run yields.
+    assert portal.start_run(lambda: broadcasts.wait(where(), 10)).result(10) == broadcasts.thread_id
+    names = [t.name for t in threading.enumerate()]
+    assert names.count("playground-portal") <= 1 and names.count("playground-broadcast") <= 1
+
+
+def test_ready_runs_take_the_loop_oldest_first():
+    """Runs woken together execute their code in the order they started, not the order they woke."""
+    import asyncio
+
+    from playground.per_process import _Turns
+
+    order: list[float] = []
+
+    async def run(turns: _Turns, started: float) -> None:
+        await turns.take(started)
+        try:
+            order.append(started)
+        finally:
+            turns.give_back()
+
+    async def main() -> None:
+        turns = _Turns()
+        await asyncio.gather(*(run(turns, started) for started in (3.0, 1.0, 4.0, 2.0)))
+        # A run cancelled while it waits for its turn passes nothing on and blocks nobody.
+        blocked = asyncio.ensure_future(run(turns, 0.5))
+        blocked.cancel()
+        await asyncio.gather(run(turns, 5.0), blocked, return_exceptions=True)
+        assert not turns.busy and not turns.waiting
+
+    asyncio.run(main())
+    assert order == [1.0, 2.0, 3.0, 4.0, 5.0]
 
 
 def test_the_portal_refuses_to_wait_on_itself():

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -72,18 +73,24 @@ def json_shape(report: dict[str, Any]) -> dict[str, Any]:
             "pairs": [{key: pair[key] for key in PAIR_KEYS} for pair in report["pairs"]]}
 
 
+def fixed(value: float, places: int) -> str:
+    """A measure to `places` decimals as the page shows it (Django's floatformat: the value's decimal
+    form rounded half up), not Python's format (the binary value, half to even): 1.125 is 1.13 on both."""
+    return str(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP))
+
+
 def format_table(report: dict[str, Any]) -> str:
     lines = [f"{'profile':<28} {'provider':<10} {'done':>9} {'success [95% CI]':>22} {'1st ok':>7} {'search':>7} "
              f"{'turns':>6} {'calls':>6} {'in tok':>9} {'cache rd':>9} {'cache wr':>9} {'out tok':>8} {'$/task':>10} {'p50 s':>7}  errors"]
     for row in report["profiles"]:
-        cost = "—" if row["cost_usd_per_task"] is None else f"{row['cost_usd_per_task']:.5f}"
+        cost = "—" if row["cost_usd_per_task"] is None else fixed(row["cost_usd_per_task"], 5)
         low, high = row["success_ci"]
         lines.append(
             f"{row['profile'][:28]:<28} {row['provider'][:10]:<10} {row['completed']:>4}/{row['tasks']:<4} "
             f"{row['success']:>7.0%} [{low:.0%}–{high:.0%}]".ljust(64) + f" {row['first_call_success']:>6.0%} "
-            f"{row['searches_per_task']:>7.2f} {row['turns_per_task']:>6.2f} {row['model_calls_per_task']:>6.2f} "
-            f"{row['input_tokens_per_task']:>9.0f} {row['cache_read_tokens_per_task']:>9.0f} {row['cache_write_tokens_per_task']:>9.0f} "
-            f"{row['output_tokens_per_task']:>8.0f} {cost:>10} {row['task_p50_s']:>7.2f}  "
+            f"{fixed(row['searches_per_task'], 2):>7} {fixed(row['turns_per_task'], 2):>6} {fixed(row['model_calls_per_task'], 2):>6} "
+            f"{row['input_tokens_per_task']:>9} {row['cache_read_tokens_per_task']:>9} {row['cache_write_tokens_per_task']:>9} "
+            f"{row['output_tokens_per_task']:>8} {cost:>10} {fixed(row['task_p50_s'], 2):>7}  "
             + (", ".join(f"{k} {v}" for k, v in row["errors"].items()) or "—"))
     for pair in report["pairs"]:
         lines.append(f"{pair['a']} − {pair['b']}: success {pair['success_diff']:+.0%} on the same tasks, "

@@ -149,6 +149,13 @@ class Point:
     value_x: float
     value_y: float
     colour: int
+    # Where its label's text starts (left end, baseline), placed clear of the other labels
+    # (`place_labels`); `leader`: the label was moved off its point, a thin line joins them.
+    label_x: float = 0.0
+    label_y: float = 0.0
+    leader: bool = False
+    leader_x: float = 0.0  # the leader line's end, at the label
+    leader_y: float = 0.0
 
 
 @dataclass
@@ -187,12 +194,45 @@ def success_chart(rows: list[dict[str, Any]], *, by: str = "tokens", width: int 
         points.append(Point(
             label=row["profile"], x=left + plot_w * value_x / top_x, y=top + plot_h * (1 - row["success"]),
             y_low=top + plot_h * (1 - low), y_high=top + plot_h * (1 - high), value_x=value_x, value_y=row["success"],
-            colour=index % 6,
+            colour=index % 8,  # the every-mode run's eight modes each their own
         ))
+    place_labels(points, width=width, top=4, bottom=top + plot_h)
     x_ticks = [(left + plot_w * f, fmt(top_x * f)) for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
     y_ticks = [(top + plot_h * (1 - v), f"{v:.0%}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
     label = "dollars per task" if by == "cost" else "input tokens per task"
     return Chart(width, height, points, label, x_ticks, y_ticks, left, top, plot_w, plot_h)
+
+
+LABEL_CHAR_PX = 6.2  # an 11 px label's average character width (agenteval chart CSS)
+LABEL_LINE_PX = 13  # one label line's height: labels closer than this overlap
+LABEL_GAP_PX = 9  # from the point's centre to its label
+
+
+def place_labels(points: list[Point], *, width: int, top: float, bottom: float) -> None:
+    """Give each point's label a place that overlaps no other label: beside the point (right of it,
+    or left where the chart ends), moved down or up a line at a time while it would cover a label
+    already placed. Points whose modes cost about the same sit on top of each other (eight modes at
+    the same success, seven within a few per cent of the tokens): their labels stack, each joined
+    to its point by a leader line. A label covers no other label and no point."""
+    # The points themselves are in the way too: a label never covers another point's dot.
+    placed: list[tuple[float, float, float, float]] = [(p.x - 7, p.y - 7, p.x + 7, p.y + 7) for p in points]
+
+    def clear(box: tuple[float, float, float, float]) -> bool:
+        x0, y0, x1, y1 = box
+        return all(x1 <= a0 or x0 >= a1 or y1 <= b0 or y0 >= b1 for a0, b0, a1, b1 in placed)
+
+    for point in sorted(points, key=lambda p: (p.y, p.x)):
+        text_w = len(point.label) * LABEL_CHAR_PX
+        left = point.x + LABEL_GAP_PX if point.x + LABEL_GAP_PX + text_w <= width else point.x - LABEL_GAP_PX - text_w
+        left = max(left, 0.0)
+        baseline = point.y - 8
+        candidates = [baseline + sign * step * LABEL_LINE_PX for step in range(0, 40) for sign in ((1,) if step == 0 else (1, -1))]
+        fits = [y for y in candidates if top + LABEL_LINE_PX - 3 <= y <= bottom + LABEL_LINE_PX]
+        chosen = next((y for y in fits if clear((left, y - LABEL_LINE_PX + 3, left + text_w, y + 3))), baseline)
+        placed.append((left, chosen - LABEL_LINE_PX + 3, left + text_w, chosen + 3))
+        point.label_x, point.label_y, point.leader = left, chosen, chosen != baseline
+        point.leader_x = left - 2 if left > point.x else left + text_w + 2
+        point.leader_y = chosen - 4
 
 
 def panel_context(run: TaskRun, items: list[TaskRunItem] | None = None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from django.utils import timezone
 from playground import lost_tasks
 from playground.agenteval import broadcast, sources
 from playground.agenteval.models import Task, TaskRun, TaskRunItem, TaskSet
+from playground.conversations import budgets
 from playground.conversations import runs as conversation_runs
 from playground.conversations import services as conversation_services
 from playground.conversations.models import Conversation, Event
@@ -83,6 +84,10 @@ def start_run(task_set: TaskSet, profiles: Sequence[AgentProfile], *, split: str
         raise TaskRunError(f"The task set {task_set.name!r} has no tasks in the {split} split.")
     if len(tasks) * len(profiles) > MAX_ITEMS:
         raise TaskRunError(f"{len(tasks)} tasks × {len(profiles)} profiles is over {MAX_ITEMS} conversations: use a limit.")
+    for profile in profiles:
+        over_budget = budgets.refusal(user if getattr(user, "is_authenticated", False) else None, profile)
+        if over_budget:
+            raise TaskRunError(over_budget)
     missing = sources.missing_tools(task_set, tasks)
     if missing:
         offer = (f" Import the {task_set.catalog} catalog as catalog-only tools (their calls are simulated, and labelled so) "
@@ -235,7 +240,7 @@ def _continue_after_lost_worker(run: TaskRun, conversation: Conversation) -> str
 def _start(run: TaskRun, item: TaskRunItem) -> None:
     owner = run.created_by or system_user()
     conversation = conversation_services.start_conversation(
-        owner, profile=item.profile, title=f"Task run {run.pk} · {item.task.query}"[:200])
+        owner, profile=item.profile, title=f"Task run {run.pk} · {item.task.query}"[:200], kind=Conversation.Kind.TASK_RUN)
     item.conversation, item.status, item.started_at = conversation, TaskRunItem.Status.RUNNING, timezone.now()
     item.save(update_fields=["conversation", "status", "started_at"])
     # The message's run is queued after this transaction commits (send_message's on_commit).

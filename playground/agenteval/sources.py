@@ -134,6 +134,28 @@ def save_conversation_as_task(conversation: Conversation, *, task_set_name: str 
                                source_conversation=conversation)
 
 
+MAX_SAVED_AT_ONCE = 200
+
+
+def save_conversations_as_tasks(conversations, *, task_set_name: str = "Saved conversations",
+                                user=None) -> tuple[list[Task], list[tuple[Conversation, str]]]:
+    """Many conversations at once (the list's "save selected as tasks"): each as `save_conversation_as_task`
+    does, into one task set; the ones that cannot be saved are returned with the reason, nothing half-saved."""
+    conversations = list(conversations)
+    if not conversations:
+        raise TaskSourceError("Select at least one conversation to save.")
+    if len(conversations) > MAX_SAVED_AT_ONCE:
+        raise TaskSourceError(f"{len(conversations)} conversations selected; at most {MAX_SAVED_AT_ONCE} at once.")
+    saved, skipped = [], []
+    for conversation in conversations:
+        try:
+            with transaction.atomic():
+                saved.append(save_conversation_as_task(conversation, task_set_name=task_set_name, user=user))
+        except TaskSourceError as exc:
+            skipped.append((conversation, str(exc)))
+    return saved, skipped
+
+
 def missing_tools(task_set: TaskSet, tasks=None) -> list[str]:
     """Gold tools of the tasks that the registry lacks (a task counts as present when one of each of
     its gold tools' accepted names is registered and enabled)."""

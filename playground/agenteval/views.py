@@ -122,6 +122,33 @@ def save_conversation(request, pk: int):
     return redirect("agenteval:taskset_detail", pk=task.task_set_id)
 
 
+@role_required(OPERATOR)
+@require_POST
+def save_conversations(request):
+    """The conversation list's "save selected as tasks": the ones the person may act on, into one task set."""
+    ids = [int(value) for value in request.POST.getlist("conversation") if value.isdigit()][:sources.MAX_SAVED_AT_ONCE + 1]
+    chosen = list(Conversation.objects.filter(pk__in=ids).order_by("pk"))
+    yours = [c for c in chosen if can_act(request.user, c)]
+    name = (request.POST.get("task_set") or "").strip() or "Saved conversations"
+    not_yours = len(chosen) - len(yours)
+    if chosen and not yours:
+        messages.error(request, f"{not_yours} not saved ({not_yours} not yours to save): the owner or an admin saves a conversation.")
+        return redirect("conversations:list")
+    try:
+        saved, skipped = sources.save_conversations_as_tasks(yours, task_set_name=name, user=request.user)
+    except sources.TaskSourceError as exc:
+        messages.error(request, str(exc))
+        return redirect("conversations:list")
+    if skipped or not_yours:
+        reasons = "; ".join(f"#{c.pk}: {reason}" for c, reason in skipped[:10])
+        messages.warning(request, f"{len(skipped) + not_yours} not saved" + (f" ({not_yours} not yours to save)" if not_yours else "")
+                         + (f": {reasons}" if reasons else "."))
+    if not saved:
+        return redirect("conversations:list")
+    messages.success(request, f"Saved {len(saved)} task{'s' if len(saved) != 1 else ''} to {saved[0].task_set.name}.")
+    return redirect("agenteval:taskset_detail", pk=saved[0].task_set_id)
+
+
 def _run_context(run: TaskRun, *, only: str = "") -> dict:
     items = selectors.items_of(run)
     panel = selectors.panel_context(run, items)

@@ -6,8 +6,9 @@
 Creates a database of its own (dropped at the end) beside DATABASE_URL's, fills it with `--events`
 events over 30 days — a tenth of them model calls with usage and durations, the rest the other kinds
 a run records — in 2,000 conversations of 5 profiles, then times `overview()` for each period
-(median of `--runs`), with the (type, created_at) index and without it, side by side in one run.
-Prints JSON.
+(median of `--runs`), with the (type, created_at) index and without it, side by side in one run,
+and the 30-day period split per profile, provider, model, user and kind (a call's provider is read
+from its turn's event, so each model call has one). Prints JSON.
 """
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ def fill(events: int) -> None:
         conversation = conversations[rng.randrange(len(conversations))]
         sequences[conversation.pk] += 1
         if n % 10 == 0:
+            # The call's turn first: a split per provider (or a model the response does not name) reads it.
+            batch.append(Event(conversation=conversation, sequence=sequences[conversation.pk], type="turn_started",
+                               payload={"turn": 1, "provider": rng.choice(["anthropic", "demo"]), "model": "claude-sonnet-4-5"}))
+            sequences[conversation.pk] += 1
+            turn_sequence = sequences[conversation.pk] - 1
             kind = "model_response"
             payload = {"stop_reason": "end_turn", "model": rng.choice(["claude-sonnet-4-5", "claude-haiku-4-5"]), "cache_ttl": "5m",
                        "usage": {"input": rng.randrange(500, 20000), "output": rng.randrange(10, 800),
@@ -55,7 +61,9 @@ def fill(events: int) -> None:
         else:
             kind = rng.choice(KINDS)
             payload = {"final": True} if kind == "turn_finished" else {"is_error": rng.random() < 0.05} if kind == "tool_result" else {}
-        batch.append(Event(conversation=conversation, sequence=sequences[conversation.pk], type=kind, payload=payload))
+            turn_sequence = None
+        batch.append(Event(conversation=conversation, sequence=sequences[conversation.pk], type=kind, payload=payload,
+                           turn_sequence=turn_sequence))
         if len(batch) == 5000:
             Event.objects.bulk_create(batch)
             batch = []
@@ -79,6 +87,20 @@ def time_periods(runs: int) -> dict[str, float]:
     return figures
 
 
+def time_splits(runs: int, period: str = "30d") -> dict[str, float]:
+    from playground.conversations.overview import SPLITS, overview
+
+    figures = {}
+    for split in SPLITS:
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            overview(period, split=split)
+            times.append((time.perf_counter() - started) * 1000)
+        figures[split] = round(statistics.median(times), 1)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000)
@@ -95,6 +117,7 @@ def main() -> None:
         fill(args.events)
         filled_s = time.perf_counter() - started
         with_index = time_periods(args.runs)
+        per_split = time_splits(args.runs)
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX event_type_created")
             cursor.execute("ANALYZE")
@@ -102,7 +125,8 @@ def main() -> None:
     finally:
         connection.creation.destroy_test_db(original, verbosity=0)
     print(json.dumps({"events": args.events, "fill_s": round(filled_s, 1), "median_ms_with_index": with_index,
-                      "median_ms_without_index": without_index, "runs": args.runs}, indent=2))
+                      "median_ms_without_index": without_index,
+                      "median_ms_30d_per_split": per_split, "runs": args.runs}, indent=2))
 
 
 if __name__ == "__main__":

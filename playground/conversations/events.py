@@ -19,6 +19,7 @@ from django.db.models import F
 from playground.conversations.broadcast import broadcast_event
 from playground.conversations.models import Conversation, Event
 from playground.mcp_servers.secrets import scrub
+from playground.prompt_cards import tell_prompt_inbox
 from playground.sequences import increment
 
 # Payloads stay small at any catalog size: a 50,000-tool turn listed every deferred name (2 MB), and
@@ -440,6 +441,10 @@ EVENT_TYPES: dict[str, type[LoopEvent]] = {
 }
 
 
+# Events that open or close a permission prompt (a cancel closes the one its run waited on).
+INBOX_TYPES = ("permission_prompt", "permission_answer", "cancelled")
+
+
 class RunReleased(Exception):
     """The run no longer owns its conversation: its worker was given up on, or a newer message took over."""
 
@@ -484,6 +489,8 @@ def record_event(
             turn_sequence=turn_sequence,
         )
         transaction.on_commit(lambda: broadcast_event(conversation_id, sequence, event=row, status=current_status))
+        if event.type in INBOX_TYPES:
+            transaction.on_commit(tell_prompt_inbox)  # the prompt inbox and the navigation bar's count
     if status is not None and not isinstance(conversation, int):
         conversation.status = status
     return row

@@ -4,14 +4,18 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from playground.conversations.models import Conversation
+from playground.conversations.models import Conversation, UsageBudget
+from playground.conversations.overview import DEFAULT_SPLIT, SPLITS, UsageFilters
 from playground.conversations.providers import (
+    AUTO,
     provider_choices,
     provider_class,
     provider_key_for,
     provider_label,
     vendor_provider_keys,
 )
+from playground.conversations.feedback import FEEDBACK_FILTERS
+from playground.conversations.feedback import MAX_COMMENT_CHARS as MAX_FEEDBACK_CHARS
 from playground.conversations.services import MAX_MESSAGE_CHARS, PERMISSION_CHOICES
 from playground.conversations.sharing import expiry_options
 from playground.registry import availability
@@ -157,6 +161,9 @@ class ConversationFilterForm(forms.Form):
     task_run = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1, label="Task run",
                                   widget=forms.NumberInput(attrs={"placeholder": "any", "style": "width: 6em"}))
 
+    feedback = forms.ChoiceField(choices=[("", "any"), *[(k, label) for k, (label, _) in FEEDBACK_FILTERS.items()]], required=False,
+                                 error_messages={"invalid_choice": "%(value)s is not a feedback filter."})
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["provider"].choices = [("", "any")] + [(key, provider_label(key)) for key in settings.MODEL_PROVIDERS]
@@ -222,16 +229,70 @@ def add_vendor_wire_fields(form: forms.Form) -> None:
                                               help_text=help_text if name == "wire_b" else "")
         availability.mark_unavailable(form.fields[name], reasons)
 class OverviewFilterForm(forms.Form):
-    """The overview's filters (GET, bookmarkable): a period, one profile or all, the charted figure."""
+    """The overview's filters (GET, bookmarkable): a period, what a row is (the split), restrictions to one
+    profile, user, provider, model or kind, and the charted figure. The user field is an admin's only:
+    who spent what is not every viewer's to read."""
 
     period = forms.ChoiceField(choices=[("24h", "Last 24 hours (hourly)"), ("7d", "Last 7 days (daily)"),
                                         ("30d", "Last 30 days (daily)"), ("90d", "Last 90 days (weekly)")], required=False)
+    split = forms.ChoiceField(label="Per", choices=list(SPLITS.items()), required=False)
     profile = forms.ModelChoiceField(queryset=AgentProfile.objects.order_by("name"), required=False, empty_label="All profiles")
+    user = forms.ModelChoiceField(queryset=get_user_model().objects.order_by("username"), required=False, empty_label="All users")
+    provider = forms.ChoiceField(required=False)
+    model = forms.CharField(required=False, max_length=200, widget=forms.TextInput(attrs={"placeholder": "any model", "size": 16}))
+    kind = forms.ChoiceField(choices=[("", "Every kind"), *Conversation.Kind.choices], required=False)
     metric = forms.ChoiceField(choices=[("cost", "Dollars"), ("tokens", "Tokens"), ("p95_ms", "Model call p95"),
                                         ("errors", "Errors")], required=False)
 
-    def choices(self) -> tuple[str, int | None, str]:
-        """(period, profile id, metric); a bad value falls back to the default instead of failing."""
+    def __init__(self, *args, can_see_users: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].choices = [("", "Every provider"), *[(k, label) for k, label in provider_choices() if k != AUTO]]
+        if not can_see_users:
+            del self.fields["user"]
+            self.fields["split"].choices = [(k, v) for k, v in SPLITS.items() if k != "user"]
+
+    def choices(self) -> tuple[str, str, UsageFilters, str]:
+        """(period, split, filters, metric); a bad value falls back to the default instead of failing."""
         data = self.cleaned_data if self.is_valid() else {}
-        profile = data.get("profile")
-        return data.get("period") or "7d", (profile.pk if profile is not None else None), data.get("metric") or "cost"
+        profile, user = data.get("profile"), data.get("user")
+        filters = UsageFilters(profile_id=profile.pk if profile is not None else None,
+                               user_id=user.pk if user is not None else None,
+                               provider=data.get("provider") or "", model=(data.get("model") or "").strip(), kind=data.get("kind") or "")
+        return data.get("period") or "7d", data.get("split") or DEFAULT_SPLIT, filters, data.get("metric") or "cost"
+
+
+class BudgetForm(forms.ModelForm):
+    """An admin's new budget: one user or one profile, dollars or tokens, per day or month."""
+
+    class Meta:
+        model = UsageBudget
+        fields = ["user", "profile", "metric", "period", "limit"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["user"].queryset = get_user_model().objects.filter(is_active=True).order_by("username")
+        self.fields["profile"].queryset = AgentProfile.objects.order_by("name")
+        self.fields["limit"].min_value = 0
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("user")) == bool(data.get("profile")):
+            raise forms.ValidationError("A budget is for one user or one profile: choose exactly one.")
+        limit = data.get("limit")
+        if limit is not None and limit <= 0:
+            self.add_error("limit", "The limit is above zero.")
+        return data
+
+
+class FeedbackForm(forms.Form):
+    """Feedback on the conversation (target 0) or one of its turns (the turn_started event's sequence)."""
+
+    target = forms.TypedChoiceField(coerce=int, label="On")
+    rating = forms.TypedChoiceField(coerce=int, empty_value=None, required=False, widget=forms.RadioSelect,
+                                    choices=[("1", "✓ Good"), ("-1", "✗ Bad"), ("", "No rating")])
+    comment = forms.CharField(required=False, max_length=MAX_FEEDBACK_CHARS,
+                              widget=forms.Textarea(attrs={"rows": 2, "placeholder": "What went well or wrong (optional)"}))
+
+    def __init__(self, *args, targets: list[tuple[int, int]] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["target"].choices = [("0", "The conversation"), *[(str(seq), f"Turn {n}") for seq, n in targets]]

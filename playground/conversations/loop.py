@@ -5,7 +5,7 @@ Each turn: (maybe compact) → the engine builds the request (permissions → de
 (ToolSearch in-process through the engine, `Agent` as a nested run, everything else through the
 executor) with call-time permission checks → results are appended → repeat until the model ends its
 turn, the person cancels, or `AGENT_MAX_TURNS`. A cancel interrupts the model call or tool call in
-flight: the run's watcher thread (lease.py) sets the run's `CancelSignal`, which aborts the HTTP
+flight: the process's lease keeper (lease.py) sets the run's `CancelSignal`, which aborts the HTTP
 request or cancels the MCP request (`notifications/cancelled`), and the run ends "cancelled". A call that needs the person's permission pauses the
 run: the prompt and what the turn needs to go on are saved, and the task ends (no worker waits); the
 answer queues a task that resumes from there (`AgentRun.pause`, `run(resume=...)`). Every step is a
@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.conversations import events as ev
+from playground.conversations import replays
 from playground.conversations.events import RunReleased, lock_conversation, record_event
 from playground.conversations.cache_strips import ConversationCache, cache_strip
 from playground.conversations.models import Conversation, Message
@@ -37,6 +38,7 @@ from playground.conversations.providers import (
 )
 from playground.conversations.runs import (
     CANCELLED_CALL,
+    answer_prompt,
     cancel_requester,
     close_cancelled_turn,
     pending_answer,
@@ -283,9 +285,9 @@ class AgentRun:
                 if self.stream_text and not self.subagent else None
             try:
                 if streamer is None:
-                    response = self.provider.create_or_cancel(request, self.cancel)
+                    response = self.provider.create_or_cancel(request, self.cancel, api=turn_plan.style.api)
                 else:
-                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add)
+                    response = self.provider.stream_or_cancel(request, self.cancel, streamer.add, api=turn_plan.style.api)
                     streamer.flush()
             except CallCancelled:
                 raise Cancelled("model_call", interrupted=f"the model call ({request.get('model', '')})",
@@ -403,9 +405,9 @@ class AgentRun:
             wire=turn_plan.wire,
             # Every tool the request carried: native discovered tools go with defer_loading, and are
             # no less sent for that.
-            loaded_tools=list(plan.tool_names),
-            deferred_tools=list(plan.deferred_tools),
-            discovered_tools=list(plan.discovered_tools),
+            loaded_tools=turn_plan.tool_names,  # this turn's tool_addition's included (tool changes)
+            deferred_tools=turn_plan.deferred_tools,
+            discovered_tools=turn_plan.discovered_tools,
             tokens=turn_plan.wire_tokens.to_dict(),  # one accounting for both vendors' wires
             decision=plan.decision.to_dict(),
             subagent=self.subagent,
@@ -478,6 +480,9 @@ class AgentRun:
             error = "deferred tool called before it was loaded" if check.refusal == refusals.DEFERRED else check.message
             return self.tool_error(tool_use_id, name, check.message, turn_seq, error=error, refusal=check.refusal), []
         if check.needs_person and name not in self.always_allowed():
+            reused = replays.reused_answer(self.conversation, name, arguments)
+            if reused is not None:  # a replay: the origin's person answered this same call
+                return self.reuse_answer(reused, tool_use_id, name, arguments, check.message, call_seq, turn, turn_seq)
             # The run pauses (run_tools → pause) and no worker waits; the answer resumes it (answered_call).
             raise AwaitingAnswer(tool_use_id, name, arguments, check.message, call_seq, self.parent_sequence)
         return self.run_allowed_call(tool_use_id, name, arguments, check.tool, call_seq, turn_seq)
@@ -570,6 +575,20 @@ class AgentRun:
             for frame in reversed(frames[:-1]):
                 state = {**frame, **common, "child": state}
             Conversation.objects.filter(pk=self.conversation.pk, run_token=self.conversation.run_token).update(paused_run=state)
+
+    def reuse_answer(self, reused: dict[str, Any], tool_use_id: str, name: str, arguments: dict[str, Any], reason: str,
+                     call_seq: int, turn: TurnPlan, turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A replay's call that its origin's person answered (replays.reused_answer): the prompt is recorded
+        with that answer at once, and the call settled by it as a paused call is by a fresh answer."""
+        with transaction.atomic():
+            prompt = self.emit(ev.PermissionPrompt(tool_use_id=tool_use_id, name=name, arguments=arguments, reason=reason),
+                               turn_sequence=turn_seq)
+            answer_prompt(self.conversation.pk, prompt, reused["choice"], answered_by=reused.get("answered_by", ""),
+                          note=replays.REUSED_NOTE,
+                          resume=False)
+        state = {"call": {"id": tool_use_id, "name": name, "input": arguments}, "prompt_sequence": prompt, "timeout": 0,
+                 "call_sequence": call_seq}
+        return self.answered_call(state, turn, turn_seq)
 
     def answered_call(self, state: dict[str, Any], turn: TurnPlan,
                       turn_seq: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -16,8 +16,17 @@ class Conversation(models.Model):
         CANCELLED = "cancelled", "Cancelled"  # the last run was cancelled; takes messages like idle
         FAILED = "failed", "Failed"
 
+    class Kind(models.TextChoices):
+        """Where a conversation came from: the usage overview splits and filters by it."""
+
+        INTERACTIVE = "interactive", "Interactive"
+        COMPARE = "compare", "Compare"
+        TASK_RUN = "task_run", "Task run"
+        REPLAY = "replay", "Replay"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     profile = models.ForeignKey("registry.AgentProfile", null=True, on_delete=models.SET_NULL)
+    kind = StorableCharField(max_length=12, choices=Kind.choices, default=Kind.INTERACTIVE)
     # The profile's settings copied at start, so later edits do not rewrite history.
     profile_snapshot = StorableJSONField(default=dict)
     title = StorableCharField(max_length=200, blank=True)
@@ -43,6 +52,10 @@ class Conversation(models.Model):
     # A run paused on a permission prompt holds no worker: what it needs to go on once the prompt is
     # answered (the prompt, the turn's tool calls and the results so far). Empty while nothing waits.
     paused_run = StorableJSONField(null=True, blank=True)
+    # A replay (replays.py): the conversation whose person's messages this one re-sends under other
+    # settings, and the plan — the messages, how many were sent, the origin's permission answers.
+    replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
+    replay_plan = StorableJSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -133,3 +146,63 @@ class ShareLink(models.Model):
 
     def __str__(self) -> str:
         return f"share link {self.pk} of conversation {self.conversation_id}"
+
+
+class UsageBudget(models.Model):
+    """A limit on what one user's or one profile's conversations may spend per day or month (budgets.py).
+
+    At the limit, new conversations and new messages are refused with a clear message and admins see an
+    alert; a run already going is never cut."""
+
+    class Metric(models.TextChoices):
+        DOLLARS = "dollars", "Dollars"
+        TOKENS = "tokens", "Tokens (input + output)"
+
+    class Period(models.TextChoices):
+        DAY = "day", "Per day"
+        MONTH = "month", "Per month"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey("registry.AgentProfile", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    metric = StorableCharField(max_length=8, choices=Metric.choices, default=Metric.DOLLARS)
+    period = StorableCharField(max_length=6, choices=Period.choices, default=Period.DAY)
+    limit = models.DecimalField(max_digits=14, decimal_places=4)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(user__isnull=False, profile__isnull=True)
+                                   | models.Q(user__isnull=True, profile__isnull=False), name="budget_one_scope"),
+            models.CheckConstraint(condition=models.Q(limit__gt=0), name="budget_positive_limit"),
+        ]
+
+    def __str__(self) -> str:
+        return f"budget {self.pk}"
+
+
+class Feedback(models.Model):
+    """A person's verdict on a conversation or one of its turns: thumbs up or down and/or a comment
+    (feedback.py). One per person and target: giving it again replaces it."""
+
+    class Rating(models.IntegerChoices):
+        GOOD = 1, "Good"
+        BAD = -1, "Bad"
+
+    WHOLE_CONVERSATION = 0  # turn_sequence of feedback on the conversation as a whole
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="feedback")
+    # The turn_started event's sequence, or WHOLE_CONVERSATION (0, not NULL: the unique constraint holds on it).
+    turn_sequence = models.PositiveIntegerField(default=WHOLE_CONVERSATION)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
+    comment = StorableTextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["turn_sequence", "id"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "turn_sequence", "user"], name="one_feedback_per_target")]
+
+    def __str__(self) -> str:
+        return f"feedback {self.pk} on conversation {self.conversation_id}"

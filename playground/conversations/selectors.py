@@ -13,6 +13,7 @@ from django.db.models import Exists, Min, OuterRef, Q, QuerySet
 
 from playground.access import ADMIN, OPERATOR, VIEWER, has_role
 from playground.conversations.costs import call_cost, cost_of_events
+from playground.conversations.feedback import filter_by_feedback
 from playground.conversations.models import Conversation, Event
 from playground.conversations.providers import (
     ProviderError,
@@ -39,6 +40,13 @@ def can_act(user, conversation: Conversation) -> bool:
     return has_role(user, OPERATOR) and (conversation.owner_id == user.pk or has_role(user, ADMIN))
 
 
+def conversations_to_act_on(user) -> QuerySet[Conversation]:
+    """The conversations `can_act` allows `user` to act in: their own (an operator at least), or all (an admin)."""
+    if not has_role(user, OPERATOR):
+        return Conversation.objects.none()
+    return Conversation.objects.all() if has_role(user, ADMIN) else Conversation.objects.filter(owner_id=user.pk)
+
+
 def conversations_for(user) -> QuerySet[Conversation]:
     qs = Conversation.objects.select_related("owner", "profile")
     return qs if has_role(user, VIEWER) else qs.none()
@@ -61,6 +69,8 @@ def filter_conversations(qs: QuerySet[Conversation], filters: dict[str, Any]) ->
         qs = qs.filter(owner=filters["owner"])
     if filters.get("provider"):
         qs = qs.filter(provider_is(filters["provider"]))
+    if filters.get("feedback"):
+        qs = filter_by_feedback(qs, filters["feedback"])
     if filters.get("task_run"):
         # The reverse side of the task run item's link (the agenteval app owns it; nothing is imported).
         qs = qs.filter(task_run_item__run_id=filters["task_run"])
@@ -109,6 +119,7 @@ def conversation_export_data(conversation: Conversation) -> dict[str, Any]:
             "owner": conversation.owner.get_username(),
             "status": conversation.status,
             "compare_group": conversation.compare_group,
+            "replay_of": conversation.replay_of_id,  # the conversation this one replays (replays.py), or null
             "created_at": conversation.created_at,
         },
         "events": list(events),

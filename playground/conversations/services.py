@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from playground.access import role_of
-from playground.conversations import runs
+from playground.conversations import budgets, runs
 from playground.conversations.events import (
     ActedForOwner,
     ChatMessage,
@@ -47,9 +47,14 @@ def profile_snapshot(profile: Any | None) -> dict[str, Any]:
 
 
 def start_conversation(owner, *, profile=None, provider: str = "", title: str = "", compare_group: str = "",
-                       wire_style: str = "") -> Conversation:
+                       wire_style: str = "", kind: str = "") -> Conversation:
     """A new conversation with `profile` (None: the default settings). `wire_style` (compare's
-    per-side choice): the profile's wire style for this conversation only, kept in its snapshot."""
+    per-side choice): the profile's wire style for this conversation only, kept in its snapshot.
+    Refused (ConversationError) when a budget of the owner or the profile is reached; a task run's
+    conversations are not refused one by one (the run was checked when it started: budgets.py)."""
+    kind = kind or (Conversation.Kind.COMPARE if compare_group else Conversation.Kind.INTERACTIVE)
+    if kind != Conversation.Kind.TASK_RUN:
+        check_budget(owner, profile)
     snapshot = profile_snapshot(profile)
     if wire_style:
         snapshot = {**snapshot, "wire_style": wire_style}
@@ -60,7 +65,15 @@ def start_conversation(owner, *, profile=None, provider: str = "", title: str = 
         provider=provider,
         title=title[:200],
         compare_group=compare_group,
+        kind=kind,
     )
+
+
+def check_budget(owner, profile) -> None:
+    """ConversationError when new work for `owner` under `profile` would pass a reached budget."""
+    reason = budgets.refusal(owner, profile)
+    if reason:
+        raise ConversationError(reason)
 
 
 def new_compare_group() -> str:
@@ -82,6 +95,8 @@ def send_message(conversation: Conversation, text: str, *, user=None, enqueue: b
         raise ConversationError("The message is empty.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise ConversationError(f"The message is too long ({len(text)} characters; at most {MAX_MESSAGE_CHARS}).")
+    if conversation.kind != Conversation.Kind.TASK_RUN:
+        check_budget(conversation.owner, conversation.profile)
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
         if runs.run_is_lost(locked):
@@ -122,6 +137,8 @@ def request_cancel(conversation: Conversation, *, user=None) -> bool:
     worker, whose watcher (lease.py) interrupts the model call or tool call in flight. False when
     nothing is running."""
     who = getattr(user, "username", "") or ""
+    if conversation.kind != Conversation.Kind.TASK_RUN:
+        check_budget(conversation.owner, conversation.profile)
     with transaction.atomic():
         locked = lock_conversation(conversation.pk)
         if runs.run_is_lost(locked):

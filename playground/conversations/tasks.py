@@ -1,50 +1,58 @@
 """Celery tasks: one run of the agent loop per person's message (the loop itself lives in loop.py),
 its resumption after a permission prompt is answered, and the prompt's timeout.
 
-A run that meets an "ask" rule saves where it is and ends its task (loop.AgentRun.pause): an open
-prompt holds no worker. The answer — from the page, or the timeout the background round gives a prompt
-past its deadline (requeue.py) — queues `resume_conversation_task`, which goes on from the saved state
-under the same run token.
+Celery dispatches; the run task claims the conversation and hands the run to its process's run host
+(run_host.py), which runs it on the process's event loop, and ends: a waiting run holds no worker
+process or thread, and one process carries many runs. Called eagerly or directly (tests, the CPU
+benchmark), the task runs the loop in the calling thread and returns its outcome.
+
+A run that meets an "ask" rule saves where it is and ends (loop.AgentRun.pause): an open prompt holds
+nothing. The answer — from the page, or the timeout the background round gives a prompt past its
+deadline (requeue.py) — queues `resume_conversation_task`, which goes on from the saved state under
+the same run token.
 """
 from __future__ import annotations
 
 import logging
 
-from celery.signals import worker_ready
+from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
 from playground.celery_app import app
 from playground.conversations import requeue  # noqa: F401 - registers runs and prompts with the background round
-from playground.conversations.lease import RunLease, rest_paused_run
-from playground.conversations.loop import run_conversation
+from playground.conversations.lease import RunLease
+from playground.conversations.run_host import finish_runs_before_exit, run_host, run_leased
 from playground.conversations.runs import expire_prompt, release_lost_runs
 from playground.conversations.sampling import answer_sampling_request
 
 logger = logging.getLogger(__name__)
 
 
-@app.task(name="conversations.run_conversation", acks_late=False)
-def run_conversation_task(conversation_id: int, run_token: str = "") -> str:
-    # acks_late off: a redelivered run would repeat tool calls that already happened.
-    with RunLease(conversation_id, run_token) as lease:
-        if not lease.claimed:
-            # A newer message, a cancel or a release took the conversation before this worker got here.
+def hand_over(request, conversation_id: int, run_token: str, resume_prompt: int | None = None) -> str:
+    """Start the run on this process's host ("started"), or run it here when the task was called
+    eagerly or directly (its outcome); "superseded" when the run no longer owns the conversation."""
+    if request.is_eager or request.called_directly:
+        lease = RunLease(conversation_id, run_token)
+        if not lease.claim():
             return "superseded"
-        reason = run_conversation(conversation_id, cancel=lease.cancel).reason
-    if reason == "waiting":
-        rest_paused_run(conversation_id, run_token)
-    return reason
+        return run_leased(lease, resume_prompt)
+    # acks_late off (below): a redelivered run would repeat tool calls that already happened.
+    return "started" if run_host().start(conversation_id, run_token, resume_prompt) is not None else "superseded"
 
 
-@app.task(name="conversations.resume_conversation", acks_late=False)
-def resume_conversation_task(conversation_id: int, run_token: str, prompt_sequence: int) -> str:
+@app.task(name="conversations.run_conversation", acks_late=False, bind=True)
+def run_conversation_task(self, conversation_id: int, run_token: str = "") -> str:
+    # A newer message, a cancel or a release may have taken the conversation before this worker got here.
+    return hand_over(self.request, conversation_id, run_token)
+
+
+@app.task(name="conversations.resume_conversation", acks_late=False, bind=True)
+def resume_conversation_task(self, conversation_id: int, run_token: str, prompt_sequence: int) -> str:
     """Go on with a run paused on permission prompt `prompt_sequence`, now answered."""
-    with RunLease(conversation_id, run_token) as lease:
-        if not lease.claimed:
-            return "superseded"  # cancelled, released or taken over while the answer was queued
-        reason = run_conversation(conversation_id, resume_prompt=prompt_sequence, cancel=lease.cancel).reason
-    if reason == "waiting":
-        rest_paused_run(conversation_id, run_token)
-    return reason
+    return hand_over(self.request, conversation_id, run_token, prompt_sequence)
+
+
+worker_process_shutdown.connect(finish_runs_before_exit)  # a prefork child
+worker_shutdown.connect(finish_runs_before_exit)  # the solo and threads pools
 
 
 @app.task(name="conversations.expire_permission_prompt")

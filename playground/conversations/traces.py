@@ -71,17 +71,39 @@ def export_run(conversation_id: int) -> bool:
         return False
 
 
+def _latest_run_start(conversation_id: int) -> int | None:
+    """The sequence of the person's message that started the latest run."""
+    return (Event.objects.filter(conversation_id=conversation_id, type="message", payload__role="user")
+            .order_by("-sequence").values_list("sequence", flat=True).first())
+
+
+def run_key(conversation_id: int, start: int) -> str:
+    """What a run's trace id is drawn from (conversation and message: exporting it twice gives one trace id)."""
+    return f"conversation:{conversation_id}:run:{start}"
+
+
 def run_trace(conversation_id: int) -> tuple[telemetry.SpanRecord, str] | None:
-    """The latest run's span tree and the key its trace id is drawn from (conversation and message:
-    exporting the same run twice gives the same trace id)."""
-    conversation = Conversation.objects.select_related("profile").get(pk=conversation_id)
-    start = (Event.objects.filter(conversation_id=conversation_id, type="message", payload__role="user")
-             .order_by("-sequence").values_list("sequence", flat=True).first())
+    """The latest run's span tree and the key its trace id is drawn from (`run_key`)."""
+    conversation = Conversation.objects.select_related("profile", "owner").get(pk=conversation_id)
+    start = _latest_run_start(conversation_id)
     if start is None:
         return None
     events = list(Event.objects.filter(conversation_id=conversation_id, sequence__gte=start, type__in=TRACED_TYPES)
                   .order_by("sequence"))
-    return RunTrace(conversation, events).build(), f"conversation:{conversation_id}:run:{start}"
+    return RunTrace(conversation, events).build(), run_key(conversation_id, start)
+
+
+def latest_trace(conversation_id: int) -> dict[str, str] | None:
+    """The latest run's trace id (32 hex digits, as trace UIs show it) and its page in the trace UI
+    (TRACE_URL_TEMPLATE; "" when none), for the conversation page. None while traces are off or no
+    run was started: there is no trace to point at."""
+    if not telemetry.enabled():
+        return None
+    start = _latest_run_start(conversation_id)
+    if start is None:
+        return None
+    trace_id = format(telemetry.ids_for(run_key(conversation_id, start))[0], "032x")
+    return {"id": trace_id, "url": telemetry.trace_url(trace_id)}
 
 
 def _ns(moment) -> int:
@@ -108,19 +130,45 @@ class RunTrace:
         name = str(snapshot.get("name") or getattr(self.conversation.profile, "name", "") or "default settings")
         root = self.agent_span(name, self.by_parent[None], self.events[0].created_at, self.events[-1].created_at)
         root.attributes.update({
-            "gen_ai.conversation.id": str(self.conversation.pk),
-            "session.id": f"conversation-{self.conversation.pk}",  # OTel's session attribute: Langfuse groups traces by it
-            "gen_ai.agent.id": str(self.conversation.profile_id or ""),
             "playground.conversation.url": f"/conversations/{self.conversation.pk}/",
             "playground.profile.tool_search_mode": str(snapshot.get("tool_search_mode") or ""),
-            "playground.profile.wire_style": str(snapshot.get("wire_style") or ""),
         })
+        # On every span, so a trace UI filters any span (a slow call, a failed tool) by session,
+        # person, profile and wire style, not only the root.
+        for span in root.walk():
+            span.attributes.update(self.run_attributes(name, snapshot))
         final = [e for e in self.by_parent[None] if e.type == "turn_finished" and e.payload.get("final")]
         if final:
             root.attributes["playground.run.end_reason"] = str(final[-1].payload.get("reason") or "")
         if any(e.type == "cancelled" for e in self.events):
             root.attributes["playground.run.end_reason"] = "cancelled"
         return root
+
+    def run_attributes(self, profile: str, snapshot: dict[str, Any]) -> dict[str, Any]:
+        person = self.run_author()
+        return {
+            "gen_ai.conversation.id": str(self.conversation.pk),
+            "session.id": f"conversation-{self.conversation.pk}",  # OTel's session attribute: Langfuse groups traces by it
+            "gen_ai.agent.id": str(self.conversation.profile_id or ""),
+            "playground.profile.name": profile,
+            # The style the run's requests went out in (its first turn's, as the page's header says),
+            # else the profile's: a profile that leaves it to the default names none.
+            "playground.profile.wire_style": otel_wire_name(self.run_wire() or str(snapshot.get("wire_style") or "")) or None,
+            # OTEL_TRACES_ENDUSER_ID: nobody (off), a keyed hash, or the username. `user.id` too: the
+            # name Langfuse and Phoenix (OpenInference) filter traces by.
+            "enduser.id": person,
+            "user.id": person,
+        }
+
+    def run_wire(self) -> str:
+        first = next((e for e in self.by_parent[None] if e.type == "turn_started"), None)
+        return turn_wire(first.payload or {}) if first is not None else ""
+
+    def run_author(self) -> str | None:
+        """Who sent the run's message (an admin acting in someone's conversation is the one who ran it)."""
+        message = next((e for e in self.events if e.type == "message" and (e.payload or {}).get("role") == "user"), None)
+        author = str((message.payload or {}).get("author") or "") if message is not None else ""
+        return telemetry.enduser_id(author or self.conversation.owner.get_username())
 
     def agent_span(self, agent: str, events: list[Event], started, ended) -> telemetry.SpanRecord:
         """An invoke_agent span over one agent's events (the main run, or a subagent's)."""
@@ -185,7 +233,6 @@ class RunTrace:
                 "gen_ai.usage.output_tokens": usage.output,
                 "gen_ai.usage.cache_creation.input_tokens": usage.cache_write,
                 "gen_ai.usage.cache_read.input_tokens": usage.cache_read,
-                "gen_ai.conversation.id": str(self.conversation.pk),
                 "playground.cost_usd": cost,
                 # The response says where its usage came from; one saved before it did, its provider.
                 "playground.tokens_estimated": (payload["usage_source"] == USAGE_ESTIMATE if payload.get("usage_source")

@@ -1,6 +1,7 @@
 """Conversation pages: list, new, detail (chat + per-turn inspector), compare; POST fallbacks for the socket."""
 from __future__ import annotations
 
+import csv
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -11,14 +12,14 @@ from django.urls import reverse
 from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_POST, require_safe
 
-from playground.access import EDITOR, OPERATOR, VIEWER, has_role, role_required
-from playground.conversations import runs, services, sharing
+from playground.access import ADMIN, EDITOR, OPERATOR, VIEWER, has_role, role_required
+from playground.conversations import budgets, feedback, runs, services, sharing, traces
 from playground.conversations.forms import (
-    AnswerForm, CompareForm, ConversationFilterForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
+    AnswerForm, BudgetForm, CompareForm, ConversationFilterForm, FeedbackForm, MessageForm, NewConversationForm, OverviewFilterForm, ShareForm,
 )
-from playground.conversations.overview import DEFAULT_PERIOD, METRICS, overview
+from playground.conversations.overview import DEFAULT_PERIOD, DEFAULT_SPLIT, METRICS, SPLITS, overview
 from playground.conversations.fragments import SHARED_KEY, render_notice
-from playground.conversations.models import Conversation, ShareLink
+from playground.conversations.models import Conversation, ShareLink, UsageBudget
 from playground.conversations.search_misses import PAGE_ROWS_RANKED, profile_misses
 from playground.conversations.selectors import (
     accounting_figures, can_act, cost_difference, can_view, compare_members, conversation_export_data, conversations_for, filter_conversations, list_rows,
@@ -57,7 +58,7 @@ def _done(request, conversation: Conversation):
 def conversation_list(request):
     """Conversations, newest first, searched and filtered by GET parameters (bookmarkable), a page at a time."""
     filters = ConversationFilterForm(request.GET)
-    rows = list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters()))
+    rows = feedback.with_feedback_counts(list_rows(filter_conversations(conversations_for(request.user), filters.valid_filters())))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     members = compare_members(request.user, [c.compare_group for c in page.object_list if c.compare_group])
     for conversation in page.object_list:
@@ -77,12 +78,16 @@ def conversation_list(request):
 def conversation_new(request):
     form = NewConversationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        conversation = services.start_conversation(
-            request.user, profile=form.cleaned_data["profile"], provider=form.cleaned_data["provider"]
-        )
-        if form.cleaned_data["message"].strip():
-            services.send_message(conversation, form.cleaned_data["message"], user=request.user)
-        return redirect("conversations:detail", pk=conversation.pk)
+        try:
+            conversation = services.start_conversation(
+                request.user, profile=form.cleaned_data["profile"], provider=form.cleaned_data["provider"]
+            )
+        except services.ConversationError as exc:  # a budget is reached
+            form.add_error(None, str(exc))
+        else:
+            if form.cleaned_data["message"].strip():
+                services.send_message(conversation, form.cleaned_data["message"], user=request.user)
+            return redirect("conversations:detail", pk=conversation.pk)
     return render(request, "conversations/new.html", {"form": form})
 
 
@@ -99,7 +104,52 @@ def conversation_detail(request, pk: int):
                   for link in sharing.active_links(conversation)]
     return render(request, "conversations/detail.html", {
         "panel": panel, "shares": shares, "share_form": ShareForm() if panel["can_act"] else None,
+        "feedback": feedback.feedback_context(conversation, request.user),
+        "trace": traces.latest_trace(conversation.pk),
     })
+
+
+@role_required(OPERATOR)
+@require_POST
+def feedback_give(request, pk: int):
+    """Thumbs up or down and/or a comment on the conversation or one of its turns (feedback.py)."""
+    conversation = _get_conversation_for_user(request, pk)
+    form = FeedbackForm(request.POST, targets=feedback.turns_of(conversation))
+    error = ""
+    if form.is_valid():
+        try:
+            feedback.give_feedback(conversation, request.user, turn_sequence=form.cleaned_data["target"],
+                                   rating=form.cleaned_data["rating"], comment=form.cleaned_data["comment"])
+        except feedback.FeedbackError as exc:
+            error = str(exc)
+    else:
+        error = " ".join(e for errors in form.errors.values() for e in errors)
+    return _feedback_answer(request, conversation, error, "Feedback kept.")
+
+
+@role_required(OPERATOR)
+@require_POST
+def feedback_withdraw(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    try:
+        target = int(request.POST.get("target", ""))
+    except ValueError:
+        return _feedback_answer(request, conversation, "Which feedback? The target is missing.", "")
+    removed = feedback.withdraw_feedback(conversation, request.user, target)
+    return _feedback_answer(request, conversation, "" if removed else "There was no feedback of yours to withdraw.",
+                            "Feedback withdrawn.")
+
+
+def _feedback_answer(request, conversation, error: str, done: str):
+    """htmx: the feedback section again, with the error in it; a plain form: back to the page with a message."""
+    if request.htmx:
+        context = {"feedback": feedback.feedback_context(conversation, request.user), "feedback_error": error}
+        return render(request, "conversations/_feedback.html", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, done)
+    return redirect(reverse("conversations:detail", args=[conversation.pk]) + "#feedback")
 
 
 @role_required(VIEWER)
@@ -248,6 +298,12 @@ def compare(request):
     """Start the same message under two profiles, side by side."""
     form = CompareForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        try:  # every side's budgets first: no half-started comparison
+            for profile, _, _ in form.sides():
+                services.check_budget(request.user, profile)
+        except services.ConversationError as exc:
+            form.add_error(None, str(exc))
+            return render(request, "conversations/compare_form.html", {"form": form})
         group = services.new_compare_group()
         for profile, provider, wire_style in form.sides():
             conversation = services.start_conversation(
@@ -288,16 +344,76 @@ def compare_figures(request, group: str):
 @role_required(VIEWER)
 @require_safe
 def usage_overview(request):
-    """Tokens, dollars, model-call latency and errors over time per profile (docs/traces.md, "The overview").
+    """Tokens, dollars, model-call latency and errors over time, per profile, provider, model, kind of
+    conversation or (admins) user, filtered by any of them (docs/traces.md, "The overview"); budgets.
     Every role sees it: it shows counts, tokens, models and durations, nothing of what was said or sent."""
-    filters = OverviewFilterForm(request.GET or None, initial={"period": DEFAULT_PERIOD, "metric": "cost"})
-    period, profile_id, metric = filters.choices()
-    figures = overview(period, profile_id)
+    filters, (period, split, usage_filters, metric) = _overview_filters(request)
+    figures = overview(period, split=split, filters=usage_filters)
+    is_admin = has_role(request.user, ADMIN)
     return render(request, "conversations/overview.html", {
         "filters": filters, "figures": figures, "rows": figures.rows(), "metric": metric, "metric_label": METRICS[metric],
-        "period_label": dict(filters.fields["period"].choices)[period],
-        "chart": overview_chart(figures, metric),
+        "period_label": dict(filters.fields["period"].choices)[period], "split_label": SPLITS[split],
+        "chart": overview_chart(figures, metric), "csv_query": request.GET.urlencode(),
+        "chart_query": "".join(f"{urlencode({k: v})}&" for k, v in request.GET.items() if k != "metric" and v),
+        "budgets": [status for status in budgets.statuses() if is_admin or status.budget.user_id in (None, request.user.pk)],
+        "budget_form": BudgetForm() if is_admin else None,
     })
+
+
+def _overview_filters(request):
+    # The defaults fill what a query leaves out, so the selects show the figures' period, not their first option
+    # (a chart link carries only `metric`; the next "Show" then sent the first period shown).
+    data = {"period": DEFAULT_PERIOD, "metric": "cost", "split": DEFAULT_SPLIT,
+            **{key: value for key, value in request.GET.items() if value}}
+    filters = OverviewFilterForm(data, can_see_users=has_role(request.user, ADMIN))
+    return filters, filters.choices()
+
+
+CSV_COLUMNS = ("bucket", "split", "group", "runs", "model_calls", "input_tokens", "output_tokens", "cache_read_tokens",
+               "dollars", "unpriced_models", "p50_ms", "p95_ms", "run_errors", "tool_errors")
+
+
+@role_required(VIEWER)
+@require_safe
+def usage_overview_csv(request):
+    """The overview's per-bucket rows as CSV, with the page's filters (one row per bucket and group)."""
+    _, (period, split, usage_filters, _) = _overview_filters(request)
+    figures = overview(period, split=split, filters=usage_filters)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{period}-per-{split}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(CSV_COLUMNS)
+    for row in reversed(figures.rows()):
+        cell = row["cell"]
+        writer.writerow([row["bucket"].isoformat(), split, row["group"], cell.runs, cell.calls, cell.input_tokens,
+                         cell.output_tokens, cell.cache_read_tokens, f"{cell.cost:.8f}", " ".join(sorted(cell.unpriced)),
+                         "" if cell.p50_ms is None else f"{cell.p50_ms:.1f}", "" if cell.p95_ms is None else f"{cell.p95_ms:.1f}",
+                         cell.run_errors, cell.tool_errors])
+    return response
+
+
+@role_required(ADMIN)
+@require_POST
+def budget_add(request):
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        budget = form.save(commit=False)
+        budget.created_by = request.user
+        budget.save()
+        budgets.forget_alerts()
+        messages.success(request, "Budget added.")
+    else:
+        messages.error(request, "Budget not added: " + " ".join(e for errors in form.errors.values() for e in errors))
+    return redirect("conversations:overview")
+
+
+@role_required(ADMIN)
+@require_POST
+def budget_delete(request, pk: int):
+    deleted, _ = UsageBudget.objects.filter(pk=pk).delete()
+    budgets.forget_alerts()
+    messages.success(request, "Budget removed." if deleted else "That budget was already removed.")
+    return redirect("conversations:overview")
 
 
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 220, 36
@@ -305,7 +421,7 @@ CHART_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2
 
 
 def overview_chart(figures, metric: str) -> dict:
-    """An SVG line per profile over the buckets (points with their value in a tooltip), drawn by the template."""
+    """An SVG line per group (profile, provider, …) over the buckets (points with their value in a tooltip), drawn by the template."""
     series = figures.series(metric)
     peak = max((v for s in series for v in s["values"] if v is not None), default=0) or 1
     count = max(len(figures.buckets) - 1, 1)
@@ -318,7 +434,7 @@ def overview_chart(figures, metric: str) -> dict:
             x = CHART_PAD + (CHART_WIDTH - 2 * CHART_PAD) * position / count
             y = CHART_HEIGHT - CHART_PAD - (CHART_HEIGHT - 2 * CHART_PAD) * (value or 0) / peak
             points.append({"x": round(x, 1), "y": round(y, 1), "value": value, "bucket": bucket})
-        lines.append({"profile": entry["profile"], "colour": CHART_COLOURS[index % len(CHART_COLOURS)], "points": points,
+        lines.append({"group": entry["group"], "colour": CHART_COLOURS[index % len(CHART_COLOURS)], "points": points,
                       "path": " ".join(f"{p['x']},{p['y']}" for p in points)})
     return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "pad": CHART_PAD, "peak": peak, "lines": lines,
             "first": figures.buckets[0] if figures.buckets else None, "last": figures.buckets[-1] if figures.buckets else None,

@@ -17,6 +17,7 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from playground.engine.pricing import DEFAULT_TTL, PriceTable, Usage, priced_model, unpriced_name
@@ -185,6 +186,15 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
+def _mean_tokens(values: list[int]) -> int:
+    """Tokens per task in whole tokens, rounded once here (half up, exactly): the JSON, the page and
+    the command line then show the same number. A mean such as 146.5 was 147 on the page
+    (floatformat rounds half up) and 146 on the command line (format rounds half to even)."""
+    if not values:
+        return 0
+    return math.floor(Fraction(sum(int(v) for v in values), len(values)) + Fraction(1, 2))
+
+
 def profile_summary(profile: str, provider: str, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One profile's row. `items`: {"status": pending|running|done|cancelled, "measures": TaskMeasures
     as a dict or None}. Rates and means are over the completed tasks."""
@@ -209,10 +219,10 @@ def profile_summary(profile: str, provider: str, items: Sequence[Mapping[str, An
         "turns_per_task": _mean([m["turns"] for m in done]),
         # A task measured before model calls were counted: its turns were its main agent's model calls.
         "model_calls_per_task": _mean([m.get("model_calls", m["turns"]) for m in done]),
-        "input_tokens_per_task": _mean([m["input_tokens"] for m in done]),
-        "output_tokens_per_task": _mean([m["output_tokens"] for m in done]),
-        "cache_read_tokens_per_task": _mean([m.get("cache_read_tokens", 0) for m in done]),
-        "cache_write_tokens_per_task": _mean([m.get("cache_write_tokens", 0) for m in done]),
+        "input_tokens_per_task": _mean_tokens([m["input_tokens"] for m in done]),
+        "output_tokens_per_task": _mean_tokens([m["output_tokens"] for m in done]),
+        "cache_read_tokens_per_task": _mean_tokens([m.get("cache_read_tokens", 0) for m in done]),
+        "cache_write_tokens_per_task": _mean_tokens([m.get("cache_write_tokens", 0) for m in done]),
         "cost_usd_per_task": round(sum(costs) / len(costs), 8) if costs and len(costs) == len(done) else None,
         "uncached_cost_usd_per_task": round(sum(uncached) / len(uncached), 8) if uncached and len(uncached) == len(done) else None,
         "task_p50_s": round(statistics.median(walls), 3) if walls else 0.0,

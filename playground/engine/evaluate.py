@@ -109,23 +109,28 @@ class EvalReport:
         return percentile([o.latency_ms for o in self.outcomes], 95)
 
     def metrics(self) -> dict[str, Any]:
+        """The measures as measured: rounded once, where they are shown (the command line's table
+        prints three places; `to_dict`, the JSON, four), never rounded here and again there."""
         return {
             "backend": self.backend,
             "tools": self.tools,
             "query_count": len(self.outcomes),
             "k": self.k,
-            "recall_at_k": round(self.recall_at_k, 4),
-            "recall_at_10": round(self.recall_at_10, 4),
-            "full_hit_at_k": round(self.full_hit_at_k, 4),
-            "top_1": round(self.top_1, 4),
-            "mrr": round(self.mrr, 4),
-            "p50_ms": round(self.p50_ms, 3),
-            "p95_ms": round(self.p95_ms, 3),
-            "build_s": round(self.build_s, 3),
+            "recall_at_k": self.recall_at_k,
+            "recall_at_10": self.recall_at_10,
+            "full_hit_at_k": self.full_hit_at_k,
+            "top_1": self.top_1,
+            "mrr": self.mrr,
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+            "build_s": self.build_s,
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.metrics(), "queries": [{"id": o.id, "ranked": list(o.ranked)} for o in self.outcomes]}
+        """The JSON: the measures to four places (times to three), each rounded once from the measure."""
+        shown = {key: round(value, 3 if key in ("p50_ms", "p95_ms", "build_s") else 4) if isinstance(value, float) else value
+                 for key, value in self.metrics().items()}
+        return {**shown, "queries": [{"id": o.id, "ranked": list(o.ranked)} for o in self.outcomes]}
 
 
 def evaluate(catalog: ToolCatalog, queries: Sequence[LabelledQuery], backend: SearchBackend, k: int = 5) -> EvalReport:

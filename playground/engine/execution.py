@@ -55,8 +55,8 @@ logger = logging.getLogger(__name__)
 class CancelSignal:
     """Set, from any thread, when the person cancels a run; work in flight says how to stop meanwhile.
 
-    The thread running the loop is blocked in a model call or a tool call when the cancel arrives, so
-    it cannot look: whoever learns of the cancel (the run's watcher thread) calls `set()`, which runs
+    The run is waiting in a model call or a tool call when the cancel arrives, so it cannot look:
+    whoever learns of the cancel (the process's lease keeper) calls `set()`, which runs
     the callbacks registered with `while_running` — abort the HTTP request, cancel the MCP request.
     """
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.engine.history import TOOL_ADDITION, TOOL_REMOVAL, changed_tool_name
 from playground.engine.pricing import DEFAULT_TTL, LONG_TTL, Usage
 from playground.engine.tokens import CharEstimateCounter, TokenCounter, count_messages
 
@@ -157,9 +158,19 @@ def _canonical(value: Any) -> Any:
 
 
 def _tool_references(value: Any) -> Iterable[str]:
+    """The tools a block expands to: a search result's `tool_reference`s and a harness's
+    `tool_addition`s (the tool-changes style: the added definition is read where the addition sits,
+    the `tools` array, and so the cached prefix, never changing). A `tool_removal` expands to nothing."""
     if isinstance(value, dict):
         if value.get("type") == "tool_reference" and isinstance(value.get("tool_name"), str):
             yield value["tool_name"]
+        if value.get("type") == TOOL_ADDITION:
+            name = changed_tool_name(value)
+            if name:
+                yield name
+            return
+        if value.get("type") == TOOL_REMOVAL:
+            return
         for item in value.values():
             yield from _tool_references(item)
     elif isinstance(value, list):

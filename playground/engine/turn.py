@@ -214,6 +214,33 @@ class TurnPlan:
         `message` in the history and shows the prediction."""
         return self.style.tool_changes(self)
 
+    # -- the tools of this turn, as its request offers them -----------------------------------------------
+    @cached_property
+    def added_tools(self) -> tuple[str, ...]:
+        """The deferred tools this turn's changes add before the request (`tool_changes.added`): the
+        request offers them with their schemas, though no history the plan read discovered them yet."""
+        changes = self.tool_changes
+        return tuple(changes.added) if changes is not None else ()
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Every tool the turn offers with its schema: the plan's (loaded and discovered), then this
+        turn's additions. What pages count as "sent"."""
+        names = self.request.tool_names
+        return [*names, *(n for n in self.added_tools if n not in set(names))]
+
+    @property
+    def discovered_tools(self) -> list[str]:
+        """The deferred tools offered this turn: those the history discovered, then this turn's additions."""
+        found = self.request.discovered_tools
+        return [*found, *(n for n in self.added_tools if n not in set(found))]
+
+    @property
+    def deferred_tools(self) -> list[str]:
+        """The deferred tools still hidden this turn (names only): the plan's, less this turn's additions."""
+        added = set(self.added_tools)
+        return [n for n in self.request.deferred_tools if n not in added]
+
     # -- the call-time question ------------------------------------------------------------------------
     def check_call(self, name: str, *, discovered: Iterable[str] = ()) -> CallCheck:
         """May the model call `name` now? Refuse / ask / allow, with the tool and the message.

@@ -16,6 +16,7 @@ from playground.access import ADMIN, has_role
 from playground.gateway.broadcast import session_group
 from playground.gateway.fragments import pending_prompts, render_event_frame, render_notice
 from playground.gateway.models import GatewayEvent, GatewayPrompt, GatewaySession
+from playground.gateway.prompts import answer_of
 from playground.gateway.service import answer_prompt
 from playground.realtime import frame_int, read_browser_frame, refuse_socket, socket_refusal
 
@@ -54,12 +55,12 @@ class GatewaySessionConsumer(WebsocketConsumer):
             self.last_sent = frame_int(data.get("last_sequence"), 0)
             self.catch_up()
         elif action == "answer":
-            self.answer(frame_int(data.get("prompt"), 0), str(data.get("answer", "")))
+            self.answer(frame_int(data.get("prompt"), 0), answer_of(str(data.get("choice") or data.get("answer") or "")))
         else:
             self.send(text_data=render_notice(self.session_pk, f"Unknown action {action!r}."))
 
-    def answer(self, prompt_pk: int, answer: str) -> None:
-        if answer not in (GatewayPrompt.Status.ALLOWED, GatewayPrompt.Status.DENIED):
+    def answer(self, prompt_pk: int, answer: str | None) -> None:
+        if answer is None:
             self.send(text_data=render_notice(self.session_pk, "Answer allowed or denied."))
             return
         if not GatewayPrompt.objects.filter(pk=prompt_pk, session_id=self.session_pk).exists():

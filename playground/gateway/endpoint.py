@@ -32,6 +32,7 @@ from playground.gateway.manager import ResumingSessionManager
 from playground.gateway.ratelimit import RateLimiter
 from playground.gateway.server import SCOPE_KEY, build_server, in_thread, record_session_closed
 from playground.gateway.tokens import authenticate, describe, identify
+from playground.gateway.transcript import exchange_for
 
 logger = logging.getLogger("playground.gateway")
 
@@ -114,6 +115,7 @@ async def _checked_body(receive, send):
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
+    replay.body = body  # the Protocol view notes it (transcript.py)
     return replay
 
 
@@ -220,10 +222,15 @@ class GatewayEndpoint:
                                          "window_seconds": settings.GATEWAY_RATE_LIMIT_WINDOW_SECONDS},
             )
             return
+        exchange = exchange_for(profile_id, token.pk, headers)
         if scope.get("method") == "POST":
             receive = await _checked_body(receive, send)
             if receive is None:
                 return
+            if exchange is not None:
+                exchange.request_body(receive.body)
+        if exchange is not None:
+            send = exchange.watch(send)
         scope = dict(scope)
         scope[SCOPE_KEY] = {"profile_id": profile_id, "token_id": token.pk, "token": describe(token)}
         # The SDK binds each session to the credential that opened it: another token (or another

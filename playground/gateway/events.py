@@ -16,6 +16,7 @@ from playground import telemetry
 from playground.gateway import traces
 from playground.gateway.broadcast import broadcast_event
 from playground.gateway.models import GatewayEvent, GatewaySession
+from playground.prompt_cards import tell_prompt_inbox
 from playground.sequences import increment
 
 
@@ -29,6 +30,8 @@ def record_event(session_pk: int, type: str, payload: dict[str, Any]) -> Gateway
         sequence = int(taken[0]) - 1
         event = GatewayEvent.objects.create(session_id=session_pk, sequence=sequence, type=type, payload=payload)
         transaction.on_commit(lambda: broadcast_event(session_pk, sequence))
+        if type in (GatewayEvent.Type.PERMISSION_ASKED, GatewayEvent.Type.PERMISSION_ANSWERED):
+            transaction.on_commit(tell_prompt_inbox)  # the prompt inbox and the navigation bar's count
         if telemetry.enabled() and type in traces.TRACED_TYPES:
             transaction.on_commit(lambda: traces.export_event(session_pk, event))  # its span (docs/traces.md)
     return event

@@ -149,22 +149,13 @@ def _stateless_session(info: dict[str, Any], client: tuple[str, str, str]) -> Ga
     cutoff = timezone.now() - timezone.timedelta(seconds=settings.GATEWAY_SESSION_IDLE_SECONDS)
     mine = GatewaySession.objects.filter(stateless=True, profile_id=info["profile_id"], token_id=info.get("token_id"),
                                          client_name=name, closed_at__isnull=True)
+    current = mine.select_related("profile").filter(last_seen_at__gte=cutoff).order_by("-last_seen_at")
+    # A later request finds its row with a plain read: no transaction, no lock on the token's row (every
+    # request of every client of a token would queue on it, while only a client's first needs it).
+    session = current.first()
     created = False
-    with transaction.atomic():
-        # The token's row lock orders two first requests of one client: one row, not two.
-        list(GatewayToken.objects.select_for_update().filter(pk=info.get("token_id")).values_list("pk", flat=True))
-        session = mine.select_related("profile").filter(last_seen_at__gte=cutoff).order_by("-last_seen_at").first()
-        if session is None:
-            idle = list(mine.values_list("pk", flat=True))
-            mine.update(closed_at=timezone.now())
-            session = GatewaySession.objects.create(
-                session_id=f"stateless-{uuid.uuid4().hex}", stateless=True, profile_id=info["profile_id"],
-                token_id=info.get("token_id"), client_name=name, client_version=version[:100],
-                protocol_version=protocol[:40], negotiated_version=protocol[:40],
-                discovered_tools=service.remembered_tools(info.get("token_id"), name),
-            )
-            session = GatewaySession.objects.select_related("profile").get(pk=session.pk)
-            created = True
+    if session is None:
+        session, created, idle = _first_stateless_row(info, client, mine, current)
     if created:
         for pk in idle:
             record_event(pk, GatewayEvent.Type.SESSION_CLOSED, {"by": "idle timeout (stateless client)"})
@@ -178,6 +169,29 @@ def _stateless_session(info: dict[str, Any], client: tuple[str, str, str]) -> Ga
     known = list(session.discovered_tools or [])
     session.discovered_tools = known + [n for n in service.remembered_tools(session.token_id, name) if n not in known]
     return session
+
+
+def _first_stateless_row(info: dict[str, Any], client: tuple[str, str, str], mine: Any, current: Any,
+                         ) -> tuple[GatewaySession, bool, list[int]]:
+    """A stateless client's first request (or its first after an idle gap): under the token's row lock,
+    which orders two first requests of one client (one row, not two), the row another request made
+    meanwhile, else a new one, the client's idle rows closed. Returns (row, created, closed pks)."""
+    name, version, protocol = client
+    name = name[:200]
+    with transaction.atomic():
+        list(GatewayToken.objects.select_for_update().filter(pk=info.get("token_id")).values_list("pk", flat=True))
+        session = current.first()
+        if session is not None:
+            return session, False, []
+        idle = list(mine.values_list("pk", flat=True))
+        mine.update(closed_at=timezone.now())
+        session = GatewaySession.objects.create(
+            session_id=f"stateless-{uuid.uuid4().hex}", stateless=True, profile_id=info["profile_id"],
+            token_id=info.get("token_id"), client_name=name, client_version=version[:100],
+            protocol_version=protocol[:40], negotiated_version=protocol[:40],
+            discovered_tools=service.remembered_tools(info.get("token_id"), name),
+        )
+        return GatewaySession.objects.select_related("profile").get(pk=session.pk), True, idle
 
 
 def record_session_closed(session_id: str) -> None:

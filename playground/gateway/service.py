@@ -31,6 +31,7 @@ from playground.engine.turn import TurnPlan
 from playground.engine.search.base import SearchBackend, ToolSearchResult
 from playground.engine.openai_wire import tool_tokens_by_vendor
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
+from playground.engine.wires.registry import wire_style
 from playground.engine.toolsearch_tool import (
     CLIENT_STYLE,
     TOOL_SEARCH_TOOL,
@@ -43,6 +44,7 @@ from playground.gateway.models import GatewayDiscovery, GatewayEvent, GatewayPro
 from playground.mcp_servers.executor import PlaygroundExecutor
 from playground.registry import adapter, backends
 from playground.registry.models import AgentProfile
+from playground.registry.previews import profile_settings
 
 CALL_DISCOVERED_NAME = "CallDiscoveredTool"
 CALL_DISCOVERED_TOOL: dict[str, Any] = {
@@ -180,6 +182,35 @@ def profile_view(profile: AgentProfile | int) -> ProfileView:
             while len(_plan_cache) > PLAN_CACHE_SIZE:
                 _plan_cache.popitem(last=False)
     return ProfileView(profile=profile, catalog=catalog, policy=policy, agent_settings=agent_settings, turn=turn)
+
+
+@dataclass(frozen=True)
+class ServedStyle:
+    """How the gateway plays a profile's wire style: every style goes out as MCP tools with
+    client-side ToolSearch (MCP carries no defer_loading, tool_reference nor tool_addition)."""
+
+    name: str  # the profile's style (`AgentSettings.wire`)
+    label: str
+    predicts_tools: bool  # the harness ranks a person's message before each turn (the tool-changes style)
+    keeps_tool_search: bool  # the profile keeps ToolSearch in conversations
+
+    @property
+    def note(self) -> str:
+        """What an MCP client of this profile gets instead, in a sentence ("": nothing to say)."""
+        if not self.predicts_tools:
+            return ""
+        note = ("its harness adds predicted tools by tool_addition before each person's message in conversations; "
+                "an MCP client sends no person's message to rank and MCP has no tool_addition, so here the "
+                "client searches with ToolSearch instead")
+        return note + ("" if self.keeps_tool_search else " (which this profile's conversations leave out)")
+
+
+def served_style(profile: AgentProfile) -> ServedStyle:
+    """The profile's own wire style, as its conversations run it, and how the gateway serves it."""
+    settings = profile_settings(profile)
+    style = wire_style(settings.agent.wire)
+    return ServedStyle(name=style.name, label=style.label, predicts_tools=settings.predicts_tools,
+                       keeps_tool_search=settings.agent.keeps_tool_search)
 
 
 def search(view: ProfileView, arguments: dict[str, Any]) -> ToolSearchResult:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 from playground.loadtest.client import LoadTestError, Session, run_conversation
@@ -60,6 +61,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--words-per-second", type=float, default=None,
                         help="the demo agent's streaming pace on the embedded stack (DEMO_STREAM_WORDS_PER_SECOND; "
                              "default: 0 for the levels, so their figures compare with earlier runs; 12, readable, for --watchers)")
+    parser.add_argument("--provider", choices=("demo", "anthropic", "openai"), default="demo",
+                        help="embedded stack: the offline demo agent (default), or the real provider path — the official "
+                             "SDK against the project's API double, run as its own HTTP process (playground/loadtest/api_double.py)")
+    parser.add_argument("--model-latency", type=float, default=2.0,
+                        help="with --provider anthropic/openai: seconds the API double takes to answer each call (default 2)")
+    parser.add_argument("--code", default="",
+                        help="embedded stack: run its processes from another checkout of this project (PYTHONPATH), "
+                             "e.g. an older commit's `git worktree`, to measure old and new code side by side")
     parser.add_argument("--json", action="store_true", help='print {"levels": [...]} (or {"watchers": {...}}) instead of the table')
     args = parser.parse_args(argv)
     if args.watchers < 0:
@@ -72,6 +81,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--workers must be 1 or more")
     if args.web_nodes < 1 or args.worker_nodes < 1:
         parser.error("--web-nodes and --worker-nodes must be 1 or more")
+    if args.model_latency < 0:
+        parser.error("--model-latency must be 0 or more")
+    if args.url and (args.provider != "demo" or args.code):
+        parser.error("--provider and --code start an embedded stack; they do not apply to --url")
     if args.url and (args.web_nodes > 1 or args.worker_nodes > 1):
         parser.error("--web-nodes and --worker-nodes start an embedded stack; they do not apply to --url")
     return args
@@ -107,6 +120,48 @@ async def run_level(sessions, count: int, message: str, timeout: float) -> tuple
     # Wall time of the level: first message sent → last final frame (the whole wait if none finished).
     wall = (max(ends) - min(starts)) if ends and starts else time.monotonic() - started
     return results, wall
+
+
+class LevelSampler:
+    """Every half second while a level runs: the worker node's resident memory (all its processes) and
+    the connections open to the run's PostgreSQL database; keeps the peaks."""
+
+    def __init__(self, stack: EmbeddedStack | None) -> None:
+        self.stack = stack
+        self.rss_mb = 0.0
+        self.connections_before = self.connections_peak = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="load-sampler", daemon=True)
+
+    def __enter__(self) -> LevelSampler:
+        if self.stack is not None:
+            self.connections_before = self._connections()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _connections(self) -> int | None:
+        try:
+            return self.stack.database_connections()
+        except Exception:  # noqa: BLE001 - a busy server may refuse one look: the next one counts
+            return None
+
+    def _sample(self) -> None:
+        while True:
+            self.rss_mb = max(self.rss_mb, self.stack.node_memory_mb("worker"))
+            connections = self._connections()
+            if connections is not None:
+                self.connections_peak = max(self.connections_peak or 0, connections)
+            if self._stop.wait(0.5):
+                return
+
+    def figures(self) -> dict:
+        return {"worker_rss_mb": round(self.rss_mb, 1) if self.stack is not None else None,
+                "db_connections_before": self.connections_before, "db_connections_peak": self.connections_peak}
 
 
 def cpu_spent(before: dict | None, after: dict | None) -> dict[str, float]:
@@ -161,11 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ["DEMO_STREAM_WORDS_PER_SECOND"] = f"{args.words_per_second:g}"  # the stack's children read it
             stack = EmbeddedStack(workers=args.workers, pool=args.pool, database_url=args.database_url, log=say,
-                                  web_nodes=args.web_nodes, worker_nodes=args.worker_nodes)
+                                  web_nodes=args.web_nodes, worker_nodes=args.worker_nodes, provider=args.provider,
+                                  model_latency=args.model_latency, code_dir=args.code)
             stack.start()
             sessions = []
             for base_url in stack.base_urls:
-                sessions.append(Session(base_url))
+                sessions.append(Session(base_url, provider=args.provider))
                 sessions[-1].login(stack.username, stack.password)
             session = sessions if len(sessions) > 1 else sessions[0]
             # The demo data's import queued the search index build: wait for the worker to finish it,
@@ -184,14 +240,20 @@ def main(argv: list[str] | None = None) -> int:
         for count in args.conversations:
             say(f"[load] level: {count} conversation(s) at once")
             cpu_before = stack.cpu_seconds() if stack else None
-            results, wall = asyncio.run(run_level(session, count, args.message, args.timeout))
+            with LevelSampler(stack) as sampler:
+                results, wall = asyncio.run(run_level(session, count, args.message, args.timeout))
             cpu_after = stack.cpu_seconds() if stack else None
             created = expected = None
             if stack is not None:
                 created, expected = stack.event_facts([r.conversation_id for r in results if r.conversation_id is not None])
-            spent = cpu_spent(cpu_before, cpu_after)
+            # The API double plays the model: its CPU is the vendor's, not the playground's.
+            spent = {name: seconds for name, seconds in cpu_spent(cpu_before, cpu_after).items() if name != "api"}
             cpu = sum(spent.values()) if spent else None
             level = summarize_level(results, wall_s=wall, created=created, expected_last=expected, cpu_s=cpu)
+            worker_cpu = sum(v for k, v in spent.items() if k.startswith("worker")) if spent else None
+            level.update(worker_cpu_ms_per_event=round(worker_cpu * 1000 / level["events"], 2)
+                         if worker_cpu is not None and level["events"] else None)
+            level.update(sampler.figures(), provider=args.provider)
             levels.append(level)
             say("[load]   " + ", ".join(f"{key}={level[key]}" for key in LEVEL_KEYS))
             if spent and level["events"]:

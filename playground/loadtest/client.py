@@ -18,12 +18,13 @@ import urllib.parse
 import urllib.request
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidStatus, InvalidURI
 
 from playground.loadtest.stats import ConversationResult, read_frame
 
 HTTP_TIMEOUT_SECONDS = 30
 CONNECT_TIMEOUT_SECONDS = 30
+SOCKET_ATTEMPTS = 4  # a handshake the server dropped is tried again (open_socket)
 CONVERSATION_URL = re.compile(r"/conversations/(\d+)/?$")
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -40,8 +41,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 class Session:
     """One logged-in person: a cookie jar shared by every conversation of the run."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, provider: str = "demo") -> None:
         self.base_url = base_url.rstrip("/")
+        self.provider = provider  # the new-conversation form's choice: "demo", or a vendor the stack points at its double
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
 
@@ -85,10 +87,11 @@ class Session:
             raise LoadTestError(f"POST /conversations/{conversation_id}/send/ answered {status}: {body[:200]!r}")
 
     def new_conversation(self) -> int:
-        """The new-conversation form with no message (the message goes over the socket), the offline
-        demo agent as provider (never a paid API), the default settings as profile."""
+        """The new-conversation form with no message (the message goes over the socket), the session's
+        provider (the offline demo agent unless the stack points a vendor at its local double), the
+        default settings as profile."""
         status, headers, body = self.request("/conversations/new/", {
-            "csrfmiddlewaretoken": self._cookie("csrftoken"), "profile": "", "provider": "demo", "message": "",
+            "csrfmiddlewaretoken": self._cookie("csrftoken"), "profile": "", "provider": self.provider, "message": "",
         })
         location = headers.get("Location", "")
         match = CONVERSATION_URL.search(urllib.parse.urlsplit(location).path)
@@ -129,15 +132,25 @@ async def open_socket(session: Session, path: str) -> Socket:
     server checks it against ALLOWED_HOSTS)."""
     parts = urllib.parse.urlsplit(session.base_url)
     url = f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}{path}"
-    try:
-        connection = await connect(url, origin=session.base_url, additional_headers={"Cookie": session.cookie_header()},
-                                   open_timeout=CONNECT_TIMEOUT_SECONDS, max_size=2**24, ping_interval=None,
-                                   compression=None)
-    except InvalidStatus as refused:
-        raise LoadTestError(f"socket {path} refused: HTTP {refused.response.status_code}") from refused
-    except (InvalidHandshake, InvalidURI) as error:
-        raise LoadTestError(f"socket {path}: {error}") from error
-    return Socket(connection)
+    for attempt in range(1, SOCKET_ATTEMPTS + 1):
+        try:
+            connection = await connect(url, origin=session.base_url, additional_headers={"Cookie": session.cookie_header()},
+                                       open_timeout=CONNECT_TIMEOUT_SECONDS, max_size=2**24, ping_interval=None,
+                                       compression=None)
+        except InvalidStatus as refused:
+            raise LoadTestError(f"socket {path} refused: HTTP {refused.response.status_code}") from refused
+        except InvalidMessage as error:
+            # The server closed the connection before answering the handshake: daphne drops a socket
+            # its application did not accept within its connect timeout (a web node short of CPU).
+            # Try again, as a browser's reconnect would; the run's clock starts once the message is sent.
+            if attempt == SOCKET_ATTEMPTS:
+                raise LoadTestError(f"socket {path}: {error} ({attempt} attempts)") from error
+            await asyncio.sleep(attempt)
+        except (InvalidHandshake, InvalidURI) as error:
+            raise LoadTestError(f"socket {path}: {error}") from error
+        else:
+            return Socket(connection)
+    raise AssertionError("unreachable")
 
 
 async def run_conversation(session: Session, message: str, deadline: float, result: ConversationResult,

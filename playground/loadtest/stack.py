@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -42,7 +43,8 @@ def run_database_url(server_url: str, name: str) -> str:
 
 class EmbeddedStack:
     def __init__(self, *, workers: int = 2, pool: str = "prefork", database_url: str | None = None, log=print,
-                 web_nodes: int = 1, worker_nodes: int = 1, existing_database_url: str = "", beat: bool = False) -> None:
+                 web_nodes: int = 1, worker_nodes: int = 1, existing_database_url: str = "", beat: bool = False,
+                 provider: str = "demo", model_latency: float = 2.0, code_dir: str = "") -> None:
         self.run_id = uuid.uuid4().hex[:8]
         self.name = f"loadtest-{self.run_id}"
         self.workers = workers
@@ -73,6 +75,12 @@ class EmbeddedStack:
         self.base_url = self.base_urls[0]
         self.worker_names = [self.worker_name] + [f"{self.name}-{i}@{os.uname().nodename}" for i in range(2, self.worker_nodes + 1)]
         self.children: list[Child] = []
+        # "anthropic" / "openai": the workers reach the project's API double, its own process answering
+        # each call `model_latency` s late, through the official SDK (api_double.py); "demo": the offline agent.
+        self.provider, self.model_latency = provider, model_latency
+        self.api_port = free_port() if provider != "demo" else 0
+        # Another checkout's code for the stack's processes (side-by-side benchmarks against an older commit).
+        self.code_dir = code_dir
         self.username = USERNAME
         self.password = secrets.token_urlsafe(16)
         self._log_file = None
@@ -96,8 +104,12 @@ class EmbeddedStack:
             "DJANGO_SETTINGS_MODULE": "playground.settings",
             "PYTHONUNBUFFERED": "1",
         })
-        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
-            os.environ.pop(name, None)  # the offline demo agent only; never a paid API
+        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"):
+            os.environ.pop(name, None)  # never a paid API: the offline demo agent, or the local API double
+        if self.provider == "anthropic":
+            os.environ.update({"ANTHROPIC_API_KEY": "sk-loadtest", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{self.api_port}"})
+        elif self.provider == "openai":
+            os.environ.update({"OPENAI_API_KEY": "sk-loadtest", "OPENAI_BASE_URL": f"http://127.0.0.1:{self.api_port}/v1"})
         self._log_file = open(self.log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self.supervisor = Supervisor(out=self._log_file)
         self.say(f"[load] preparing the database (migrate, demo data): log in {self.log_path}")
@@ -155,17 +167,26 @@ class EmbeddedStack:
     def _start_processes(self) -> None:
         assert self.supervisor is not None
         env = dict(os.environ)
+        # `python -m` puts the working directory first on sys.path: the other checkout's processes start in it.
+        code_cwd = self.code_dir or None
+        if self.code_dir:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [self.code_dir, env.get("PYTHONPATH", "")]))
+        if self.provider != "demo":
+            self.children.append(self.supervisor.start("api", [
+                sys.executable, "-m", "playground.loadtest.api_double", "--vendor", self.provider,
+                "--latency", f"{self.model_latency:g}", "--port", str(self.api_port)], env=dict(os.environ)))
         for number, port in enumerate(self.ports, start=1):
             name = "web" if number == 1 else f"web{number}"
-            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env))
+            self.children.append(self.supervisor.start(name, web_command("127.0.0.1", port), env=env, cwd=code_cwd))
         for number, worker_name in enumerate(self.worker_names, start=1):
             name = "worker" if number == 1 else f"worker{number}"
             self.children.append(self.supervisor.start(
-                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env))
-        self.web, self.worker = self.children[0], self.children[self.web_nodes]
+                name, [*worker_command(self.pool, self.workers), "-n", worker_name, "-Q", self.name], env=env, cwd=code_cwd))
+        first = 1 if self.provider != "demo" else 0
+        self.web, self.worker = self.children[first], self.children[first + self.web_nodes]
         if self.beat:
             self.children.append(self.supervisor.start(
-                "beat", [*beat_command(), "-s", str(self.workdir / "beat-schedule")], env=env))
+                "beat", [*beat_command(), "-s", str(self.workdir / "beat-schedule")], env=env, cwd=code_cwd))
         for base_url in self.base_urls:
             if not wait_until_ready(self.supervisor, base_url):
                 raise StackError(f"the web server at {base_url} did not start\n{self.log_tail()}")
@@ -231,6 +252,27 @@ class EmbeddedStack:
                     best["peak_mb"] = max(best["peak_mb"], status.get("VmHWM", 0) / 1024)
             readings[child.name] = {key: round(value, 1) for key, value in best.items()}
         return readings
+
+    def node_memory_mb(self, name: str) -> float:
+        """Resident memory (VmRSS) of child `name` and every process below it, summed, in MB."""
+        child = next((c for c in self.children if c.name == name), None)
+        if child is None:
+            return 0.0
+        total = sum(process_status(pid).get("VmRSS", 0) for pid in process_tree_pids([child.process.pid]))
+        return round(total / 1024, 1)
+
+    def database_connections(self) -> int | None:
+        """Connections open to the run's PostgreSQL database now (None on SQLite)."""
+        if not self.created_database and not (self.existing_database_url or "").startswith("postgres"):
+            return None
+        import psycopg
+
+        url = run_database_url(self.server_database_url, self.created_database) if self.created_database \
+            else self.existing_database_url
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
+            row = connection.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                     "AND pid <> pg_backend_pid()").fetchone()
+        return int(row[0])
 
     def cpu_seconds(self) -> dict[str, float | None]:
         """CPU time (user + system, with reaped children) of the web server and of the worker, each

@@ -13,8 +13,12 @@ FINAL_STATUSES = frozenset({"idle", "failed", "cancelled"})
 # The keys of one level in `--json`, in this order (the table prints the same columns).
 LEVEL_KEYS = (
     "conversations", "completed", "events", "wall_s", "events_per_s", "ws_p50_ms", "ws_p99_ms",
-    "run_p50_s", "lost", "duplicated", "cpu_ms_per_event",
+    "run_p50_s", "message_run_p50_s", "message_run_p95_s", "lost", "duplicated", "cpu_ms_per_event",
 )
+# Added by the command after those, for its own stack (None with --url): the worker node's CPU per event,
+# its resident memory at the level's peak (all its processes), the connections open to the run's
+# PostgreSQL database before the level and at its peak, and the provider the conversations used.
+STACK_KEYS = ("worker_cpu_ms_per_event", "worker_rss_mb", "db_connections_before", "db_connections_peak", "provider")
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ def summarize_level(
             latencies_ms.append((first_seen[min(first_seen)] - result.sent_at) * 1000)
     run_times = [r.run_s for r in results if r.run_s is not None]
     p50, p99, run_p50 = percentile(latencies_ms, 50), percentile(latencies_ms, 99), percentile(run_times, 50)
+    run_p95 = percentile(run_times, 95)
     return {
         "conversations": len(results),
         "completed": sum(1 for r in results if r.completed),
@@ -127,6 +132,9 @@ def summarize_level(
         "ws_p50_ms": None if p50 is None else round(p50, 1),
         "ws_p99_ms": None if p99 is None else round(p99, 1),
         "run_p50_s": None if run_p50 is None else round(run_p50, 3),
+        # A message's run, sent → its final frame (run_p50_s, kept under its old name for older reports).
+        "message_run_p50_s": None if run_p50 is None else round(run_p50, 3),
+        "message_run_p95_s": None if run_p95 is None else round(run_p95, 3),
         "lost": lost,
         "duplicated": duplicated,
         "cpu_ms_per_event": round(cpu_s * 1000 / events, 2) if cpu_s is not None and events else None,

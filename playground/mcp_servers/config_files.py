@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 
 from playground.engine import safe_json
 from playground.mcp_servers.models import SERVER_NAME_VALIDATOR, McpServer
+from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 from playground.mcp_servers.secrets import mask_args, mask_url
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -109,14 +110,14 @@ def server_fields(name: str, entry: Any) -> dict[str, Any]:
             raise ConfigFileError("an HTTP server needs a url starting with http:// or https://")
         transport = McpServer.Transport.SSE if kind == "sse" else McpServer.Transport.HTTP
         return {"name": name, "transport": transport, "url": url, "headers": _pairs(entry.get("headers"), "headers"),
-                "always_load": always_load}
+                "always_load": always_load, "protocol_era": DEFAULT_PROTOCOL_ERA}
     if kind != "stdio":
         raise ConfigFileError(f"transport {kind!r} is not one the playground speaks (stdio, streamable HTTP and the deprecated SSE)")
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip() or len(command) > 500:
         raise ConfigFileError("a stdio server needs a command")
     return {"name": name, "transport": McpServer.Transport.STDIO, "command": command, "args": _strings(entry.get("args"), "args"),
-            "env": _pairs(entry.get("env"), "env"), "always_load": always_load}
+            "env": _pairs(entry.get("env"), "env"), "always_load": always_load, "protocol_era": DEFAULT_PROTOCOL_ERA}
 
 
 def import_servers(servers: dict[str, Any]) -> ImportOutcome:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
 import logging
 import time
 import warnings
+from contextvars import ContextVar
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -45,10 +45,12 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from playground.engine.execution import CancelSignal, CallCancelled
+from playground.engine.execution import CancelSignal
 from playground.mcp_servers.oauth import AuthorizationNeeded
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
+from playground.mcp_servers.protocol_eras import AUTO, LEGACY
 from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.wire_capture import MessageNoter, RecordingStreams
 from playground.per_process import portal
 
 T = TypeVar("T")
@@ -70,6 +72,26 @@ DEFAULT_CALL_TIMEOUT = 30.0
 MAX_TOOL_PAGES = 100
 # Rounds of a 2026-07-28 multi round-trip request (InputRequiredResult) before it is given up.
 MAX_INPUT_ROUNDS = 5
+# How long closing a connection waits for its last transcript messages to be written (protocol_log).
+TRANSCRIPT_SETTLE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class InputRound:
+    """Which request an input request of a 2026-07-28 server (MRTR) was asked during, and in which
+    round: the workbench files the person's card under it (server_requests)."""
+
+    request: str  # "tools/call book_table"
+    round: int  # 1 for the InputRequiredResult answering the first request
+    max_rounds: int
+
+    def describe(self) -> str:
+        return f"{self.request}, round {self.round} of at most {self.max_rounds}"
+
+
+# Set while a handler answers an input request of an InputRequiredResult (None for a handshake-era
+# server's own request).
+ASKED_DURING: ContextVar[InputRound | None] = ContextVar("mcp_input_round", default=None)
 
 
 @dataclass
@@ -236,7 +258,7 @@ class McpConnection:
         progress = self.handlers.progress if self.handlers is not None else None
         result = await self._request(self._rounds(lambda responses, state: self.session.call_tool(
             name, arguments, read_timeout_seconds=timeout, progress_callback=progress, input_responses=responses,
-            request_state=state, meta=meta, allow_input_required=True)), timeout, f"tools/call {name}")
+            request_state=state, meta=meta, allow_input_required=True), f"tools/call {name}"), timeout, f"tools/call {name}")
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return McpCallResult(
             content=dumped.get("content") or [],
@@ -293,7 +315,7 @@ class McpConnection:
             raise McpConnectionError(f"{method} is not part of MCP {self.protocol_version}, which this server speaks "
                                      "(set its protocol era to legacy to use it)")
 
-    async def _rounds(self, send: Callable[[Any, str | None], Coroutine[Any, Any, Any]]) -> Any:
+    async def _rounds(self, send: Callable[[Any, str | None], Coroutine[Any, Any, Any]], what: str) -> Any:
         """A request that a 2026-07-28 server may answer with an `InputRequiredResult` (MRTR): its
         input requests (sampling, elicitation, roots) go to this session's handlers — the workbench
         asks a person; a session without handlers (the agent loop's, the gateway's) refuses them, so
@@ -303,14 +325,21 @@ class McpConnection:
         if not isinstance(first, InputRequiredResult):
             return first
         session = self.session
+        current_round = [1]
 
         async def dispatch(key: str, request: Any) -> Any:
+            # Each input request runs in a task of its own: the variable is set for its handler only.
+            ASKED_DURING.set(InputRound(what, current_round[0], MAX_INPUT_ROUNDS))
             context = ClientRequestContext(session=session, request_id=key,
                                            meta=request.params.meta if request.params else None)
             return await session.dispatch_input_request(context, request)
 
+        async def retry(responses: Any, state: str | None) -> Any:
+            current_round[0] += 1
+            return await send(responses, state)
+
         try:
-            return await run_input_required_driver(first, dispatch=dispatch, retry=send, max_rounds=MAX_INPUT_ROUNDS)
+            return await run_input_required_driver(first, dispatch=dispatch, retry=retry, max_rounds=MAX_INPUT_ROUNDS)
         except InputRequiredRoundsExceededError as exc:
             raise McpConnectionError(f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds; "
                                      "the request was given up") from exc
@@ -391,14 +420,15 @@ class McpConnection:
     async def read_resource(self, uri: str, *, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[dict[str, Any]]:
         """A resource's contents as plain JSON: each item has uri, mimeType and text or blob."""
         result = await self._request(self._rounds(lambda responses, state: self.session.read_resource(
-            uri, input_responses=responses, request_state=state, allow_input_required=True)), timeout, f"resources/read {uri}")
+            uri, input_responses=responses, request_state=state, allow_input_required=True), f"resources/read {uri}"),
+            timeout, f"resources/read {uri}")
         return result.model_dump(by_alias=True, mode="json", exclude_none=True).get("contents") or []
 
     async def get_prompt(self, name: str, arguments: dict[str, str], *, timeout: float = DEFAULT_CALL_TIMEOUT) -> dict[str, Any]:
         """A prompt's messages for these arguments, as plain JSON (description, messages)."""
         result = await self._request(self._rounds(lambda responses, state: self.session.get_prompt(
-            name, arguments or None, input_responses=responses, request_state=state, allow_input_required=True)),
-            timeout, f"prompts/get {name}")
+            name, arguments or None, input_responses=responses, request_state=state, allow_input_required=True),
+            f"prompts/get {name}"), timeout, f"prompts/get {name}")
         return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _paged(self, method: Callable[..., Any], field_name: str, what: str, timeout: float) -> list[dict[str, Any]]:
@@ -545,7 +575,7 @@ class LogForwarder:
 @asynccontextmanager
 async def open_connection(
     config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    handlers: ClientHandlers | None = None, auth: Any = None,
+    handlers: ClientHandlers | None = None, transcript: MessageNoter | None = None, auth: Any = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
@@ -553,6 +583,7 @@ async def open_connection(
     for the UI (for stdio, with the tail of the server's stderr). With `log_sink`, the server's
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
     With `handlers`, the session offers sampling / elicitation / roots and answers through them.
+    With `transcript`, every JSON-RPC message both ways is noted in it (the Protocol view).
     With `auth` (an httpx auth: oauth_connect's interactive sign-in), an HTTP or SSE server is reached
     through it instead of its stored grant. A server that wants a sign-in raises `McpAuthorizationNeeded`.
     """
@@ -563,6 +594,9 @@ async def open_connection(
     forwarder = LogForwarder(log_sink, transport) if log_sink is not None else None
     try:
         async with transport.streams() as (read_stream, write_stream):
+            if transcript is not None:
+                recording = RecordingStreams(transcript, read_stream, write_stream)
+                read_stream, write_stream = recording.read, recording.write
             if forwarder is not None:
                 forwarder.start()
             try:
@@ -613,6 +647,12 @@ async def open_connection(
         diagnostics = transport.diagnostics()
         # The error text (and the server's stderr) may quote the URL, an argument or an env value.
         raise McpConnectionError(scrub_for(config, f"{message}\n{diagnostics}" if diagnostics else message)) from exc
+    finally:
+        if transcript is not None:
+            # After the transport closed (a stdio child is already reaped): the last messages are
+            # written now, not left to a loop a one-shot command is about to leave; briefly.
+            with anyio.move_on_after(TRANSCRIPT_SETTLE_SECONDS, shield=True):
+                await transcript.settle()
 
 
 def _authorization_needed(exc: BaseException, transport: McpTransport) -> str | None:
@@ -641,10 +681,10 @@ async def negotiate(session: ClientSession, era: str) -> None:
     handshake on a server that does not answer it (the SDK's own policy, as `Client(mode="auto")`);
     a pinned version sends `server/discover` at that version only, and a server that does not speak
     it is an error saying so, not a silent handshake."""
-    if era == "legacy":
+    if era == LEGACY:
         await session.initialize()
         return
-    if era == "auto" or era not in MODERN_PROTOCOL_VERSIONS:
+    if era == AUTO or era not in MODERN_PROTOCOL_VERSIONS:
         await negotiate_auto(session)
         return
     try:
@@ -685,17 +725,11 @@ class BackgroundLoop:
     """`run(coro)` runs a coroutine on the process's portal loop and waits for it from sync code."""
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None, *, cancel: CancelSignal | None = None) -> T:
-        """Run `coro` on the loop and wait for its result. With `cancel`: once it is set, the task is
-        cancelled (the SDK then sends the server `notifications/cancelled` for a request in flight)
-        and CallCancelled raised here at once."""
-        future = portal().submit(coro)
-        if cancel is None:
-            return future.result(timeout)
-        with cancel.while_running(future.cancel):
-            try:
-                return future.result(timeout)
-            except concurrent.futures.CancelledError:
-                raise CallCancelled() from None
+        """Run `coro` on the loop and wait for its result (`Portal.wait`: a run on the loop yields
+        meanwhile, another thread blocks). With `cancel`: once it is set, the task is cancelled (the
+        SDK then sends the server `notifications/cancelled` for a request in flight) and
+        CallCancelled raised here at once."""
+        return portal().wait(coro, timeout, cancel=cancel)
 
 
 _loop = BackgroundLoop()
@@ -711,13 +745,13 @@ def background_loop() -> BackgroundLoop:
 
 def list_server_tools(
     config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    keep: int | None = None,
+    keep: int | None = None, transcript: MessageNoter | None = None,
 ) -> tuple[list[McpToolListing], ServerProbe]:
     """Connect, list every tool (the first `keep` of them; the probe's count is every one), close."""
 
     async def run() -> tuple[list[McpToolListing], ServerProbe]:
         started = time.perf_counter()
-        async with open_connection(config, connect_timeout=timeout, log_sink=log_sink) as connection:
+        async with open_connection(config, connect_timeout=timeout, log_sink=log_sink, transcript=transcript) as connection:
             tools = await connection.list_tools(timeout=timeout, keep=keep)
             info = connection.server_info
             probe = ServerProbe(
@@ -733,9 +767,11 @@ def list_server_tools(
     return background_loop().run(run())
 
 
-def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> ServerProbe:
-    """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError."""
-    return list_server_tools(config, timeout=timeout)[1]
+def check_connection(config: ServerConfig, *, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                     transcript: MessageNoter | None = None) -> ServerProbe:
+    """"Test connection": connect, initialize, count tools, close. Raises McpConnectionError. It keeps
+    none of the tools (counted page by page, not held: a sync stores them)."""
+    return list_server_tools(config, timeout=timeout, keep=0, transcript=transcript)[1]
 
 
 def call_server_tool(

@@ -9,6 +9,7 @@ from django import forms
 from playground.engine import safe_json
 from playground.mcp_servers.oauth import forget_grant
 from playground.mcp_servers.models import McpServer
+from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 # SECRET_MASK is shown instead of every env and header value. Submitting it unchanged keeps the
 # stored value, unless the command, arguments, URL or transport it was stored for changed.
 from playground.mcp_servers.secrets import SECRET_MASK
@@ -89,8 +90,8 @@ class McpServerForm(forms.ModelForm):
             self.initial["headers_text"] = _format_pairs(instance.headers or {}, ":", masked=bool(instance.pk))
 
     def clean_protocol_era(self) -> str:
-        # Left out (a script posting the older form): the server keeps its era, a new one gets auto.
-        return self.cleaned_data.get("protocol_era") or self.instance.protocol_era or McpServer.ProtocolEra.AUTO
+        # Left out (a script posting the older form): the server keeps its era, a new one gets the default.
+        return self.cleaned_data.get("protocol_era") or self.instance.protocol_era or DEFAULT_PROTOCOL_ERA
 
     def clean_args_text(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]

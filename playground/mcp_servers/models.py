@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from playground.mcp_servers import protocol_eras
+from playground.mcp_servers.protocol_names import era_label, error_name
 from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, scrub_for, viewer_url
 from playground.storage_fields import StorableCharField, StorableJSONField, StorableTextField
 
@@ -23,9 +26,9 @@ class McpServer(models.Model):
         SSE = "sse", "SSE (deprecated)"
 
     class ProtocolEra(models.TextChoices):
-        AUTO = "auto", "Auto (server/discover, else the initialize handshake)"
-        LEGACY = "legacy", "Legacy (initialize handshake, up to 2025-11-25)"
-        MODERN_2026_07_28 = "2026-07-28", "2026-07-28 only (stateless)"
+        AUTO = protocol_eras.AUTO, "Auto (server/discover, else the initialize handshake)"
+        LEGACY = protocol_eras.LEGACY, "Legacy (initialize handshake, up to 2025-11-25)"
+        MODERN_2026_07_28 = protocol_eras.MODERN_2026_07_28, "2026-07-28 only (stateless)"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -45,9 +48,8 @@ class McpServer(models.Model):
 
     # Which MCP protocol era the playground speaks to it (connection.negotiate): the handshake,
     # `server/discover` first with a fallback to the handshake, or a pinned stateless version.
-    # Legacy by default until the workbench speaks every feature in the stateless era too (roots,
-    # logging/setLevel and notifications are the handshake era's; docs/architecture.md)
-    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=ProtocolEra.LEGACY)
+    # The default is protocol_eras.DEFAULT_PROTOCOL_ERA (legacy, and why).
+    protocol_era = StorableCharField(max_length=20, choices=ProtocolEra.choices, default=protocol_eras.DEFAULT_PROTOCOL_ERA)
     # What the last connection settled on (an `initialize` answer or a `server/discover` one).
     negotiated_version = StorableCharField(max_length=40, blank=True)
 
@@ -227,6 +229,9 @@ class McpServerRequest(models.Model):
     answered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     answered_with = StorableCharField(max_length=200, blank=True)  # "by hand", or the model and its provider
     note = StorableTextField(blank=True)  # why it expired or failed, for the page
+    # For a 2026-07-28 server's InputRequiredResult (MRTR): the request it answered and the round
+    # ("tools/call book_table, round 1 of at most 5"); empty for a handshake-era server's own request.
+    asked_during = StorableCharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
 
@@ -295,3 +300,50 @@ class McpServerAuth(models.Model):
     @property
     def has_client_secret(self) -> bool:
         return bool(self.client_secret_sealed)
+class McpProtocolMessage(models.Model):
+    """One JSON-RPC message of a Protocol view's transcript (protocol_log.py): between our client and
+    a server (`scope` "server-<id>") or between a client and the gateway ("gateway-<session pk>").
+    A plain scope column, no foreign key: written in batches from the MCP client's worker threads,
+    the newest `MCP_PROTOCOL_KEEP_MESSAGES` per scope kept. `body` is the message as JSON, scrubbed
+    and cut at `MCP_PROTOCOL_MAX_BODY_CHARS`."""
+
+    scope = StorableCharField(max_length=40)
+    sender = StorableCharField(max_length=10)  # "client" or "server"
+    kind = StorableCharField(max_length=20)  # request, response, input_required, error, notification
+    method = StorableCharField(max_length=100, blank=True)
+    rpc_id = StorableCharField(max_length=100, blank=True)
+    # The request this message belongs to (every MRTR round of it), and the round: 0 the first.
+    group = StorableCharField(max_length=120, blank=True)
+    round = models.PositiveSmallIntegerField(default=0)
+    protocol_version = StorableCharField(max_length=40, blank=True)
+    body = StorableTextField()
+    at = models.FloatField()  # when it crossed the wire (epoch seconds)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["scope", "id"], name="mcp_protocol_scope_id")]
+
+    @property
+    def parsed(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """code, message and the code's name of an error message (else empty)."""
+        error = (self.parsed or {}).get("error") if self.kind == "error" else None
+        if not isinstance(error, dict):
+            return {}
+        code = error.get("code")
+        return {"code": code, "message": error.get("message", ""), "name": error_name(code)}
+
+    @property
+    def pretty_body(self) -> str:
+        parsed = self.parsed
+        return json.dumps(parsed, indent=2, ensure_ascii=False) if parsed is not None else self.body
+
+    @property
+    def era(self) -> str:
+        return era_label(self.protocol_version)

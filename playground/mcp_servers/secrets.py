@@ -378,3 +378,25 @@ class ScrubLogFilter(logging.Filter):
             record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
         record.secrets_scrubbed = True
         return True
+
+
+def mask_arguments(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """Tool arguments as a page may show them: the value of every key named like a secret
+    (`api_key`, `password`, `Authorization` …) masked, every other string scrubbed (`scrub`: the
+    process's keys, URL credentials, token-shaped strings). The structure, and so the JSON, stays."""
+    secrets = tuple(secrets)
+    if isinstance(value, Mapping):
+        return {key: (SECRET_MASK if isinstance(key, str) and SECRET_NAME.match(key) and _maskable(item)
+                      else mask_arguments(item, secrets))
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_arguments(item, secrets) for item in value]
+    if isinstance(value, str):
+        return scrub(value, secrets)
+    return value
+
+
+def _maskable(value: Any) -> bool:
+    # Only text is hidden whole: a structure under a secret-named key (`"auth": {"user": …}`) is walked,
+    # and a number (`"max_tokens": 100`) is no credential.
+    return isinstance(value, str) and value != ""

@@ -32,7 +32,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from mcp import types
 
-from playground.mcp_servers.connection import ClientHandlers
+from playground.mcp_servers.connection import ASKED_DURING, ClientHandlers
 from playground.mcp_servers.forms import ElicitationForm
 from playground.mcp_servers.models import McpServer, McpServerRequest
 from playground.mcp_servers.secrets import scrub_for
@@ -167,8 +167,10 @@ def _refusal(row: McpServerRequest) -> str:
 
 async def ask_person(server_id: int, secrets_of: Any, kind: str, params: dict[str, Any]) -> McpServerRequest:
     """Save the request, show it, and wait (on the channel layer, no thread) until it is answered,
-    declined or expires; the row as it ended."""
-    row = await _in_thread(_create, server_id, secrets_of, kind, params)
+    declined or expires; the row as it ended. An input request of an InputRequiredResult is filed
+    under the request and round that asked it (`connection.ASKED_DURING`)."""
+    asked_during = ASKED_DURING.get()
+    row = await _in_thread(_create, server_id, secrets_of, kind, params, asked_during.describe() if asked_during else "")
     try:
         async with listening_to_group(answer_group(row.pk)) as receive:
             _tell_watchers(server_id, row.pk)
@@ -201,9 +203,10 @@ async def _in_thread(function: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(run)
 
 
-def _create(server_id: int, secrets_of: Any, kind: str, params: dict[str, Any]) -> McpServerRequest:
+def _create(server_id: int, secrets_of: Any, kind: str, params: dict[str, Any], asked_during: str = "") -> McpServerRequest:
     shown = _scrubbed(params, secrets_of)
-    row = McpServerRequest.objects.create(server_id=server_id, kind=kind, params=shown)
+    row = McpServerRequest.objects.create(server_id=server_id, kind=kind, params=shown,
+                                          asked_during=scrub_for(secrets_of, asked_during)[:300])
     push(row, new=True)
     return row
 

@@ -53,6 +53,7 @@ from playground.mcp_servers.connection import (
 from playground.mcp_servers import oauth
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.secrets import scrub, scrub_for
+from playground.mcp_servers.protocol_log import transcript_for_server
 from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
 from playground.mcp_servers.transports import ServerConfig
@@ -155,7 +156,8 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     try:
         config = ServerConfig.from_server(server)
         listings, probe = list_server_tools(config, timeout=timeout, log_sink=sink_for(server.pk, config),
-                                            keep=settings.MCP_MAX_TOOLS_PER_SERVER)
+                                            keep=settings.MCP_MAX_TOOLS_PER_SERVER,
+                                            transcript=transcript_for_server(server.pk, config))
     except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
         if isinstance(exc, McpAuthorizationNeeded):

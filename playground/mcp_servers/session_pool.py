@@ -32,7 +32,9 @@ from playground.mcp_servers.connection import (
 from playground.mcp_servers.transports import ServerConfig
 from playground.per_process import PerProcess
 from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.protocol_log import transcript_for_server
 from playground.mcp_servers.server_log import sink_for
+from playground.mcp_servers.wire_capture import MessageNoter
 from playground.mcp_servers.server_requests import handlers_for, waiting_on_person
 
 T = TypeVar("T")
@@ -46,8 +48,10 @@ CLOSE_TIMEOUT = 10.0
 class PooledSession:
     """One open connection, owned by its holder task on the background loop."""
 
-    def __init__(self, config: ServerConfig, log_sink: LogSink | None = None, handlers: ClientHandlers | None = None) -> None:
+    def __init__(self, config: ServerConfig, log_sink: LogSink | None = None, handlers: ClientHandlers | None = None,
+                 transcript: MessageNoter | None = None) -> None:
         self.config = config
+        self.transcript = transcript
         self.log_sink = log_sink
         self.handlers = handlers
         self.connection: McpConnection | None = None
@@ -67,7 +71,7 @@ class PooledSession:
     async def _hold(self, connect_timeout: float) -> None:
         try:
             async with open_connection(self.config, connect_timeout=connect_timeout, log_sink=self.log_sink,
-                                       handlers=self.handlers) as connection:
+                                       handlers=self.handlers, transcript=self.transcript) as connection:
                 self.connection = connection
                 self._ready.set()
                 await self._closing.wait()
@@ -213,7 +217,8 @@ class SessionPool:
                 # Registered servers (integer keys) get a live log; other keys (tests' own) do not.
                 registered = isinstance(key, int)
                 handlers = self.handlers_for(key, config) if registered and self.handlers_for is not None else None
-                session = PooledSession(config, sink_for(key, config) if registered else None, handlers)
+                session = PooledSession(config, sink_for(key, config) if registered else None, handlers,
+                                        transcript_for_server(key, config) if registered else None)
                 self._sessions[pool_key] = session
                 try:
                     await session.start(DEFAULT_CONNECT_TIMEOUT)

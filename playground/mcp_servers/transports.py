@@ -25,6 +25,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from playground.mcp_servers.oauth import grant_marker, provider_for
+from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, viewer_url
 
 # How much of a stdio server's stderr is quoted in an error message.
@@ -42,7 +43,7 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
-    protocol_era: str = "auto"  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
+    protocol_era: str = DEFAULT_PROTOCOL_ERA  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
     # A remote server's OAuth grant (oauth.py): its row's id, and (redirect URI, connected at) while
     # it holds one — the tokens themselves stay in the database, sealed, and never ride here.
     server_id: int = 0
@@ -58,7 +59,7 @@ class ServerConfig:
             env={str(k): str(v) for k, v in (server.env or {}).items()},
             url=server.url or "",
             headers={str(k): str(v) for k, v in (server.headers or {}).items()},
-            protocol_era=getattr(server, "protocol_era", "") or "auto",
+            protocol_era=getattr(server, "protocol_era", "") or DEFAULT_PROTOCOL_ERA,
             server_id=getattr(server, "pk", None) or 0,
             oauth=grant_marker(server),
         )

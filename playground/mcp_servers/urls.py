@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import ADMIN, PUBLIC, VIEWER, allow
-from playground.mcp_servers import oauth_views, views
+from playground.access import ADMIN, EDITOR, PUBLIC, VIEWER, allow
+from playground.mcp_servers import oauth_views, protocol_views, scratch_views, views
 
 app_name = "mcp_servers"
 # Who may use each route (see playground/urls.py): viewers read; anything that changes a server,
@@ -39,6 +39,10 @@ access_rules = {
     "history_rerun": allow(post=ADMIN),
     "server_export": allow(get=ADMIN),
     "server_import": allow(get=ADMIN, post=ADMIN),
+    "server_protocol": allow(get=ADMIN),
+    # Trying a server without registering it: a URL for editors, a command for admins (the view checks).
+    "server_try": allow(get=EDITOR, post=EDITOR),
+    "server_protocol_export": allow(get=ADMIN),
     # OAuth (oauth_views.py): the grant's card shows no credential (viewers: connected or not);
     # connecting, disconnecting and the callback the sign-in returns to are the admins'. The client
     # ID metadata document is what authorization servers fetch: public, and holds no secret.
@@ -52,6 +56,7 @@ urlpatterns = [
     path("", views.server_list, name="server_list"),
     path("new/", views.server_create, name="server_create"),
     path("import/", views.server_import, name="server_import"),
+    path("try/", scratch_views.server_try, name="server_try"),
     path("<int:pk>/export/", views.server_export, name="server_export"),
     path("<int:pk>/", views.server_detail, name="server_detail"),
     path("<int:pk>/edit/", views.server_edit, name="server_edit"),
@@ -74,6 +79,8 @@ urlpatterns = [
     path("<int:pk>/complete/", views.completion, name="completion"),
     path("<int:pk>/prompts/", views.prompt_list, name="prompt_list"),
     path("<int:pk>/prompts/get/", views.prompt_get, name="prompt_get"),
+    path("<int:pk>/protocol/", protocol_views.server_protocol, name="server_protocol"),
+    path("<int:pk>/protocol/export/", protocol_views.server_protocol_export, name="server_protocol_export"),
     path("<int:pk>/roots/", views.server_roots, name="server_roots"),
     path("<int:pk>/requests/<int:request_pk>/answer/", views.server_request_answer, name="server_request_answer"),
     path("<int:pk>/oauth/", oauth_views.server_oauth, name="server_oauth"),

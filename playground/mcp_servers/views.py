@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST, require_safe
 from playground.access import ADMIN, VIEWER, has_role, role_required
 from mcp.shared.exceptions import MCPError
 
-from playground.mcp_servers import config_files, selectors, server_log, server_requests, services, workbench_calls
+from playground.mcp_servers import config_files, protocol_log, selectors, server_log, server_requests, services, workbench_calls
 from playground.mcp_servers.connection import McpConnection, McpConnectionError, check_connection, shown_contents
 from playground.mcp_servers.executor import call_registered_tool
 from playground.mcp_servers.forms import SECRET_MASK, McpServerForm, PromptArgumentsForm, RootsForm, ToolCallForm
@@ -105,6 +105,7 @@ def server_delete(request: HttpRequest, pk: int) -> HttpResponse:
     server.delete()  # its tool rows and call history go with it (FK cascade)
     session_pool_discard(pk)
     server_log.forget(pk)
+    protocol_log.forget(protocol_log.server_scope(pk))
     messages.success(request, f"Server {name} and its tools were removed.")
     return redirect("mcp_servers:server_list")
 
@@ -178,7 +179,8 @@ def server_test(request: HttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(McpServer, pk=pk)
     context: dict[str, Any] = {"server": server}
     try:
-        context["probe"] = check_connection(ServerConfig.from_server(server))
+        config = ServerConfig.from_server(server)
+        context["probe"] = check_connection(config, transcript=protocol_log.transcript_for_server(server.pk, config))
     except McpConnectionError as exc:
         context["error"] = scrub_for(server, str(exc))
     return render(request, "mcp_servers/_test_result.html", context)

@@ -293,6 +293,11 @@ class ModelPreview:
     # What the harness changes before the turn (`TurnPlan.tool_changes`: the tool-changes style's
     # prediction from the person's message, and its removals), or None.
     tool_changes: Any = None
+    # The turn's tools as its request offers them (`TurnPlan.tool_names` / `discovered_tools` /
+    # `deferred_tools`: the plan's, with the tools this turn's tool_addition adds).
+    tool_names: list[str] = field(default_factory=list)
+    discovered_tools: list[str] = field(default_factory=list)
+    deferred_tools: list[str] = field(default_factory=list)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -436,4 +441,5 @@ def model_preview(
     return ModelPreview(profile=profile, plan=plan, discovered_requested=list(discovered), unknown_discovered=unknown,
                         request=turn.wire_request(), server_search=settings.server_search if plan.decision.enabled else "",
                         tokens=turn.wire_tokens, cache=first_and_steady(turn, table), announcement=turn.wire_announcement,
-                        tool_changes=turn.tool_changes)
+                        tool_changes=turn.tool_changes, tool_names=turn.tool_names,
+                        discovered_tools=turn.discovered_tools, deferred_tools=turn.deferred_tools)

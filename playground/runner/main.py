@@ -36,8 +36,9 @@ def web_command(host: str, port: int) -> list[str]:
 
 
 def worker_command(pool: str, concurrency: int) -> list[str]:
-    """The Celery worker; docker-compose's `worker` service runs the same (prefork or solo pool:
-    gevent/eventlet break async_to_sync in the tasks that broadcast events)."""
+    """The Celery worker; docker-compose's `worker` service runs the same (prefork or solo pool, one
+    process per core: each carries up to AGENT_RUNS_PER_PROCESS conversation runs at once on its own
+    event loop, conversations/run_host.py; gevent/eventlet would patch that loop away)."""
     argv = [sys.executable, "-m", "celery", "-A", "playground.celery_app", "worker", "--loglevel", "INFO", "--pool", pool]
     if pool == "prefork":
         argv += ["--concurrency", str(concurrency)]

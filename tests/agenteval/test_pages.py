@@ -260,3 +260,28 @@ def test_progress_alone_reads_the_items_statuses_in_one_query(admin_user, claude
     sql = captured.captured_queries[0]["sql"]
     assert "JOIN" not in sql and "measures" not in sql, sql  # not every item's measures, task and conversation
     assert polled == shown and (polled["done"], polled["running"], polled["finished"], polled["percent"]) == (3, 1, 3, 75)
+
+
+def test_the_charts_labels_cover_no_other_label_nor_point():
+    """Eight modes at the same success, seven within a few per cent of the tokens (an every-mode run of
+    the demo agent): their labels were drawn on top of each other. Each label now has a box of its
+    own, inside the chart, joined to its point by a leader line when it had to move."""
+    from playground.agenteval.selectors import LABEL_CHAR_PX, LABEL_LINE_PX, success_chart
+
+    names = ["Tool search off", "Tool search on (native)", "Client-side (gateway)", "Tool changes (predicted)",
+             "Tool changes + search", "OpenAI hosted tool_search", "OpenAI client tool_search", "OpenAI functions"]
+    tokens = [342671, 31913, 32528, 4398, 20148, 18858, 32165, 32909]
+    rows = [{"profile": n, "completed": 4, "input_tokens_per_task": t, "success": 0.25, "success_ci": [0.05, 0.7]}
+            for n, t in zip(names, tokens)]
+    chart = success_chart(rows)
+    labels = [(p.label_x, p.label_y - LABEL_LINE_PX + 3, p.label_x + len(p.label) * LABEL_CHAR_PX, p.label_y + 3)
+              for p in chart.points]
+    dots = [(p.x - 6, p.y - 6, p.x + 6, p.y + 6) for p in chart.points]
+
+    def overlap(a, b):
+        return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+    assert not [(i, j) for i in range(8) for j in range(i + 1, 8) if overlap(labels[i], labels[j])]
+    assert not [(i, j) for i in range(8) for j in range(8) if overlap(labels[i], dots[j])]
+    assert all(0 <= x0 and x1 <= chart.width and 0 <= y0 and y1 <= chart.height for x0, y0, x1, y1 in labels)
+    assert sum(p.leader for p in chart.points) >= 5  # the clustered ones moved, each with its leader line

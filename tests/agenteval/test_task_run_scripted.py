@@ -44,12 +44,12 @@ def test_every_measure_matches_the_script(tool_world, claude_profiles, scripted_
     assert {k: rows["on"][k] for k in ("tasks", "completed", "success", "first_call_success", "searches_per_task",
                                        "turns_per_task", "input_tokens_per_task", "output_tokens_per_task")} == {
         "tasks": 4, "completed": 4, "success": 0.75, "first_call_success": 0.75, "searches_per_task": 0.75,
-        "turns_per_task": 2.75, "input_tokens_per_task": 2750.0, "output_tokens_per_task": 137.5}
+        "turns_per_task": 2.75, "input_tokens_per_task": 2750, "output_tokens_per_task": 138}  # whole tokens, half up
     # off: Tokyo ✓, Slack ✗ (the issue tool), issue ✗ (Slack), weather ✓ after a wrong first call (echo).
     assert {k: rows["off"][k] for k in ("success", "first_call_success", "searches_per_task", "turns_per_task",
                                         "input_tokens_per_task", "output_tokens_per_task")} == {
         "success": 0.5, "first_call_success": 0.25, "searches_per_task": 0.0, "turns_per_task": 2.25,
-        "input_tokens_per_task": 2250.0, "output_tokens_per_task": 112.5}
+        "input_tokens_per_task": 2250, "output_tokens_per_task": 113}
     # Sonnet 4.5 at $3 / $15 per million: each reply 1,000 in and 50 out = $0.00375.
     assert rows["on"]["cost_usd_per_task"] == pytest.approx(2.75 * 0.00375)
     assert rows["off"]["cost_usd_per_task"] == pytest.approx(2.25 * 0.00375)
@@ -104,3 +104,54 @@ def test_cancel_stops_pending_tasks(tool_world, claude_profiles, scripted_api, a
     started = run.items.exclude(conversation=None).get()
     assert started.conversation.status == Conversation.Status.CANCELLED
     assert not services.cancel_run(run)  # already over: nothing to cancel
+
+
+def test_an_every_mode_run_shows_on_its_page_what_its_json_says_to_the_token(tool_world, eager_celery, admin_user,
+                                                                            admin_client, settings):
+    """Issue 45's target: a task run over all eight loading modes (the offline demo agent on both
+    vendors' wires), its page's columns against its JSON export's, token for token and figure for
+    figure. Tokens per task are whole tokens (a mean of 146.5 read 147 on the page, 146 in the CLI)."""
+    import json
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from django.urls import reverse
+
+    from playground.agenteval.cli import fixed, format_table
+    from tests.conversations.conftest import make_profile
+
+    settings.ANTHROPIC_API_KEY = settings.OPENAI_API_KEY = ""  # the demo agent answers on each wire
+    modes = [make_profile("off", tool_search_mode="false"), make_profile("native"),
+             make_profile("client", wire_style="client"),
+             make_profile("changes", wire_style="tool-changes", tool_changes_search=False),
+             make_profile("changes+search", wire_style="tool-changes", tool_changes_search=True),
+             make_profile("openai hosted", wire_style="server", provider="openai"),
+             make_profile("openai client", provider="openai"),
+             make_profile("openai functions", wire_style="client", provider="openai")]
+    assert [selectors.loading_mode_of(p) for p in modes] == list(selectors.loading_modes())
+    task_set = TaskSet.objects.create(name="two", source=TaskSet.Source.UPLOAD)
+    task_set.tasks.create(external_id="tokyo", query="What time is it in Tokyo?", expected_tools=[TIME], position=0)
+    task_set.tasks.create(external_id="paris", query="Weather forecast for Paris", expected_tools=[WEATHER], position=1)
+    run = services.start_run(task_set, modes, user=admin_user)
+    run.refresh_from_db()
+    assert run.status == TaskRun.Status.DONE
+
+    data = json.loads(admin_client.get(reverse("agenteval:run_export", args=[run.pk]) + "?format=json").content)
+    page = admin_client.get(reverse("agenteval:run_detail", args=[run.pk])).content.decode()
+    table = format_table(selectors.report(run))
+    assert [row["profile"] for row in data["profiles"]] == [p.name for p in modes]
+    for row in data["profiles"]:
+        assert row["completed"] == 2 and row["input_tokens_per_task"] > 0, row
+        for key in ("input_tokens_per_task", "output_tokens_per_task", "cache_read_tokens_per_task",
+                    "cache_write_tokens_per_task"):
+            assert isinstance(row[key], int), (key, row[key])  # whole tokens: nothing left to round
+        shown = page.split(f'<tr data-profile="{row["profile"]}">')[1].split("</tr>")[0]
+        assert f'data-testid="model-calls">{fixed(row["model_calls_per_task"], 2)}<' in shown
+        assert f'data-testid="input-tokens">{row["input_tokens_per_task"]}' in shown
+        assert f'data-testid="cache-reads">{row["cache_read_tokens_per_task"]}<' in shown
+        assert f'data-testid="cache-writes">{row["cache_write_tokens_per_task"]}<' in shown
+        assert f'<td>{row["output_tokens_per_task"]}</td>' in shown
+        cost = Decimal(repr(row["cost_usd_per_task"])).quantize(Decimal("0.00001"), ROUND_HALF_UP)
+        assert f'data-testid="cost-cache-priced">${cost}<' in shown
+        line = next(line for line in table.splitlines() if line.startswith(row["profile"]))
+        for figure in (row["input_tokens_per_task"], row["output_tokens_per_task"], fixed(row["model_calls_per_task"], 2)):
+            assert f" {figure} " in line, (figure, line)

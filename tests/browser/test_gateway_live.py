@@ -164,5 +164,5 @@ def test_a_one_shot_client_confirms_an_ask_call_itself_and_the_page_shows_it(log
     assert "word_count" in client.results["asked"]
     assert "asked to confirm too" in page.locator(f"{events}[data-type=permission_asked]").inner_text()
     assert "by the person at the MCP client" in page.locator(f"{events}[data-type=permission_answered]").inner_text()
-    assert "Allow this call" not in page.locator("[data-testid=gateway-events]").inner_text()  # answered: buttons gone
+    assert "Approve once" not in page.locator("[data-testid=gateway-events]").inner_text()  # answered: buttons gone
     screenshot(page, "gateway-session-elicitation")

@@ -109,3 +109,16 @@ def test_ticking_compare_boxes_quickly_logs_no_console_error(logged_in_page):
     page.wait_for_selector("[data-testid=inspector-results][data-state]")
     page.wait_for_load_state("networkidle")
     assert errors == [], errors
+
+
+def test_the_admins_top_bar_is_one_line_at_1280(logged_in_page):
+    """Every link an admin has (the most of any role), the offline label and the prompt count in one row."""
+    page = logged_in_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto("/conversations/")
+    bar = page.locator("header.topbar")
+    links = page.locator("header.topbar nav a")
+    tops = {round(box["y"]) for box in (links.nth(i).bounding_box() for i in range(links.count()))}
+    widths = page.evaluate("() => [document.querySelector('header.topbar nav').clientWidth, [...document.querySelectorAll('header.topbar nav a')].reduce((s, a) => s + a.getBoundingClientRect().width + 5, 0), document.querySelector('header.topbar .who').getBoundingClientRect().width, document.querySelector('header.topbar .brand').getBoundingClientRect().width]")
+    assert links.count() >= 13 and len(tops) == 1, f"the links sit on {len(tops)} rows: {widths}"
+    assert bar.bounding_box()["height"] < 40

@@ -61,6 +61,12 @@ def test_the_run_page_updates_live_and_draws_the_chart(logged_in_page, asgi_serv
     assert page.locator("[data-testid=success-chart]").count() == 2  # against tokens and against dollars
     points = page.locator("[data-testid=success-chart]").first.locator("[data-testid=chart-point]")
     assert sorted(points.nth(i).get_attribute("data-profile") for i in range(points.count())) == ["Demo off", "Demo on"]
+    # As drawn in Chromium: no label's box covers another's (selectors.place_labels).
+    boxes = page.evaluate("""() => [...document.querySelectorAll('[data-testid=success-chart]')].map(chart =>
+        [...chart.querySelectorAll('[data-testid=chart-label]')].map(t => { const r = t.getBBox(); return [r.x, r.y, r.x + r.width, r.y + r.height]; }))""")
+    for labels in boxes:
+        assert len(labels) == 2 and not any(a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+                                            for i, a in enumerate(labels) for b in labels[i + 1:]), labels
     rows = page.locator("[data-testid=profile-table] tbody tr")
     assert rows.count() == 2 and "demo" in rows.first.inner_text()
     screenshot(page, "task-run")

@@ -96,6 +96,23 @@ def run_as_the_task(conversation_id: int, **kwargs):
     return outcome
 
 
+def work(conversation_id: int) -> Conversation:
+    """What the Celery workers do with this conversation's queued runs: each task, in turn, until the
+    conversation rests (answered, waiting on a person, or failed). The tasks' own code runs, so what
+    a task does after a run (a replay's next message) happens as on a worker."""
+    from playground.conversations import tasks
+
+    for _ in range(20):
+        conversation = Conversation.objects.get(pk=conversation_id)
+        if conversation.status != Conversation.Status.RUNNING or not conversation.run_token or conversation.heartbeat_at:
+            return conversation
+        if conversation.paused_run:
+            tasks.resume_conversation_task(conversation_id, conversation.run_token, conversation.paused_run["prompt_sequence"])
+        else:
+            tasks.run_conversation_task(conversation_id, conversation.run_token)
+    raise AssertionError("the conversation never came to rest")
+
+
 def event_types(conversation: Conversation) -> list[str]:
     return list(Event.objects.filter(conversation=conversation).order_by("sequence").values_list("type", flat=True))
 

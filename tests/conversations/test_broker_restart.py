@@ -172,9 +172,11 @@ def test_a_run_queued_when_redis_restarts_is_handed_over_again_by_the_next_worke
 @pytest.mark.parametrize("prefetch", ["disabled", "enabled"])
 def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         prefetch, private_redis, admin_user, tool_world, native_profile, fake_api, tmp_path):
-    """The worker is busy with another run while Redis restarts. With prefetch disabled (the setting)
-    the second run's task waits in the queue; with prefetch enabled the worker has already fetched it
-    (it sits in kombu's `unacked` hash). Either way Redis loses it, and the background round (beat) hands it over."""
+    """The worker is full (AGENT_RUNS_PER_PROCESS=1, one process) while Redis restarts: the first run
+    holds its one slot, a middle run's task waits in the process for that slot (taken from the broker,
+    so Redis cannot lose it). With prefetch disabled (the setting) the second run's task waits in the
+    queue; with prefetch enabled the worker has already fetched it (it sits in kombu's `unacked` hash).
+    Either way Redis loses it, and the background round (beat) hands it over."""
     queue = f"requeue-busy-{prefetch}-{os.getpid()}"
     busy, let_go = threading.Event(), threading.Event()
 
@@ -183,9 +185,9 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         let_go.wait(60)
         return text_reply("First done.")
 
-    fake_api.script(slow_first_answer, text_reply("Second done."), text_reply("Third done."))
+    fake_api.script(slow_first_answer, text_reply("Middle done."), text_reply("Second done."), text_reply("Third done."))
     log = tmp_path / "worker.log"
-    env = worker_env(private_redis.url, queue, fake_api,
+    env = worker_env(private_redis.url, queue, fake_api, AGENT_RUNS_PER_PROCESS="1",
                      CELERY_WORKER_DISABLE_PREFETCH="true" if prefetch == "disabled" else "false")
     worker, beat = PreforkWorker(env, queue, log), None
     try:
@@ -193,6 +195,13 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         services.send_message(first, "Take your time.", user=admin_user, enqueue=False)
         publish_run(first, private_redis.url, queue)
         wait_until(busy.is_set, "the worker busy with the first run", 90, details=log.read_text)
+
+        middle = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+        services.send_message(middle, "After you.", user=admin_user, enqueue=False)
+        publish_run(middle, private_redis.url, queue)
+        # Taken and acknowledged (acks_late off): neither in the queue nor in `unacked` any more.
+        wait_until(lambda: middle.run_token not in private_redis.queued_tokens(queue),
+                   "the middle run's task taken by the full process", 30, details=log.read_text)
 
         second = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
         services.send_message(second, "Me next.", user=admin_user, enqueue=False)
@@ -216,6 +225,8 @@ def test_a_run_waiting_behind_a_busy_worker_survives_a_redis_restart(
         let_go.set()
 
         wait_until(lambda: status_of(first) == Conversation.Status.IDLE, "the first run", 90, details=log.read_text)
+        wait_until(lambda: status_of(middle) == Conversation.Status.IDLE, "the middle run, held by the worker", 90, details=log.read_text)
+        assert last_text(middle) == "Middle done." and requeue_notes(middle) == []
         wait_until(lambda: status_of(second) == Conversation.Status.IDLE, "the second run, handed over again", 90, details=log.read_text)
         second.refresh_from_db()
         assert last_text(second) == "Second done."

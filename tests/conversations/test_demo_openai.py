@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from playground.engine.wires.base import CHAT_COMPLETIONS_API, RESPONSES_API
 from playground.conversations.providers import conversation_provider_key
 from playground.conversations.providers.demo_openai import HOSTED_SEARCH_NOTE, OpenAIWireDemoAgent
 from playground.conversations.selectors import panel_context
@@ -24,14 +25,15 @@ class RecordingDemo(OpenAIWireDemoAgent):
     def __init__(self) -> None:
         self.bodies: list[dict] = []
 
-    def create(self, request_kwargs):
-        self.bodies.append(request_kwargs)
-        return super().create(request_kwargs)
+    def create(self, request_kwargs, *, api):
+        self.bodies.append({"api": api, "body": request_kwargs})
+        return super().create(request_kwargs, api=api)
 
 
-def valid(body: dict) -> bool:
+def valid(sent: dict) -> bool:
+    """The double accepts the body as a request of the SDK call the loop named (`WireStyle.api`)."""
     try:
-        (validate_chat_request if "messages" in body else validate_responses_request)(body)
+        {CHAT_COMPLETIONS_API: validate_chat_request, RESPONSES_API: validate_responses_request}[sent["api"]](sent["body"])
     except InvalidRequest as exc:
         raise AssertionError(f"the double refuses this request: {exc}") from None
     return True
@@ -62,12 +64,15 @@ def test_every_openai_style_searches_loads_and_calls_offline(admin_user, tool_wo
     assert {e.payload["usage_source"] for e in events_of(conversation, "model_response")} == {"estimate"}
     # The hosted style sends no announcement (its namespaces say what is searchable): none is shown.
     assert bool(events_of(conversation, "announcement_sent")) is (profile_style != "server")
+    # The loop names the SDK call its wire style is for: the provider never guesses it from the body.
+    expected_api = CHAT_COMPLETIONS_API if profile_style == "client" else RESPONSES_API
+    assert {sent["api"] for sent in demo.bodies} == {expected_api}
     if profile_style == "client":
-        assert "max_completion_tokens" in demo.bodies[0]  # Chat Completions
+        assert "max_completion_tokens" in demo.bodies[0]["body"]  # Chat Completions
     else:
-        assert "input" in demo.bodies[0]
+        assert "input" in demo.bodies[0]["body"]
     if profile_style == "native":  # our backend answered: the next request carries its tool_search_output
-        output = next(i for i in demo.bodies[1]["input"] if i["type"] == "tool_search_output")
+        output = next(i for i in demo.bodies[1]["body"]["input"] if i["type"] == "tool_search_output")
         assert TIME in [t["name"] for t in output["tools"]]
 
 

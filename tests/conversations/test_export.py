@@ -31,6 +31,7 @@ def test_the_export_holds_the_conversation_and_every_stored_event(admin_user, ad
     head = data["conversation"]
     assert head["id"] == conversation.pk and head["title"] == conversation.title and head["owner"] == "alice"
     assert head["profile"]["name"] == "native" and head["provider"] == "demo" and head["status"] == "idle"
+    assert head["replay_of"] is None  # not a replay (replays.py)
     assert head["created_at"].startswith(conversation.created_at.strftime("%Y-%m-%dT%H:%M"))
     stored = list(Event.objects.filter(conversation=conversation).order_by("sequence"))
     assert [e["sequence"] for e in data["events"]] == [e.sequence for e in stored]

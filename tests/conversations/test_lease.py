@@ -1,7 +1,7 @@
 """The run lease (lease.py): a heartbeat while a worker runs a conversation, and what happens when it stops."""
 from __future__ import annotations
 
-import time
+import threading
 from datetime import timedelta
 
 import pytest
@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from playground.conversations import runs, services
 from playground.conversations.events import PermissionPrompt, record_event
-from playground.conversations.lease import RunLease
+from playground.conversations.lease import RunLease, keeper
 from playground.conversations.models import Conversation, Event, Message
 from playground.conversations.tasks import run_conversation_task
 from playground.conversations.testing.fake_api import InvalidRequest, message_reply, text_reply, tool_use_reply, validate_messages_request
+from tests.polling import wait_until
 from tests.conversations.conftest import converse, event_types, events_of
 
 LOST = 60  # settings.AGENT_LOST_SECONDS in these tests
@@ -146,30 +147,48 @@ def test_a_new_message_takes_over_a_lost_run_with_a_valid_history(admin_user, to
     assert lost_error(conversation)
 
 
-# -- the lease itself (its thread has its own database connection) ------------------------------------
+# -- the lease itself (the process's keeper thread has its own database connection) -------------------
 @pytest.mark.django_db(transaction=True)
 def test_the_lease_beats_while_the_run_lasts_and_stops_with_it(viewer_user):
     conversation = running(viewer_user, heartbeat_age=None)
     with RunLease(conversation.pk, "not-the-current-run", interval=0.05) as stranger:
-        assert not stranger.claimed and stranger._thread is None
+        assert not stranger.claimed and not stranger.held and keeper().holding() == 0
     with RunLease(conversation.pk, conversation.run_token, interval=0.05) as lease:
-        assert lease.claimed
+        assert lease.claimed and keeper().holding() == 1
         claimed_at = Conversation.objects.get(pk=conversation.pk).heartbeat_at
-        deadline = time.monotonic() + 10
-        while lease.beats < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert lease.beats >= 3
+        wait_until(lambda: lease.beats >= 3, "three heartbeats", 10)
         assert Conversation.objects.get(pk=conversation.pk).heartbeat_at > claimed_at
-    assert not lease._thread.is_alive()
+    assert keeper().holding() == 0
+    wait_until(lambda: keeper().thread is None, "the keeper's thread to end with its last lease", 10)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_lease_thread_ends_when_the_run_is_taken_from_it(viewer_user):
+def test_the_keeper_lets_go_of_a_run_taken_from_it(viewer_user):
     conversation = running(viewer_user, heartbeat_age=None)
     with RunLease(conversation.pk, conversation.run_token, interval=0.05) as lease:
         Conversation.objects.filter(pk=conversation.pk).update(run_token="newer")
-        lease._thread.join(timeout=5)
-        assert not lease._thread.is_alive()
+        wait_until(lambda: not lease.held, "the keeper to let go of the lease", 10)
+        beats = lease.beats
+        wait_until(lambda: keeper().thread is None, "the keeper's thread to end", 10)
+        assert lease.beats == beats  # nothing written for a run that no longer owns the conversation
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_keeper_thread_beats_many_runs_and_carries_a_cancel_to_the_right_one(viewer_user):
+    conversations = [running(viewer_user, heartbeat_age=None) for _ in range(5)]
+    threads_before = {t.ident for t in threading.enumerate()}
+    leases = [RunLease(c.pk, c.run_token, interval=0.05, cancel_poll=0.05) for c in conversations]
+    try:
+        assert all(lease.claim() for lease in leases)
+        wait_until(lambda: all(lease.beats >= 2 for lease in leases), "every lease beaten twice", 10)
+        new_threads = [t for t in threading.enumerate() if t.ident not in threads_before]
+        assert [t.name for t in new_threads] == ["run-leases"]  # one for all five, not one per run
+        Conversation.objects.filter(pk=conversations[2].pk).update(status=Conversation.Status.CANCELLING)
+        wait_until(lambda: leases[2].cancel.is_set(), "the cancel carried to its run", 10)
+        assert [lease.cancel.is_set() for lease in leases] == [False, False, True, False, False]
+    finally:
+        for lease in leases:
+            lease.release()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -213,7 +232,7 @@ def test_a_run_released_while_it_ran_stops_without_writing(admin_user, tool_worl
 
 @pytest.mark.django_db(transaction=True)
 def test_a_run_completes_under_a_heartbeat_every_few_milliseconds(admin_user, tool_world, native_profile, settings, caplog):
-    # The heartbeat thread writes while the loop writes: on SQLite both take the one write lock.
+    # The lease keeper writes while the loop writes: on SQLite both take the one write lock.
     settings.AGENT_HEARTBEAT_SECONDS = 0.005
     conversation = services.start_conversation(admin_user, profile=native_profile, provider="demo")
     services.send_message(conversation, "What time is it in Tokyo?", user=admin_user, enqueue=False)
@@ -222,7 +241,7 @@ def test_a_run_completes_under_a_heartbeat_every_few_milliseconds(admin_user, to
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE
     assert "tool_result" in event_types(conversation) and "error" not in event_types(conversation)
-    assert "could not write the heartbeat" not in caplog.text
+    assert "could not look after" not in caplog.text
 
 
 # -- a run paused on a permission prompt has no worker, so no heartbeat ---------------------------------

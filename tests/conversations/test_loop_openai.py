@@ -175,3 +175,24 @@ def test_openai_usage_is_put_in_the_loops_one_accounting(admin_user, tool_world,
     response = events_of(conversation, "model_response")[0].payload
     assert response["usage"] == {"input": 400, "output": 7, "cache_read": 600, "cache_write": 0}
     assert response["usage_source"] == "reported"
+
+
+def test_the_sdk_call_is_the_wire_styles_api_never_guessed_from_the_body(openai_api, gpt, fake_api, claude):
+    """Providers send the body to the SDK call the loop names (`WireStyle.api`): a body whose keys
+    look like another API's still goes where it was sent, and a call a provider does not make is a
+    clear configuration error before anything is sent."""
+    from playground.conversations.providers.base import ProviderError
+    from playground.engine.wires.base import CHAT_COMPLETIONS_API, MESSAGES_API, RESPONSES_API
+
+    openai_api.script(response_reply([message_item("hi")]))
+    body = {"model": "gpt-test", "input": [{"role": "user", "content": "hi"}], "max_output_tokens": 50}
+    assert gpt.create(body, api=RESPONSES_API).text() == "hi"
+    assert [r.path for r in openai_api.requests] == ["/v1/responses"]
+    openai_api.script(chat_reply("hello"))
+    assert gpt.complete("", [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], 50).text() == "hello"
+    assert openai_api.requests[-1].path == "/v1/chat/completions"
+    for provider, api in ((gpt, MESSAGES_API), (claude, RESPONSES_API), (claude, CHAT_COMPLETIONS_API)):
+        before = len(openai_api.requests) + len(fake_api.requests)
+        with pytest.raises(ProviderError, match=f"does not send {api} requests") as refused:
+            provider.create({"model": "m", "messages": []}, api=api)
+        assert refused.value.kind == "configuration" and len(openai_api.requests) + len(fake_api.requests) == before

@@ -29,6 +29,7 @@ from tests.polling import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 HEARTBEAT, LOST = 0.2, 1.0
+RUNS_IN_FLIGHT = 6
 
 
 def database_url() -> str:
@@ -146,15 +147,20 @@ def test_a_killed_workers_conversation_is_released_by_the_round_without_anyone_l
         let_go.wait(60)
         return text_reply("too late")
 
-    fake_api.script(never_answers_in_time)
+    # The one worker process carries several runs at once, all waiting on the model when it is killed.
+    fake_api.script(*[never_answers_in_time] * RUNS_IN_FLIGHT)
     log = tmp_path / "worker.log"
     workers: list[WorkerProcess] = []
     try:
-        conversation = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
-        services.send_message(conversation, "What time is it?", user=admin_user, enqueue=False)
-        run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
+        conversations = []
+        for number in range(RUNS_IN_FLIGHT):
+            conversation = services.start_conversation(admin_user, profile=native_profile, provider="anthropic")
+            services.send_message(conversation, f"What time is it? ({number})", user=admin_user, enqueue=False)
+            run_conversation_task.apply_async(args=(conversation.pk, conversation.run_token), queue=queue)
+            conversations.append(conversation)
         workers.append(WorkerProcess(env, queue, log))
-        wait_until(model_called.is_set, "the worker's model request", 90, details=log.read_text)
+        wait_until(lambda: len(fake_api.message_requests) >= RUNS_IN_FLIGHT, "every run's model request in flight at once",
+                   90, details=log.read_text)
         # Beat starts once the run is claimed: its rounds watch only the default queue, so a run sent to
         # another queue and not yet claimed would look lost to them.
         workers.append(WorkerProcess(env, round_queue, log, beat=True))
@@ -162,11 +168,13 @@ def test_a_killed_workers_conversation_is_released_by_the_round_without_anyone_l
                    "a first background round", 90, details=log.read_text)
         workers[0].kill()
         killed = time.monotonic()
-        wait_until(lambda: status_of(conversation) == Conversation.Status.FAILED, "the release by the round", 60, details=log.read_text)
+        wait_until(lambda: all(status_of(c) == Conversation.Status.FAILED for c in conversations),
+                   "the release of every run by the round", 60, details=log.read_text)
         took = time.monotonic() - killed
         assert took < LOST + 5.0, f"released {took:.1f} s after the kill"
-        error = [e.payload for e in events_of(conversation, "error")][-1]
-        assert error["kind"] == "worker_lost" and "stopped answering" in error["message"]
+        for conversation in conversations:
+            errors = [e.payload for e in events_of(conversation, "error")]
+            assert len(errors) == 1 and errors[0]["kind"] == "worker_lost" and "stopped answering" in errors[0]["message"]
     finally:
         let_go.set()
         for worker in workers:

@@ -97,3 +97,16 @@ def test_a_body_that_would_push_the_event_over_the_limit_is_a_note_not_a_shorten
     stored = record_event(conversation, event).payload
     assert stored["body"]["too_large"] is True and stored["body"]["size_bytes"] > 200 * 1024
     assert "truncated" not in stored  # the rest of the event is whole
+
+
+def test_counts_on_the_timeline_say_one_message_not_one_messages(db, admin_user, admin_client):
+    conversation = Conversation.objects.create(owner=admin_user)
+    turn = record_event(conversation, ev.TurnStarted(turn=1, provider="demo", model="m", wire="native"))
+    for count in (1, 3):
+        record_event(conversation, ev.ModelRequest(provider="demo", model="m", message_count=count, tool_count=1),
+                     turn_sequence=turn.sequence)
+        record_event(conversation, ev.Compaction(summary="s", compacted_messages=count), turn_sequence=turn.sequence)
+    body = admin_client.get(reverse("conversations:detail", args=[conversation.pk])).content.decode()
+    assert "demo request: 1 message," in body and "demo request: 3 messages," in body
+    assert "1 message folded" in body and "3 messages folded" in body
+    assert "1 messages" not in body

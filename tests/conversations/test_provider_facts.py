@@ -74,6 +74,18 @@ def test_the_openai_provider_reads_its_own_sdks_retry_settings(settings):
     assert (claude.client.max_retries, claude.client.timeout) == (7, 99.0)
 
 
+def test_a_process_makes_each_sdk_client_once_per_set_of_options(settings):
+    """A run gets its provider per message; the SDK clients (an SSL context each) are the process's."""
+    settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL = "sk-one", "http://127.0.0.1:9/"
+    first, second = get_provider("anthropic"), get_provider("anthropic")
+    assert first is not second
+    assert first.client is second.client and first.async_client is second.async_client
+    assert first.client is not first.async_client
+    settings.ANTHROPIC_BASE_URL = "http://127.0.0.1:10/"  # other options (a test's double, a new key): another client
+    other = get_provider("anthropic")
+    assert other.async_client is not first.async_client and str(other.async_client.base_url) == "http://127.0.0.1:10/"
+
+
 def test_the_automatic_choice_is_claude_with_a_key_else_the_demo_agent(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
     assert automatic_provider_key() == "anthropic" == provider_key_for("", None)

@@ -42,6 +42,11 @@ def test_the_demo_agent_calls_the_predicted_tool_without_a_search(admin_user, ad
     assert f'data-testid="loaded-tool">{TIME_TOOL}' in page
     frame = render_event_frame(conversation, events_of(conversation, "toolsearch_query")[0])
     assert "Predicted tools" in frame and TIME_TOOL in frame
+    # Turn 1 counts what its tool_addition sent (no history had discovered it yet): sent, not deferred.
+    turn1, turn2 = (e.payload for e in events_of(conversation, "turn_started")[:2])
+    assert set(prediction["loaded"]) <= set(turn1["discovered_tools"]) and TIME_TOOL in turn1["loaded_tools"]
+    assert TIME_TOOL not in turn1["deferred_tools"] and turn1["deferred_count"] == turn2["deferred_count"]
+    assert turn1["tokens"]["sent_tokens"] == turn2["tokens"]["sent_tokens"]
 
 
 def test_the_real_sdk_sends_the_beta_and_the_tools_array_stays_the_same(admin_user, tool_world, fake_api, claude):

@@ -187,3 +187,10 @@ def test_a_tool_changes_prediction_is_its_own_span_beside_the_style_named_chats(
     assert "mcp__weather__get_forecast" in predicted[0].attributes["playground.toolsearch.loaded"]
     chats = [s for s in root.children if s.name.startswith("chat ")]
     assert chats and {c.attributes["playground.turn.wire_style"] for c in chats} == {"tool-changes"}
+    # The first chat sent what its tool_addition added (no history had discovered it yet): as many
+    # tools sent, and as few deferred, as the next chat's.
+    added = len(predicted[0].attributes["playground.toolsearch.loaded"])
+    assert added and len(chats) >= 2
+    first, second = chats[0].attributes, chats[1].attributes
+    assert (first["playground.turn.tools_sent"], first["playground.turn.tools_deferred"]) == (
+        second["playground.turn.tools_sent"], second["playground.turn.tools_deferred"])

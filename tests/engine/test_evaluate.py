@@ -44,3 +44,29 @@ def test_the_claude_code_scorer_on_mcp_combined_finds_some_gold_tools(shared_too
     report = evaluate(load_catalog(folder / "catalog.jsonl"), load_queries(folder / "queries.jsonl"), ClaudeCodeKeywordBackend(), k=5)
     assert len(report.outcomes) == 90
     assert 0.0 < report.recall_at_k <= report.recall_at_10 <= 1.0
+
+
+def test_a_measure_is_rounded_once_where_it_is_shown():
+    """The command line printed .3f of a value already rounded to four places, the page floatformat:3
+    of the same: 0.51346 became 0.5135, then 0.513 on one and 0.514 on the other. Measures stay as
+    measured; each display rounds the measure once, and they agree."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from django.template.defaultfilters import floatformat
+
+    from playground.engine.evaluate import EvalReport, QueryOutcome
+    from playground.engine.search import quality
+
+    hits = 25673  # of 50000: 0.51346
+    outcomes = [QueryOutcome(id=str(i), ranked=(), recall_at_k=float(i < hits), recall_at_10=0.0, full_hit_at_k=False,
+                             top_1=False, reciprocal_rank=0.0, latency_ms=1.0) for i in range(50000)]
+    report = EvalReport(backend="b", tools=1, k=5, build_s=0.0, outcomes=outcomes)
+    assert report.metrics()["recall_at_k"] == hits / 50000
+    assert f"{report.metrics()['recall_at_k']:.3f}" == "0.513" == floatformat(report.metrics()["recall_at_k"], 3)
+    assert report.to_dict()["recall_at_k"] == 0.5135  # the JSON's four places, from the measure
+    assert Decimal("0.5135").quantize(Decimal("0.001"), ROUND_HALF_UP) == Decimal("0.514")  # what rounding twice gave
+
+    row = quality.RunResult(toolset="t", backend="b", style="natural", split="all", queries=50000, tools=1,
+                            metrics={"top@1": hits / 50000, "mrr": 0.0, "recall@5": hits / 50000, "recall@10": 0.0,
+                                     "complete@5": 0.0}, p50_ms=1.0, p95_ms=1.0, build_s=0.0, index_mb=0.0)
+    assert "| 0.513 |" in quality.format_table([row]) and "0.514" not in quality.format_table([row])

@@ -152,3 +152,47 @@ def test_only_hidden_deferred_tools_are_added(small_catalog):
     turn = turn_for(small_catalog, [person("read the file Read bash")], tool_changes_k=9)
     assert turn.tool_changes.added and not {"Read", "Bash"} & set(turn.tool_changes.added)  # loaded: never "added"
     assert set(turn.tool_changes.added) <= {t.name for t in small_catalog.deferred}
+
+
+def test_the_first_turn_counts_its_additions_as_sent_and_in_the_cache_model(small_catalog):
+    """Turn 1's additions are offered before any history discovered them: the turn's tool names, its
+    request size and the cache model's input (which the demo agent reports as usage) include them."""
+    from playground.engine.prompt_cache import prefix_blocks
+
+    first = [person("create an issue in the github repository")]
+    turn = turn_for(small_catalog, first, tool_changes_k=2)
+    added = list(turn.tool_changes.added)
+    assert added and not turn.request.discovered_tools  # the plan read a history with nothing discovered
+    assert turn.discovered_tools == added
+    assert turn.tool_names == [*turn.request.tool_names, *added]
+    assert not set(added) & set(turn.deferred_tools)
+    assert len(turn.deferred_tools) == len(turn.request.deferred_tools) - len(added)
+
+    body = turn.wire_request()
+    definitions = {t["name"]: t for t in body["tools"]}
+    added_tokens = COUNTER.count_tools([definitions[n] for n in added])
+    without = {**body, "messages": body["messages"][:-1]}  # the same request without the pending additions
+    blocks, blocks_without = prefix_blocks(body, COUNTER), prefix_blocks(without, COUNTER)
+    grown = sum(b.tokens for b in blocks) - sum(b.tokens for b in blocks_without)
+    assert grown >= added_tokens  # each added definition is read where its addition sits (plus the block itself)
+    assert [b.key for b in blocks if b.section == "tools"] == [b.key for b in blocks_without if b.section == "tools"]
+
+    tokens = turn.wire_tokens
+    assert tokens.sent_tokens == COUNTER.count_tools([t for t in body["tools"] if t["name"] in turn.sent_tool_names])
+    nothing_added = turn_for(small_catalog, first, tool_changes_k=2, tool_changes_min_score=1e9)  # all under the threshold
+    assert not nothing_added.tool_changes.added
+    assert tokens.sent_tokens - nothing_added.wire_tokens.sent_tokens == added_tokens
+    assert tokens.request_tokens - nothing_added.wire_tokens.request_tokens >= added_tokens
+
+
+def test_a_removal_expands_to_no_definition_in_the_cache_model(small_catalog):
+    from playground.engine.prompt_cache import prefix_blocks
+
+    tool = small_catalog.get(ISSUE).to_api(defer_loading=True)
+    removal = {"role": "system", "content": [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": ISSUE}}]}
+    addition = {"role": "system", "content": [{"type": "tool_addition", "tool": {"type": "tool_reference", "name": ISSUE}}]}
+    base = {"tools": [tool], "messages": [person("hello")]}
+
+    def count(extra):
+        return sum(b.tokens for b in prefix_blocks({**base, "messages": [*base["messages"], extra]}, COUNTER))
+    assert count(addition) - count(removal) >= COUNTER.count_tools([tool]) - 5

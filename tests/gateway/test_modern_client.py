@@ -149,3 +149,30 @@ def test_a_stateless_client_idle_past_the_timeout_starts_a_new_row_with_what_it_
     assert rows.count() == 2
     wait_until(lambda: rows.first().closed_at is not None, "the idle row closed")
     assert rows.last().discovered_tools == ["calculator"] and rows.last().closed_at is None
+
+
+def test_a_stateless_clients_later_requests_find_its_row_with_a_plain_read(gateway_world):
+    """Only a client's first request takes the token's row lock (two first requests make one row);
+    its later ones read the stored per-client row with a plain query, in no transaction, and get
+    the same row with what the client found meanwhile."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from playground.gateway import server, service
+    from playground.gateway.models import GatewaySession
+
+    profile, token_row = gateway_world["profile"], gateway_world["token_row"]
+    info = {"profile_id": profile.pk, "token_id": token_row.pk}
+    client = ("plain-reader", "1.0", MODERN)
+    with CaptureQueriesContext(connection) as first_queries:
+        first = server._open_session(server.STATELESS, info, client)
+    assert first.stateless and "gateway_gatewaytoken" in " ".join(q["sql"] for q in first_queries)
+    service.add_discovered(first.pk, ["word_count"])
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as later_queries:
+            later = server._open_session(server.STATELESS, info, client)
+        sql = [q["sql"] for q in later_queries]
+        assert later.pk == first.pk and later.discovered_tools == ["word_count"]
+        assert not any("gateway_gatewaytoken" in q for q in sql), sql  # no lock on the token's row
+        assert not any(q.upper().startswith(("SAVEPOINT", "BEGIN")) for q in sql), sql  # no transaction
+    assert GatewaySession.objects.filter(client_name="plain-reader").count() == 1

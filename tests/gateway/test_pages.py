@@ -84,8 +84,8 @@ def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
     record_event(session.pk, GatewayEvent.Type.PERMISSION_ASKED, {"prompt_id": prompt.pk, "name": "Write",
                                                                   "arguments": {"file_path": "a"}, "reason": "ask Write"})
     page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
-    assert "Allow this call" in page
-    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "denied"})
+    assert 'data-testid="answer-once"' in page and "Approve once" in page  # the conversation prompt's buttons
+    response = admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"choice": "deny"})
     assert response.status_code == 302
     prompt.refresh_from_db()
     assert prompt.status == "denied" and prompt.answered_by.username == "alice"
@@ -93,7 +93,7 @@ def test_staff_answer_a_waiting_prompt_once(admin_client, profile):
     prompt.refresh_from_db()
     assert prompt.status == "denied"
     page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
-    assert "Allow this call" not in page and "denied by alice" in page
+    assert "Approve once" not in page and "denied by alice" in page
     assert admin_client.post(f"/gateway/prompts/{prompt.pk}/answer/", {"answer": "maybe"}).status_code == 400
 
 
@@ -115,3 +115,21 @@ def test_a_session_page_shows_remembered_tools_resource_reads_prompts_and_client
                  "No resource &#x27;x://y&#x27; is offered here", "<code>mcp__demo__plan_trip</code> from demo", "1 message",
                  "Oslo", "asked to confirm too (MCP elicitation)", "allowed by the person at the MCP client (elicitation)"):
         assert text in page, text
+
+
+def test_a_session_page_says_how_the_profiles_wire_style_is_served(admin_client, profile):
+    """A tool-changes profile's harness predicts from a person's message, which no MCP client sends:
+    its session page says so, and that ToolSearch serves instead (even where the profile drops it)."""
+    plain = GatewaySession.objects.create(session_id="plain1", profile=profile, client_name="c")
+    page = admin_client.get(f"/gateway/sessions/{plain.pk}/").content.decode()
+    assert 'data-testid="gateway-wire-style" data-wire="native"' in page and "tool_addition" not in page
+    changes = AgentProfile.objects.create(name="Predicting", tool_search_mode="true", wire_style="tool-changes",
+                                          tool_changes_search=False)
+    session = GatewaySession.objects.create(session_id="changes1", profile=changes, client_name="c")
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert 'data-wire="tool-changes"' in page
+    assert "MCP has no tool_addition" in page and "which this profile&#x27;s conversations leave out" in page
+    changes.tool_changes_search = True
+    changes.save()
+    page = admin_client.get(f"/gateway/sessions/{session.pk}/").content.decode()
+    assert "MCP has no tool_addition" in page and "leave out" not in page

@@ -87,16 +87,16 @@ async def test_a_prompt_is_answered_over_the_socket_once_and_its_buttons_go(redi
     communicator = await connect_as(admin_user, session.pk)
     await communicator.send_to(text_data=json.dumps({"action": "hello", "last_sequence": 0}))
     asked = await communicator.receive_from(timeout=5)
-    assert "Allow this call" in asked and "ws-send" in asked
+    assert "Approve once" in asked and "ws-send" in asked
 
     await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": prompt.pk, "answer": "maybe"}))
     assert "Answer allowed or denied" in await communicator.receive_from(timeout=5)
-    await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": str(prompt.pk), "answer": "denied"}))
+    await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": str(prompt.pk), "choice": "deny"}))
     frames = [await communicator.receive_from(timeout=5) for _ in range(2)]
     answered = next(f for f in frames if FRAME.search(f))
     assert sequence_of(answered) == 2 and "denied by alice" in answered
     # The asked event is re-rendered in place, without its buttons.
-    assert f'id="gateway-event-{session.pk}-1"' in answered and "Allow this call" not in answered
+    assert f'id="gateway-event-{session.pk}-1"' in answered and "Approve once" not in answered
     await communicator.send_to(text_data=json.dumps({"action": "answer", "prompt": prompt.pk, "answer": "allowed"}))
     assert "already answered" in await communicator.receive_from(timeout=5)
     assert (await database_sync_to_async(lambda: GatewayPrompt.objects.get(pk=prompt.pk).status)()) == "denied"

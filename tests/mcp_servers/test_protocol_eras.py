@@ -236,3 +236,31 @@ def test_our_trace_context_rides_in_meta_while_tracing_is_on(settings, era):
         pool.close_all()
     assert off.text() == "none" and outside.text() == "none"
     assert on.text() == f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+@pytest.mark.django_db
+def test_one_default_era_is_read_wherever_a_server_gets_one_without_saying(admin_client):
+    """protocol_eras.DEFAULT_PROTOCOL_ERA is the model field's default, the form's choice for a new
+    server (shown, and when a script leaves the field out), an imported .mcp.json entry's, and the
+    connection settings' (ServerConfig, and one built from a row without an era). They disagreed:
+    the model said legacy, the form's fallback and ServerConfig said auto."""
+    from playground.mcp_servers.config_files import import_servers
+    from playground.mcp_servers.forms import McpServerForm
+    from playground.mcp_servers.models import McpServer
+    from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
+
+    assert McpServer(name="new").protocol_era == DEFAULT_PROTOCOL_ERA
+    assert McpServerForm()["protocol_era"].value() == DEFAULT_PROTOCOL_ERA
+    fields = {"transport": "stdio", "command": sys.executable, "args_text": "", "enabled": "on", "env_text": "",
+              "headers_text": "", "url": ""}
+    response = admin_client.post(reverse("mcp_servers:server_create"), {"name": "no-era", **fields})  # field left out
+    assert response.status_code in (200, 302)
+    assert McpServer.objects.get(name="no-era").protocol_era == DEFAULT_PROTOCOL_ERA
+    outcome = import_servers({"imported": {"command": sys.executable}, "remote": {"type": "http", "url": "https://x.example/mcp"}})
+    assert [s.protocol_era for s in outcome.created] == [DEFAULT_PROTOCOL_ERA] * 2
+    assert ServerConfig(name="c", transport="stdio").protocol_era == DEFAULT_PROTOCOL_ERA
+
+    class RowWithoutEra:
+        name, transport, command, args, env, url, headers = "r", "stdio", "x", [], {}, "", {}
+
+    assert ServerConfig.from_server(RowWithoutEra()).protocol_era == DEFAULT_PROTOCOL_ERA

@@ -52,6 +52,26 @@ def test_test_connection_reports_the_server_and_its_tool_count(admin_client, std
     assert stdio_demo_row.status == McpServer.Status.PENDING  # a test does not change the stored status
 
 
+def test_test_connection_counts_the_tools_and_keeps_none(admin_client, stdio_demo_row, monkeypatch):
+    """The probe counts every tool page by page but holds none (it listed and held all of them, for a
+    server with thousands only to count them), and stores none: a sync does."""
+    from playground.mcp_servers import connection
+
+    listed = []
+    original = connection.list_server_tools
+
+    def recording(config, **options):
+        tools, probe = original(config, **options)
+        listed.append((options.get("keep"), len(tools), probe.tool_count))
+        return tools, probe
+
+    monkeypatch.setattr(connection, "list_server_tools", recording)
+    html = admin_client.post(reverse("mcp_servers:server_test", args=[stdio_demo_row.pk]), **HTMX).content.decode()
+    assert 'data-ok="true"' in html and "15 tools" in html
+    assert listed == [(0, 0, 15)]
+    assert not Tool.objects.filter(server=stdio_demo_row).exists()
+
+
 def test_test_connection_shows_why_it_failed(admin_client, db):
     server = McpServer.objects.create(name="ghost", command="/nonexistent/mcp-server")
     html = admin_client.post(reverse("mcp_servers:server_test", args=[server.pk]), **HTMX).content.decode()

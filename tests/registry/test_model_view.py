@@ -141,3 +141,23 @@ def test_the_tool_changes_style_shows_what_it_adds_for_the_persons_message(viewe
     assert '<pre data-testid="system-prompt">&lt;available-deferred-tools&gt;' in kept
     too_long = viewer_client.get(URL, {"profile": profile.pk, "message": "x" * 3000}, headers=HTMX)
     assert too_long.status_code == 200 and "longer than" in too_long.content.decode()
+
+
+def test_the_tool_changes_cards_count_the_tools_added_before_the_turn(viewer_client, tools):
+    """The added tools are sent this turn though no history discovered them: the cards say so (they
+    said 0 discovered and every deferred tool still deferred), and so do the cache figures."""
+    profile = AgentProfile.objects.create(name="changes", tool_search_mode="true", wire_style="tool-changes")
+    plain = viewer_client.get(URL, {"profile": profile.pk}, headers=HTMX).context["preview"]
+    response = viewer_client.get(URL, {"profile": profile.pk, "message": "create a github issue"}, headers=HTMX)
+    preview = response.context["preview"]
+    added = list(preview.tool_changes.added)
+    assert added and not preview.plan.discovered_tools
+    assert preview.discovered_tools == added and preview.tool_names == [*preview.plan.tool_names, *added]
+    assert len(preview.deferred_tools) == len(plain.deferred_tools) - len(added)
+    body = response.content.decode()
+    assert f'data-deferred-count="{len(preview.deferred_tools)}"' in body
+    assert f'data-discovered-count="{len(added)}"' in body
+    assert f"<strong>{len(preview.tool_names)}</strong> tools sent in full" in body
+    # The cache model reads each added definition where its addition sits: the input grows by more than the message.
+    grown = preview.cache["request"]["first"]["input_tokens"] - plain.cache["request"]["first"]["input_tokens"]
+    assert grown >= preview.tokens.sent_tokens - plain.tokens.sent_tokens > 0

@@ -12,8 +12,10 @@ server-side search blocks (`server_tool_use`, `tool_search_tool_result`) go back
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import queue
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -28,11 +30,13 @@ from playground.conversations.providers.base import (
     messages_api_request,
     parsed_reply,
     plain_extract,
+    process_client,
     sdk_errors,
 )
 from playground.engine.execution import CallCancelled, CancelSignal
+from playground.engine.wires.base import MESSAGES_API
 from playground.mcp_servers.connection import background_loop
-from playground.per_process import portal
+from playground.per_process import in_loop_run, portal
 
 _STREAM_END = object()
 
@@ -69,9 +73,10 @@ class AnthropicProvider(ModelProvider):
         import anthropic
 
         self.sdk = anthropic
-        self.client = anthropic.Anthropic(**options)
+        key = tuple(sorted(options.items()))
+        self.client = process_client(("anthropic", *key), lambda: anthropic.Anthropic(**options))
         # Used only on the background loop: a task there can be cancelled, a blocking read cannot.
-        self.async_client = anthropic.AsyncAnthropic(**options)
+        self.async_client = process_client(("anthropic-async", *key), lambda: anthropic.AsyncAnthropic(**options))
 
     @classmethod
     def unavailable_reason(cls) -> str:
@@ -90,32 +95,38 @@ class AnthropicProvider(ModelProvider):
             timeout=settings.ANTHROPIC_TIMEOUT_SECONDS,
         )
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        return self.create_or_cancel(request_kwargs, None)
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        return self.create_or_cancel(request_kwargs, None, api=api)
 
     def _messages(self, request_kwargs: dict[str, Any]) -> Any:
         """The SDK's messages resource for a body: the beta one when the wire style names betas
         (`betas`, e.g. the tool-changes style's mid-conversation-tool-changes header)."""
         return self.async_client.beta.messages if request_kwargs.get("betas") else self.async_client.messages
 
-    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
         with sdk_errors(self.sdk):
             message = background_loop().run(self._messages(request_kwargs).create(**request_kwargs), cancel=cancel)
         return _response(message)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+    async def _stream(self, request_kwargs: dict[str, Any], put: Callable[[str], None]) -> Any:
+        """Stream one reply on the loop: each text piece to `put`, then the final message."""
+        async with self._messages(request_kwargs).stream(**request_kwargs) as events:
+            if not events.response.headers.get("content-type", "").startswith("text/event-stream"):
+                parsed_reply((await events.response.aread())[:2000])  # a proxy's page, not a stream: says so
+            async for event in events:
+                if event.type == "text" and event.text:
+                    put(event.text)
+            return await events.get_final_message()
+
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
+        if in_loop_run():
+            return self._stream_in_loop_run(request_kwargs, cancel, on_text)
         pieces: queue.SimpleQueue = queue.SimpleQueue()
-
-        async def stream() -> Any:
-            async with self._messages(request_kwargs).stream(**request_kwargs) as events:
-                if not events.response.headers.get("content-type", "").startswith("text/event-stream"):
-                    parsed_reply((await events.response.aread())[:2000])  # a proxy's page, not a stream: says so
-                async for event in events:
-                    if event.type == "text" and event.text:
-                        pieces.put(event.text)
-                return await events.get_final_message()
-
-        future = portal().submit(stream())
+        future = portal().submit(self._stream(request_kwargs, pieces.put))
         future.add_done_callback(lambda _: pieces.put(_STREAM_END))
         with sdk_errors(self.sdk), (cancel.while_running(future.cancel) if cancel is not None else nullcontext()):
             # Wakes for each piece and once at the end; a cancel cancels the future, which ends it too.
@@ -125,6 +136,32 @@ class AnthropicProvider(ModelProvider):
                 message = future.result()
             except concurrent.futures.CancelledError:
                 raise CallCancelled() from None
+        return _response(message)
+
+    def _stream_in_loop_run(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None,
+                            on_text: TextSink) -> ProviderResponse:
+        """The same stream for a run on the process's loop (per_process.py): the run waits for each
+        piece by yielding to the loop, and tells the sink in its own code, between waits."""
+        pieces: asyncio.Queue = asyncio.Queue()
+
+        async def stream() -> Any:
+            try:
+                return await self._stream(request_kwargs, pieces.put_nowait)
+            finally:
+                pieces.put_nowait(_STREAM_END)
+
+        async def next_piece() -> Any:
+            return await pieces.get()
+
+        loop = portal()
+        task = loop.wait(_started(stream()))
+        try:
+            with sdk_errors(self.sdk):
+                while (piece := loop.wait(next_piece(), cancel=cancel)) is not _STREAM_END:
+                    on_text(piece)
+                message = loop.wait(_result_of(task), cancel=cancel)
+        finally:
+            task.cancel()  # a cancel (or a failing sink) stops the stream; this is the loop's own thread
         return _response(message)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
@@ -141,7 +178,15 @@ class AnthropicProvider(ModelProvider):
         return "".join(getattr(b, "text", "") for b in message.content).strip() or plain_extract(messages)
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()), api=MESSAGES_API)
+
+
+async def _started(coroutine: Any) -> asyncio.Task:
+    return asyncio.get_running_loop().create_task(coroutine)
+
+
+async def _result_of(task: asyncio.Task) -> Any:
+    return await asyncio.shield(task)  # a cancel of this wait is the caller's to pass on
 
 
 def _response(message: Any) -> ProviderResponse:

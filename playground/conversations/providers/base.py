@@ -14,6 +14,7 @@ vendor (`NeutralMessage`), which each provider sends in its own.
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +25,10 @@ from typing import Any, Callable
 from playground.engine.execution import CancelSignal
 from playground.engine.history import blocks_of, result_content
 from playground.engine.requests import AgentSettings
+from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
 from playground.mcp_servers.secrets import scrub
+from playground.per_process import PerProcess
 
 # Called with each piece of assistant text as the model writes it (`stream_or_cancel`), in the
 # thread that called the provider.
@@ -67,6 +70,23 @@ class ProviderError(Exception):
         self.kind = kind
         self.status_code = status_code
         self.retryable = retryable
+
+
+_clients: PerProcess[dict[tuple, Any]] = PerProcess(dict)
+_clients_lock = threading.Lock()
+
+
+def process_client(key: tuple, make: Callable[[], Any]) -> Any:
+    """An SDK client made once per process for the same options (`key`), not once per run: each new
+    client builds an SSL context (the CA bundle read and parsed, tens of ms of CPU: a fifth of a worker's
+    CPU per event when made per run) and an empty connection pool. The async clients are used only on
+    the process's loop (per_process.portal()), which outlives them; a forked child makes its own."""
+    clients = _clients.get()
+    client = clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = clients.setdefault(key, make())
+    return client
 
 
 @contextmanager
@@ -120,18 +140,22 @@ def _status_message(exc: Any) -> str:
 class ModelProvider(ABC):
     """Base class of model providers.
 
-    Subclasses set `key`, `label` (shown in the UI), `vendor` and `otel_name`, implement `create`
-    and `complete`, and may override `summarise` (compaction), `default_model` and `from_settings`.
-    `create` receives the request exactly as the engine's `TurnPlan.wire_request()` built it for the
-    turn's wire style (a Messages API request's model, max_tokens, system, messages, tools; OpenAI's
-    shapes for a provider that sets `openai_wire`) and must either return a ProviderResponse or raise
-    ProviderError — never hang: network providers set timeouts and bounded retries.
+    Subclasses set `key`, `label` (shown in the UI), `vendor`, `otel_name` and `apis`, implement
+    `create` and `complete`, and may override `summarise` (compaction), `default_model` and
+    `from_settings`. `create` receives the request exactly as the engine's `TurnPlan.wire_request()`
+    built it for the turn's wire style (a Messages API request's model, max_tokens, system, messages,
+    tools; OpenAI's shapes for an OpenAI provider) with the SDK call it is for, `api` (the style's
+    `WireStyle.api`: the body's shape is never guessed), and must either return a ProviderResponse or
+    raise ProviderError — never hang: network providers set timeouts and bounded retries.
     """
 
     key: str = "base"
     label: str = "Model provider"
     offline: bool = False  # True for the demo agent: the UI labels it
     vendor: str = "anthropic"  # whose wire it speaks: "anthropic" (Messages API) or "openai"
+    # The SDK calls it makes (`wires.base`: MESSAGES_API, RESPONSES_API, CHAT_COMPLETIONS_API); a
+    # request for another is refused (`check_api`).
+    apis: tuple[str, ...] = (MESSAGES_API,)
     # gen_ai.provider.name in traces: the semantic conventions' value where there is one.
     otel_name: str = ""
     # True when its usage is the engine's estimate, not an API's report (its responses say "estimate").
@@ -164,21 +188,29 @@ class ModelProvider(ABC):
         return agent_settings
 
     @abstractmethod
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        """Send one Messages API request and return the assistant's reply."""
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        """Send one request, the body of the SDK call `api` names, and return the assistant's reply."""
 
-    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal) -> ProviderResponse:
+    def check_api(self, api: str) -> None:
+        """Refuse a request for an SDK call this provider does not make (a wire style of another vendor)."""
+        if api not in self.apis:
+            raise ProviderError(f"The {self.label} does not send {api} requests (it sends {', '.join(self.apis)}).",
+                                kind="configuration")
+
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """`create`, stopped midway when `cancel` is set while the request is in flight: then it raises
         engine.execution.CallCancelled. The loop calls this one. This default cannot stop a call once
         sent (it returns when `create` does): right for providers that answer at once, like the demo
         agent; a network provider overrides it to abort the request."""
-        return self.create(request_kwargs)
+        return self.create(request_kwargs, api=api)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, on_text: TextSink) -> ProviderResponse:
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """`create_or_cancel`, telling `on_text` each piece of assistant text as it is produced, in the
         calling thread; the response returned is the whole reply, as `create` would give it. The loop
         calls this one. This default streams nothing: the text arrives with the response."""
-        return self.create_or_cancel(request_kwargs, cancel)
+        return self.create_or_cancel(request_kwargs, cancel, api=api)
 
     def summarise(self, messages: list[dict[str, Any]], *, model: str = "") -> str:
         """A summary of `messages` for compaction. Default: a plain extract of the text blocks."""

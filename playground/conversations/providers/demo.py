@@ -26,6 +26,7 @@ The wait between words ends at once on a cancel.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from contextlib import nullcontext
@@ -58,9 +59,11 @@ from playground.engine.execution import CallCancelled, CancelSignal
 from playground.engine.history import blocks_of, discovered_tool_names, loaded_by, result_text, text_block
 from playground.engine.prompt_cache import CACHE_TTLS, AnthropicCacheModel, breakpoints_of, prefix_blocks, request_ttl
 from playground.engine.search.text import analyze, request_terms, split_identifier, stem
-from playground.engine.tokens import CharEstimateCounter, count_messages
+from playground.engine.tokens import CharEstimateCounter
 from playground.engine.tools import MCP_PREFIX, TOOL_SEARCH_NAME
+from playground.engine.wires.base import MESSAGES_API
 from playground.engine.wires.registry import profile_styles
+from playground.per_process import in_loop_run, portal
 
 TOOL_SEARCH = TOOL_SEARCH_NAME
 NOT_CALLABLE_BY_DEMO = {TOOL_SEARCH, AGENT_TOOL_NAME}
@@ -129,11 +132,12 @@ class DemoAgentProvider(ModelProvider):
         return settings.DEFAULT_MODEL
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()))
+        return self.create(messages_api_request(system, messages, max_tokens, model or self.default_model()), api=MESSAGES_API)
 
-    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink) -> ProviderResponse:
+    def stream_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, on_text: TextSink, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
         """The reply `create` gives, its text told to `on_text` a word at a time at the demo's pace."""
-        response = self.create(request_kwargs)
+        response = self.create(request_kwargs, api=api)
         words = [w for b in response.content if b.get("type") == "text" for w in WORD.findall(b.get("text", ""))]
         pace = settings.DEMO_STREAM_WORDS_PER_SECOND
         if pace <= 0 or not words:
@@ -145,14 +149,22 @@ class DemoAgentProvider(ModelProvider):
             for number, word in enumerate(words):
                 # On a schedule from the start, not a pause after each word: time spent saving the
                 # pieces (a busy database) does not stretch the reply past its cap.
-                if number and stopped.wait(max(started + number * interval - time.monotonic(), 0)):
+                delay = max(started + number * interval - time.monotonic(), 0) if number else 0
+                if delay and in_loop_run():
+                    portal().wait(asyncio.sleep(delay), cancel=cancel)  # a run on the loop yields (raises CallCancelled)
+                elif delay and stopped.wait(delay):
                     raise CallCancelled()
                 if stopped.is_set():
                     raise CallCancelled()
                 on_text(word)
         return response
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
+        return self._decide(request_kwargs)
+
+    def _decide(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
+        """The demo agent's reply to a Messages API request (the OpenAI-wire demo hands it its bodies so read)."""
         messages: list[dict[str, Any]] = request_kwargs.get("messages", [])
         tools: list[dict[str, Any]] = [t for t in request_kwargs.get("tools", []) or [] if "name" in t]
         discovered = set(discovered_tool_names(messages))
@@ -297,10 +309,9 @@ class DemoAgentProvider(ModelProvider):
                 split = model.send(request_kwargs, now)
             return {"input": split.uncached_tokens, "output": output, "cache_read": split.cache_read_tokens,
                     "cache_write": split.cache_write_tokens}
-        if "messages" in request_kwargs:  # a Messages API request: the cache model's blocks, nothing cached
-            return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
-                    "cache_read": 0, "cache_write": 0}
-        return {"input": count_messages(_ESTIMATE, request_kwargs), "output": output, "cache_read": 0, "cache_write": 0}
+        # No breakpoints: the cache model's blocks (a Messages API request's, the only kind it reads), nothing cached.
+        return {"input": sum(b.tokens for b in prefix_blocks(request_kwargs, _ESTIMATE)), "output": output,
+                "cache_read": 0, "cache_write": 0}
 
     def _call(self, request_kwargs: dict[str, Any], name: str, arguments: dict[str, Any], note: str) -> ProviderResponse:
         all_calls = sum(1 for m in request_kwargs.get("messages", []) if m.get("role") == "assistant"

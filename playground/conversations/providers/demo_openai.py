@@ -46,6 +46,7 @@ from playground.engine.prompt_cache import OpenAICacheModel
 from playground.engine.requests import AgentSettings
 from playground.engine.search.base import SearchBackend
 from playground.engine.search.keyword import ClaudeCodeKeywordBackend
+from playground.engine.wires.base import CHAT_COMPLETIONS_API, MESSAGES_API, RESPONSES_API
 from playground.engine.wires.registry import profile_styles, settings_for_vendor
 from playground.engine.wires.vendors import OPENAI
 from playground.engine.tokens import CharEstimateCounter
@@ -226,6 +227,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
     label = "offline demo agent (OpenAI wire)"
     offline = True
     vendor = "openai"
+    apis = (RESPONSES_API, CHAT_COMPLETIONS_API)
     wire_styles = tuple(style.name for style in profile_styles())  # the hosted style's search is played, and marked so
     simulated_search_note = HOSTED_SEARCH_NOTE
 
@@ -237,14 +239,16 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
         return settings_for_vendor(agent_settings, OPENAI, self.default_model())
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(chat_completions_request(system, messages, max_tokens, model or self.default_model()))
+        return self.create(chat_completions_request(system, messages, max_tokens, model or self.default_model()),
+                           api=CHAT_COMPLETIONS_API)
 
     def _announced(self, request_kwargs: dict[str, Any]) -> list[str]:
         return [*super()._announced(request_kwargs), *request_kwargs.get(SEEN_DEFERRED, [])]
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        if "messages" in request_kwargs:  # Chat Completions: the functions style
-            decided = super().create(chat_view(request_kwargs).request)
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
+        if api == CHAT_COMPLETIONS_API:  # the functions style
+            decided = self._decide(chat_view(request_kwargs).request)
             content = chat_content(_chat_message(decided.content))
         else:
             content = responses_content(self._responses_output(responses_view(request_kwargs)))
@@ -253,7 +257,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
                                 model=DEMO_MODEL, usage_source=USAGE_ESTIMATE)
 
     def _responses_output(self, view: WireView) -> list[dict[str, Any]]:
-        decided = super().create(view.request).content
+        decided = self._decide(view.request).content
         call = next((b for b in decided if b.get("type") == "tool_use"), None)
         if not (view.hosted and call is not None and call["name"] == TOOL_SEARCH_NAME):
             return _responses_items(decided, view, search_execution="client")
@@ -265,7 +269,7 @@ class OpenAIWireDemoAgent(DemoAgentProvider):
                          "execution": "server", "status": "completed"},
                         {"type": TOOL_SEARCH_OUTPUT, "id": f"tso_{call['id']}", "call_id": call["id"], "execution": "server",
                          "status": "completed", "tools": _loaded_definitions(view, loaded)}]
-        after = super().create(searched.request).content
+        after = self._decide(searched.request).content
         return [*_responses_items([b for b in decided if b.get("type") == "text"], view), *search_items,
                 *_responses_items(after, searched)]
 

@@ -25,11 +25,13 @@ from playground.conversations.providers.base import (
     chat_completions_request,
     parsed_reply,
     plain_extract,
+    process_client,
     sdk_errors,
 )
 from playground.engine.execution import CancelSignal
 from playground.engine.history import RESPONSES_ITEM
 from playground.engine.openai_wire import TOOL_SEARCH_CALL, called_tool_name
+from playground.engine.wires.base import CHAT_COMPLETIONS_API, MESSAGES_API, RESPONSES_API
 from playground.engine.wires.registry import settings_for_vendor
 from playground.engine.wires.vendors import OPENAI
 from playground.engine.requests import AgentSettings
@@ -102,6 +104,7 @@ class OpenAIProvider(ModelProvider):
     key = "openai"
     label = "OpenAI (Responses API; Chat Completions for the functions style)"
     vendor = "openai"
+    apis = (RESPONSES_API, CHAT_COMPLETIONS_API)
     otel_name = "openai"
     offline_stand_in = "demo-openai"  # a profile naming OpenAI runs with the demo agent on OpenAI's wire without a key
 
@@ -116,8 +119,10 @@ class OpenAIProvider(ModelProvider):
         import openai
 
         self.sdk = openai
-        self.client = openai.OpenAI(**options)
-        self.async_client = openai.AsyncOpenAI(**options)  # used only on the background loop (cancellable)
+        key = tuple(sorted(options.items()))
+        self.client = process_client(("openai", *key), lambda: openai.OpenAI(**options))
+        # Used only on the background loop (cancellable).
+        self.async_client = process_client(("openai-async", *key), lambda: openai.AsyncOpenAI(**options))
 
     @classmethod
     def unavailable_reason(cls) -> str:
@@ -137,11 +142,13 @@ class OpenAIProvider(ModelProvider):
         model name in the profile means "the default model" here)."""
         return settings_for_vendor(agent_settings, OPENAI, self.model)
 
-    def create(self, request_kwargs: dict[str, Any]) -> ProviderResponse:
-        return self.create_or_cancel(request_kwargs, None)
+    def create(self, request_kwargs: dict[str, Any], *, api: str = MESSAGES_API) -> ProviderResponse:
+        return self.create_or_cancel(request_kwargs, None, api=api)
 
-    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None) -> ProviderResponse:
-        chat = "messages" in request_kwargs
+    def create_or_cancel(self, request_kwargs: dict[str, Any], cancel: CancelSignal | None, *,
+                         api: str = MESSAGES_API) -> ProviderResponse:
+        self.check_api(api)
+        chat = api == CHAT_COMPLETIONS_API
         call = (self.async_client.chat.completions.create if chat else self.async_client.responses.create)(**request_kwargs)
         with sdk_errors(self.sdk):
             reply = background_loop().run(call, cancel=cancel)
@@ -175,4 +182,4 @@ class OpenAIProvider(ModelProvider):
         return (reply.choices[0].message.content or "").strip() or plain_extract(messages)
 
     def complete(self, system: str, messages: list[NeutralMessage], max_tokens: int, *, model: str = "") -> ProviderResponse:
-        return self.create(chat_completions_request(system, messages, max_tokens, model or self.model))
+        return self.create(chat_completions_request(system, messages, max_tokens, model or self.model), api=CHAT_COMPLETIONS_API)

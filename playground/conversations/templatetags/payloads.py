@@ -11,6 +11,8 @@ from typing import Any
 from django import template
 from django.utils.html import format_html
 
+from playground.mcp_servers.secrets import mask_arguments
+
 register = template.Library()
 
 
@@ -18,6 +20,12 @@ register = template.Library()
 def pretty_json(value: Any) -> str:
     """JSON with two-space indents and real characters (not \\u escapes); anything json cannot encode is str()-ed."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def masked(value: Any) -> Any:
+    """Tool arguments with secrets masked (`mask_arguments`, the one scrubber's), before they are shown."""
+    return mask_arguments(value)
 
 
 @register.simple_tag

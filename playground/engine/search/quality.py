@@ -205,8 +205,9 @@ def evaluate_backend(
             progress(n / len(labelled), f"{toolset} {backend.name} {style}: {n}/{len(labelled)}")
         totals["empty"] = totals.get("empty", 0.0) + (not result.matches)
     count = max(1, len(labelled))
-    metrics = {("mrr" if key == "rr" else key): round(value / count, 4) for key, value in totals.items()}
-    metrics["empty"] = round(totals.get("empty", 0.0) / count, 4)  # share of labelled queries answered with nothing
+    # As measured: rounded once where shown (the table's three places, the page's floatformat), not here too.
+    metrics = {("mrr" if key == "rr" else key): value / count for key, value in totals.items()}
+    metrics["empty"] = totals.get("empty", 0.0) / count  # share of labelled queries answered with nothing
     metrics["nonsense_no_match"] = nonsense_no_match(backend, catalog, usage)
     return RunResult(
         toolset=toolset,
@@ -228,7 +229,7 @@ def evaluate_backend(
 
 def nonsense_no_match(backend: SearchBackend, catalog: ToolCatalog, usage: UsageLog | None = None) -> float:
     """The share of `NONSENSE_QUERIES` the backend answers with "no match" over `catalog`."""
-    return round(sum(not backend.search(q, catalog, max_results=10, usage=usage).matches for q in NONSENSE_QUERIES) / len(NONSENSE_QUERIES), 4)
+    return sum(not backend.search(q, catalog, max_results=10, usage=usage).matches for q in NONSENSE_QUERIES) / len(NONSENSE_QUERIES)
 
 
 def load_toolset(name: str, root: Path | None = None) -> tuple[ToolCatalog, list[LabelledQuery]]:

@@ -33,6 +33,7 @@ from playground.engine.history import (
     tool_change_blocks,
 )
 from playground.engine.search.base import ToolSearchResult
+from playground.engine.tokens import count_messages
 from playground.engine.toolsearch_tool import NATIVE_STYLE
 from playground.engine.tools import Tool
 from playground.engine.wires.anthropic import AnthropicWire
@@ -248,6 +249,13 @@ class AnthropicToolChanges(AnthropicWire):
         declarations cost nothing until added), and the announcement only when it is sent."""
         body = turn.wire_request()
         visible = [t for t in body.get("tools", []) if t["name"] in turn.sent_tool_names]
-        tokens = turn.request.tokens
-        return replace(tokens, sent_tokens=turn.token_counter.count_tools(visible),
+        tokens, counter = turn.request.tokens, turn.token_counter
+        sent = counter.count_tools(visible)
+        system = body.get("system") or ""
+        system_text = system if isinstance(system, str) else "".join(str(b.get("text", "")) for b in system)
+        # The whole request as sent: the tools offered (this turn's additions included), the system
+        # prompt it carries and its messages (the pending system message of changes included).
+        request_tokens = sent + (counter.count_text(system_text) if system_text else 0) \
+            + count_messages(counter, body.get("messages", []))
+        return replace(tokens, sent_tokens=sent, request_tokens=request_tokens,
                        announcement_tokens=tokens.announcement_tokens if self.announces(turn) else 0)

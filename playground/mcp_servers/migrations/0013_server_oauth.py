@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_servers', '0012_server_protocol_era'),
+        ('mcp_servers', '0014_protocol_messages_and_input_rounds'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
