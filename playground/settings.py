@@ -283,7 +283,8 @@ LOGGING = {
         "django": {"handlers": [], "propagate": True},
         "django.request": {"filters": ["quiet_permission_denied"]},
         **{name: {"filters": ["scrub_secrets"]} for name in (
-            "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "client", "celery.app.trace",
+            "httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio", "mcp.client.auth.oauth2",
+            "client", "celery.app.trace",
         )},
     },
 }
@@ -320,6 +321,13 @@ MCP_SERVER_REQUEST_WAIT_SECONDS = float(os.environ.get("MCP_SERVER_REQUEST_WAIT_
 MCP_MAX_TOOLS_PER_SERVER = envint("MCP_MAX_TOOLS_PER_SERVER", 1000)
 MCP_MAX_TOOL_DESCRIPTION_CHARS = envint("MCP_MAX_TOOL_DESCRIPTION_CHARS", 8000)
 MCP_MAX_TOOL_SCHEMA_CHARS = envint("MCP_MAX_TOOL_SCHEMA_CHARS", 64_000)
+# OAuth to remote MCP servers (docs/architecture.md, "Remote servers with OAuth"): the key that seals
+# tokens and client secrets in the database (a Fernet key or any passphrase; unset: derived from
+# SECRET_KEY), how long a Connect waits for the person to come back from the authorization server, and
+# an optional HTTPS URL where this deployment's client ID metadata document is served (CIMD).
+MCP_SECRETS_KEY = os.environ.get("MCP_SECRETS_KEY", "")
+MCP_OAUTH_WAIT_SECONDS = float(os.environ.get("MCP_OAUTH_WAIT_SECONDS") or 600)
+MCP_OAUTH_CLIENT_METADATA_URL = os.environ.get("MCP_OAUTH_CLIENT_METADATA_URL", "")
 # The Protocol view (mcp_servers/protocol_log.py): the newest JSON-RPC messages kept per server and
 # per gateway session (0 turns capture off), and how much of one message's JSON is kept.
 MCP_PROTOCOL_KEEP_MESSAGES = envint("MCP_PROTOCOL_KEEP_MESSAGES", 500)

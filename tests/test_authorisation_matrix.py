@@ -179,6 +179,7 @@ def build_world(django_user_model) -> World:
             "server_tools", "server_history", "server_ping", "resource_list", "resource_read", "prompt_list", "prompt_get",
             "server_roots", "resource_templates", "resource_template_read", "resource_subscribe", "completion", "server_log_level", "server_export",
             "server_protocol", "server_protocol_export")},
+        **{f"mcp_servers:{n}": {"pk": server.pk} for n in ("server_oauth", "server_oauth_connect", "server_oauth_disconnect")},
         "mcp_servers:tool_call": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:tool_body": {"pk": server.pk, "tool_pk": server_tool.pk},
         "mcp_servers:server_request_answer": {"pk": server.pk, "request_pk": server_request.pk},

@@ -30,8 +30,8 @@ def placeholder(name: str) -> str:
 
 def export_entry(server: McpServer) -> dict[str, Any]:
     """`{"mcpServers": {name: entry}}` for one server, secrets as placeholders."""
-    if server.transport == McpServer.Transport.HTTP:
-        entry: dict[str, Any] = {"type": "http", "url": mask_url(server.url or "")}
+    if server.is_remote:  # OAuth tokens are never exported: the importer presses Connect
+        entry: dict[str, Any] = {"type": server.transport, "url": mask_url(server.url or "")}
         if server.headers:
             entry["headers"] = {key: placeholder(f"{server.name}_{key}") for key in server.headers}
     else:
@@ -104,14 +104,15 @@ def server_fields(name: str, entry: Any) -> dict[str, Any]:
     if not isinstance(always_load, bool):
         raise ConfigFileError("alwaysLoad must be true or false")
     kind = entry.get("type") or ("http" if "url" in entry else "stdio")
-    if kind in HTTP_TYPES:
+    if kind in HTTP_TYPES or kind == "sse":
         url = entry.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url) > 500:
             raise ConfigFileError("an HTTP server needs a url starting with http:// or https://")
-        return {"name": name, "transport": McpServer.Transport.HTTP, "url": url, "headers": _pairs(entry.get("headers"), "headers"),
+        transport = McpServer.Transport.SSE if kind == "sse" else McpServer.Transport.HTTP
+        return {"name": name, "transport": transport, "url": url, "headers": _pairs(entry.get("headers"), "headers"),
                 "always_load": always_load, "protocol_era": DEFAULT_PROTOCOL_ERA}
     if kind != "stdio":
-        raise ConfigFileError(f"transport {kind!r} is not one the playground speaks (stdio and streamable HTTP)")
+        raise ConfigFileError(f"transport {kind!r} is not one the playground speaks (stdio, streamable HTTP and the deprecated SSE)")
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip() or len(command) > 500:
         raise ConfigFileError("a stdio server needs a command")

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp import ClientSession
+from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.client._input_required import InputRequiredRoundsExceededError, run_input_required_driver
 from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientRequestContext
@@ -45,6 +46,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from playground.engine.execution import CancelSignal
+from playground.mcp_servers.oauth import AuthorizationNeeded
 from playground.mcp_servers.transports import McpTransport, ServerConfig, transport_for
 from playground.mcp_servers.protocol_eras import AUTO, LEGACY
 from playground.mcp_servers.secrets import scrub_for
@@ -115,6 +117,11 @@ class ClientHandlers:
 
 class McpConnectionError(Exception):
     """The server could not be reached, initialized or kept: the message is meant for the UI."""
+
+
+class McpAuthorizationNeeded(McpConnectionError):
+    """The server answered 401 with `WWW-Authenticate` (it wants OAuth), or its grant stopped working:
+    its page offers Connect instead of showing an error."""
 
 
 class McpCallTimeout(McpConnectionError):
@@ -446,13 +453,23 @@ class McpConnection:
                 raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
             if exc.code == CONNECTION_CLOSED:
                 self.closed = True
-                raise McpServerGone(self._gone_message(what)) from exc
+                raise self._gone(what) from exc
             raise
         except TimeoutError as exc:
             raise McpCallTimeout(f"{what} timed out after {timeout:g} s ({self.config.describe_briefly()})") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
             self.closed = True
-            raise McpServerGone(self._gone_message(what)) from exc
+            raise self._gone(what) from exc
+
+    def _gone(self, what: str) -> McpConnectionError:
+        """The connection ended mid-request: its OAuth grant failing says so (the HTTP client closes
+        the connection when its auth raises), anything else is the server gone."""
+        failure = getattr(getattr(self.transport, "auth", None), "failure", None)
+        if failure is not None:
+            needed = _authorization_needed(failure, self.transport)
+            if needed is not None:
+                return McpAuthorizationNeeded(scrub_for(self.config, needed))
+        return McpServerGone(self._gone_message(what))
 
     def _gone_message(self, what: str) -> str:
         message = f"the server closed the connection during {what} (it exited or crashed; {self.config.describe_briefly()})"
@@ -558,7 +575,7 @@ class LogForwarder:
 @asynccontextmanager
 async def open_connection(
     config: ServerConfig, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, log_sink: LogSink | None = None,
-    handlers: ClientHandlers | None = None, transcript: MessageNoter | None = None,
+    handlers: ClientHandlers | None = None, transcript: MessageNoter | None = None, auth: Any = None,
 ) -> AsyncIterator[McpConnection]:
     """Connect and initialize; leaving the block closes the session and the transport.
 
@@ -567,8 +584,12 @@ async def open_connection(
     stderr lines and log notifications go to it while the connection is open (`LogForwarder`).
     With `handlers`, the session offers sampling / elicitation / roots and answers through them.
     With `transcript`, every JSON-RPC message both ways is noted in it (the Protocol view).
+    With `auth` (an httpx auth: oauth_connect's interactive sign-in), an HTTP or SSE server is reached
+    through it instead of its stored grant. A server that wants a sign-in raises `McpAuthorizationNeeded`.
     """
     transport = transport_for(config)
+    if auth is not None:
+        transport.auth = auth  # type: ignore[attr-defined]  # HTTP and SSE transports only
     connection: McpConnection | None = None
     forwarder = LogForwarder(log_sink, transport) if log_sink is not None else None
     try:
@@ -609,6 +630,11 @@ async def open_connection(
             raise known from (None if known is exc else exc)
         if isinstance(exc, (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class())):
             raise
+        needed = _authorization_needed(exc, transport)
+        if needed is not None and connection is None:
+            if forwarder is not None:
+                await forwarder.report_error(needed)
+            raise McpAuthorizationNeeded(scrub_for(config, needed)) from exc
         if connection is not None:
             # Raised by the caller's block: hand back its own exception, not anyio's group around it.
             leaves = [e for e in _leaf_exceptions(exc) if not isinstance(e, anyio.get_cancelled_exc_class())]
@@ -627,6 +653,26 @@ async def open_connection(
             # written now, not left to a loop a one-shot command is about to leave; briefly.
             with anyio.move_on_after(TRANSCRIPT_SETTLE_SECONDS, shield=True):
                 await transcript.settle()
+
+
+def _authorization_needed(exc: BaseException, transport: McpTransport) -> str | None:
+    """Why a failed connection needs a person's sign-in, or None if it failed for something else."""
+    auth_failure = getattr(getattr(transport, "auth", None), "failure", None)
+    causes = [exc, auth_failure] if auth_failure is not None else [exc]
+    needed = next((found for cause in causes if (found := _first(cause, AuthorizationNeeded)) is not None), None)
+    if needed is not None:
+        return str(needed)
+    flow_error = next((found for cause in causes for kind in (OAuthFlowError, OAuthTokenError, OAuthRegistrationError)
+                       if (found := _first(cause, kind)) is not None), None)
+    if flow_error is not None:
+        # The SDK's state-mismatch text quotes both states: say what happened, not the values.
+        detail = ("the authorization answer's state did not match the request's" if "State parameter mismatch" in str(flow_error)
+                  else describe_error(flow_error))
+        return f"the OAuth sign-in with the server's authorization server failed ({detail})"
+    if getattr(transport, "auth_challenge", ""):
+        return (f"{transport.config.describe_briefly()} asks for authorization (HTTP 401 with WWW-Authenticate): "
+                "an admin presses Connect on the server's page to sign in")
+    return None
 
 
 async def negotiate(session: ClientSession, era: str) -> None:

@@ -605,6 +605,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--stateless", action="store_true", help="HTTP: keep no session (each request stands alone)")
+    parser.add_argument("--sse", action="store_true",
+                        help="serve the deprecated HTTP+SSE transport (GET /sse, POST /messages/) instead of stdio")
     options = parser.parse_args(argv)
     server = build_server(
         variant=int(os.environ.get("DEMO_SERVER_VARIANT", "1") or 1),
@@ -616,7 +618,9 @@ def main(argv: list[str] | None = None) -> None:
         tools_ttl_ms=int(os.environ.get("DEMO_SERVER_TOOLS_TTL_MS", "0") or 0),
     )
 
-    if options.http:
+    if options.sse:
+        server.run("sse", host=options.host, port=options.port)
+    elif options.http:
         server.run("streamable-http", host=options.host, port=options.port, stateless_http=options.stateless)
     else:
         server.run("stdio")

@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from playground.engine import safe_json
+from playground.mcp_servers.oauth import forget_grant
 from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 # SECRET_MASK is shown instead of every env and header value. Submitting it unchanged keeps the
@@ -53,7 +54,8 @@ def _unmask(submitted: dict[str, str], stored: dict[str, str], what: str, kept: 
 class McpServerForm(forms.ModelForm):
     url = forms.URLField(
         required=False, max_length=500, assume_scheme="http",
-        help_text="Streamable HTTP: the endpoint, e.g. http://127.0.0.1:8765/mcp",
+        help_text="Streamable HTTP: the endpoint, e.g. http://127.0.0.1:8765/mcp. SSE (deprecated, for servers "
+                  "older than MCP 2025-03-26): the event stream's URL, e.g. http://127.0.0.1:8765/sse",
     )
     args_text = forms.CharField(
         label="Arguments", required=False, widget=forms.Textarea(attrs={"rows": 3}),
@@ -133,8 +135,8 @@ class McpServerForm(forms.ModelForm):
         transport = data.get("transport")
         if transport == McpServer.Transport.STDIO and not data.get("command"):
             self.add_error("command", "A stdio server needs a command to start.")
-        if transport == McpServer.Transport.HTTP and not data.get("url"):
-            self.add_error("url", "A streamable HTTP server needs a URL.")
+        if transport in (McpServer.Transport.HTTP, McpServer.Transport.SSE) and not data.get("url"):
+            self.add_error("url", f"A{'n' if transport == McpServer.Transport.SSE else ''} {McpServer.Transport(transport).label} server needs a URL.")
         return data
 
     def save(self, commit: bool = True) -> McpServer:
@@ -144,6 +146,8 @@ class McpServerForm(forms.ModelForm):
         server.headers = self.cleaned_data["headers_text"]
         if commit:
             server.save()
+            if {"url", "transport"} & set(self.changed_data):
+                forget_grant(server.pk)  # its tokens were issued for the old address: never sent to a new one
         return server
 
 

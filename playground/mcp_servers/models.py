@@ -22,6 +22,8 @@ class McpServer(models.Model):
     class Transport(models.TextChoices):
         STDIO = "stdio", "stdio"
         HTTP = "http", "Streamable HTTP"
+        # The 2024-11-05 HTTP+SSE transport, for servers that never moved to streamable HTTP.
+        SSE = "sse", "SSE (deprecated)"
 
     class ProtocolEra(models.TextChoices):
         AUTO = protocol_eras.AUTO, "Auto (server/discover, else the initialize handshake)"
@@ -40,7 +42,7 @@ class McpServer(models.Model):
     command = StorableCharField(max_length=500, blank=True)
     args = StorableJSONField(default=list, blank=True)
     env = StorableJSONField(default=dict, blank=True)
-    # streamable HTTP
+    # streamable HTTP and SSE
     url = models.URLField(max_length=500, blank=True)
     headers = StorableJSONField(default=dict, blank=True)
 
@@ -94,9 +96,28 @@ class McpServer(models.Model):
         return mask_url(self.url or "")
 
     @property
+    def is_remote(self) -> bool:
+        """Reached over HTTP (streamable HTTP or SSE): a URL, headers, and possibly OAuth."""
+        return self.transport in (self.Transport.HTTP, self.Transport.SSE)
+
+    @property
+    def grant(self) -> McpServerAuth | None:
+        """Its OAuth grant (tokens, client, a Connect in progress), or None if it never needed one."""
+        try:
+            return self.oauth
+        except McpServerAuth.DoesNotExist:
+            return None
+
+    @property
+    def needs_authorization(self) -> bool:
+        """It answered 401 with `WWW-Authenticate` and holds no working grant: its page offers Connect."""
+        grant = self.grant
+        return grant is not None and grant.required and not grant.connected
+
+    @property
     def viewer_location(self) -> str:
         """The program's file name (stdio) or the URL's scheme and host, the path masked (HTTP)."""
-        if self.transport == self.Transport.HTTP:
+        if self.is_remote:
             return viewer_url(self.url or "")
         return command_basename(self.command or "")
 
@@ -222,6 +243,63 @@ class McpServerRequest(models.Model):
         return self.status == self.Status.PENDING
 
 
+class McpServerAuth(models.Model):
+    """A remote server's OAuth grant (mcp_servers/oauth.py): the client the playground is to its
+    authorization server, the tokens it was given, and a Connect in progress.
+
+    Every credential is sealed (`vault.seal`: tokens, client secrets, an authorization code on its
+    way to the flow) and never rendered: pages show "connected as …" to admins, "connected" to the
+    rest. The OAuth `state` is kept as a digest only. "Disconnect" deletes the grant's credentials.
+    """
+
+    server = models.OneToOneField(McpServer, on_delete=models.CASCADE, related_name="oauth")
+    # The server answered 401 with WWW-Authenticate: it needs a grant to be used at all.
+    required = models.BooleanField(default=False)
+    # A client an admin registered with the authorization server beforehand (else: dynamic
+    # registration, or the client ID metadata document of MCP_OAUTH_CLIENT_METADATA_URL).
+    client_id = StorableCharField(max_length=500, blank=True)
+    client_secret_sealed = StorableTextField(blank=True)
+    # The SDK's OAuthClientInformationFull as JSON, sealed (a registered client's secret is in it).
+    client_info_sealed = StorableTextField(blank=True)
+    redirect_uri = StorableCharField(max_length=500, blank=True)
+    # The SDK's OAuthToken as JSON, sealed; when its access token expires (the SDK refreshes it then).
+    tokens_sealed = StorableTextField(blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    account = StorableCharField(max_length=200, blank=True)  # "connected as …": never a credential
+    issuer = StorableCharField(max_length=500, blank=True)
+    scope = StorableCharField(max_length=500, blank=True)
+    connected_at = models.DateTimeField(null=True, blank=True)
+    connected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A Connect in progress: the digest of its `state`, when it began, and the code the callback
+    # brought back (sealed) for the flow waiting on the channel layer (oauth.py).
+    pending_state = StorableCharField(max_length=64, blank=True, db_index=True)
+    pending_since = models.DateTimeField(null=True, blank=True)
+    pending_code_sealed = StorableTextField(blank=True)
+    pending_iss = StorableCharField(max_length=500, blank=True)
+    last_error = StorableTextField(blank=True)  # why the last Connect failed, scrubbed
+    updated_at = models.DateTimeField(auto_now=True)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.tokens_sealed)
+
+    @property
+    def pending(self) -> bool:
+        """A Connect is in progress (one older than MCP_OAUTH_WAIT_SECONDS lost its web process: not)."""
+        if not self.pending_state or self.pending_since is None:
+            return False
+        from django.utils import timezone
+
+        return (timezone.now() - self.pending_since).total_seconds() <= settings.MCP_OAUTH_WAIT_SECONDS + 60
+
+    @property
+    def exchanging(self) -> bool:
+        """The person came back with a code; the playground is exchanging it for tokens."""
+        return self.pending_state == "exchanging"
+
+    @property
+    def has_client_secret(self) -> bool:
+        return bool(self.client_secret_sealed)
 class McpProtocolMessage(models.Model):
     """One JSON-RPC message of a Protocol view's transcript (protocol_log.py): between our client and
     a server (`scope` "server-<id>") or between a client and the gateway ("gateway-<session pk>").

@@ -43,14 +43,16 @@ from playground.engine.tools import (
 )
 from playground.mcp_servers.connection import (
     DEFAULT_CONNECT_TIMEOUT,
+    McpAuthorizationNeeded,
     McpCallTimeout,
     McpConnectionError,
     McpToolListing,
     ServerProbe,
     list_server_tools,
 )
+from playground.mcp_servers import oauth
 from playground.mcp_servers.models import McpServer
-from playground.mcp_servers.secrets import scrub_for
+from playground.mcp_servers.secrets import scrub, scrub_for
 from playground.mcp_servers.protocol_log import transcript_for_server
 from playground.mcp_servers.server_log import sink_for
 from playground.mcp_servers.status import broadcast_server_status
@@ -158,6 +160,8 @@ def sync_server(server: McpServer, *, timeout: float = DEFAULT_CONNECT_TIMEOUT) 
                                             transcript=transcript_for_server(server.pk, config))
     except Exception as exc:  # noqa: BLE001 - any failure becomes the server's visible error
         message = str(exc) if isinstance(exc, McpConnectionError) else f"{exc.__class__.__name__}: {exc}"
+        if isinstance(exc, McpAuthorizationNeeded):
+            oauth.note_required(server.pk)  # its page offers Connect instead of the error
         return _record_failure(server, message, started)
 
     return apply_listing(server, listings, probe, started=started)
@@ -205,8 +209,11 @@ def apply_listing(server: McpServer, listings: list[McpToolListing], probe: Serv
 
 
 def _record_failure(server: McpServer, message: str, started: float) -> SyncResult:
-    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets.
+    # Stored, pushed to every open page and returned to Celery (which logs a task's result): no secrets
+    # (a remote server's OAuth tokens and client secret included).
     message = scrub_for(server, message)
+    if server.is_remote:
+        message = scrub(message, oauth.grant_secrets(server.pk))
     result = SyncResult(
         server=server.name, ok=False, status=McpServer.Status.FAILED, error=message,
         duration_ms=(time.perf_counter() - started) * 1000,

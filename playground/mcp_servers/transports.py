@@ -1,4 +1,5 @@
-"""Transports: how the playground reaches one MCP server (stdio child process or streamable HTTP).
+"""Transports: how the playground reaches one MCP server (stdio child process, streamable HTTP, or
+the deprecated HTTP+SSE transport of 2024-11-05 servers).
 
 A transport only opens the message streams; `connection.open_connection` puts an MCP
 `ClientSession` on top. To add a kind, subclass `McpTransport`, implement `streams()`, and add it
@@ -20,8 +21,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from playground.mcp_servers.oauth import grant_marker, provider_for
 from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 from playground.mcp_servers.secrets import command_basename, mask_args, mask_url, viewer_url
 
@@ -41,6 +44,10 @@ class ServerConfig:
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     protocol_era: str = DEFAULT_PROTOCOL_ERA  # McpServer.ProtocolEra: "legacy", "auto" or a modern version
+    # A remote server's OAuth grant (oauth.py): its row's id, and (redirect URI, connected at) while
+    # it holds one — the tokens themselves stay in the database, sealed, and never ride here.
+    server_id: int = 0
+    oauth: tuple[str, ...] = ()
 
     @classmethod
     def from_server(cls, server: Any) -> ServerConfig:
@@ -53,6 +60,8 @@ class ServerConfig:
             url=server.url or "",
             headers={str(k): str(v) for k, v in (server.headers or {}).items()},
             protocol_era=getattr(server, "protocol_era", "") or DEFAULT_PROTOCOL_ERA,
+            server_id=getattr(server, "pk", None) or 0,
+            oauth=grant_marker(server),
         )
 
     @property
@@ -60,7 +69,7 @@ class ServerConfig:
         """Changes whenever the way to reach the server changes: a pooled session is keyed on it."""
         payload = json.dumps(
             [self.transport, self.command, list(self.args), dict(self.env), self.url, dict(self.headers),
-             self.protocol_era],
+             self.protocol_era, *([list(self.oauth)] if self.oauth else [])],
             sort_keys=True,
         )
         return hashlib.sha1(payload.encode()).hexdigest()[:16]
@@ -70,14 +79,18 @@ class ServerConfig:
         values, path keys and secret arguments masked."""
         if self.transport == "stdio":
             return "stdio: " + shlex.join([self.command, *mask_args(self.args)])
-        return f"streamable HTTP: {mask_url(self.url)}"
+        return f"{self.transport_label}: {mask_url(self.url)}"
 
     def describe_briefly(self) -> str:
         """Where the server is, as every role may see it (error messages, logs, conversation
         events): the program's file name, or the URL's scheme and host."""
         if self.transport == "stdio":
             return f"stdio: {command_basename(self.command)}"
-        return f"streamable HTTP: {viewer_url(self.url)}"
+        return f"{self.transport_label}: {viewer_url(self.url)}"
+
+    @property
+    def transport_label(self) -> str:
+        return "SSE (deprecated)" if self.transport == "sse" else "streamable HTTP"
 
 
 class McpTransport(ABC):
@@ -170,7 +183,8 @@ class StdioTransport(McpTransport):
 
 
 class StreamableHttpTransport(McpTransport):
-    """Talks to a running server over streamable HTTP, sending the configured headers."""
+    """Talks to a running server over streamable HTTP, sending the configured headers, and its OAuth
+    grant's access token when it holds one (the SDK's provider refreshes it when it expires)."""
 
     kind = "http"
 
@@ -178,16 +192,33 @@ class StreamableHttpTransport(McpTransport):
     connect_timeout = 10.0
     read_timeout = 300.0
 
+    def __init__(self, config: ServerConfig) -> None:
+        super().__init__(config)
+        # Set by whoever opens the connection to run an interactive sign-in (oauth_connect.py);
+        # otherwise the stored grant's provider, if the server has one.
+        self.auth: httpx2.Auth | None = None
+        # The server's `WWW-Authenticate` when it answered 401: it wants OAuth (the page offers Connect).
+        self.auth_challenge = ""
+
+    def http_auth(self) -> httpx2.Auth | None:
+        """The auth this connection sends through (kept as `auth`: its failure explains a 401)."""
+        if self.auth is None and self.config.oauth and self.config.server_id:
+            self.auth = provider_for(self.config.server_id, self.config.url, self.config.oauth[0])
+        return self.auth
+
+    def http_client(self, headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                    auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers=headers if headers is not None else dict(self.config.headers),
+            timeout=timeout or httpx2.Timeout(self.connect_timeout, read=self.read_timeout),
+            auth=auth, event_hooks={"response": [self._watch_response]},
+        )
+
     @asynccontextmanager
     async def streams(self) -> AsyncIterator[tuple[Any, Any]]:
         if not self.config.url:
             raise ValueError("no URL configured for this streamable HTTP server")
-        client = httpx2.AsyncClient(
-            headers=dict(self.config.headers),
-            timeout=httpx2.Timeout(self.connect_timeout, read=self.read_timeout),
-            event_hooks={"response": [self._watch_response]},
-        )
-        async with client:
+        async with self.http_client(auth=self.http_auth()) as client:
             async with streamable_http_client(connect_url(self.config), http_client=client) as pair:
                 yield pair
 
@@ -204,7 +235,27 @@ class StreamableHttpTransport(McpTransport):
             self._session_id = session_id
         if response.status_code >= 400:
             request = response.request
+            if response.status_code == 401 and response.headers.get("www-authenticate"):
+                self.auth_challenge = response.headers["www-authenticate"][:500]
             self.note("error", f"HTTP {response.status_code} {response.reason_phrase} for {request.method} {mask_url(str(request.url))}")
+
+
+class SseTransport(StreamableHttpTransport):
+    """The HTTP+SSE transport of 2024-11-05 (a GET event stream, messages POSTed to the endpoint it
+    names), through the SDK's `sse_client`: deprecated by MCP since 2025-03-26, accepted for servers
+    that never moved to streamable HTTP. Headers and OAuth as for streamable HTTP."""
+
+    kind = "sse"
+
+    @asynccontextmanager
+    async def streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        if not self.config.url:
+            raise ValueError("no URL configured for this SSE server")
+        async with sse_client(
+            connect_url(self.config), headers=dict(self.config.headers), timeout=self.connect_timeout,
+            sse_read_timeout=self.read_timeout, httpx_client_factory=self.http_client, auth=self.http_auth(),
+        ) as pair:
+            yield pair
 
 
 def connect_url(config: ServerConfig) -> str:
@@ -224,6 +275,7 @@ def connect_url(config: ServerConfig) -> str:
 TRANSPORTS: dict[str, type[McpTransport]] = {
     StdioTransport.kind: StdioTransport,
     StreamableHttpTransport.kind: StreamableHttpTransport,
+    SseTransport.kind: SseTransport,
 }
 
 

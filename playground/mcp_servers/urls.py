@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from playground.access import ADMIN, EDITOR, VIEWER, allow
-from playground.mcp_servers import protocol_views, scratch_views, views
+from playground.access import ADMIN, EDITOR, PUBLIC, VIEWER, allow
+from playground.mcp_servers import oauth_views, protocol_views, scratch_views, views
 
 app_name = "mcp_servers"
 # Who may use each route (see playground/urls.py): viewers read; anything that changes a server,
@@ -43,6 +43,14 @@ access_rules = {
     # Trying a server without registering it: a URL for editors, a command for admins (the view checks).
     "server_try": allow(get=EDITOR, post=EDITOR),
     "server_protocol_export": allow(get=ADMIN),
+    # OAuth (oauth_views.py): the grant's card shows no credential (viewers: connected or not);
+    # connecting, disconnecting and the callback the sign-in returns to are the admins'. The client
+    # ID metadata document is what authorization servers fetch: public, and holds no secret.
+    "server_oauth": allow(get=VIEWER),
+    "server_oauth_connect": allow(post=ADMIN),
+    "server_oauth_disconnect": allow(post=ADMIN),
+    "oauth_callback": allow(get=ADMIN),
+    "oauth_client_metadata": allow(get=PUBLIC),
 }
 urlpatterns = [
     path("", views.server_list, name="server_list"),
@@ -75,4 +83,9 @@ urlpatterns = [
     path("<int:pk>/protocol/export/", protocol_views.server_protocol_export, name="server_protocol_export"),
     path("<int:pk>/roots/", views.server_roots, name="server_roots"),
     path("<int:pk>/requests/<int:request_pk>/answer/", views.server_request_answer, name="server_request_answer"),
+    path("<int:pk>/oauth/", oauth_views.server_oauth, name="server_oauth"),
+    path("<int:pk>/oauth/connect/", oauth_views.server_oauth_connect, name="server_oauth_connect"),
+    path("<int:pk>/oauth/disconnect/", oauth_views.server_oauth_disconnect, name="server_oauth_disconnect"),
+    path("oauth/callback/", oauth_views.oauth_callback, name="oauth_callback"),
+    path("oauth/client-metadata.json", oauth_views.oauth_client_metadata, name="oauth_client_metadata"),
 ]

@@ -88,11 +88,12 @@ def free_port() -> int:
 
 
 class HttpDemoServer:
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, *, sse: bool = False) -> None:
+        """The demo server over streamable HTTP, or over the deprecated HTTP+SSE transport (`sse`)."""
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
         self.process = subprocess.Popen(
-            [sys.executable, *DEMO_ARGS, "--http", "--port", str(self.port)],
+            [sys.executable, *DEMO_ARGS, "--sse" if sse else "--http", "--port", str(self.port)],
             env={**os.environ, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

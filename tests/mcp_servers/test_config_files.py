@@ -43,13 +43,17 @@ def test_a_claude_desktop_config_is_imported_entry_by_entry(admin_client, no_syn
     McpServer.objects.create(name="existing", command="x")
     config = {"mcpServers": {**CLAUDE_DESKTOP["mcpServers"], "existing": {"command": "y"}}}
     html = upload(admin_client, json.dumps(config).encode()).content.decode()
-    assert 'data-testid="import-outcome"' in html and "2 servers imported" in html
+    assert 'data-testid="import-outcome"' in html and "3 servers imported" in html
     files, remote = McpServer.objects.get(name="files"), McpServer.objects.get(name="remote")
     assert (files.transport, files.command, files.args, files.env) == (
         "stdio", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"], {"GITHUB_TOKEN": "ghp_imported_secret_value_123456"})
     assert (remote.transport, remote.url, remote.headers) == ("http", "https://mcp.example.com/mcp", {"Authorization": "Bearer s3cret-header-9"})
-    assert sorted(no_syncs) == ["files", "remote"]
-    assert "legacy: transport &#x27;sse&#x27; is not one the playground speaks" in html
+    assert sorted(no_syncs) == ["files", "legacy", "remote"]
+    # The deprecated SSE transport is accepted for old servers (and exported as such again).
+    legacy = McpServer.objects.get(name="legacy")
+    assert (legacy.transport, legacy.url) == ("sse", "https://old.example.com/sse")
+    assert json.loads(admin_client.get(reverse("mcp_servers:server_export", args=[legacy.pk])).content)["mcpServers"]["legacy"] == {
+        "type": "sse", "url": "https://old.example.com/sse"}
     assert "bad name!: the name must be" in html and "nocommand: a stdio server needs a command" in html
     assert "existing: a server of that name exists already" in html and McpServer.objects.get(name="existing").command == "x"
     assert "ghp_imported_secret_value_123456" not in html and "s3cret-header-9" not in html
