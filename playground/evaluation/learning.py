@@ -103,7 +103,7 @@ def _train_and_measure(row: LearnedRanking, say) -> tuple[dict[str, Any], Engine
         team["before"] = figures(evaluate_backend(backend, catalog, test, toolset=labelled_sets.toolset_name(profile), split="test"))
         team["after"] = figures(evaluate_backend(learned, catalog, test, toolset=labelled_sets.toolset_name(profile), split="test"))
     shared = []
-    limit = getattr(settings, "LEARNED_RANKING_SHARED_LIMIT", None)
+    limit = settings.LEARNED_RANKING_SHARED_LIMIT or None
     for name in shared_toolsets():
         say(f"measuring the shared toolset {name}")
         shared_catalog, shared_queries = load_toolset(name)

@@ -36,6 +36,7 @@ from playground.engine.catalog_io import LabelledQuery
 from playground.engine.evaluate import RANKED_DEPTH, first_hit_rank, hits, reciprocal_rank
 from playground.engine.search.base import ScoredTool, SearchBackend, TermContribution, ToolSearchResult
 from playground.engine.search.mentions import named_tools
+from playground.engine.search.query import QueryReading
 from playground.engine.search.semantic import dense_side
 from playground.engine.search.usage import UsageLog
 from playground.engine.tools import ToolCatalog
@@ -210,7 +211,8 @@ class LearnedBackend(SearchBackend):
     def build_index(self, catalog: ToolCatalog, **kwargs: Any) -> Any:
         return self.base.build_index(catalog, **kwargs)
 
-    def rank(self, reading, index, catalog, max_results):  # noqa: ANN001 - search is overridden
+    def rank(self, reading: QueryReading, index: Any, catalog: ToolCatalog, max_results: int) -> list[ScoredTool]:
+        """The base backend's ranking (`search` re-ranks it; this is what a caller of `rank` alone gets)."""
         return self.base.rank(reading, index, catalog, max_results)
 
     def index_for(self, catalog: ToolCatalog, usage: UsageLog | None = None) -> Any:
@@ -229,20 +231,29 @@ class LearnedBackend(SearchBackend):
     def search(self, query: str, catalog: ToolCatalog, *, max_results: int = 5, pending_mcp_servers: Sequence[str] = (),
                usage: UsageLog | None = None) -> ToolSearchResult:
         max_results = max(1, int(max_results))
-        result = self.base.search(query, catalog, max_results=max(max_results, CANDIDATES),
-                                  pending_mcp_servers=pending_mcp_servers, usage=self._usage(usage))
+        usage = self._usage(usage)
+        result = self.base.search(query, catalog, max_results=max_results, pending_mcp_servers=pending_mcp_servers, usage=usage)
         result.backend = self.name
-        if result.reading.kind == "keyword" and result.scored and self.ranking.enabled \
+        # Only over the backend's own index: an answer from a previous index or the keyword fallback
+        # (indexed.py, while vectors are built) is left alone — re-ranking it would encode the catalog here.
+        if result.reading.kind == "keyword" and result.scored and self.ranking.enabled and not result.index_state \
                 and not named_tools(query, catalog, result.reading.required):
+            scored = deeper(self.base, query, catalog, result, usage)
             vectors = tool_vectors(self.dense, catalog)
-            result.scored = self.ranking.rerank(result.scored, self.dense.embed_query(query), vectors,
-                                                required=bool(result.reading.required))
-        result.scored = result.scored[:max_results]
-        if result.scored:
+            result.scored = self.ranking.rerank(scored, self.dense.embed_query(query), vectors,
+                                                required=bool(result.reading.required))[:max_results]
             result.matches = [s.name for s in result.scored]
-        else:
-            result.matches = result.matches[:max_results]
         return result
+
+
+def deeper(base: SearchBackend, query: str, catalog: ToolCatalog, shown: ToolSearchResult, usage: UsageLog | None) -> list[ScoredTool]:
+    """The candidates: the answer as the base backend gave it (its first tools can depend on how many
+    were asked for), then the rest of its first CANDIDATES."""
+    if len(shown.scored) >= CANDIDATES:
+        return list(shown.scored)
+    more = base.search(query, catalog, max_results=CANDIDATES, usage=usage).scored
+    names = {s.name for s in shown.scored}
+    return [*shown.scored, *(s for s in more if s.name not in names)]
 
 
 def tool_vectors(dense: SearchBackend, catalog: ToolCatalog) -> dict[str, np.ndarray]:
@@ -369,14 +380,13 @@ def train_ranking(backend: SearchBackend, catalog: ToolCatalog, examples: Sequen
             continue
         others = [q for q, f in zip(examples, folds) if f != fold]
         partial = _ranking(encoder_id, others, vectors[~inside], vectors_by_tool)
-        learned_backend = LearnedBackend(backend, partial)
         for q, vector in zip([q for q, f in zip(examples, folds) if f == fold], vectors[inside]):
-            result = learned_backend.base.search(q.query, catalog, max_results=CANDIDATES, usage=partial.usage or None)
-            scored = result.scored
+            result = backend.search(q.query, catalog, max_results=RANKED_DEPTH, usage=partial.usage or None)
             base_order = list(result.matches)
-            if result.reading.kind != "keyword" or not scored or named_tools(q.query, catalog, result.reading.required):
+            if result.reading.kind != "keyword" or not result.scored or named_tools(q.query, catalog, result.reading.required):
                 per_query.append((fold, q, [], np.zeros((0, len(FEATURES))), base_order))
                 continue
+            scored = deeper(backend, q.query, catalog, result, partial.usage or None)
             names = partial.candidates(scored, vector, bool(result.reading.required), vectors_by_tool)
             x = partial.features(names, scored, vector, vectors_by_tool)
             accepted = set().union(*(q.accepted_names(g) for g in q.expected_tool_names))
