@@ -240,6 +240,9 @@ TOOLSEARCH_VECTOR_STORE = os.environ.get("TOOLSEARCH_VECTOR_STORE", "database")
 # search encodes in the request at most this many tools without a vector; beyond it, it answers from
 # the last complete index or with the keyword backend, and says so.
 TOOLSEARCH_INLINE_EMBED_LIMIT = envint("TOOLSEARCH_INLINE_EMBED_LIMIT", 64)
+# A profile's learned ranking is measured on every shared toolset's test split before it may be
+# switched on (evaluation/learning.py): 0 = the whole split, else an even sample of this many queries.
+LEARNED_RANKING_SHARED_LIMIT = envint("LEARNED_RANKING_SHARED_LIMIT", 0)
 # Learning from usage: a keyword ToolSearch query followed by a successful call of a tool it returned
 # is kept, and the BM25 and hybrid backends index such queries as the tool's "usage" field.
 TOOLSEARCH_LEARN_FROM_USAGE = envbool("TOOLSEARCH_LEARN_FROM_USAGE", True)

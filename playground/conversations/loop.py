@@ -60,7 +60,7 @@ from playground.engine.tokens import TokenCounter, count_messages
 from playground.engine.tools import TOOL_SEARCH_NAME, ToolCatalog
 from playground.engine.turn import TurnPlan
 from playground.mcp_servers.executor import PlaygroundExecutor
-from playground.registry import adapter, backends
+from playground.registry import adapter, backends, learned_rankings
 from playground.registry.models import AgentProfile
 from playground.registry.prices import current_price_table
 
@@ -243,7 +243,8 @@ class AgentRun:
         if self.agent_settings.server_search and self.agent_settings.wire not in self.provider.wire_styles:
             raise ProviderError(f"The {self.provider.label} cannot run Anthropic's server-side search tools; "
                                 "choose a native or client profile, or set ANTHROPIC_API_KEY.", kind="configuration")
-        backend = backends.search_backend(self.agent_settings.backend)
+        # The profile's learned ranking, when an editor switched one on (registry/learned_rankings.py).
+        backend = learned_rankings.with_learned_ranking(self.conversation.profile_id, backends.search_backend(self.agent_settings.backend))
         counter = adapter.token_counter()
         final_text = ""
         first_turn = 1

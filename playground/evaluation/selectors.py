@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from playground.engine.catalog_io import BUNDLED_TOOLSETS, toolset_names, toolsets_dir
 from playground.engine.search import quality
+from playground.evaluation.learning_gate import refusals
 from playground.evaluation.models import EvaluationRun
+from playground.registry.models import LearnedRanking
 
 
 def available_toolsets() -> list[str]:
@@ -133,3 +135,41 @@ def recall_chart(run: EvaluationRun, *, width: int = 640, height: int = 240) -> 
         groups.append((left + g * group_w + group_w / 2, name, shown, row["backend"]))
     gridlines = [(top + plot_h * (1 - v), f"{v:.2f}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
     return Chart(width=width, height=height, bars=bars, gridlines=gridlines, groups=groups, two_line_labels=tuned)
+
+
+LEARNED_METRICS = (("top@1", "top-1"), ("mrr", "MRR@10"), ("recall@5", "R@5"), ("recall@10", "R@10"))
+
+
+def _before_after(before: dict | None, after: dict | None) -> list[dict]:
+    """Per metric: before, after and the change, for a template (none when not measured)."""
+    if not before or not after:
+        return []
+    return [{"metric": label, "before": before[key], "after": after[key], "delta": after[key] - before[key]}
+            for key, label in LEARNED_METRICS]
+
+
+def learned_rankings_by_profile(profiles: list[tuple]) -> list[dict]:
+    """Per (profile, labelled rows): its learned-ranking versions, newest first, with their figures
+    and why one may not be switched on (the service's own gate, `learning.refusals`)."""
+    rows = LearnedRanking.objects.filter(profile__in=[p for p, _ in profiles]).defer("artefact").select_related("created_by")
+    by_profile: dict[int, list[LearnedRanking]] = {}
+    for row in rows:
+        by_profile.setdefault(row.profile_id, []).append(row)
+    answer = []
+    for profile, labelled in profiles:
+        versions = []
+        for row in by_profile.get(profile.pk, []):
+            metrics = row.metrics or {}
+            team = metrics.get("team") or {}
+            versions.append({
+                "row": row, "team": _before_after(team.get("before"), team.get("after")), "train": team.get("train"),
+                "test": team.get("test"),
+                "shared": [{"toolset": s["toolset"], "queries": s["queries"], "figures": _before_after(s["before"], s["after"])}
+                           for s in metrics.get("shared") or []],
+                "refusals": refusals(metrics) if row.status == LearnedRanking.Status.READY else [],
+                "folds": _before_after((metrics.get("cross_validation") or {}).get("base"),
+                                       (metrics.get("cross_validation") or {}).get("learned")),
+                "folds_queries": (metrics.get("cross_validation") or {}).get("queries"),
+            })
+        answer.append({"profile": profile, "labelled": labelled, "versions": versions})
+    return answer

@@ -11,9 +11,11 @@ access_rules = {
     "index": allow(get=VIEWER, post=EDITOR),
     "detail": allow(get=VIEWER),
     "progress": allow(get=VIEWER),
+    "learned": allow(get=VIEWER, post=EDITOR),
 }
 urlpatterns = [
     path("", views.index, name="index"),
     path("runs/<int:pk>/", views.detail, name="detail"),
     path("runs/<int:pk>/progress/", views.progress, name="progress"),
+    path("learned/", views.learned, name="learned"),
 ]

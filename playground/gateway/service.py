@@ -42,7 +42,7 @@ from playground.gateway import listen
 from playground.gateway.events import record_event
 from playground.gateway.models import GatewayDiscovery, GatewayEvent, GatewayPrompt, GatewaySession
 from playground.mcp_servers.executor import PlaygroundExecutor
-from playground.registry import adapter, backends
+from playground.registry import adapter, backends, learned_rankings
 from playground.registry.models import AgentProfile
 from playground.registry.previews import profile_settings
 
@@ -166,7 +166,7 @@ def profile_view(profile: AgentProfile | int) -> ProfileView:
     catalog, filtered = adapter.filtered_catalog(profile, policy=policy)
     # MCP tool lists have no defer_loading or tool_reference: the client style is what fits.
     agent_settings = adapter.agent_settings(profile, wire=CLIENT_STYLE)
-    backend = backends.search_backend(agent_settings.backend)
+    backend = learned_rankings.with_learned_ranking(profile.pk, backends.search_backend(agent_settings.backend))
     # `filtered` is a new object whenever the catalog, the rules or the profile's tool lists change.
     key = (profile.pk, id(filtered), repr(agent_settings), id(backend))
     with _plan_lock:

@@ -330,3 +330,46 @@ class LabelledQuery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.query[:40]} → {self.tool_name}"
+
+
+class LearnedRanking(models.Model):
+    """One trained version of a profile's learned ranking (engine/search/learned.py): the artefact and
+    its figures before and after, on the team's own test split and on every shared test split. Off
+    until an editor switches it on, which the evaluation's service allows only when it wins on the
+    team's split and loses nothing on the shared ones; at most one version of a profile is on."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        TRAINING = "training", "Training"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="learned_rankings")
+    version = models.PositiveIntegerField()
+    status = StorableCharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    enabled = models.BooleanField(default=False)
+    backend = StorableCharField(max_length=200, blank=True)  # the spec it was trained over ("" = the default)
+    encoder_id = StorableCharField(max_length=200, blank=True)
+    artefact = models.BinaryField(null=True, blank=True)  # LearnedRanking.to_bytes()
+    # {"team": {"train", "test", "before", "after"}, "shared": [{"toolset", "queries", "before", "after"}],
+    #  "cross_validation": {...}, "learner_on": bool, "reason": str}
+    metrics = StorableJSONField(default=dict, blank=True)
+    progress_message = StorableCharField(max_length=200, blank=True)
+    error = StorableTextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "version"], name="learned_ranking_version_once"),
+            models.UniqueConstraint(fields=["profile"], condition=models.Q(enabled=True), name="learned_ranking_one_on"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id} v{self.version} ({self.status}{', on' if self.enabled else ''})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.TRAINING)

@@ -32,8 +32,8 @@ from playground.engine.pricing import PriceTable, PriceTableError, price_table
 from playground.engine.prompt_cache import CACHE_TTLS, DEFAULT_TTL
 from playground.engine.requests import AgentSettings, ConversationState
 from playground.bench import search_speed
-from playground.engine.search import quality
-from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, get_backend
+from playground.engine.search import learning_eval, quality
+from playground.engine.search.backends import BENCH_BACKENDS, BUILTIN_BACKENDS, backend_from_spec, get_backend
 from playground.engine.search.base import SearchBackend
 from playground.engine.tokens import CharEstimateCounter
 from playground.engine.toolsearch_tool import run_tool_search
@@ -128,6 +128,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.learn_from != "none":
+        return cmd_eval_learning(args)
     if args.toolsets:
         return cmd_eval_suite(args)
     if not (args.catalog and args.queries):
@@ -153,6 +155,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"  recall@10     {m['recall_at_10']:.3f}")
     print(f"  full hit@{k}    {m['full_hit_at_k']:.3f}")
     print(f"  latency       p50 {m['p50_ms']:.3f} ms, p95 {m['p95_ms']:.3f} ms")
+    return 0
+
+
+def cmd_eval_learning(args: argparse.Namespace) -> int:
+    """`eval --learn-from dev`: for each toolset (default: every shared one), a learned ranking trained
+    on its dev split, and its test split before, with the usage field only, and after."""
+    if args.style == "both":
+        raise BadInput("--learn-from measures one query style at a time: --style natural or keyword")
+    if args.split != "test" or args.usage_from != "none" or args.catalog or args.queries:
+        raise BadInput("--learn-from dev trains on the dev split and reports the test split of --toolsets (no --split, --usage-from, --catalog)")
+    names = list(quality.TOOLSETS) if args.toolsets in (None, "all") else [t.strip() for t in args.toolsets.split(",") if t.strip()]
+    progress = (lambda fraction, message: print(f"... {fraction:5.1%} {message}", file=sys.stderr, flush=True)) if args.progress else None
+    try:
+        backend = backend_from_spec(args.backends or args.backend)
+        results = learning_eval.run_learning(names, backend, style=args.style, limit=args.limit,
+                                             root=Path(args.toolsets_dir) if args.toolsets_dir else None, progress=progress)
+    except ValueError as exc:  # an unknown toolset, a backend that cannot learn (no dense side)
+        raise BadInput(str(exc)) from None
+    if args.json:
+        print(json.dumps({"learn_from": args.learn_from, "split": "test", "limit": args.limit, "style": args.style,
+                          "results": [r.to_dict() for r in results]}, ensure_ascii=False, indent=2))
+        return 0
+    print(f"learned from each toolset's {args.learn_from} split, measured on its test split"
+          f"{f' ({args.limit} sampled queries)' if args.limit else ''}; {args.style} requests; in-domain, not zero-shot")
+    print(learning_eval.format_learning(results))
     return 0
 
 
@@ -476,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--progress", action="store_true", help="with --toolsets: progress lines on stderr")
     evaluation.add_argument("--usage-from", choices=["none", "dev"], default="none",
                             help="with --toolsets and --split test: use the dev split's queries as a log of past searches (learning from usage; reported as '+usage', not zero-shot)")
+    evaluation.add_argument("--learn-from", choices=list(learning_eval.LEARN_SOURCES), default="none",
+                            help="train a learned ranking on each toolset's dev split (default: every shared toolset) and report its test split before and after")
     evaluation.set_defaults(handler=cmd_eval)
 
     bench = commands.add_parser("bench", help="claude-code vs its plain transcription at 1k/10k/100k tools")

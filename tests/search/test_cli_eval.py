@@ -76,3 +76,22 @@ def test_backend_lists_split_on_commas_outside_json_values():
         "bm25", "hybrid:bm25={\"scoring\":\"bm25f\",\"k1\":1.5}", "bm25:field_weights={\"name\":2,\"schema\":0.3}",
     ]
     assert split_specs("") == [] and split_specs("a,,b") == ["a", "b"]
+
+
+def test_eval_learn_from_dev_reports_before_and_after_per_toolset(toy_toolsets):  # noqa: F811
+    done = run_cli("eval", "--learn-from", "dev", "--toolsets", "toy", "--json", "--toolsets-dir", str(toy_toolsets))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["learn_from"] == "dev" and report["split"] == "test"
+    (row,) = report["results"]
+    assert row["toolset"] == "toy" and row["test_queries"] + row["train_queries"] == 12
+    for figures in (row["before"], row["usage_only"], row["after"]):
+        assert set(figures) == {"top@1", "mrr", "recall@5", "recall@10"}
+    # Four dev requests are too few to learn from: the learner stays off and says so; after = the usage log's figures.
+    assert row["enabled"] is False and "at least" in row["reason"] and row["after"] == row["usage_only"]
+    assert row["delta"]["recall@5"] == round(row["after"]["recall@5"] - row["before"]["recall@5"], 4)
+
+    no_dense = run_cli("eval", "--learn-from", "dev", "--toolsets", "toy", "--backend", "bm25", "--toolsets-dir", str(toy_toolsets))
+    assert no_dense.returncode == 2 and "no dense side" in no_dense.stderr
+    both = run_cli("eval", "--learn-from", "dev", "--toolsets", "toy", "--style", "both", "--toolsets-dir", str(toy_toolsets))
+    assert both.returncode == 2 and "one query style" in both.stderr
