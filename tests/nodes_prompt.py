@@ -6,7 +6,7 @@ time tool, then: starts a conversation and sends its message through node A, wat
 node B's socket, answers the prompt through node B's answer form, and reads on until the run's final
 status. It prints one JSON object (what the test asserts) and nothing else on stdout.
 
-    python -m tests.nodes_prompt [--database-url postgres://…]
+    python -m tests.nodes_prompt [--database-url postgres://… [--database-template NAME]]
 """
 from __future__ import annotations
 
@@ -101,8 +101,10 @@ def tasks_run(log: str) -> list[list[str]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--database-template", default="")
     args = parser.parse_args()
-    stack = EmbeddedStack(workers=1, database_url=args.database_url, log=say, web_nodes=2, worker_nodes=2)
+    stack = EmbeddedStack(workers=1, database_url=args.database_url, log=say, web_nodes=2, worker_nodes=2,
+                          template_database=args.database_template)
     failed = True
     try:
         stack.start()

@@ -3,8 +3,9 @@
 The end-to-end test starts the command as a child process, as `make load` does: it brings up its
 own stack (daphne and a Celery worker through playground.runner), logs in through the real form,
 runs two demo-agent conversations over their sockets and prints `--json`. Its isolation is the
-command's own: a database of its own (on the PostgreSQL server of DATABASE_URL under CI, an SQLite
-file otherwise), its own Channels prefix and Celery queue on this session's Redis.
+command's own: a database of its own (on the PostgreSQL server of DATABASE_URL under CI, copied from
+one prepared once for the module — `stack_database` —, an SQLite file otherwise), its own Channels
+prefix and Celery queue on this session's Redis.
 """
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from playground.loadtest.cli import cpu_spent, parse_levels
-from playground.loadtest.stack import process_tree_cpu_seconds, run_database_url
+from playground.loadtest.cli import cpu_spent, parse_args, parse_levels
+from playground.loadtest.stack import EmbeddedStack, StackError, process_tree_cpu_seconds, run_database_url
 from playground.loadtest.stats import (
     LEVEL_KEYS, STACK_KEYS, WATCHER_KEYS, ConversationResult, format_table, percentile, read_frame, sequence_check, summarize_level,
     summarize_watchers,
 )
+
+from tests.conftest import RUN_ID
+from tests.loadtest_template import drop_template
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +106,17 @@ def test_format_table_and_levels():
             parse_levels(bad)
 
 
+def test_a_database_template_needs_postgresql_and_a_plain_name(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--database-template", "prepared"])  # no --database-url: the stack's SQLite file
+    assert "--database-template needs a PostgreSQL --database-url" in capsys.readouterr().err
+    assert parse_args(["--database-url", "postgres://h/p", "--database-template", "prepared"]).database_template == "prepared"
+    with pytest.raises(StackError, match="not a plain identifier"):
+        EmbeddedStack(database_url="postgres://h/p", template_database='x"; DROP DATABASE y; --')
+    with pytest.raises(StackError, match="needs a PostgreSQL"):
+        EmbeddedStack(database_url="", template_database="prepared")
+
+
 def test_cpu_spent_per_process_tree():
     assert cpu_spent({"web": 1.0, "worker": 2.0}, {"web": 1.5, "worker": 4.0}) == {"web": 0.5, "worker": 2.0}
     assert cpu_spent(None, {"web": 1.0}) == {} and cpu_spent({"web": None}, {"web": 1.0}) == {}
@@ -121,14 +136,34 @@ def test_process_tree_cpu_and_database_url():
 
 
 # -- end to end ---------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_two_conversations_end_to_end_on_an_embedded_stack():
-    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "2", "--workers", "1", "--json"]
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        command += ["--database-url", database_url]  # a database created for the run on that server
+def run_child(command: list[str]) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+
+
+@pytest.fixture(scope="module")
+def stack_database():
+    """The database arguments of every stack below. Under PostgreSQL (CI) each stack's own database is
+    created on that server as a copy of one prepared once for this module (tests/loadtest_template.py:
+    migrated, demo data, search index built), instead of each stack migrating, loading and encoding
+    the same 707 tools again (most of each test's time). On SQLite each stack prepares its own file."""
+    database_url = os.environ.get("DATABASE_URL", "")
+    if not database_url.startswith(("postgres://", "postgresql://")):
+        yield []
+        return
+    name = f"loadtest_template_{RUN_ID}"
+    try:
+        prepared = run_child([sys.executable, "-m", "tests.loadtest_template", "--database-url", database_url, "--name", name])
+        assert prepared.returncode == 0, prepared.stderr[-6000:]
+        yield ["--database-url", database_url, "--database-template", name]
+    finally:
+        drop_template(database_url, name)
+
+
+@pytest.mark.slow
+def test_two_conversations_end_to_end_on_an_embedded_stack(stack_database):
+    command = [sys.executable, "-m", "playground.loadtest", "--conversations", "2", "--workers", "1", "--json"]
+    completed = run_child(command + stack_database)
     assert completed.returncode == 0, completed.stderr[-6000:]
     report = json.loads(completed.stdout)  # stdout holds the JSON and nothing else
     assert list(report) == ["levels"] and len(report["levels"]) == 1
@@ -144,16 +179,12 @@ def test_two_conversations_end_to_end_on_an_embedded_stack():
 
 
 @pytest.mark.slow
-def test_watchers_read_only_sockets_on_one_conversation_see_every_frame():
+def test_watchers_read_only_sockets_on_one_conversation_see_every_frame(stack_database):
     """`--watchers 6`: one demo conversation (its words streamed, fast) watched through a share link by six
     logged-out sockets; each gets every saved event once, and the report has the issue's keys."""
     command = [sys.executable, "-m", "playground.loadtest", "--watchers", "6", "--workers", "1", "--warmup", "0",
                "--words-per-second", "200", "--json"]
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        command += ["--database-url", database_url]
-    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    completed = run_child(command + stack_database)
     assert completed.returncode == 0, completed.stderr[-6000:]
     report = json.loads(completed.stdout)
     assert list(report) == ["watchers"] and list(report["watchers"]) == list(WATCHER_KEYS)
@@ -165,17 +196,13 @@ def test_watchers_read_only_sockets_on_one_conversation_see_every_frame():
 
 
 @pytest.mark.slow
-def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes():
+def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes(stack_database):
     """More machines by adding nodes: each conversation is started and its message sent through one
     daphne, run by either Celery worker, and watched through the other daphne — its frames cross
     nodes through the Redis channel layer, and none is lost or repeated."""
     command = [sys.executable, "-m", "playground.loadtest", "--conversations", "4", "--web-nodes", "2",
                "--worker-nodes", "2", "--workers", "1", "--json"]
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        command += ["--database-url", database_url]
-    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    completed = run_child(command + stack_database)
     assert completed.returncode == 0, completed.stderr[-6000:]
     level = json.loads(completed.stdout)["levels"][0]
     assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (4, 4, 0, 0), completed.stderr[-3000:]
@@ -183,17 +210,13 @@ def test_two_web_nodes_and_two_workers_deliver_every_event_across_nodes():
 
 
 @pytest.mark.slow
-def test_a_prompt_answered_through_the_other_node_resumes_the_run():
+def test_a_prompt_answered_through_the_other_node_resumes_the_run(stack_database):
     """Two daphne and two workers on one database and Redis (tests/nodes_prompt.py): the conversation
     is started through node A and reaches a permission prompt (a global ask rule); node B watches it
     live and answers the prompt with its form; the run resumes on either worker, and node B sees every
     event once, in order, as a reload through node A does."""
     command = [sys.executable, "-m", "tests.nodes_prompt"]
-    database_url = os.environ.get("DATABASE_URL", "")
-    if database_url.startswith(("postgres://", "postgresql://")):
-        command += ["--database-url", database_url]
-    env = {key: value for key, value in os.environ.items() if key != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    completed = run_child(command + stack_database)
     assert completed.returncode == 0, completed.stderr[-6000:]
     report = json.loads(completed.stdout)
     types = report["types"]

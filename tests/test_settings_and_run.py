@@ -212,7 +212,10 @@ def test_env_example_documents_every_compose_variable(compose):
 # --- production settings -----------------------------------------------------------------------------
 
 def settings_in_subprocess(env: dict[str, str], expression: str) -> subprocess.CompletedProcess:
-    code = f"import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup(); from django.conf import settings as s; print({expression})"
+    """`expression` over the settings a fresh process reads from `env`. The first attribute read runs
+    playground/settings.py, where every value and refusal checked here is made; no django.setup():
+    importing every app (~1 s of CPU a process, 4–10 s of wall on the loaded machine) decides none of them."""
+    code = f"import os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); from django.conf import settings as s; print({expression})"
     clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECURE_SSL_REDIRECT", "ALLOWED_HOSTS"}}
     return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
@@ -467,6 +470,10 @@ def test_run_command_brings_everything_up_and_stops_it_on_sigterm(tmp_path):
         "CELERY_POOL": "solo",
         "CELERY_BEAT_SCHEDULE_FILENAME": str(tmp_path / "beat" / "schedule"),
         "PYTHONUNBUFFERED": "1",
+        # No search index build in the background: the solo worker would spend its first half-minute
+        # encoding the demo data's 707 tools and answer no ping until then (the command waits for one).
+        # What is checked here is the start and the stop; the build is tests/registry's.
+        "TOOLSEARCH_VECTOR_STORE": "memory",
     }
     env.pop("CI", None)  # the run command does not care; keep the child's output plain
     log_path = tmp_path / "run.log"
@@ -569,9 +576,11 @@ def test_no_mcp_sync_task_means_nothing_is_queued(monkeypatch):
 def database_options_in_subprocess(env: dict[str, str], *, started_as: str) -> str:
     """The default database's pool option in a fresh process, and whether the web-process flag is
     left in its environment for processes it starts. `started_as`: "asgi" imports playground.asgi
-    as daphne does; "flag" sets up Django with the flag playground.asgi sets (cheaper, for the
-    settings' own conditions); "other" is any other process (a Celery worker, a command)."""
-    setup = "import django; os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings'); django.setup()"
+    as daphne does; "flag" reads the settings with the flag playground.asgi sets (cheaper, for the
+    settings' own conditions); "other" is any other process (a Celery worker, a command). The pool is
+    decided in playground/settings.py alone, so "flag" and "other" read the settings without
+    django.setup() (importing every app: ~1 s of CPU a process, which decides nothing here)."""
+    setup = "os.environ.setdefault('DJANGO_SETTINGS_MODULE','playground.settings')"
     start = {"asgi": "import playground.asgi", "flag": f"os.environ['PLAYGROUND_ASGI_PROCESS'] = '1'; {setup}",
              "other": setup}[started_as]
     code = (f"import os; {start}; from django.conf import settings as s; "

@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker-nodes", type=int, default=1, help="embedded stack: Celery workers, each with --workers processes")
     parser.add_argument("--database-url", default="",
                         help="PostgreSQL server to create the run's own database on (dropped afterwards); default: an SQLite file")
+    parser.add_argument("--database-template", default="", metavar="NAME",
+                        help="with --database-url: copy the run's database from this prepared one on that server "
+                             "(migrated, demo data and search index in place) instead of preparing it")
     parser.add_argument("--url", help="target a running playground instead of starting one (needs --user and --password)")
     parser.add_argument("--user", help="with --url: the account to log in as")
     parser.add_argument("--password", default=os.environ.get("LOADTEST_PASSWORD"), help="with --url (or LOADTEST_PASSWORD)")
@@ -85,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--model-latency must be 0 or more")
     if args.url and (args.provider != "demo" or args.code):
         parser.error("--provider and --code start an embedded stack; they do not apply to --url")
+    if args.database_template and not args.database_url.startswith(("postgres://", "postgresql://")):
+        parser.error("--database-template needs a PostgreSQL --database-url")
     if args.url and (args.web_nodes > 1 or args.worker_nodes > 1):
         parser.error("--web-nodes and --worker-nodes start an embedded stack; they do not apply to --url")
     return args
@@ -217,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["DEMO_STREAM_WORDS_PER_SECOND"] = f"{args.words_per_second:g}"  # the stack's children read it
             stack = EmbeddedStack(workers=args.workers, pool=args.pool, database_url=args.database_url, log=say,
                                   web_nodes=args.web_nodes, worker_nodes=args.worker_nodes, provider=args.provider,
-                                  model_latency=args.model_latency, code_dir=args.code)
+                                  model_latency=args.model_latency, code_dir=args.code,
+                                  template_database=args.database_template)
             stack.start()
             sessions = []
             for base_url in stack.base_urls:
