@@ -349,7 +349,8 @@ def test_servers_are_imported_from_a_config_file_and_exported_as_an_mcp_json_ent
     secret = "ghp_browser_import_secret_0123456789"
     config = {"mcpServers": {
         "imported-demo": {"command": sys.executable, "args": ["-m", "playground.mcp_servers.demo_server"], "env": {"GITHUB_TOKEN": secret}},
-        "old-sse": {"type": "sse", "url": "https://example.com/sse"},
+        "old-sse": {"type": "sse", "url": "http://127.0.0.1:9/sse"},  # the deprecated transport, still imported
+        "socket": {"type": "websocket", "url": "ws://127.0.0.1:9/"},  # a transport the playground does not speak
     }}
     page = logged_in_page
     page.goto("/mcp/")
@@ -359,7 +360,8 @@ def test_servers_are_imported_from_a_config_file_and_exported_as_an_mcp_json_ent
     page.click("[data-testid=import-submit]")
     outcome = page.locator("[data-testid=import-outcome]")
     outcome.wait_for()
-    assert "1 server imported" in outcome.inner_text() and "old-sse: transport 'sse'" in outcome.inner_text()
+    assert "2 servers imported: imported-demo, old-sse." in outcome.inner_text()
+    assert "socket: transport 'websocket' is not one the playground speaks" in outcome.inner_text()
     page.click("[data-testid=imported-server][data-server=imported-demo]")
     page.wait_for_selector("[data-testid=server-status][data-status=connected]", timeout=60_000)  # its first sync ran
     assert secret not in page.content() and "GITHUB_TOKEN=********" in page.inner_text("[data-testid=masked-env]")
