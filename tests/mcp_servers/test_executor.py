@@ -18,7 +18,7 @@ from playground.mcp_servers.models import McpServer
 from playground.mcp_servers.session_pool import session_pool
 from tests.mcp_servers.conftest import child_pids
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_stray_processes")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_stray_processes")]
 
 
 def mcp_tool(name: str, server: str = "demo") -> Tool:
