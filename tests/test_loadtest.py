@@ -247,7 +247,9 @@ def test_the_real_provider_path_through_the_sdk_and_the_api_double_process():
     assert completed.returncode == 0, completed.stderr[-6000:]
     level = json.loads(completed.stdout)["levels"][0]
     assert (level["conversations"], level["completed"], level["lost"], level["duplicated"]) == (2, 2, 0, 0)
-    assert level["provider"] == "anthropic" and level["message_run_p50_s"] >= 2 * 0.2  # two calls, each 0.2 s late
+    # Two calls, each 0.2 s late. The run's clock starts once the message is accepted, which can be a few ms
+    # after the worker began the first call (CI measured 0.393 s once): more than one late call, not exactly two.
+    assert level["provider"] == "anthropic" and level["message_run_p50_s"] > 1.5 * 0.2
 
 
 def test_the_api_double_answers_like_a_model_through_the_official_sdks():
