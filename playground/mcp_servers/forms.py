@@ -15,7 +15,8 @@ from playground.mcp_servers.protocol_eras import DEFAULT_PROTOCOL_ERA
 from playground.mcp_servers.secrets import SECRET_MASK
 
 
-def _parse_pairs(text: str, separator: str, what: str) -> dict[str, str]:
+def parse_pairs(text: str, separator: str, what: str) -> dict[str, str]:
+    """`NAME=value` (environment) or `Name: value` (headers) lines; the server form's and the scratch form's one reading."""
     pairs: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -97,12 +98,12 @@ class McpServerForm(forms.ModelForm):
         return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]
 
     def clean_env_text(self) -> dict[str, str]:
-        submitted = _parse_pairs(self.cleaned_data["env_text"], "=", "environment variables")
+        submitted = parse_pairs(self.cleaned_data["env_text"], "=", "environment variables")
         self.kept_env: list[str] = []
         return _unmask(submitted, self.instance.env or {}, "environment variable", self.kept_env)
 
     def clean_headers_text(self) -> dict[str, str]:
-        submitted = _parse_pairs(self.cleaned_data["headers_text"], ":", "headers")
+        submitted = parse_pairs(self.cleaned_data["headers_text"], ":", "headers")
         self.kept_headers: list[str] = []
         return _unmask(submitted, self.instance.headers or {}, "header", self.kept_headers)
 

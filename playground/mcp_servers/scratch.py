@@ -27,6 +27,7 @@ from playground.mcp_servers.connection import (
     describe_error,
     open_connection,
 )
+from playground.mcp_servers.forms import parse_pairs
 from playground.mcp_servers.models import SERVER_NAME_VALIDATOR, McpServer
 from playground.mcp_servers.secrets import scrub_for
 from playground.mcp_servers.transports import ServerConfig
@@ -44,19 +45,6 @@ _slots = threading.BoundedSemaphore(MAX_AT_ONCE)
 
 class ScratchBusy(Exception):
     """Every scratch slot of this process is in use."""
-
-
-def _pairs(text: str, separator: str, what: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition(separator)
-        if not sep or not key.strip() or any(c.isspace() for c in key.strip()):
-            raise forms.ValidationError(f"line {number}: expected {what} as NAME{separator}value")
-        pairs[key.strip()] = value.strip()
-    return pairs
 
 
 class ScratchConnectionForm(forms.Form):
@@ -85,10 +73,10 @@ class ScratchConnectionForm(forms.Form):
             self.fields["transport"].choices = [(McpServer.Transport.HTTP, McpServer.Transport.HTTP.label)]
 
     def clean_headers_text(self) -> dict[str, str]:
-        return _pairs(self.cleaned_data["headers_text"], ":", "headers")
+        return parse_pairs(self.cleaned_data["headers_text"], ":", "headers")
 
     def clean_env_text(self) -> dict[str, str]:
-        return _pairs(self.cleaned_data["env_text"], "=", "environment variables")
+        return parse_pairs(self.cleaned_data["env_text"], "=", "environment variables")
 
     def clean_args_text(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["args_text"].splitlines() if line.strip()]

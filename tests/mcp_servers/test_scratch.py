@@ -113,3 +113,18 @@ def test_a_process_refuses_past_its_scratch_slots(admin_client, monkeypatch):
     finally:
         scratch._slots.release()
     assert "already open in this process" in busy
+
+
+def test_the_scratch_form_reads_environment_and_headers_as_the_server_form_does():
+    """Register posts the scratch form's fields to the server form: a value must not change on the way."""
+    from playground.mcp_servers.forms import parse_pairs
+
+    env, headers = "GREETING= hello there\n# a comment\nEMPTY=\n", "X-Trace:  abc \nAuthorization: Bearer t"
+    form = scratch.ScratchConnectionForm({"transport": "stdio", "command": sys.executable, "env_text": env,
+                                          "headers_text": headers, "protocol_era": "legacy"}, allow_commands=True)
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["env_text"] == parse_pairs(env.strip(), "=", "environment variables") == {
+        "GREETING": " hello there", "EMPTY": ""}  # an environment value is kept as written, leading space included
+    assert form.cleaned_data["headers_text"] == {"X-Trace": "abc", "Authorization": "Bearer t"}
+    bad = scratch.ScratchConnectionForm({"transport": "stdio", "command": "x", "env_text": "A B=1", "protocol_era": "legacy"}, allow_commands=True)
+    assert not bad.is_valid() and bad.errors["env_text"] == ["line 1: the name 'A B' contains spaces"]
