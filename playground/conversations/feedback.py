@@ -68,8 +68,8 @@ class FeedbackRow:
     mine: bool
 
 
-def feedback_rows(conversation: Conversation, user) -> list[FeedbackRow]:
-    numbers = dict(turns_of(conversation))
+def feedback_rows(conversation: Conversation, user, turns: list[tuple[int, int]] | None = None) -> list[FeedbackRow]:
+    numbers = dict(turns if turns is not None else turns_of(conversation))
     rows = []
     for feedback in conversation.feedback.select_related("user"):
         target = ("the conversation" if feedback.turn_sequence == Feedback.WHOLE_CONVERSATION
@@ -80,11 +80,12 @@ def feedback_rows(conversation: Conversation, user) -> list[FeedbackRow]:
 
 def feedback_context(conversation: Conversation, user) -> dict[str, Any]:
     """What the conversation page's feedback section shows: everyone's feedback, and a form if `user` may give it."""
-    rows = feedback_rows(conversation, user)
+    turns = turns_of(conversation)  # read once: the rows' targets and the form's choices
+    rows = feedback_rows(conversation, user, turns)
     return {
         "conversation": conversation, "rows": rows, "can_give": can_give_feedback(user, conversation),
         "targets": [(Feedback.WHOLE_CONVERSATION, "The conversation"),
-                    *[(sequence, f"Turn {number}") for sequence, number in turns_of(conversation)]],
+                    *[(sequence, f"Turn {number}") for sequence, number in turns]],
         "good": sum(1 for row in rows if row.feedback.rating == Feedback.Rating.GOOD),
         "bad": sum(1 for row in rows if row.feedback.rating == Feedback.Rating.BAD),
         "max_comment": MAX_COMMENT_CHARS,

@@ -119,3 +119,11 @@ def test_save_selected_as_tasks_saves_what_it_can_and_says_why_not_the_rest(admi
     assert "1 not saved (1 not yours to save)" in refused.content.decode() and not TaskSet.objects.filter(name="Saved conversations").exists()
     nothing = admin_client.post(reverse("agenteval:save_conversations"), {"task_set": "x"}, follow=True).content.decode()
     assert "Select at least one conversation to save." in nothing
+
+
+def test_the_section_reads_the_turns_once(admin_user, django_assert_num_queries):
+    conversation, turn = finished(admin_user, "What time is it in Tokyo?", TIME)
+    feedback.give_feedback(conversation, admin_user, turn_sequence=turn, rating=Feedback.Rating.GOOD)
+    with django_assert_num_queries(2):  # the turns, the feedback with its people
+        context = feedback.feedback_context(conversation, admin_user)
+    assert [row.target for row in context["rows"]] == ["turn 1"] and context["targets"][1] == (turn, "Turn 1")
