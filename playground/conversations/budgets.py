@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from playground.conversations.models import UsageBudget
-from playground.conversations.overview import UsageFilters, period_usage
+from playground.conversations.overview import Cell, UsageFilters, period_totals, period_usage
 from playground.conversations.templatetags.costs import usd
 
 ALERT_CACHE_KEY = "usage-budget-alerts"
@@ -73,12 +73,26 @@ def status_of(budget: UsageBudget, now: datetime | None = None) -> BudgetStatus:
     now = now or timezone.now()
     since = period_start(budget.period, now)
     cell = period_usage(since, now, UsageFilters(user_id=budget.user_id, profile_id=budget.profile_id))
+    return _status(budget, cell, since)
+
+
+def _status(budget: UsageBudget, cell: Cell, since: datetime) -> BudgetStatus:
     spent = Decimal(str(round(cell.cost, 6))) if budget.metric == UsageBudget.Metric.DOLLARS else Decimal(cell.tokens)
     return BudgetStatus(budget=budget, spent=spent, since=since)
 
 
 def statuses(now: datetime | None = None) -> list[BudgetStatus]:
-    return [status_of(budget, now) for budget in UsageBudget.objects.select_related("user", "profile")]
+    """Every budget's status with one grouped read per period and scope (at most four), not one per budget."""
+    now = now or timezone.now()
+    budgets = list(UsageBudget.objects.select_related("user", "profile"))
+    spent: dict[tuple[str, str], dict] = {}
+    for period, scope in {(b.period, "user" if b.user_id is not None else "profile") for b in budgets}:
+        spent[(period, scope)] = period_totals(period_start(period, now), now, UsageFilters(), split=scope)
+    out = []
+    for budget in budgets:
+        scope, key = ("user", budget.user_id) if budget.user_id is not None else ("profile", budget.profile_id)
+        out.append(_status(budget, spent[(budget.period, scope)].get(key, Cell()), period_start(budget.period, now)))
+    return out
 
 
 def refusal(owner, profile) -> str:

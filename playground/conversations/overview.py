@@ -203,13 +203,19 @@ def overview(period: str = DEFAULT_PERIOD, profile_id: int | None = None, *, spl
 
 def period_usage(since: datetime, now: datetime, filters: UsageFilters) -> Cell:
     """One cell for every matching event from `since` to `now`: what a budget has spent (budgets.py)."""
+    return period_totals(since, now, filters).get("", Cell())
+
+
+def period_totals(since: datetime, now: datetime, filters: UsageFilters, split: str | None = None) -> dict[Any, Cell]:
+    """The model calls' figures from `since` to `now` in one grouped read: per `split`'s key, or all under ""."""
     events = filtered_events(Event.objects.filter(created_at__gte=since, created_at__lte=now), filters)
-    bucketed = events.annotate(bucket=Value(since, output_field=DateTimeField()), group_key=Value("", output_field=TextField()))
+    key = _group_key(split) if split else Value("", output_field=TextField())
+    bucketed = events.annotate(bucket=Value(since, output_field=DateTimeField()), group_key=key)
     cells: dict[tuple[datetime, Any], Cell] = defaultdict(Cell)
     totals: dict[Any, Cell] = defaultdict(Cell)
     with _grouped_reads():
         _add_calls(bucketed, cells, totals)
-    return totals.get("", Cell())
+    return dict(totals)
 
 
 def filtered_events(events: QuerySet, filters: UsageFilters) -> QuerySet:

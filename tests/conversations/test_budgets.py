@@ -149,3 +149,27 @@ def test_a_replay_is_new_work_refused_with_the_reason_and_otherwise_marked_as_a_
     UsageBudget.objects.all().delete()
     replay = replays.start_replay(origin, operator, replays.ReplayChoice(profile=profile))
     assert replay.kind == Conversation.Kind.REPLAY and replay.replay_of_id == origin.pk
+
+
+def test_every_budgets_status_in_a_few_grouped_reads_agreeing_with_each_alone(operator, profile, admin_user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    other = AgentProfile.objects.create(name="Other")
+    spend(Conversation.objects.create(owner=operator, profile=profile), input_tokens=100_000, output_tokens=0)
+    spend(Conversation.objects.create(owner=admin_user, profile=other), input_tokens=0, output_tokens=7)
+    made = [UsageBudget.objects.create(user=operator, metric="dollars", period="day", limit=Decimal("1")),
+            UsageBudget.objects.create(user=admin_user, metric="tokens", period="month", limit=5),
+            UsageBudget.objects.create(profile=profile, metric="tokens", period="day", limit=10**6),
+            UsageBudget.objects.create(profile=other, metric="tokens", period="day", limit=10**6)]
+    with CaptureQueriesContext(connection) as four:
+        budgets.statuses()
+    for _ in range(6):  # more budgets of the same periods and scopes add no read
+        made.append(UsageBudget.objects.create(profile=profile, metric="dollars", period="day", limit=Decimal("9")))
+    with CaptureQueriesContext(connection) as ten:
+        together = budgets.statuses()
+    # The budgets, then one grouped read per (period, scope) present: 3 here, each in its own atomic block.
+    assert len(ten.captured_queries) == len(four.captured_queries) <= 1 + 3 * 4
+    alone = [budgets.status_of(budget) for budget in made]
+    assert [(s.budget.pk, s.spent) for s in together] == [(s.budget.pk, s.spent) for s in alone]
+    assert [s.spent for s in together[:4]] == [Decimal("0.3"), Decimal(7), Decimal(100_000), Decimal(7)]
